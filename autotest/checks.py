@@ -1,0 +1,351 @@
+"""The one check engine: aligns series by real step, applies a method/operator/scope, decides a status.
+
+Methods (per point): absolute |cur-base|; relative |cur-base| / max(|base|, relative_floor);
+slowdown max(0, cur-base); value cur (no baseline). A check passes when
+``error OPERATOR threshold``. Scopes choose which points are compared and how they are
+reduced. Non-finite current values breach; non-finite golden values make the check ERROR
+(the baseline is broken). Reference-severity checks are reported as INFO and never fail.
+"""
+
+from __future__ import annotations
+
+import math
+import operator as op
+from dataclasses import replace
+from typing import Callable, Mapping
+
+from autotest.baseline import Baseline, CheckSpec
+from autotest.results import ERROR, FAIL, INFO, PASS, CheckResult, StepPoint
+from autotest.trace import Trace
+
+OPERATORS: dict[str, Callable[[float, float], bool]] = {"<": op.lt, "<=": op.le, ">": op.gt, ">=": op.ge}
+PERCENTILE_INTERPOLATION = "linear"
+
+
+def fmt(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return f"{value:.6g}"
+
+
+def point_error(method: str, current: float, golden: float | None, relative_floor: float) -> float:
+    if method == "value":
+        return current
+    assert golden is not None
+    if method == "absolute":
+        return abs(current - golden)
+    if method == "relative":
+        return abs(current - golden) / max(abs(golden), relative_floor)
+    if method == "slowdown":
+        return max(0.0, current - golden)
+    raise AssertionError(f"unknown method {method}")
+
+
+def passes(error: float, operator: str, threshold: float) -> bool:
+    return math.isfinite(error) and OPERATORS[operator](error, threshold)
+
+
+def _worst(points: list[StepPoint], operator: str) -> StepPoint | None:
+    """The point farthest on the failing side of the threshold."""
+    scored = [p for p in points if p.error is not None]
+    if not scored:
+        return None
+    nonfinite = [p for p in scored if not math.isfinite(p.error)]
+    if nonfinite:
+        return nonfinite[0]
+    key = (lambda p: p.error) if operator in ("<", "<=") else (lambda p: -p.error)
+    return max(scored, key=key)
+
+
+def _in_range(steps, calibrated: tuple[int, int] | None) -> list[int]:
+    if calibrated is None:
+        return sorted(steps)
+    return sorted(s for s in steps if calibrated[0] <= s <= calibrated[1])
+
+
+class _Context:
+    """Inputs shared by every check of one comparison."""
+
+    def __init__(self, baseline: Baseline, golden: Trace, current: Trace, golden_is_table: bool) -> None:
+        self.baseline = baseline
+        self.golden = golden
+        self.current = current
+        self.golden_is_table = golden_is_table
+
+
+def _base_result(spec: CheckSpec, status: str, message: str, **extra) -> CheckResult:
+    parameters = {"relative_floor": spec.relative_floor} if spec.method == "relative" else {}
+    if spec.scope == "percentile":
+        parameters.update(percentile=spec.percentile, interpolation=PERCENTILE_INTERPOLATION)
+    if spec.points:
+        parameters["points"] = list(spec.points)
+    if spec.window:
+        parameters["window"] = list(spec.window)
+    return CheckResult(
+        check_id=spec.check_id,
+        status=status,
+        message=message,
+        metric=spec.metric,
+        method=spec.method,
+        operator=spec.operator,
+        threshold=spec.threshold,
+        scope=spec.scope,
+        severity=spec.severity,
+        parameters=parameters,
+        derivation=spec.derivation,
+        **extra,
+    )
+
+
+def _compare_points(spec: CheckSpec, steps: list[int], cur: Mapping[int, float], gold: Mapping[int, float] | None):
+    """Per-step points for the given steps; returns (points, missing_current, broken_golden)."""
+    points: list[StepPoint] = []
+    missing: list[int] = []
+    broken: list[int] = []
+    for step in steps:
+        golden_value = None if gold is None else gold.get(step)
+        if step not in cur:
+            missing.append(step)
+            continue
+        current_value = cur[step]
+        if spec.method != "value" and golden_value is not None and not math.isfinite(golden_value):
+            broken.append(step)
+            points.append(StepPoint(step, current_value, golden_value, None, False))
+            continue
+        if not math.isfinite(current_value):
+            points.append(StepPoint(step, current_value, golden_value, math.nan, True))
+            continue
+        error = point_error(spec.method, current_value, golden_value, spec.relative_floor)
+        points.append(StepPoint(step, current_value, golden_value, error, not passes(error, spec.operator, spec.threshold)))
+    return points, missing, broken
+
+
+def _error_name(spec: CheckSpec) -> str:
+    return {"absolute": "absolute error", "relative": "relative error", "slowdown": "slowdown",
+            "value": "value"}[spec.method]
+
+
+def _breach_message(spec: CheckSpec, point: StepPoint, display: str) -> str:
+    golden = "" if spec.method == "value" else f" vs golden {fmt(point.baseline)}"
+    return (f"{display} at step {point.step}: current {fmt(point.current)}{golden}, "
+            f"{_error_name(spec)} {fmt(point.error)} not {spec.operator} {spec.threshold:g}")
+
+
+def _evaluate(spec: CheckSpec, ctx: _Context) -> CheckResult:
+    display = ctx.baseline.display(spec.metric)
+    cur = ctx.current.get(spec.metric)
+    if cur is None:
+        return _base_result(spec, ERROR, f"{display} is missing from the current run ({ctx.current.source}); "
+                                        "a checked metric never passes silently")
+    gold = None
+    if spec.method != "value":
+        gold = ctx.golden.get(spec.metric)
+        if gold is None:
+            if ctx.golden_is_table:
+                return _base_result(spec, INFO, f"{display} is uncalibrated: the baseline has no golden value; "
+                                                "run `rl-autotest calibrate` for this case to calibrate it")
+            return _base_result(spec, ERROR, f"{display} is missing from the baseline tracker "
+                                             f"({ctx.golden.source}); the baseline is incomplete")
+    calibrated = ctx.baseline.calibrated_range
+    if spec.scope in ("stepwise", "percentile"):
+        steps = _in_range(cur if gold is None else gold, calibrated)
+        return _reduce_steps(spec, ctx, display, steps, cur, gold)
+    if spec.scope == "points":
+        return _points(spec, display, cur, gold)
+    if spec.scope == "final":
+        return _final(spec, display, cur, gold, calibrated)
+    return _window(spec, display, cur, gold)
+
+
+def _reduce_steps(spec, ctx, display, steps, cur, gold) -> CheckResult:
+    points, missing, broken = _compare_points(spec, steps, cur, gold)
+    breaches = [p for p in points if p.breached]
+    worst = _worst(points, spec.operator)
+    extra = dict(points=tuple(points), worst_step=worst.step if worst else None,
+                 first_breach_step=breaches[0].step if breaches else None)
+    if broken:
+        return _base_result(spec, ERROR, f"{display}: baseline has non-finite golden values at steps "
+                                         f"{_steps(broken)}; the baseline is broken, recalibrate it", **extra)
+    if not points:
+        return _base_result(spec, ERROR, f"{display}: no common steps between current and baseline", **extra)
+    if spec.scope == "stepwise":
+        extra["observed"] = worst.error if worst else None
+        if breaches:
+            return _base_result(spec, FAIL, _breach_message(spec, breaches[0], display)
+                                + f" (first breach; worst step {worst.step}: {fmt(worst.error)}; "
+                                  f"{len(breaches)}/{len(points)} steps breach)", **extra)
+    else:
+        nonfinite = [p for p in points if p.error is not None and not math.isfinite(p.error)]
+        if nonfinite:
+            extra["observed"] = math.nan
+            return _base_result(spec, FAIL, f"{display}: non-finite current value at step {nonfinite[0].step} "
+                                            f"({fmt(nonfinite[0].current)})", **extra)
+        import numpy as np
+
+        value = float(np.percentile([p.error for p in points], spec.percentile, method=PERCENTILE_INTERPOLATION))
+        extra["observed"] = value
+        if not passes(value, spec.operator, spec.threshold):
+            return _base_result(spec, FAIL, f"{display}: p{spec.percentile:g} of per-step {_error_name(spec)} over "
+                                            f"{len(points)} steps is {fmt(value)}, not {spec.operator} "
+                                            f"{spec.threshold:g} (worst step {worst.step}: {fmt(worst.error)})",
+                                **extra)
+    if missing:
+        return _base_result(spec, ERROR, f"{display}: current run lacks steps {_steps(missing)} that the "
+                                         "baseline has; cannot decide", **extra)
+    summary = (f"worst step {worst.step}: {fmt(worst.error)}" if spec.scope == "stepwise"
+               else f"p{spec.percentile:g} = {fmt(extra['observed'])}")
+    return _base_result(spec, PASS, f"{display}: {len(points)} steps within {_error_name(spec)} "
+                                    f"{spec.operator} {spec.threshold:g} ({summary})", **extra)
+
+
+def _points(spec, display, cur, gold) -> CheckResult:
+    calibrated_points = [p for p in spec.points if gold is None or p in gold]
+    uncalibrated = [p for p in spec.points if p not in calibrated_points]
+    points, missing, broken = _compare_points(spec, calibrated_points, cur, gold)
+    breaches = [p for p in points if p.breached]
+    worst = _worst(points, spec.operator)
+    extra = dict(points=tuple(points), worst_step=worst.step if worst else None,
+                 first_breach_step=breaches[0].step if breaches else None,
+                 observed=worst.error if worst else None)
+    note = f"; no golden value at steps {_steps(uncalibrated)} (uncalibrated)" if uncalibrated else ""
+    if broken:
+        return _base_result(spec, ERROR, f"{display}: non-finite golden values at steps {_steps(broken)}; "
+                                         "the baseline is broken", **extra)
+    if breaches:
+        return _base_result(spec, FAIL, _breach_message(spec, breaches[0], display)
+                            + f" ({len(breaches)}/{len(points)} eval points breach){note}", **extra)
+    if missing:
+        return _base_result(spec, ERROR, f"{display}: current run has no value at steps {_steps(missing)}; "
+                                         f"cannot decide{note}", **extra)
+    if not points:
+        return _base_result(spec, INFO, f"{display}: uncalibrated at every point; run `rl-autotest calibrate`",
+                            **extra)
+    return _base_result(spec, PASS, f"{display}: all {len(points)} points within {_error_name(spec)} "
+                                    f"{spec.operator} {spec.threshold:g} (worst step {worst.step}: "
+                                    f"{fmt(worst.error)}){note}", **extra)
+
+
+def _final(spec, display, cur, gold, calibrated) -> CheckResult:
+    cur_steps = _in_range(cur, calibrated)
+    if not cur_steps:
+        return _base_result(spec, ERROR, f"{display}: no current value in the calibrated range")
+    last = cur_steps[-1]
+    golden_value = None
+    if gold is not None:
+        gold_steps = _in_range(gold, calibrated)
+        if not gold_steps:
+            return _base_result(spec, ERROR, f"{display}: no golden value in the calibrated range")
+        if gold_steps[-1] != last:
+            return _base_result(spec, ERROR, f"{display}: final points are at different steps (current "
+                                             f"{last}, baseline {gold_steps[-1]}); did the run finish?")
+        golden_value = gold[last]
+    points, _, broken = _compare_points(spec, [last], cur, None if gold is None else {last: golden_value})
+    point = points[0]
+    extra = dict(points=(point,), observed=point.error, worst_step=last,
+                 first_breach_step=last if point.breached else None)
+    if broken:
+        return _base_result(spec, ERROR, f"{display}: golden final value is non-finite; the baseline is broken",
+                            **extra)
+    if point.breached:
+        return _base_result(spec, FAIL, _breach_message(spec, point, display) + " (final point)", **extra)
+    golden = "" if spec.method == "value" else f" vs golden {fmt(golden_value)}"
+    return _base_result(spec, PASS, f"{display} final step {last}: {fmt(point.current)}{golden}, "
+                                    f"{_error_name(spec)} {fmt(point.error)} {spec.operator} {spec.threshold:g}",
+                        **extra)
+
+
+def _window(spec, display, cur, gold) -> CheckResult:
+    first, last = spec.window
+    steps = sorted(s for s in (cur if gold is None else gold) if first <= s <= last)
+    points, missing, broken = _compare_points(spec, steps, cur, gold)
+    extra = dict(points=tuple(points))
+    if broken:
+        return _base_result(spec, ERROR, f"{display}: non-finite golden values at steps {_steps(broken)}", **extra)
+    if missing or not points:
+        return _base_result(spec, ERROR, f"{display}: window {first}-{last} lacks current values at steps "
+                                         f"{_steps(missing) or 'all'}; cannot decide", **extra)
+    cur_mean = sum(p.current for p in points) / len(points)
+    gold_mean = None if gold is None else sum(p.baseline for p in points) / len(points)
+    error = point_error(spec.method, cur_mean, gold_mean, spec.relative_floor) if math.isfinite(cur_mean) else math.nan
+    extra["observed"] = error
+    ok = passes(error, spec.operator, spec.threshold)
+    golden = "" if gold_mean is None else f" vs golden mean {fmt(gold_mean)}"
+    message = (f"{display} mean over steps {first}-{last}: {fmt(cur_mean)}{golden}, {_error_name(spec)} "
+               f"{fmt(error)} {'' if ok else 'not '}{spec.operator} {spec.threshold:g}")
+    return _base_result(spec, PASS if ok else FAIL, message, **extra)
+
+
+def _steps(steps: list[int]) -> str:
+    shown = ", ".join(str(s) for s in steps[:8])
+    return shown + (f", ... ({len(steps)} in all)" if len(steps) > 8 else "")
+
+
+def evaluate_check(spec: CheckSpec, baseline: Baseline, golden: Trace, current: Trace,
+                   golden_is_table: bool) -> CheckResult:
+    result = _evaluate(spec, _Context(baseline, golden, current, golden_is_table))
+    if spec.severity == "reference" and result.status != INFO:
+        # reference checks inform (e.g. machine-dependent step time) and never decide the run
+        outcome = {PASS: "within threshold", FAIL: "outside threshold", ERROR: "undecided"}[result.status]
+        result = replace(result, status=INFO, message=f"reference only, {outcome}: {result.message}")
+    return result
+
+
+def structural_checks(baseline: Baseline, current: Trace, wall_time_s: float | None) -> list[CheckResult]:
+    """Step count, wall time and the uncalibrated tail, reported as results rather than crashes."""
+    results: list[CheckResult] = []
+    steps = current.train_steps
+    last = steps[-1] if steps else None
+    policy = baseline.steps
+    if policy.expected is not None:
+        count = len(steps)
+        params = {"expected": policy.expected, "exact": policy.exact}
+        if policy.exact and count == policy.expected or not policy.exact and count >= policy.expected:
+            status, message = PASS, f"{count} training steps ({'exactly' if policy.exact else 'at least'} " \
+                                    f"{policy.expected} required)"
+        elif count < policy.expected:
+            status, message = ERROR, (f"run is incomplete: {count} training steps (last step {last}), "
+                                      f"expected {policy.expected}; see the run's logs")
+        else:
+            status, message = FAIL, (f"{count} training steps but the baseline requires exactly "
+                                     f"{policy.expected}; the run's shape changed (epochs, batch size, data)")
+        results.append(CheckResult("steps[count]", status, message, kind="structural", parameters=params,
+                                   observed=float(count)))
+    elif baseline.calibrated_range is not None:
+        needed = baseline.calibrated_range[1]
+        reached = max(list(steps) + list(current.eval_steps), default=None)
+        ok = reached is not None and reached >= needed
+        message = (f"run reached step {reached}, covering the calibrated range up to {needed}" if ok
+                   else f"run is incomplete: reached step {reached}, the calibrated range needs step {needed}")
+        results.append(CheckResult("steps[range]", PASS if ok else ERROR, message, kind="structural",
+                                   parameters={"calibrated_range": list(baseline.calibrated_range)},
+                                   observed=None if reached is None else float(reached)))
+    if baseline.calibrated_range is not None:
+        beyond = sorted({s for s in list(steps) + list(current.eval_steps) if s > baseline.calibrated_range[1]})
+        if beyond:
+            results.append(CheckResult(
+                "steps[uncalibrated]", INFO,
+                f"steps {beyond[0]}-{beyond[-1]} are beyond the calibrated range "
+                f"{baseline.calibrated_range[0]}-{baseline.calibrated_range[1]}: uncalibrated, not checked",
+                kind="structural", parameters={"calibrated_range": list(baseline.calibrated_range)}))
+    if baseline.wall_time_max_s is not None:
+        params = {"max_s": baseline.wall_time_max_s}
+        if wall_time_s is None:
+            results.append(CheckResult("wall_time", INFO, "end-to-end wall time not measured here (comparing an "
+                                       "existing log); the launcher measures it", kind="structural",
+                                       parameters=params))
+        else:
+            ok = wall_time_s < baseline.wall_time_max_s
+            results.append(CheckResult(
+                "wall_time", PASS if ok else FAIL,
+                f"end-to-end wall time {wall_time_s:.0f} s {'<' if ok else 'not <'} {baseline.wall_time_max_s:.0f} s",
+                kind="structural", parameters=params, observed=wall_time_s))
+    return results
+
+
+def run_checks(baseline: Baseline, golden: Trace, current: Trace, golden_is_table: bool,
+               wall_time_s: float | None = None) -> list[CheckResult]:
+    results = structural_checks(baseline, current, wall_time_s)
+    results.extend(evaluate_check(spec, baseline, golden, current, golden_is_table) for spec in baseline.checks)
+    return results

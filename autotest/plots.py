@@ -1,0 +1,79 @@
+"""One PNG per checked metric: x = real step, golden and current series, threshold band, breaches marked."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+from autotest.results import CheckResult, Verdict
+from autotest.trace import Trace
+
+
+def plot_name(metric: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", metric).strip("_") + ".png"
+
+
+def _band(result: CheckResult, steps: list[int], golden: list[float]) -> tuple[list[float], list[float]] | None:
+    t = result.threshold
+    if t is None or not golden:
+        return None
+    if result.method == "absolute":
+        return [g - t for g in golden], [g + t for g in golden]
+    if result.method == "relative":
+        return [g - abs(g) * t for g in golden], [g + abs(g) * t for g in golden]
+    if result.method == "slowdown":
+        return list(golden), [g + t for g in golden]
+    return None
+
+
+def plot_checks(verdict: Verdict, golden: Trace, current: Trace, out_dir: Path) -> dict[str, str]:
+    """Write plots/<metric>.png for every metric check; returns metric -> path relative to out_dir."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    plots_dir = out_dir / "plots"
+    plots_dir.mkdir(parents=True, exist_ok=True)
+    written: dict[str, str] = {}
+    by_metric: dict[str, list[CheckResult]] = {}
+    for r in verdict.results:
+        if r.kind == "metric" and r.metric:
+            by_metric.setdefault(r.metric, []).append(r)
+    for metric, results in by_metric.items():
+        fig, ax = plt.subplots(figsize=(7, 3.6), dpi=90)
+        cur = current.get(metric) or {}
+        gold = golden.get(metric) or {}
+        if gold:
+            steps = list(gold)
+            ax.plot(steps, list(gold.values()), "o-" if len(steps) < 30 else "-", color="tab:blue",
+                    label=f"golden ({Path(golden.source.split(' ')[0]).name})", markersize=3)
+        if cur:
+            finite = [(s, v) for s, v in cur.items() if math.isfinite(v)]
+            ax.plot([s for s, _ in finite], [v for _, v in finite], "s-" if len(cur) < 30 else "-",
+                    color="tab:orange", label="current", markersize=3)
+        for r in results:
+            points = [p for p in r.points if p.baseline is not None and math.isfinite(p.baseline)]
+            band = _band(r, [p.step for p in points], [p.baseline for p in points])
+            if band:
+                ax.fill_between([p.step for p in points], band[0], band[1], color="tab:blue", alpha=0.15,
+                                label=f"{r.method} {r.operator} {r.threshold:g} ({r.scope})")
+            elif r.method == "value" and r.threshold is not None:
+                ax.axhline(r.threshold, color="tab:red", linestyle="--", linewidth=1,
+                           label=f"value {r.operator} {r.threshold:g}")
+            breached = [p for p in r.points if p.breached and p.current is not None and math.isfinite(p.current)]
+            if breached:
+                ax.scatter([p.step for p in breached], [p.current for p in breached], color="red", zorder=5,
+                           marker="x", s=40, label=f"breach ({r.status})")
+        status = "/".join(sorted({r.status for r in results}))
+        ax.set_title(f"{metric} — {status}", fontsize=9)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="best")
+        fig.tight_layout()
+        name = plot_name(metric)
+        fig.savefig(plots_dir / name)
+        plt.close(fig)
+        written[metric] = f"plots/{name}"
+    return written

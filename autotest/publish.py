@@ -1,0 +1,32 @@
+"""Write a comparison into its results folder: results.json, report.md, plots and the CI step summary."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from autotest.compare import Comparison
+from autotest.report import append_step_summary, render_markdown, render_step_summary, write_atomic, write_results_json
+
+
+@dataclass(frozen=True)
+class Published:
+    results_json: Path
+    report_md: Path
+    plots: dict[str, str]
+    step_summary_written: bool
+
+
+def publish(comparison: Comparison, out_dir: str | Path, *, with_plots: bool = True) -> Published:
+    out = Path(out_dir).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    plots: dict[str, str] = {}
+    if with_plots:
+        from autotest.plots import plot_checks
+
+        plots = plot_checks(comparison.verdict, comparison.golden, comparison.current, out)
+    results_json = write_results_json(comparison.verdict, out, {"plots": plots})
+    report_md = out / "report.md"
+    write_atomic(report_md, render_markdown(comparison.verdict, plots))
+    summary = append_step_summary(render_step_summary(comparison.verdict, report_md))
+    return Published(results_json, report_md, plots, summary)

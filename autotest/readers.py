@@ -1,0 +1,244 @@
+"""Readers that turn a framework's metric log into a :class:`~autotest.trace.Trace`.
+
+Readers are pluggable: each is a function ``(path, lines) -> Trace`` registered by format
+name in :data:`READERS`. ``read_trace`` picks one by name or by sniffing the first row.
+
+xtuner ``tracker.jsonl`` row kinds (REFERENCE.md): mini-batch rows whose keys all start
+with ``train_metrics/`` (they share the step of the summary row that follows; their values
+are averaged per step), the step-summary row (everything else that is not eval-only), and
+eval-only rows whose keys all start with ``eval/`` (step 0 before training).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from pathlib import Path
+from types import MappingProxyType
+from typing import Callable, Iterator
+
+from autotest.errors import UsageError
+from autotest.trace import Trace
+
+MINIBATCH_PREFIX = "train_metrics/"
+EVAL_PREFIX = "eval/"
+#: xtuner exp dirs are named by a 14-digit timestamp (YYYYmmddHHMMSS)
+EXP_DIR_PATTERN = re.compile(r"^\d{14}$")
+TRACKER_RELATIVE = Path("logs") / "exp_tracking" / "tracker.jsonl"
+
+
+def _rows(path: Path) -> Iterator[tuple[int, dict]]:
+    """Yield ``(line_number, row)``; tolerates blank lines and a truncated final line only."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read metric log ({exc.strerror}); check the path") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: not a UTF-8 text file; pass a JSONL metric log") from None
+    lines = text.split("\n")
+    last_content = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
+    for index, line in enumerate(lines):
+        if not line.strip():
+            continue
+        number = index + 1
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if index == last_content:
+                # A killed run leaves a half-written last line: keep everything before it.
+                raise _TruncatedTail(number) from None
+            raise UsageError(
+                f"{path}:{number}: malformed JSON ({exc.msg} at column {exc.colno}); "
+                "fix or remove the line"
+            ) from None
+        if not isinstance(row, dict):
+            raise UsageError(f"{path}:{number}: a row must be a JSON object, got {type(row).__name__}")
+        yield number, row
+
+
+class _TruncatedTail(Exception):
+    def __init__(self, line_number: int) -> None:
+        self.line_number = line_number
+
+
+def _step_of(path: Path, number: int, row: dict) -> int:
+    step = row.get("step")
+    if isinstance(step, bool) or not isinstance(step, (int, float)) or step != int(step):
+        raise UsageError(f"{path}:{number}: key 'step' is missing or not an integer ({step!r}); every row needs one")
+    return int(step)
+
+
+def _numeric(value: object) -> float | None:
+    if value is None:
+        return float("nan")  # a logged null is a missing value: reported, never skipped silently
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+class _Builder:
+    """Accumulates values per metric and step; the last write for a (metric, step) wins."""
+
+    def __init__(self, path: Path, fmt: str) -> None:
+        self.path = path
+        self.fmt = fmt
+        self.series: dict[str, dict[int, float]] = defaultdict(dict)
+        self.lines: dict[str, dict[int, int]] = defaultdict(dict)
+        self.train_steps: set[int] = set()
+        self.eval_steps: set[int] = set()
+        self.warnings: list[str] = []
+
+    def put(self, metric: str, step: int, value: float, number: int) -> None:
+        self.series[metric][step] = value
+        self.lines[metric][step] = number
+
+    def build(self) -> Trace:
+        ordered = {m: MappingProxyType(dict(sorted(v.items()))) for m, v in sorted(self.series.items())}
+        lines = {m: MappingProxyType(v) for m, v in self.lines.items()}
+        return Trace(
+            source=str(self.path),
+            series=MappingProxyType(ordered),
+            train_steps=tuple(sorted(self.train_steps)),
+            eval_steps=tuple(sorted(self.eval_steps)),
+            warnings=tuple(self.warnings),
+            format=self.fmt,
+            lines=MappingProxyType(lines),
+        )
+
+
+def _read_rows_tolerant(path: Path) -> tuple[list[tuple[int, dict]], list[str]]:
+    rows: list[tuple[int, dict]] = []
+    warnings: list[str] = []
+    try:
+        for item in _rows(path):
+            rows.append(item)
+    except _TruncatedTail as tail:
+        warnings.append(f"{path}:{tail.line_number}: truncated final line dropped (the run was probably killed)")
+    return rows, warnings
+
+
+def read_xtuner(path: Path) -> Trace:
+    rows, warnings = _read_rows_tolerant(path)
+    builder = _Builder(path, "xtuner")
+    builder.warnings.extend(warnings)
+    pending_minibatch: dict[str, list[tuple[float, int]]] = defaultdict(list)
+    seen_summary: set[int] = set()
+    seen_eval_only: set[int] = set()
+    for number, row in rows:
+        step = _step_of(path, number, row)
+        values = {k: _numeric(v) for k, v in row.items() if k != "step"}
+        values = {k: v for k, v in values.items() if v is not None}
+        if not values:
+            continue
+        if all(k.startswith(MINIBATCH_PREFIX) for k in values):
+            for key, value in values.items():
+                pending_minibatch[key].append((value, number))
+            continue
+        eval_only = all(k.startswith(EVAL_PREFIX) for k in values)
+        seen = seen_eval_only if eval_only else seen_summary
+        if step in seen:
+            builder.warnings.append(
+                f"{path}:{number}: step {step} logged again (resumed run?); the later row wins"
+            )
+        seen.add(step)
+        if not eval_only:
+            builder.train_steps.add(step)
+            # mini-batch rows precede their summary row and share its step
+            for key, entries in pending_minibatch.items():
+                builder.put(key, step, sum(v for v, _ in entries) / len(entries), entries[-1][1])
+            pending_minibatch.clear()
+        if any(k.startswith(EVAL_PREFIX) for k in values):
+            builder.eval_steps.add(step)
+        for key, value in values.items():
+            builder.put(key, step, value, number)
+    if pending_minibatch:
+        builder.warnings.append(f"{path}: mini-batch rows at the end have no step-summary row; ignored")
+    return builder.build()
+
+
+def read_verl(path: Path) -> Trace:
+    """verl's JSONL logger: ``{"step": N, "data": {metric: value, ...}}`` per step."""
+    rows, warnings = _read_rows_tolerant(path)
+    builder = _Builder(path, "verl")
+    builder.warnings.extend(warnings)
+    seen: set[int] = set()
+    for number, row in rows:
+        step = _step_of(path, number, row)
+        data = row.get("data")
+        if not isinstance(data, dict):
+            raise UsageError(f"{path}:{number}: key 'data' must be an object in verl format")
+        if step in seen:
+            builder.warnings.append(f"{path}:{number}: step {step} logged again (resumed run?); the later row wins")
+        seen.add(step)
+        values = {k: _numeric(v) for k, v in data.items()}
+        values = {k: v for k, v in values.items() if v is not None}
+        if any(not k.startswith(("val", "eval")) for k in values):
+            builder.train_steps.add(step)
+        if any(k.startswith(("val", "eval")) for k in values):
+            builder.eval_steps.add(step)
+        for key, value in values.items():
+            builder.put(key, step, value, number)
+    return builder.build()
+
+
+READERS: dict[str, Callable[[Path], Trace]] = {"xtuner": read_xtuner, "verl": read_verl}
+
+
+def sniff_format(path: Path) -> str:
+    """Guess the format from the first row: verl rows nest metrics under ``data``."""
+    try:
+        with path.open(encoding="utf-8") as handle:
+            for line in handle:
+                if line.strip():
+                    try:
+                        row = json.loads(line)
+                    except json.JSONDecodeError:
+                        return "xtuner"  # let the reader report the bad line with its number
+                    return "verl" if isinstance(row, dict) and isinstance(row.get("data"), dict) else "xtuner"
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read metric log ({exc.strerror}); check the path") from None
+    return "xtuner"
+
+
+def read_trace(path: str | Path, fmt: str = "auto", aliases: dict[str, str] | None = None) -> Trace:
+    """Read a metric log (or a run's work dir) into a Trace; ``aliases`` maps canonical -> logged name."""
+    tracker = find_tracker(Path(path))
+    name = sniff_format(tracker) if fmt == "auto" else fmt
+    if name not in READERS:
+        raise UsageError(f"unknown metric-log format {name!r}; choose one of {', '.join(sorted(READERS))}")
+    trace = READERS[name](tracker)
+    if not trace.series and not trace.warnings:
+        raise UsageError(f"{tracker}: metric log has no rows; did the run start?")
+    return trace.with_aliases(aliases) if aliases else trace
+
+
+def find_tracker(path: Path) -> Path:
+    """Resolve a tracker file from itself, an exp dir or a work dir (newest timestamped exp dir)."""
+    if path.is_file():
+        return path
+    if not path.exists():
+        raise UsageError(f"{path}: no such file or directory; pass a tracker.jsonl or a run's work dir")
+    direct = path / TRACKER_RELATIVE
+    if direct.is_file():
+        return direct
+    for candidate in (path / "tracker.jsonl", path / "exp_tracking" / "tracker.jsonl"):
+        if candidate.is_file():
+            return candidate
+    exp_dirs = sorted(p for p in path.iterdir() if p.is_dir() and EXP_DIR_PATTERN.match(p.name))
+    if exp_dirs:
+        newest = exp_dirs[-1]
+        tracker = newest / TRACKER_RELATIVE
+        if tracker.is_file():
+            return tracker
+        found = sorted(str(p.relative_to(path)) for p in newest.rglob("*.jsonl"))[:10]
+        raise UsageError(
+            f"{path}: newest exp dir {newest.name} has no {TRACKER_RELATIVE} "
+            f"(found: {', '.join(found) or 'no .jsonl files'}); is exp_tracker set to jsonl?"
+        )
+    found = sorted(str(p.relative_to(path)) for p in path.rglob("tracker.jsonl"))[:10]
+    listing = sorted(p.name for p in path.iterdir())[:10]
+    raise UsageError(
+        f"{path}: no tracker found (expected <14-digit timestamp>/{TRACKER_RELATIVE}; "
+        f"found trackers: {', '.join(found) or 'none'}; entries: {', '.join(listing) or 'empty'})"
+    )

@@ -1,0 +1,157 @@
+"""Render a verdict: results.json, report.md and the CI step summary. Renderers never recompute.
+
+Results folder layout::
+
+    results.json   schema-versioned verdict (every check, its parameters, points and triage)
+    report.md      verdict → metric table → failing points → paths → commit → next step
+    plots/*.png    one per checked metric (see autotest.plots)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from autotest.checks import fmt
+from autotest.results import ERROR, FAIL, INFO, PASS, CheckResult, Verdict
+
+STATUS_MARK = {PASS: "✅ PASS", FAIL: "❌ FAIL", ERROR: "⚠️ ERROR", INFO: "ℹ️ INFO"}
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write via a temp file and rename, so a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_results_json(verdict: Verdict, out_dir: Path, extra: dict[str, Any] | None = None) -> Path:
+    data = verdict.to_dict()
+    if extra:
+        data.update(extra)
+    path = out_dir / "results.json"
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=False, ensure_ascii=False) + "\n")
+    return path
+
+
+def _golden_and_current(result: CheckResult) -> tuple[str, str, str]:
+    """Show the point that decided the check: first breach, else the worst point, else the last."""
+    step = result.first_breach_step if result.first_breach_step is not None else result.worst_step
+    point = next((p for p in result.points if p.step == step), result.points[-1] if result.points else None)
+    if point is None:
+        return "-", "-", "-"
+    return fmt(point.baseline), fmt(point.current), str(point.step)
+
+
+def _table(verdict: Verdict) -> list[str]:
+    lines = ["| check | status | step | golden | current | error | threshold | severity |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in verdict.results:
+        if r.kind == "structural":
+            lines.append(f"| {r.check_id} | {STATUS_MARK[r.status]} | - | - | {fmt(r.observed)} | - | - | "
+                         f"{r.severity} |")
+            continue
+        golden, current, step = _golden_and_current(r)
+        threshold = f"{r.method} {r.operator} {r.threshold:g}" if r.threshold is not None else "-"
+        lines.append(f"| {r.check_id} | {STATUS_MARK[r.status]} | {step} | {golden} | {current} | "
+                     f"{fmt(r.observed)} | {threshold} | {r.severity} |")
+    return lines
+
+
+def _failing_points(verdict: Verdict) -> list[str]:
+    rows = [(r, p) for r in verdict.results if r.status == FAIL for p in r.points if p.breached]
+    if not rows:
+        return []
+    lines = ["", "### Breaching points (only the rows that differ)", "",
+             "| metric | step | golden | current | error | threshold |", "|---|---|---|---|---|---|"]
+    for r, p in rows[:50]:
+        lines.append(f"| {r.metric} | {p.step} | {fmt(p.baseline)} | {fmt(p.current)} | {fmt(p.error)} | "
+                     f"{r.method} {r.operator} {r.threshold:g} |")
+    if len(rows) > 50:
+        lines.append(f"| ... {len(rows) - 50} more in results.json | | | | | |")
+    return lines
+
+
+def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None) -> str:
+    ctx = verdict.context
+    lines = [f"# {verdict.case}: {STATUS_MARK[verdict.status]}", ""]
+    problems = [r for r in verdict.results if r.status in (FAIL, ERROR) and r.is_gate]
+    for r in problems:
+        lines.append(f"- **{r.status}** {r.message}")
+    if problems:
+        lines.append("")
+    lines += ["## Checks (measured)", "", *_table(verdict), *_failing_points(verdict), ""]
+    lines += ["## Messages", ""] + [f"- `{r.check_id}` {r.status}: {r.message}" for r in verdict.results] + [""]
+    lines += ["## Suggested next step (inferred from the breach pattern)", ""]
+    if verdict.triage:
+        for f in verdict.triage:
+            marker = "**" if f.primary else ""
+            lines.append(f"- {marker}{f.suggestion}{marker} — rule `{f.rule}`; evidence: {f.evidence}")
+    elif verdict.status == PASS:
+        lines.append("- none: every gate passed")
+    else:
+        lines.append("- no rule matched; read the failing checks above and the run's logs")
+    lines += ["", "## Sources", "",
+              f"- current run metric log: `{verdict.current_source}`",
+              f"- golden values: `{verdict.baseline_source}`",
+              f"- baseline file: `{verdict.baseline_file}`"]
+    for key in ("results_dir", "work_dir", "stdout_log", "stderr_log", "card"):
+        if ctx.get(key):
+            lines.append(f"- {key.replace('_', ' ')}: `{ctx[key]}`")
+    if ctx.get("consistency_report"):
+        lines.append(f"- consistency root-cause report: `{ctx['consistency_report']}`")
+    elif ctx.get("consistency_request"):
+        lines.append(f"- consistency dump requested: `{ctx['consistency_request']}` "
+                     "(run `rl-autotest consistency` on this results folder)")
+    commit = ctx.get("commit")
+    lines += ["", "## Commit under test", ""]
+    if isinstance(commit, dict):
+        lines.append(f"- `{commit.get('sha', 'unknown')}` ({commit.get('repo', '')})"
+                     + (" — dirty tree" if commit.get("dirty") else ""))
+        if commit.get("diff_stat"):
+            lines += ["", "```", str(commit["diff_stat"]).rstrip(), "```"]
+    else:
+        lines.append(f"- {commit or 'not recorded (compare of an existing log)'}")
+    for key in ("launch", "retries", "time_to_verdict_s"):
+        if ctx.get(key):
+            lines += ["", f"## {key.replace('_', ' ').capitalize()}", "", "```json",
+                      json.dumps(ctx[key], indent=2, default=str), "```"]
+    if plots:
+        lines += ["", "## Plots", ""] + [f"![{metric}]({rel})" for metric, rel in sorted(plots.items())]
+    if verdict.warnings:
+        lines += ["", "## Reader warnings", ""] + [f"- {w}" for w in verdict.warnings]
+    return "\n".join(lines) + "\n"
+
+
+def render_step_summary(verdict: Verdict, report_path: Path | None = None) -> str:
+    failing = [r for r in verdict.results if r.status in (FAIL, ERROR) and r.is_gate]
+    lines = [f"### {verdict.case}: {STATUS_MARK[verdict.status]}", ""]
+    lines += [f"- {r.status}: {r.message}" for r in failing[:10]]
+    primary = next((f for f in verdict.triage if f.primary), None)
+    if primary:
+        lines.append(f"- next step: {primary.suggestion}")
+    if report_path:
+        lines.append(f"- report: `{report_path}`")
+    return "\n".join(lines) + "\n\n"
+
+
+def append_step_summary(text: str, summary_path: str | None = None) -> bool:
+    """Append to $GITHUB_STEP_SUMMARY under a file lock (pytest-xdist workers share the file)."""
+    target = summary_path or os.environ.get("GITHUB_STEP_SUMMARY")
+    if not target:
+        return False
+    from filelock import FileLock
+
+    with FileLock(f"{target}.lock", timeout=60):
+        with open(target, "a", encoding="utf-8") as handle:
+            handle.write(text)
+    return True

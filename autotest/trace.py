@@ -1,0 +1,64 @@
+"""The metric trace of one run: every metric as a series keyed by its real step number."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping
+
+#: A metric series: real step number -> value. Never aligned by position.
+Series = Mapping[int, float]
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Metric series of one run, read from one metric log.
+
+    ``train_steps`` are the steps that have a step-summary row (a real RL step);
+    ``eval_steps`` those that carry an eval metric (including the eval-only step 0).
+    ``warnings`` are the reader's notes about what it tolerated (truncated line, resumed steps).
+    """
+
+    source: str
+    series: Mapping[str, Series]
+    train_steps: tuple[int, ...] = ()
+    eval_steps: tuple[int, ...] = ()
+    warnings: tuple[str, ...] = ()
+    format: str = "xtuner"
+    #: file line number of each (metric, step) value, so every number can point to where it came from
+    lines: Mapping[str, Mapping[int, int]] = field(default_factory=dict, compare=False, repr=False)
+
+    def get(self, metric: str) -> Series | None:
+        return self.series.get(metric)
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        return tuple(sorted(self.series))
+
+    @property
+    def last_train_step(self) -> int | None:
+        return self.train_steps[-1] if self.train_steps else None
+
+    def with_aliases(self, aliases: Mapping[str, str]) -> "Trace":
+        """Expose each ``canonical: source_name`` alias under its canonical name (source kept too)."""
+        series = dict(self.series)
+        lines = dict(self.lines)
+        for canonical, source_name in aliases.items():
+            if canonical not in series and source_name in series:
+                series[canonical] = series[source_name]
+                if source_name in lines:
+                    lines[canonical] = lines[source_name]
+        return Trace(
+            source=self.source,
+            series=MappingProxyType(series),
+            train_steps=self.train_steps,
+            eval_steps=self.eval_steps,
+            warnings=self.warnings,
+            format=self.format,
+            lines=MappingProxyType(lines),
+        )
+
+
+def is_finite(value: float) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)

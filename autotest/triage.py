@@ -1,0 +1,107 @@
+"""Turn the pattern of breaches into a suggested next step (seed 003 §3).
+
+Rules, in priority order; each that fires is recorded with its evidence, the first is primary:
+
+1. ``mismatch``: a train–inference consistency metric breached → check that first and
+   request a consistency dump job.
+2. ``run-incomplete``: the run ended early / a metric is non-finite → read the logs.
+3. ``first-step``: the first breach is at the first training step or first eval point →
+   initialisation or config (weight mapping, seed, data order), not the training loop.
+4. ``teacher-path``: distillation KL breached while rewards are healthy → teacher path.
+5. ``rewards-only``: in a distillation run only rewards breached → rollout/judger, not distillation.
+6. ``gradual``: breaches begin after the start → the training loop (loss, advantage, KL, weight sync).
+7. ``performance-only``: only time metrics breached → a performance regression, not accuracy.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+from autotest.results import ERROR, FAIL, CheckResult, TriageFinding
+from autotest.trace import Trace
+
+#: metric families that measure train–inference consistency (xtuner, verl, slime, NeMo-RL)
+CONSISTENCY_PREFIXES = ("mismatch/", "rollout_corr/", "training/rollout_probs_diff",
+                        "train/train_rollout_logprob_abs_diff", "train/token_mult_prob_error")
+REWARD_METRICS = ("response/rewards/mean",)
+DISTILL_PREFIX = "distillation/"
+TIME_PREFIX = "time/"
+
+
+def is_consistency_metric(metric: str | None) -> bool:
+    return bool(metric) and metric.startswith(CONSISTENCY_PREFIXES)
+
+
+def _gate_failures(results: Iterable[CheckResult]) -> list[CheckResult]:
+    return [r for r in results if r.is_gate and r.status == FAIL and r.kind == "metric"]
+
+
+def _first_steps(current: Trace | None) -> set[int]:
+    if current is None:
+        return {0, 1}
+    firsts = set()
+    if current.train_steps:
+        firsts.add(current.train_steps[0])
+    if current.eval_steps:
+        firsts.add(current.eval_steps[0])
+    return firsts
+
+
+def triage(results: Iterable[CheckResult], current: Trace | None = None) -> tuple[TriageFinding, ...]:
+    results = list(results)
+    failed = _gate_failures(results)
+    findings: list[TriageFinding] = []
+
+    def fire(rule: str, suggestion: str, evidence: str) -> None:
+        findings.append(TriageFinding(rule, suggestion, evidence, primary=not findings))
+
+    mismatch = [r for r in failed if is_consistency_metric(r.metric)]
+    if mismatch:
+        first = min(mismatch, key=lambda r: r.first_breach_step if r.first_breach_step is not None else math.inf)
+        fire("mismatch", "train/inference inconsistency: check the log-prob path, weight update/sync and the "
+                         "rollout backend first; a consistency dump job is requested",
+             f"{first.metric} breached first at step {first.first_breach_step} ({first.message})")
+
+    incomplete = [r for r in results if r.kind == "structural" and r.status == ERROR]
+    nonfinite = [r for r in failed if r.observed is not None and isinstance(r.observed, float)
+                 and not math.isfinite(r.observed)]
+    if incomplete or nonfinite:
+        evidence = (incomplete or nonfinite)[0].message
+        fire("run-incomplete", "the run did not complete cleanly (crash, hang, timeout or NaN): read the run's "
+                               "logs before judging accuracy", evidence)
+
+    accuracy = [r for r in failed if not is_consistency_metric(r.metric) and not (r.metric or "").startswith(TIME_PREFIX)]
+    firsts = _first_steps(current)
+    early = [r for r in accuracy if r.first_breach_step is not None and r.first_breach_step in firsts]
+    if early:
+        r = early[0]
+        fire("first-step", "drift at the first step / first eval points to initialisation or config (weight "
+                           "mapping, seed, data order), not the training loop",
+             f"{r.metric} breached at step {r.first_breach_step}, the run's first point")
+
+    distill = [r for r in accuracy if (r.metric or "").startswith(DISTILL_PREFIX)]
+    rewards_checked = [r for r in results if r.metric in REWARD_METRICS and r.is_gate]
+    rewards_failed = [r for r in rewards_checked if r.status == FAIL]
+    if distill and rewards_checked and not rewards_failed:
+        fire("teacher-path", "distillation KL breached with healthy rewards: check the teacher path (teacher "
+                             "endpoints, sampled tokens, distillation loss)",
+             f"{distill[0].message}; rewards within threshold")
+
+    # in distillation rewards do not drive the update, so a rewards-only drift isolates the judger
+    distillation_run = any((r.metric or "").startswith(DISTILL_PREFIX) for r in results)
+    if distillation_run and rewards_failed and all(r.metric in REWARD_METRICS for r in accuracy):
+        fire("rewards-only", "only rewards drifted: check the rollout/judger (reward function, answer parsing), "
+                             "not distillation or the update", rewards_failed[0].message)
+
+    gradual = [r for r in accuracy if r.first_breach_step is not None and r.first_breach_step not in firsts]
+    if gradual and not early and not any(f.rule in ("rewards-only", "teacher-path") for f in findings):
+        r = min(gradual, key=lambda x: x.first_breach_step)
+        fire("gradual", "gradual divergence points to the training loop (loss, advantage, KL, weight sync)",
+             f"{r.metric} first breached at step {r.first_breach_step}, after the start")
+
+    timing = [r for r in failed if (r.metric or "").startswith(TIME_PREFIX)]
+    if timing and not accuracy and not mismatch:
+        fire("performance-only", "only step time regressed: a performance regression, not accuracy; profile the "
+                                 "step", timing[0].message)
+    return tuple(findings)

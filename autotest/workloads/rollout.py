@@ -1,0 +1,163 @@
+"""The rollout (inference) engine of the tiny GRPO workload.
+
+It keeps its own copy of the model, in its own dtype (fp32 or bf16), receives weights
+from the trainer through ``load_weights`` every step (the hook point for sync faults),
+samples responses with a KV cache and returns the log-probs of the sampled tokens as it
+computed them, which is what the mismatch metrics compare the trainer's recompute with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from autotest.workloads.faults import FaultHooks, make_fault
+from autotest.workloads.observer import ROLLOUT_PHASE, ROLLOUT_SIDE, ForwardObserver, NullObserver
+from autotest.workloads.tasks import Judge, Prompt
+from autotest.workloads.tiny_lm import DigitTokenizer, TinyLMConfig, build_model, forward_logits, response_logprobs
+
+if TYPE_CHECKING:
+    import torch
+
+DTYPES = ("fp32", "bf16")
+
+
+@dataclass(frozen=True)
+class RolloutBatch:
+    """The samples of one step, ordered prompt by prompt (``p0s0, p0s1, ..., p1s0, ...``)."""
+
+    prompts: list[Prompt]
+    """The prompt of each sample."""
+    prompt_ids: torch.Tensor
+    """[batch, prompt_len] prompt token ids (every prompt has the same length)."""
+    response_ids: torch.Tensor
+    """[batch, response_len] sampled ids, ``<pad>`` after ``<eos>``."""
+    response_mask: torch.Tensor
+    """[batch, response_len] 1.0 on generated tokens (``<eos>`` included), 0.0 on padding."""
+    rollout_logprobs: torch.Tensor
+    """[batch, response_len] fp32 log-prob of each sampled token as the engine computed it."""
+    request_ids: list[str]
+    """``step{S}-p{P}-s{K}`` per sample."""
+    weight_version: int
+    """Version of the weights that generated the batch (the trainer step they came from)."""
+
+    def sequences(self) -> list[list[int]]:
+        """Prompt + response ids of each sample, without padding."""
+        lengths = self.response_mask.sum(dim=1).long().tolist()
+        return [
+            list(p) + r[:n]
+            for p, r, n in zip(self.prompt_ids.tolist(), self.response_ids.tolist(), lengths, strict=True)
+        ]
+
+    def responses(self) -> list[list[int]]:
+        """Response ids of each sample, without padding."""
+        lengths = self.response_mask.sum(dim=1).long().tolist()
+        return [r[:n] for r, n in zip(self.response_ids.tolist(), lengths, strict=True)]
+
+
+class RolloutEngine:
+    """Generates responses with its own copy of the model."""
+
+    def __init__(
+        self,
+        model_config: TinyLMConfig,
+        dtype: str,
+        seed: int,
+        max_new_tokens: int,
+        fault: str | None = None,
+        observer: ForwardObserver | None = None,
+        num_threads: int = 1,
+    ) -> None:
+        import torch
+
+        torch.set_num_threads(num_threads)
+        self.tokenizer = DigitTokenizer()
+        self.torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+        # Placeholder weights: the first load_weights (version 0) overwrites every parameter.
+        self.model = build_model(model_config, seed=0, dtype=self.torch_dtype).eval()
+        self.hooks: FaultHooks = make_fault(fault, seed)
+        self.hooks.patch_rollout_model(self.model)
+        self.max_new_tokens = max_new_tokens
+        self.generator = torch.Generator().manual_seed(seed + 1)
+        self.observer = observer or NullObserver()
+        self.weight_version = -1
+
+    def load_weights(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
+        """Copy the trainer's weights in (cast to the rollout dtype); sync faults act here."""
+        import torch
+
+        state_dict = self.hooks.on_sync(state_dict, version)
+        params = dict(self.model.named_parameters())
+        with torch.no_grad():
+            for name, tensor in state_dict.items():
+                params[name].copy_(tensor)
+        self.weight_version = version
+
+    def _decode(self, prompt_ids: torch.Tensor, greedy: bool) -> tuple[torch.Tensor, ...]:
+        """Autoregressive decoding with a KV cache; returns (ids, mask, log-probs)."""
+        import torch
+
+        tok = self.tokenizer
+        batch = prompt_ids.shape[0]
+        done = torch.zeros(batch, dtype=torch.bool)
+        ids, masks, logps = [], [], []
+        with torch.no_grad():
+            logits, cache = forward_logits(self.model, prompt_ids)
+            for _ in range(self.max_new_tokens):
+                logp_all = logits[:, -1, :].float().log_softmax(dim=-1)
+                if greedy:
+                    nxt = logp_all.argmax(dim=-1)
+                else:  # temperature 1: sample from the model's own distribution
+                    nxt = torch.multinomial(logp_all.exp(), 1, generator=self.generator).squeeze(1)
+                logp = logp_all.gather(1, nxt.unsqueeze(1)).squeeze(1)
+                ids.append(torch.where(done, tok.pad_id, nxt))
+                logps.append(torch.where(done, 0.0, logp))
+                masks.append((~done).float())
+                done = done | (nxt == tok.eos_id)
+                if bool(done.all()):
+                    break
+                logits, cache = forward_logits(self.model, ids[-1].unsqueeze(1), cache)
+        return torch.stack(ids, 1), torch.stack(masks, 1), torch.stack(logps, 1)
+
+    def generate(self, prompts: Sequence[Prompt], samples_per_prompt: int, step: int) -> RolloutBatch:
+        """Sample ``samples_per_prompt`` responses per prompt at temperature 1."""
+        import torch
+
+        prompt_ids = torch.tensor([p.token_ids for p in prompts]).repeat_interleave(samples_per_prompt, dim=0)
+        response_ids, mask, logp = self._decode(prompt_ids, greedy=False)
+        return RolloutBatch(
+            prompts=[p for p in prompts for _ in range(samples_per_prompt)],
+            prompt_ids=prompt_ids,
+            response_ids=response_ids,
+            response_mask=mask,
+            rollout_logprobs=logp,
+            request_ids=[f"step{step}-p{i}-s{k}" for i in range(len(prompts)) for k in range(samples_per_prompt)],
+            weight_version=self.weight_version,
+        )
+
+    def evaluate(self, prompts: Sequence[Prompt], judge: Judge) -> float:
+        """Greedy accuracy on ``prompts`` graded by ``judge``."""
+        import torch
+
+        prompt_ids = torch.tensor([p.token_ids for p in prompts])
+        response_ids, mask, _ = self._decode(prompt_ids, greedy=True)
+        lengths = mask.sum(dim=1).long().tolist()
+        rewards = [judge(p.target, r[:n]) for p, r, n in zip(prompts, response_ids.tolist(), lengths, strict=True)]
+        return sum(rewards) / len(rewards)
+
+    def observe_prefill(self, batch: RolloutBatch, step: int) -> None:
+        """Diagnostics only: one full-sequence forward per sample, wrapped by the observer."""
+        import torch
+
+        prompt_len = batch.prompt_ids.shape[1]
+        with torch.no_grad():
+            for rid, seq in zip(batch.request_ids, batch.sequences(), strict=True):
+                with self.observer.forward(
+                    ROLLOUT_SIDE, step, ROLLOUT_PHASE, [rid], [seq], batch.weight_version, self.model
+                ):
+                    response_logprobs(self.model, torch.tensor([seq]), prompt_len)
+
+    def close_observer(self) -> None:
+        """Let the observer flush what it collected."""
+        self.observer.close()

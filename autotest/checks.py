@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Callable, Mapping
 
 from autotest.baseline import Baseline, CheckSpec
-from autotest.results import ERROR, FAIL, INFO, PASS, CheckResult, StepPoint
+from autotest.results import ERROR, FAIL, INFO, PASS, CheckResult, Points, StepPoint
 from autotest.trace import Trace
 
 OPERATORS: dict[str, Callable[[float, float], bool]] = {"<": op.lt, "<=": op.le, ">": op.gt, ">=": op.ge}
@@ -47,16 +47,22 @@ def passes(error: float, operator: str, threshold: float) -> bool:
     return math.isfinite(error) and OPERATORS[operator](error, threshold)
 
 
-def _worst(points: list[StepPoint], operator: str) -> StepPoint | None:
-    """The point farthest on the failing side of the threshold."""
-    scored = [p for p in points if p.error is not None]
-    if not scored:
+def _worst(points: Points, operator: str) -> StepPoint | None:
+    """The point farthest on the failing side of the threshold (a non-finite current value first)."""
+    import numpy as np
+
+    if not len(points):
         return None
-    nonfinite = [p for p in scored if not math.isfinite(p.error)]
-    if nonfinite:
-        return nonfinite[0]
-    key = (lambda p: p.error) if operator in ("<", "<=") else (lambda p: -p.error)
-    return max(scored, key=key)
+    errors = np.asarray(points.error, dtype=float)
+    finite = np.isfinite(errors)
+    if not finite.all():
+        breached_nonfinite = np.flatnonzero(~finite & np.asarray(points.breached, dtype=bool))
+        if len(breached_nonfinite):
+            return points[int(breached_nonfinite[0])]
+        if not finite.any():
+            return None
+    masked = np.where(finite, errors, -np.inf if operator in ("<", "<=") else np.inf)
+    return points[int(np.argmax(masked) if operator in ("<", "<=") else np.argmin(masked))]
 
 
 def _in_range(steps, calibrated: tuple[int, int] | None) -> list[int]:
@@ -99,26 +105,41 @@ def _base_result(spec: CheckSpec, status: str, message: str, **extra) -> CheckRe
     )
 
 
-def _compare_points(spec: CheckSpec, steps: list[int], cur: Mapping[int, float], gold: Mapping[int, float] | None):
-    """Per-step points for the given steps; returns (points, missing_current, broken_golden)."""
-    points: list[StepPoint] = []
-    missing: list[int] = []
-    broken: list[int] = []
-    for step in steps:
-        golden_value = None if gold is None else gold.get(step)
-        if step not in cur:
-            missing.append(step)
-            continue
-        current_value = cur[step]
-        if spec.method != "value" and golden_value is not None and not math.isfinite(golden_value):
-            broken.append(step)
-            points.append(StepPoint(step, current_value, golden_value, None, False))
-            continue
-        if not math.isfinite(current_value):
-            points.append(StepPoint(step, current_value, golden_value, math.nan, True))
-            continue
-        error = point_error(spec.method, current_value, golden_value, spec.relative_floor)
-        points.append(StepPoint(step, current_value, golden_value, error, not passes(error, spec.operator, spec.threshold)))
+def _compare_points(spec: CheckSpec, steps: list[int], cur: Mapping[int, float],
+                    gold: Mapping[int, float] | None) -> tuple[Points, list[int], list[int]]:
+    """Score the given steps (vectorised: a check may cover thousands of steps).
+
+    Returns the points, the steps missing from the current run, and the steps whose golden value
+    is non-finite (baseline broken).
+    """
+    import numpy as np
+
+    absent = set(steps).difference(cur.keys())
+    missing = [s for s in steps if s in absent] if absent else []
+    present = [s for s in steps if s not in absent] if absent else steps
+    current = np.array(list(map(cur.__getitem__, present)), dtype=float)
+    if spec.method == "value" or gold is None:
+        golden = np.full(len(present), np.nan)
+        golden_list: list[float | None] = [None] * len(present)
+    else:
+        golden_list = list(map(gold.get, present))
+        golden = np.array(golden_list, dtype=float)  # None -> nan
+    with np.errstate(invalid="ignore", over="ignore"):
+        if spec.method == "value":
+            error = current.copy()
+        elif spec.method == "absolute":
+            error = np.abs(current - golden)
+        elif spec.method == "relative":
+            error = np.abs(current - golden) / np.maximum(np.abs(golden), spec.relative_floor)
+        else:
+            error = np.maximum(0.0, current - golden)
+        ok = OPERATORS[spec.operator](error, spec.threshold) & np.isfinite(error)
+    broken_mask = np.zeros(len(present), dtype=bool) if spec.method == "value" else ~np.isfinite(golden)
+    breached = ~ok & ~broken_mask
+    error[broken_mask] = np.nan
+    broken = [present[i] for i in np.flatnonzero(broken_mask)]
+    points = Points(tuple(present), tuple(current.tolist()), tuple(golden_list), tuple(error.tolist()),
+                    tuple(breached.tolist()))
     return points, missing, broken
 
 
@@ -161,14 +182,14 @@ def _evaluate(spec: CheckSpec, ctx: _Context) -> CheckResult:
 
 def _reduce_steps(spec, ctx, display, steps, cur, gold) -> CheckResult:
     points, missing, broken = _compare_points(spec, steps, cur, gold)
-    breaches = [p for p in points if p.breached]
+    breaches = points.breaches()
     worst = _worst(points, spec.operator)
-    extra = dict(points=tuple(points), worst_step=worst.step if worst else None,
+    extra = dict(points=points, worst_step=worst.step if worst else None,
                  first_breach_step=breaches[0].step if breaches else None)
     if broken:
         return _base_result(spec, ERROR, f"{display}: baseline has non-finite golden values at steps "
                                          f"{_steps(broken)}; the baseline is broken, recalibrate it", **extra)
-    if not points:
+    if not len(points):
         return _base_result(spec, ERROR, f"{display}: no common steps between current and baseline", **extra)
     if spec.scope == "stepwise":
         extra["observed"] = worst.error if worst else None
@@ -177,14 +198,14 @@ def _reduce_steps(spec, ctx, display, steps, cur, gold) -> CheckResult:
                                 + f" (first breach; worst step {worst.step}: {fmt(worst.error)}; "
                                   f"{len(breaches)}/{len(points)} steps breach)", **extra)
     else:
-        nonfinite = [p for p in points if p.error is not None and not math.isfinite(p.error)]
+        nonfinite = [p for p in breaches if not math.isfinite(p.error)]
         if nonfinite:
             extra["observed"] = math.nan
             return _base_result(spec, FAIL, f"{display}: non-finite current value at step {nonfinite[0].step} "
                                             f"({fmt(nonfinite[0].current)})", **extra)
         import numpy as np
 
-        value = float(np.percentile([p.error for p in points], spec.percentile, method=PERCENTILE_INTERPOLATION))
+        value = float(np.percentile(points.error, spec.percentile, method=PERCENTILE_INTERPOLATION))
         extra["observed"] = value
         if not passes(value, spec.operator, spec.threshold):
             return _base_result(spec, FAIL, f"{display}: p{spec.percentile:g} of per-step {_error_name(spec)} over "
@@ -204,9 +225,9 @@ def _points(spec, display, cur, gold) -> CheckResult:
     calibrated_points = [p for p in spec.points if gold is None or p in gold]
     uncalibrated = [p for p in spec.points if p not in calibrated_points]
     points, missing, broken = _compare_points(spec, calibrated_points, cur, gold)
-    breaches = [p for p in points if p.breached]
+    breaches = points.breaches()
     worst = _worst(points, spec.operator)
-    extra = dict(points=tuple(points), worst_step=worst.step if worst else None,
+    extra = dict(points=points, worst_step=worst.step if worst else None,
                  first_breach_step=breaches[0].step if breaches else None,
                  observed=worst.error if worst else None)
     note = f"; no golden value at steps {_steps(uncalibrated)} (uncalibrated)" if uncalibrated else ""
@@ -219,7 +240,7 @@ def _points(spec, display, cur, gold) -> CheckResult:
     if missing:
         return _base_result(spec, ERROR, f"{display}: current run has no value at steps {_steps(missing)}; "
                                          f"cannot decide{note}", **extra)
-    if not points:
+    if not len(points):
         return _base_result(spec, INFO, f"{display}: uncalibrated at every point; run `rl-autotest calibrate`",
                             **extra)
     return _base_result(spec, PASS, f"{display}: all {len(points)} points within {_error_name(spec)} "
@@ -243,7 +264,7 @@ def _final(spec, display, cur, gold, calibrated) -> CheckResult:
         golden_value = gold[last]
     points, _, broken = _compare_points(spec, [last], cur, None if gold is None else {last: golden_value})
     point = points[0]
-    extra = dict(points=(point,), observed=point.error, worst_step=last,
+    extra = dict(points=points, observed=point.error, worst_step=last,
                  first_breach_step=last if point.breached else None)
     if broken:
         return _base_result(spec, ERROR, f"{display}: golden final value is non-finite; the baseline is broken",
@@ -260,10 +281,10 @@ def _window(spec, display, cur, gold) -> CheckResult:
     first, last = spec.window
     steps = sorted(s for s in (cur if gold is None else gold) if first <= s <= last)
     points, missing, broken = _compare_points(spec, steps, cur, gold)
-    extra = dict(points=tuple(points))
+    extra = dict(points=points)
     if broken:
         return _base_result(spec, ERROR, f"{display}: non-finite golden values at steps {_steps(broken)}", **extra)
-    if missing or not points:
+    if missing or not len(points):
         return _base_result(spec, ERROR, f"{display}: window {first}-{last} lacks current values at steps "
                                          f"{_steps(missing) or 'all'}; cannot decide", **extra)
     cur_mean = sum(p.current for p in points) / len(points)

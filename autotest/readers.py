@@ -1,6 +1,6 @@
 """Readers that turn a framework's metric log into a :class:`~autotest.trace.Trace`.
 
-Readers are pluggable: each is a function ``(path, lines) -> Trace`` registered by format
+Readers are pluggable: each is a function ``(path) -> Trace`` registered by format
 name in :data:`READERS`. ``read_trace`` picks one by name or by sniffing the first row.
 
 xtuner ``tracker.jsonl`` row kinds (REFERENCE.md): mini-batch rows whose keys all start
@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
+from itertools import repeat
 from pathlib import Path
 from types import MappingProxyType
 from typing import Callable, Iterator
@@ -69,12 +70,22 @@ def _step_of(path: Path, number: int, row: dict) -> int:
     return int(step)
 
 
-def _numeric(value: object) -> float | None:
-    if value is None:
-        return float("nan")  # a logged null is a missing value: reported, never skipped silently
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
+_NAN = float("nan")
+
+
+def _numeric_items(data: dict, skip: str | None = None) -> dict[str, float]:
+    """The numeric values of a row; a logged null is kept as NaN so it is reported, never skipped."""
+    values: dict[str, float] = {}
+    for key, value in data.items():
+        kind = type(value)
+        if kind is float:
+            values[key] = value
+        elif kind is int and key != skip:
+            values[key] = float(value)
+        elif value is None:
+            values[key] = _NAN
+    values.pop(skip, None)
+    return values
 
 
 class _Builder:
@@ -84,18 +95,19 @@ class _Builder:
         self.path = path
         self.fmt = fmt
         self.series: dict[str, dict[int, float]] = defaultdict(dict)
-        self.lines: dict[str, dict[int, int]] = defaultdict(dict)
+        self.step_lines: dict[int, int] = {}
         self.train_steps: set[int] = set()
         self.eval_steps: set[int] = set()
         self.warnings: list[str] = []
 
-    def put(self, metric: str, step: int, value: float, number: int) -> None:
-        self.series[metric][step] = value
-        self.lines[metric][step] = number
+    def put_row(self, step: int, values: dict[str, float], number: int) -> None:
+        series = self.series
+        for key, value in values.items():
+            series[key][step] = value
+        self.step_lines[step] = number
 
     def build(self) -> Trace:
-        ordered = {m: MappingProxyType(dict(sorted(v.items()))) for m, v in sorted(self.series.items())}
-        lines = {m: MappingProxyType(v) for m, v in self.lines.items()}
+        ordered = {m: MappingProxyType(_sorted_by_step(v)) for m, v in sorted(self.series.items())}
         return Trace(
             source=str(self.path),
             series=MappingProxyType(ordered),
@@ -103,8 +115,15 @@ class _Builder:
             eval_steps=tuple(sorted(self.eval_steps)),
             warnings=tuple(self.warnings),
             format=self.fmt,
-            lines=MappingProxyType(lines),
+            step_lines=MappingProxyType(dict(sorted(self.step_lines.items()))),
         )
+
+
+def _sorted_by_step(series: dict[int, float]) -> dict[int, float]:
+    steps = list(series)
+    if all(map(int.__lt__, steps, steps[1:])):
+        return series  # already in step order, as a tracker normally is
+    return dict(sorted(series.items()))
 
 
 def _read_rows_tolerant(path: Path) -> tuple[list[tuple[int, dict]], list[str]]:
@@ -122,20 +141,19 @@ def read_xtuner(path: Path) -> Trace:
     rows, warnings = _read_rows_tolerant(path)
     builder = _Builder(path, "xtuner")
     builder.warnings.extend(warnings)
-    pending_minibatch: dict[str, list[tuple[float, int]]] = defaultdict(list)
+    pending_minibatch: dict[str, list[float]] = defaultdict(list)
     seen_summary: set[int] = set()
     seen_eval_only: set[int] = set()
     for number, row in rows:
         step = _step_of(path, number, row)
-        values = {k: _numeric(v) for k, v in row.items() if k != "step"}
-        values = {k: v for k, v in values.items() if v is not None}
+        values = _numeric_items(row, skip="step")
         if not values:
             continue
-        if all(k.startswith(MINIBATCH_PREFIX) for k in values):
+        if all(map(str.startswith, values, repeat(MINIBATCH_PREFIX))):
             for key, value in values.items():
-                pending_minibatch[key].append((value, number))
+                pending_minibatch[key].append(value)
             continue
-        eval_only = all(k.startswith(EVAL_PREFIX) for k in values)
+        eval_only = all(map(str.startswith, values, repeat(EVAL_PREFIX)))
         seen = seen_eval_only if eval_only else seen_summary
         if step in seen:
             builder.warnings.append(
@@ -145,13 +163,11 @@ def read_xtuner(path: Path) -> Trace:
         if not eval_only:
             builder.train_steps.add(step)
             # mini-batch rows precede their summary row and share its step
-            for key, entries in pending_minibatch.items():
-                builder.put(key, step, sum(v for v, _ in entries) / len(entries), entries[-1][1])
+            builder.put_row(step, {k: sum(v) / len(v) for k, v in pending_minibatch.items()}, number)
             pending_minibatch.clear()
-        if any(k.startswith(EVAL_PREFIX) for k in values):
+        if eval_only or any(map(str.startswith, values, repeat(EVAL_PREFIX))):
             builder.eval_steps.add(step)
-        for key, value in values.items():
-            builder.put(key, step, value, number)
+        builder.put_row(step, values, number)
     if pending_minibatch:
         builder.warnings.append(f"{path}: mini-batch rows at the end have no step-summary row; ignored")
     return builder.build()
@@ -171,14 +187,12 @@ def read_verl(path: Path) -> Trace:
         if step in seen:
             builder.warnings.append(f"{path}:{number}: step {step} logged again (resumed run?); the later row wins")
         seen.add(step)
-        values = {k: _numeric(v) for k, v in data.items()}
-        values = {k: v for k, v in values.items() if v is not None}
+        values = _numeric_items(data)
         if any(not k.startswith(("val", "eval")) for k in values):
             builder.train_steps.add(step)
         if any(k.startswith(("val", "eval")) for k in values):
             builder.eval_steps.add(step)
-        for key, value in values.items():
-            builder.put(key, step, value, number)
+        builder.put_row(step, values, number)
     return builder.build()
 
 

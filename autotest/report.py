@@ -39,14 +39,15 @@ def write_results_json(verdict: Verdict, out_dir: Path, extra: dict[str, Any] | 
     if extra:
         data.update(extra)
     path = out_dir / "results.json"
-    write_atomic(path, json.dumps(data, indent=2, sort_keys=False, ensure_ascii=False) + "\n")
+    # no indent: the C encoder is ~10x faster on checks with thousands of points
+    write_atomic(path, json.dumps(data, ensure_ascii=False) + "\n")
     return path
 
 
 def _golden_and_current(result: CheckResult) -> tuple[str, str, str]:
     """Show the point that decided the check: first breach, else the worst point, else the last."""
     step = result.first_breach_step if result.first_breach_step is not None else result.worst_step
-    point = next((p for p in result.points if p.step == step), result.points[-1] if result.points else None)
+    point = result.points.at(step) or (result.points[-1] if len(result.points) else None)
     if point is None:
         return "-", "-", "-"
     return fmt(point.baseline), fmt(point.current), str(point.step)
@@ -68,7 +69,7 @@ def _table(verdict: Verdict) -> list[str]:
 
 
 def _failing_points(verdict: Verdict) -> list[str]:
-    rows = [(r, p) for r in verdict.results if r.status == FAIL for p in r.points if p.breached]
+    rows = [(r, p) for r in verdict.results if r.status == FAIL for p in r.points.breaches()]
     if not rows:
         return []
     lines = ["", "### Breaching points (only the rows that differ)", "",

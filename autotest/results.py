@@ -6,8 +6,8 @@ Markdown, JSON, plots and the CI step summary only render these objects.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Iterator
 
 RESULTS_SCHEMA_VERSION = 1
 
@@ -27,6 +27,58 @@ class StepPoint:
 
 
 @dataclass(frozen=True)
+class Points:
+    """Compared points of one check, stored by column (a check may cover thousands of steps).
+
+    A non-finite ``error`` marks a point that could not be scored: a non-finite current value
+    (``breached``) or a non-finite golden value (the baseline is broken; not breached).
+    """
+
+    steps: tuple[int, ...] = ()
+    current: tuple[float, ...] = ()
+    baseline: tuple[float | None, ...] = ()
+    error: tuple[float, ...] = ()
+    breached: tuple[bool, ...] = ()
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def __iter__(self) -> Iterator[StepPoint]:
+        for i in range(len(self.steps)):
+            yield self[i]
+
+    def __getitem__(self, index: int) -> StepPoint:
+        return StepPoint(self.steps[index], self.current[index], self.baseline[index], self.error[index],
+                         self.breached[index])
+
+    def at(self, step: int | None) -> StepPoint | None:
+        if step is None or step not in self.steps:
+            return None
+        return self[self.steps.index(step)]
+
+    def breaches(self) -> list[StepPoint]:
+        return [self[i] for i, b in enumerate(self.breached) if b]
+
+    def to_dict(self, max_points: int = 500) -> dict[str, Any]:
+        """Columns of every point; a long passing check keeps only its breaches (the tracker has the rest)."""
+        if len(self.steps) > max_points:
+            keep = [i for i, b in enumerate(self.breached) if b][:max_points]
+            subset = Points(*(tuple(column[i] for i in keep) for column in
+                              (self.steps, self.current, self.baseline, self.error, self.breached)))
+            data = subset.to_dict(max_points)
+            data["omitted"] = f"{len(self.steps) - len(keep)} of {len(self.steps)} points (within threshold)"
+            return data
+
+        def clean(values):
+            if None not in values and all(map(math.isfinite, values)):
+                return list(values)
+            return [v if v is None or math.isfinite(v) else str(v) for v in values]
+
+        return {"steps": list(self.steps), "current": clean(self.current), "baseline": clean(self.baseline),
+                "error": clean(self.error), "breached_steps": [s for s, b in zip(self.steps, self.breached) if b]}
+
+
+@dataclass(frozen=True)
 class CheckResult:
     check_id: str
     status: str
@@ -42,7 +94,7 @@ class CheckResult:
     observed: float | None = None
     first_breach_step: int | None = None
     worst_step: int | None = None
-    points: tuple[StepPoint, ...] = ()
+    points: Points = Points()
     #: every parameter the check used, defaults included, so nothing is hidden
     parameters: dict[str, Any] = field(default_factory=dict)
     derivation: str = ""
@@ -77,9 +129,17 @@ class Verdict:
         return tuple(r for r in self.results if r.status in (FAIL, ERROR))
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        results = []
+        for r in self.results:
+            item = _json_safe({f.name: getattr(r, f.name) for f in fields(r) if f.name != "points"})
+            item["points"] = r.points.to_dict()
+            results.append(item)
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "results"}
+        data["triage"] = [asdict(t) for t in self.triage]
+        data = _json_safe(data)
+        data["results"] = results
         data["schema_version"] = RESULTS_SCHEMA_VERSION
-        return _json_safe(data)
+        return data
 
 
 def decide_status(results: tuple[CheckResult, ...] | list[CheckResult]) -> str:

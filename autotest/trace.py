@@ -26,8 +26,8 @@ class Trace:
     eval_steps: tuple[int, ...] = ()
     warnings: tuple[str, ...] = ()
     format: str = "xtuner"
-    #: file line number of each (metric, step) value, so every number can point to where it came from
-    lines: Mapping[str, Mapping[int, int]] = field(default_factory=dict, compare=False, repr=False)
+    #: file line of each step's (last) summary or eval row, so a number can point to where it came from
+    step_lines: Mapping[int, int] = field(default_factory=dict, compare=False, repr=False)
 
     def get(self, metric: str) -> Series | None:
         return self.series.get(metric)
@@ -43,12 +43,9 @@ class Trace:
     def with_aliases(self, aliases: Mapping[str, str]) -> "Trace":
         """Expose each ``canonical: source_name`` alias under its canonical name (source kept too)."""
         series = dict(self.series)
-        lines = dict(self.lines)
         for canonical, source_name in aliases.items():
             if canonical not in series and source_name in series:
                 series[canonical] = series[source_name]
-                if source_name in lines:
-                    lines[canonical] = lines[source_name]
         return Trace(
             source=self.source,
             series=MappingProxyType(series),
@@ -56,7 +53,7 @@ class Trace:
             eval_steps=self.eval_steps,
             warnings=self.warnings,
             format=self.format,
-            lines=MappingProxyType(lines),
+            step_lines=self.step_lines,
         )
 
 

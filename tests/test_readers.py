@@ -58,8 +58,8 @@ def test_resumed_run_duplicate_steps_last_wins_with_warning(tmp_path):
 def test_line_numbers_are_recorded(tmp_path):
     path = write_tracker(tmp_path / "t.jsonl", {1: {"a": 1.0}}, evals={0: {"eval/accuracy": 0.5}})
     trace = read_trace(path)
-    assert trace.lines["eval/accuracy"][0] == 1
-    assert trace.lines["a"][1] == 4  # after the eval-only row and two mini-batch rows
+    assert trace.step_lines[0] == 1
+    assert trace.step_lines[1] == 4  # after the eval-only row and two mini-batch rows
 
 
 def test_verl_format_and_aliases(tmp_path):

@@ -1,14 +1,164 @@
-"""pytest plugin: options and fixtures only; the suites and the CLI share the library underneath."""
+"""pytest plugin: options, markers, the ``run_accuracy_case`` fixture and the end-of-session summary.
+
+It only wires things up: running a case is :func:`autotest.runner.run_case`, shared with the CLI.
+Heavy modules are imported inside the fixture, so loading the plugin costs nothing.
+"""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
 import pytest
+
+if TYPE_CHECKING:
+    from autotest.cases import Case
+    from autotest.runner import CaseRun
+
+MARKERS = {
+    "grpo": "GRPO accuracy suite (launches a real training run)",
+    "mopd": "MOPD accuracy suite (launches teachers and a real distillation run)",
+    "gpu": "needs GPUs and a framework checkout",
+    "calibration": "refreshes golden baselines from repeated runs (writes files; run only with -m calibration)",
+}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("rl-autotest", "RL accuracy regression harness")
-    group.addoption("--results-dir", default=None, help="root folder for per-case results (default: ./results)")
-    group.addoption("--strict-cases", action="store_true", help="a case that cannot run here fails instead of skipping")
-    group.addoption("--dry-run", action="store_true", help="print each case's experiment card and command; launch nothing")
-    group.addoption("--fail-fast", action="store_true", help="stop a run as soon as a per-step gate check fails")
-    group.addoption("--ray-address", default=None, help="submit each case as a Ray job to this cluster (or RAY_ADDRESS)")
+    group.addoption("--results-dir", default=None,
+                    help="root folder for per-case results (default: <rootdir>/results)")
+    group.addoption("--strict-cases", action="store_true",
+                    help="a case that cannot run here fails instead of skipping (nightly)")
+    group.addoption("--dry-run", action="store_true",
+                    help="print each case's experiment card and exact command; launch nothing")
+    group.addoption("--fail-fast", action="store_true",
+                    help="stop a run as soon as a per-step gate check fails")
+    group.addoption("--ray-address", default=None,
+                    help="submit each case as a Ray job to this cluster (default: $RAY_ADDRESS when set)")
+    group.addoption("--gpu-wait-s", type=float, default=6 * 3600.0,
+                    help="how long a case waits for free GPUs on this node")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, text in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {text}")
+    config.pluginmanager.register(CaseSummary(config), "rl-autotest-summary")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Calibration writes baselines: it runs only when the marker expression asks for it."""
+    if "calibration" in (config.getoption("markexpr") or ""):
+        return
+    kept = [item for item in items if item.get_closest_marker("calibration") is None]
+    if len(kept) != len(items):
+        config.hook.pytest_deselected(items=[i for i in items if i not in kept])
+        items[:] = kept
+
+
+class CaseSummary:
+    """Collects every case run and prints one table at the end of the session."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.runs: list[CaseRun] = []
+
+    def add(self, run: "CaseRun") -> None:
+        self.runs.append(run)
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if not self.runs:
+            return
+        terminalreporter.section("rl-autotest cases")
+        for run in self.runs:
+            terminalreporter.write_line(run.summary_line())
+
+
+def _results_root(config: pytest.Config) -> Path:
+    option = config.getoption("--results-dir")
+    return Path(option).resolve() if option else config.rootpath / "results"
+
+
+@pytest.fixture
+def run_accuracy_case(request: pytest.FixtureRequest) -> Callable[..., "CaseRun"]:
+    """Run a case end to end (``run_accuracy_case(case, fault=None, seed=None)``) and return its CaseRun."""
+    from autotest.runner import RunOptions, run_case
+
+    config = request.config
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+
+    def progress(line: str) -> None:
+        if reporter is not None:
+            reporter.write_line(line)
+
+    def run(case: "Case", *, fault: str | None = None, seed: int | None = None,
+            results_root: Path | None = None) -> "CaseRun":
+        options = RunOptions(results_root=results_root or _results_root(config), seed=seed, fault=fault,
+                             dry_run=config.getoption("--dry-run"), fail_fast=config.getoption("--fail-fast"),
+                             progress=progress,
+                             ray_address=config.getoption("--ray-address") or os.environ.get("RAY_ADDRESS"))
+        with _gpu_slice(case, config) as env:
+            from dataclasses import replace
+
+            outcome = run_case(case, replace(options, env=env))
+        summary = config.pluginmanager.get_plugin("rl-autotest-summary")
+        if summary is not None:
+            summary.add(outcome)
+        return outcome
+
+    return run
+
+
+class _gpu_slice:
+    """Hold a disjoint GPU slice of this node for the case (pytest-xdist workers share the node)."""
+
+    def __init__(self, case: "Case", config: pytest.Config) -> None:
+        self.case = case
+        self.config = config
+        self.stack = None
+
+    def __enter__(self) -> dict[str, str]:
+        if self.case.platform.gpus <= 0:
+            return {}
+        from contextlib import ExitStack
+
+        from autotest.gpu_slots import acquire, cuda_visible_devices, slots_dir_for
+        from autotest.platform import detect_gpus
+
+        total = detect_gpus().count
+        if total < self.case.platform.gpus:
+            return {}  # the platform check skips the case with its reason
+        self.stack = ExitStack()
+        devices = self.stack.enter_context(acquire(self.case.platform.gpus, total,
+                                                   self.config.getoption("--gpu-wait-s"),
+                                                   slots_dir_for(_results_root(self.config)),
+                                                   label=self.case.name))
+        # a case that takes the whole node places its own processes by GPU index (the MOPD script does)
+        return {} if len(devices) == total else {"CUDA_VISIBLE_DEVICES": cuda_visible_devices(devices)}
+
+    def __exit__(self, *exc) -> None:
+        if self.stack is not None:
+            self.stack.close()
+
+
+def assert_case_outcome(run: "CaseRun", strict: bool) -> None:
+    """Turn a CaseRun into the test's outcome: pass, skip (or fail when strict), or fail with the report."""
+    from autotest.runner import DRY_RUN, SKIP
+
+    if run.status == SKIP:
+        if strict:
+            pytest.fail(f"{run.case} cannot run here (strict mode): {run.reason}", pytrace=False)
+        pytest.skip(f"{run.case}: {run.reason}")
+    if run.status == DRY_RUN:
+        print(run.card)
+        pytest.skip(f"{run.case}: dry run; command: {run.command_line}")
+    if run.status != "PASS":
+        lines = [f"{run.case}: {run.status}"]
+        assert run.verdict is not None
+        lines += [f"  {r.status} {r.check_id}: {r.message}" for r in run.verdict.failing() if r.is_gate]
+        if run.reason:
+            lines.append(f"  next step: {run.reason}")
+        lines.append(f"  report: {run.report}")
+        if run.consistency_request:
+            lines.append(f"  consistency dump requested: {run.consistency_request}")
+        pytest.fail("\n".join(lines), pytrace=False)

@@ -1,0 +1,108 @@
+"""Follow a run's tracker while it grows: progress lines, and fail-fast on per-step gate checks.
+
+Only checks that a prefix of the run can decide are evaluated early: stepwise and points
+checks (a breach at a step already logged stays a breach) and non-finite values. Percentile,
+final and window checks wait for the end. With ``fail_fast`` a decided FAIL stops the run.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from pathlib import Path
+from typing import Callable
+
+from autotest.baseline import Baseline
+from autotest.cases import Case, tracker_location
+from autotest.checks import evaluate_check, fmt
+from autotest.errors import UsageError
+from autotest.readers import read_trace
+from autotest.results import FAIL
+from autotest.trace import Trace
+
+EARLY_SCOPES = ("stepwise", "points")
+
+
+class Follower:
+    """The launcher's poll callback: returns a stop reason when fail-fast decides a FAIL."""
+
+    def __init__(self, case: Case, baseline: Baseline, golden: Trace, work_dir: Path, *, fail_fast: bool = False,
+                 progress: Callable[[str], None] | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        self.case = case
+        self.baseline = baseline
+        self.golden = golden
+        self.work_dir = Path(work_dir)
+        self.fail_fast = fail_fast
+        self.progress = progress
+        self.clock = clock
+        self.started = clock()
+        self.last_step: int | None = None
+        self.first_fail: str | None = None
+        self.first_fail_at: float | None = None
+
+    def _trace(self) -> Trace | None:
+        folder, explicit = tracker_location(self.case, self.work_dir, os.environ)
+        try:
+            return read_trace(explicit or folder, self.case.tracker.format)
+        except UsageError:
+            return None  # not written yet, or a line mid-write: try again at the next poll
+
+    def decided_failure(self, trace: Trace) -> str | None:
+        """The first gate check a prefix of the run already fails, as one line."""
+        is_table = self.baseline.golden_table is not None
+        for spec in self.baseline.checks:
+            if spec.severity != "gate":
+                continue
+            series = trace.get(spec.metric)
+            if series is None:
+                continue
+            nonfinite = next((s for s, v in series.items() if not math.isfinite(v)), None)
+            if nonfinite is not None:
+                return f"{spec.metric} is non-finite ({fmt(series[nonfinite])}) at step {nonfinite}"
+            if spec.scope not in EARLY_SCOPES:
+                continue
+            result = evaluate_check(spec, self.baseline, self.golden, trace, is_table)
+            if result.status == FAIL:
+                return result.message
+        return None
+
+    def _progress_line(self, trace: Trace, step: int) -> str:
+        total = self.case.expected.steps
+        elapsed = self.clock() - self.started
+        eta = elapsed / step * (total - step) if step > 0 else math.nan
+        latest = []
+        for spec in self.baseline.checks:
+            series = trace.get(spec.metric) or {}
+            if step in series:
+                golden = (self.golden.get(spec.metric) or {}).get(step)
+                versus = f" (golden {fmt(golden)})" if golden is not None else ""
+                latest.append(f"{spec.metric}={fmt(series[step])}{versus}")
+        eta_text = f"ETA {eta:.0f}s" if math.isfinite(eta) else "ETA ?"
+        return f"[{self.case.name}] step {step}/{total} {elapsed:.0f}s {eta_text} " + " ".join(latest[:4])
+
+    def poll(self) -> str | None:
+        trace = self._trace()
+        if trace is None or not trace.train_steps:
+            return None
+        step = trace.train_steps[-1]
+        if step != self.last_step:
+            self.last_step = step
+            if self.progress:
+                self.progress(self._progress_line(trace, step))
+        if self.first_fail is None:
+            failure = self.decided_failure(trace)
+            if failure:
+                self.first_fail = failure
+                self.first_fail_at = self.clock()
+                if self.progress:
+                    self.progress(f"[{self.case.name}] FAIL decided at step {step}: {failure}")
+        if self.fail_fast and self.first_fail:
+            return f"fail-fast: {self.first_fail}"
+        return None
+
+    def time_to_verdict_s(self) -> float | None:
+        """Seconds from the start of following to the first decided FAIL (None if none was decided early)."""
+        if self.first_fail_at is None:
+            return None
+        return round(self.first_fail_at - self.started, 2)

@@ -1,0 +1,235 @@
+"""Run one case end to end: platform → preflight → card → launch → artifacts → compare → report.
+
+The pytest suites and ``rl-autotest run`` both call :func:`run_case`; neither adds logic of its own.
+Everything the run produced is kept in its results folder whatever happened.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable
+
+from autotest.baseline import Baseline, load_baseline
+from autotest.cases import Case
+from autotest.compare import Comparison, compare, golden_trace
+from autotest.errors import UsageError
+from autotest.results import ERROR, FAIL, PASS, CheckResult, Verdict, decide_status
+from autotest.triage import is_consistency_metric, triage
+
+SKIP = "SKIP"
+DRY_RUN = "DRY-RUN"
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    results_root: Path
+    seed: int | None = None
+    fault: str | None = None
+    dry_run: bool = False
+    fail_fast: bool = False
+    with_plots: bool = True
+    #: extra environment for the launched command (e.g. a CUDA_VISIBLE_DEVICES slice)
+    env: dict[str, str] = field(default_factory=dict)
+    #: a label added to the results folder name (e.g. "calib-1")
+    label: str = ""
+    poll_interval_s: float = 2.0
+    #: submit the launch as a Ray job to this cluster instead of a local process group
+    ray_address: str | None = None
+    #: called with one progress line while the run goes (terminal or CI log)
+    progress: Callable[[str], None] | None = None
+
+
+@dataclass(frozen=True)
+class CaseRun:
+    """The outcome of one case: a verdict, or why it was skipped / only shown."""
+
+    case: str
+    status: str  # PASS / FAIL / ERROR / SKIP / DRY-RUN
+    results_dir: Path | None
+    reason: str = ""
+    verdict: Verdict | None = None
+    card: str = ""
+    command_line: str = ""
+    consistency_request: Path | None = None
+
+    @property
+    def report(self) -> Path | None:
+        return self.results_dir / "report.md" if self.results_dir else None
+
+    def summary_line(self) -> str:
+        where = f" (report: {self.report})" if self.verdict is not None and self.report else ""
+        return f"{self.case}: {self.status}{' — ' + self.reason if self.reason else ''}{where}"
+
+
+def results_dir_for(case: Case, options: RunOptions) -> Path:
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    parts = [stamp, f"pid{os.getpid()}"]
+    if options.fault:
+        parts.append(options.fault.replace(":", "_").replace("/", "_"))
+    if options.label:
+        parts.append(options.label)
+    folder = Path(options.results_root).resolve() / case.name / "-".join(parts)
+    suffix = 0
+    while folder.exists():  # never overwrite an earlier run's results
+        suffix += 1
+        folder = folder.with_name(f"{folder.name.rsplit('~', 1)[0]}~{suffix}")
+    return folder
+
+
+def _structural(check_id: str, status: str, message: str, **parameters) -> CheckResult:
+    return CheckResult(check_id, status, message, kind="structural", parameters=parameters)
+
+
+def consistency_request(case: Case, verdict: Verdict, results_dir: Path, work_dir: Path) -> dict | None:
+    """The request for a consistency dump job, or None when the case's policy says no."""
+    policy = case.consistency.policy
+    breached = [r for r in verdict.results if is_consistency_metric(r.metric) and r.status == FAIL]
+    if policy == "off" or (policy == "on-breach" and not breached):
+        return None
+    return {
+        "schema_version": 1,
+        "case": case.name,
+        "case_file": str(case.source),
+        "policy": policy,
+        "reason": "breach" if breached else "always",
+        "breaches": [{"metric": r.metric, "first_breach_step": r.first_breach_step, "worst_step": r.worst_step,
+                      "threshold": r.threshold, "operator": r.operator,
+                      "points": [{"step": p.step, "current": p.current, "baseline": p.baseline}
+                                 for p in r.points.breaches()[:20]]} for r in breached],
+        "results_dir": str(results_dir),
+        "work_dir": str(work_dir),
+        "tracker": str(results_dir / "tracker.jsonl"),
+        "run_config": str(results_dir / "run_config"),
+        "requested_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def _criteria(baseline: Baseline | None, error: str | None) -> list[str]:
+    if baseline is None:
+        return [f"baseline could not be loaded: {error}"]
+    lines = [c.describe() for c in baseline.checks]
+    if baseline.steps.expected is not None:
+        lines.append(f"{'exactly' if baseline.steps.exact else 'at least'} {baseline.steps.expected} training steps")
+    if baseline.calibrated_range:
+        lines.append(f"checked on the calibrated range {baseline.calibrated_range[0]}-{baseline.calibrated_range[1]}"
+                     "; later steps reported as uncalibrated")
+    if baseline.wall_time_max_s:
+        lines.append(f"end-to-end wall time < {baseline.wall_time_max_s:g} s")
+    return lines
+
+
+def run_case(case: Case, options: RunOptions) -> CaseRun:
+    from autotest.card import render_card
+    from autotest.launcher import artifacts_for, completion_status, launch, launch_spec
+    from autotest.platform import check_platform
+    from autotest.preflight import run_preflight
+
+    platform = check_platform(case)
+    if not platform.runnable:
+        return CaseRun(case.name, SKIP, None, reason=platform.skip_reason or "")
+    results_dir = results_dir_for(case, options)
+    work_dir = results_dir / "work"
+    work_dir.mkdir(parents=True, exist_ok=True)
+    preflight = run_preflight(case, platform.framework_dir)
+    (results_dir / "preflight.json").write_text(json.dumps(preflight.to_dict(), indent=2) + "\n")
+    baseline, baseline_error = None, None
+    try:
+        baseline = load_baseline(case.baseline_path)
+        golden = golden_trace(baseline)
+    except UsageError as exc:
+        baseline_error = str(exc)
+    spec, spec_error = None, None
+    try:
+        spec = launch_spec(case, work_dir, seed=options.seed, fault=options.fault,
+                           environ={**os.environ, **options.env})
+        spec = replace(spec, env={**options.env, **spec.env})
+    except UsageError as exc:
+        spec_error = str(exc)
+    card = render_card(case, preflight, _criteria(baseline, baseline_error), spec=spec)
+    (results_dir / "card.md").write_text(card, encoding="utf-8")
+    command_line = spec.command_line if spec else ""
+    if options.dry_run:
+        return CaseRun(case.name, DRY_RUN, results_dir, card=card, command_line=command_line,
+                       reason="dry run: nothing launched")
+    context = {"results_dir": str(results_dir), "work_dir": str(work_dir), "card": str(results_dir / "card.md"),
+               "commit": preflight.commit.to_dict(), "harness_commit": preflight.harness.to_dict(),
+               "seed": options.seed if options.seed is not None else case.seed.default, "fault": options.fault}
+    problems = [m for m in (baseline_error, spec_error) if m]
+    problems += [f"input {s.name} is missing: {s.path}" for s in preflight.missing_inputs]
+    if problems:
+        # fail fast: inputs or baseline missing on a platform that should run the case
+        verdict = Verdict(ERROR, case.name, tuple(_structural("preflight", ERROR, p) for p in problems),
+                          context=context)
+        _publish_verdict(verdict, results_dir, None, options)
+        return CaseRun(case.name, ERROR, results_dir, reason="; ".join(problems), verdict=verdict, card=card)
+
+    from autotest.follow import Follower
+
+    follower = Follower(case, baseline, golden, work_dir, fail_fast=options.fail_fast, progress=options.progress)
+    started = time.time()
+    result = launch(spec, results_dir, poll=follower.poll, poll_interval_s=options.poll_interval_s)
+    artifacts = artifacts_for(case, work_dir, results_dir, since=started - 2)
+    context.update(stdout_log=str(result.stdout_log), stderr_log=str(result.stderr_log),
+                   launch=result.to_dict(), artifacts=[str(p) for p in artifacts.run_config],
+                   time_to_verdict_s=follower.time_to_verdict_s())
+    comparison = _compare_run(case, baseline, golden, artifacts.tracker, artifacts.notes, result, context,
+                              completion_status)
+    request = consistency_request(case, comparison.verdict, results_dir, work_dir)
+    request_path = None
+    if request:
+        request_path = results_dir / "consistency_request.json"
+        request_path.write_text(json.dumps(request, indent=2) + "\n", encoding="utf-8")
+        comparison.verdict.context["consistency_request"] = str(request_path)
+    _publish_verdict(comparison.verdict, results_dir, comparison, options)
+    status = comparison.verdict.status
+    primary = next((f.suggestion for f in comparison.verdict.triage if f.primary), "")
+    return CaseRun(case.name, status, results_dir, reason=primary if status != PASS else "",
+                   verdict=comparison.verdict, card=card, command_line=command_line,
+                   consistency_request=request_path)
+
+
+def _compare_run(case, baseline, golden, tracker, notes, result, context, completion_status) -> Comparison:
+    from autotest.readers import read_trace
+    from autotest.trace import Trace
+
+    trace = None
+    read_error = None
+    if tracker is not None:
+        try:
+            trace = read_trace(tracker, case.tracker.format)
+        except UsageError as exc:
+            read_error = str(exc)
+    if trace is None:
+        from types import MappingProxyType
+
+        trace = Trace(str(tracker or "no tracker"), MappingProxyType({}))
+    observed = trace.last_train_step
+    completion = completion_status(result, observed, case.expected.steps, case.expected.exact_steps)
+    extra = [_structural("run[completion]", PASS if completion.complete else ERROR,
+                         "; ".join(completion.reasons) or f"run exited 0 after step {observed}",
+                         exit_code=result.exit_code, timed_out=result.timed_out, wall_s=round(result.wall_s, 2))]
+    if read_error or tracker is None:
+        extra.append(_structural("run[tracker]", ERROR, read_error or "; ".join(notes) or "no tracker found"))
+    comparison = compare(baseline, trace, case=case.name, wall_time_s=result.wall_s, context=context,
+                         golden=golden)
+    results = tuple(extra) + comparison.verdict.results
+    verdict = replace(comparison.verdict, results=results, status=decide_status(results),
+                      triage=triage(results, trace))
+    return replace(comparison, verdict=verdict)
+
+
+def _publish_verdict(verdict: Verdict, results_dir: Path, comparison: Comparison | None, options: RunOptions) -> None:
+    from autotest.publish import publish
+    from autotest.report import render_markdown, write_atomic, write_results_json
+
+    if comparison is not None:
+        publish(comparison, results_dir, with_plots=options.with_plots)
+        return
+    write_results_json(verdict, results_dir)
+    write_atomic(results_dir / "report.md", render_markdown(verdict))
+

@@ -38,7 +38,48 @@ def _compare(args: argparse.Namespace) -> int:
     return exit_code_for(verdict.status)
 
 
-COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"compare": _compare}
+def _confirm_on_terminal(card: str) -> bool:
+    print(card)
+    if not sys.stdin.isatty():
+        raise UsageError("not on a terminal: pass --yes to launch without confirmation")
+    return input("Launch this run? [y/N] ").strip().lower() in ("y", "yes")
+
+
+def _run(args: argparse.Namespace) -> int:
+    from autotest.cases import load_case
+    from autotest.runner import DRY_RUN, SKIP, RunOptions, run_case
+
+    def show(card: str) -> bool:
+        print(card)
+        return True
+
+    run = run_case(load_case(args.case), RunOptions(
+        results_root=args.results_dir.resolve(), seed=args.seed, fault=args.fault, dry_run=args.dry_run,
+        fail_fast=args.fail_fast, progress=print, ray_address=args.ray_address,
+        confirm=show if args.yes else _confirm_on_terminal))
+    if run.status == DRY_RUN and args.dry_run:
+        print(run.card)
+    if run.verdict is not None:
+        for result in run.verdict.failing():
+            print(f"{result.status:5} {result.check_id}: {result.message}")
+    print(run.summary_line())
+    if run.status == DRY_RUN:
+        return EXIT_PASS if args.dry_run else EXIT_ERROR
+    return EXIT_ERROR if run.status == SKIP else exit_code_for(run.status)
+
+
+def _cases(args: argparse.Namespace) -> int:
+    from autotest.cases import list_cases
+    from autotest.platform import check_platform
+
+    for case in list_cases():
+        check = check_platform(case)
+        where = "runnable here" if check.runnable else f"skips here: {check.skip_reason}"
+        print(f"{case.name:34} [{','.join(case.markers)}] {where}")
+    return EXIT_PASS
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"compare": _compare, "run": _run, "cases": _cases}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,6 +93,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", default="auto", choices=["auto", "xtuner", "verl"], help="metric-log format")
     p.add_argument("--wall-time-s", type=float, help="measured end-to-end wall time, for the wall-time check")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+
+    p = sub.add_parser("run", help="run one case end to end (card, launch, compare, report)")
+    p.add_argument("case", help="case name (autotest/cases/<name>.yaml) or a case file")
+    p.add_argument("--results-dir", type=Path, default=Path("results"), help="root of the per-case results folders")
+    p.add_argument("--seed", type=int, help="seed for cases that take one (default: the case's)")
+    p.add_argument("--fault", help="inject a fault NAME[:ARG] (embedded workloads)")
+    p.add_argument("--fail-fast", action="store_true", help="stop the run at the first per-step gate failure")
+    p.add_argument("--ray-address", help="submit the launch as a Ray job to this cluster")
+    p.add_argument("--dry-run", action="store_true", help="show the card and the exact command; launch nothing")
+    p.add_argument("--yes", action="store_true", help="launch without asking for confirmation")
+
+    sub.add_parser("cases", help="list the cases and whether each can run here")
     return parser
 
 

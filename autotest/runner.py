@@ -38,6 +38,8 @@ class RunOptions:
     #: a label added to the results folder name (e.g. "calib-1")
     label: str = ""
     poll_interval_s: float = 2.0
+    #: shown the experiment card before launching; returning False launches nothing
+    confirm: Callable[[str], bool] | None = None
     #: submit the launch as a Ray job to this cluster instead of a local process group
     ray_address: str | None = None
     #: called with one progress line while the run goes (terminal or CI log)
@@ -156,6 +158,9 @@ def run_case(case: Case, options: RunOptions) -> CaseRun:
     if options.dry_run:
         return CaseRun(case.name, DRY_RUN, results_dir, card=card, command_line=command_line,
                        reason="dry run: nothing launched")
+    if options.confirm is not None and not options.confirm(card):
+        return CaseRun(case.name, DRY_RUN, results_dir, card=card, command_line=command_line,
+                       reason="not confirmed: nothing launched")
     context = {"results_dir": str(results_dir), "work_dir": str(work_dir), "card": str(results_dir / "card.md"),
                "commit": preflight.commit.to_dict(), "harness_commit": preflight.harness.to_dict(),
                "seed": options.seed if options.seed is not None else case.seed.default, "fault": options.fault}

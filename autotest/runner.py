@@ -12,7 +12,7 @@ import os
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from autotest.baseline import Baseline, load_baseline
 from autotest.cases import Case
@@ -21,8 +21,17 @@ from autotest.errors import UsageError
 from autotest.results import ERROR, FAIL, PASS, CheckResult, Verdict, decide_status
 from autotest.triage import is_consistency_metric, triage
 
+if TYPE_CHECKING:
+    from autotest.infra import RetryPolicy
+
 SKIP = "SKIP"
 DRY_RUN = "DRY-RUN"
+
+
+def _default_retry_policy() -> "RetryPolicy":
+    from autotest.infra import DEFAULT_POLICY
+
+    return DEFAULT_POLICY
 
 
 @dataclass(frozen=True)
@@ -42,6 +51,8 @@ class RunOptions:
     confirm: Callable[[str], bool] | None = None
     #: submit the launch as a Ray job to this cluster instead of a local process group
     ray_address: str | None = None
+    #: relaunch limits per infrastructure failure kind (an accuracy FAIL is never relaunched)
+    retry_policy: "RetryPolicy" = field(default_factory=lambda: _default_retry_policy())
     #: called with one progress line while the run goes (terminal or CI log)
     progress: Callable[[str], None] | None = None
 
@@ -127,7 +138,7 @@ def _criteria(baseline: Baseline | None, error: str | None) -> list[str]:
 
 def run_case(case: Case, options: RunOptions) -> CaseRun:
     from autotest.card import render_card
-    from autotest.launcher import artifacts_for, completion_status, launch, launch_spec
+    from autotest.launcher import launch_spec
     from autotest.platform import check_platform
     from autotest.preflight import run_preflight
 
@@ -173,17 +184,7 @@ def run_case(case: Case, options: RunOptions) -> CaseRun:
         _publish_verdict(verdict, results_dir, None, options)
         return CaseRun(case.name, ERROR, results_dir, reason="; ".join(problems), verdict=verdict, card=card)
 
-    from autotest.follow import Follower
-
-    follower = Follower(case, baseline, golden, work_dir, fail_fast=options.fail_fast, progress=options.progress)
-    started = time.time()
-    result = launch(spec, results_dir, poll=follower.poll, poll_interval_s=options.poll_interval_s)
-    artifacts = artifacts_for(case, work_dir, results_dir, since=started - 2)
-    context.update(stdout_log=str(result.stdout_log), stderr_log=str(result.stderr_log),
-                   launch=result.to_dict(), artifacts=[str(p) for p in artifacts.run_config],
-                   time_to_verdict_s=follower.time_to_verdict_s())
-    comparison = _compare_run(case, baseline, golden, artifacts.tracker, artifacts.notes, result, context,
-                              completion_status)
+    comparison = _launch_with_retries(case, options, spec, baseline, golden, results_dir, work_dir, context)
     request = consistency_request(case, comparison.verdict, results_dir, work_dir)
     request_path = None
     if request:
@@ -198,7 +199,63 @@ def run_case(case: Case, options: RunOptions) -> CaseRun:
                    consistency_request=request_path)
 
 
-def _compare_run(case, baseline, golden, tracker, notes, result, context, completion_status) -> Comparison:
+def _launch_with_retries(case: Case, options: RunOptions, spec, baseline: Baseline, golden, results_dir: Path,
+                         work_dir: Path, context: dict) -> Comparison:
+    """Launch, compare, and relaunch only on a known infrastructure failure (never on an accuracy FAIL).
+
+    Earlier attempts' logs and work dirs are kept under ``attempts/<n>/``; the trail is in the report.
+    """
+    from autotest.follow import Follower
+    from autotest.infra import Classification, RetryTrail, classify_log_file
+    from autotest.launcher import artifacts_for
+
+    trail = RetryTrail()
+    while True:
+        follower = Follower(case, baseline, golden, work_dir, fail_fast=options.fail_fast,
+                            progress=options.progress)
+        started = time.time()
+        result = _start(spec, case, results_dir, follower, options)
+        artifacts = artifacts_for(case, work_dir, results_dir, since=started - 2)
+        context.update(stdout_log=str(result.stdout_log), stderr_log=str(result.stderr_log),
+                       launch=result.to_dict(), artifacts=[str(p) for p in artifacts.run_config],
+                       time_to_verdict_s=follower.time_to_verdict_s())
+        comparison = _compare_run(case, baseline, golden, artifacts.tracker, artifacts.notes, result, context)
+        status = comparison.verdict.status
+        infra = None
+        if status == ERROR:
+            infra = classify_log_file(result.stderr_log, result.exit_code) or \
+                classify_log_file(result.stdout_log, result.exit_code)
+        classification = Classification(status, infra, str(result.stderr_log if infra else result.stdout_log))
+        trail, decision = trail.record(classification, options.retry_policy)
+        if len(trail.attempts) > 1 or decision.retry:
+            context["retries"] = trail.to_dict()
+        if not decision.retry:
+            return comparison
+        kept = results_dir / "attempts" / str(len(trail.attempts))
+        kept.mkdir(parents=True)
+        for name in ("logs", "work", "tracker.jsonl", "run_config"):
+            if (results_dir / name).exists():
+                (results_dir / name).rename(kept / name)
+        work_dir.mkdir(parents=True)
+        if options.progress:
+            options.progress(f"[{case.name}] relaunching in {decision.wait_s:g} s: {decision.reason}")
+        time.sleep(decision.wait_s)
+
+
+def _start(spec, case: Case, results_dir: Path, follower, options: RunOptions):
+    """A local process group, or a Ray job on the cluster given by ``ray_address``."""
+    if options.ray_address:
+        from autotest.ray_jobs import submit
+
+        return submit(spec, results_dir, address=options.ray_address, num_gpus=case.platform.gpus,
+                      poll=follower.poll, poll_interval_s=options.poll_interval_s)
+    from autotest.launcher import launch
+
+    return launch(spec, results_dir, poll=follower.poll, poll_interval_s=options.poll_interval_s)
+
+
+def _compare_run(case, baseline, golden, tracker, notes, result, context) -> Comparison:
+    from autotest.launcher import completion_status
     from autotest.readers import read_trace
     from autotest.trace import Trace
 

@@ -176,7 +176,7 @@ def run_case(case: Case, options: RunOptions) -> CaseRun:
                "commit": preflight.commit.to_dict(), "harness_commit": preflight.harness.to_dict(),
                "seed": options.seed if options.seed is not None else case.seed.default, "fault": options.fault}
     problems = [m for m in (baseline_error, spec_error) if m]
-    problems += [f"input {s.name} is missing: {s.path}" for s in preflight.missing_inputs]
+    problems += [f"input {s.name} is missing: {s.path or s.raw} ({s.reason})" for s in preflight.missing_inputs]
     if problems:
         # fail fast: inputs or baseline missing on a platform that should run the case
         verdict = Verdict(ERROR, case.name, tuple(_structural("preflight", ERROR, p) for p in problems),
@@ -228,7 +228,7 @@ def _launch_with_retries(case: Case, options: RunOptions, spec, baseline: Baseli
         classification = Classification(status, infra, str(result.stderr_log if infra else result.stdout_log))
         trail, decision = trail.record(classification, options.retry_policy)
         if len(trail.attempts) > 1 or decision.retry:
-            context["retries"] = trail.to_dict()
+            comparison.verdict.context["retries"] = trail.to_dict()
         if not decision.retry:
             return comparison
         kept = results_dir / "attempts" / str(len(trail.attempts))

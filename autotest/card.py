@@ -1,0 +1,116 @@
+"""The experiment card: shown before a run starts and saved with its results as card.md.
+
+Seed 003 asks for a card before launching: 目标 (goal), 判读标准 (pass criteria), 最小规模
+(minimal scale) and 前置条件 (prerequisites), here with the exact command (redacted), cwd and
+env overrides. The card only renders what the case, the preflight and the baseline say; the
+pass criteria strings come from the baseline (the caller passes them in).
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import TYPE_CHECKING
+
+from autotest.preflight import Preflight, redact
+
+if TYPE_CHECKING:
+    from autotest.cases import Case
+    from autotest.launcher import LaunchSpec
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _completion_line(case: Case) -> str:
+    steps = case.expected.steps
+    shape = f"exactly step {steps}" if case.expected.exact_steps else f"at least step {steps}"
+    return (f"completion: the tracker reaches {shape} and the run exits 0 within "
+            f"{case.launch.timeout_s:g} s (launch.timeout_s); the exit code alone is not trusted")
+
+
+def _prerequisites(case: Case, preflight: Preflight) -> list[str]:
+    lines = []
+    if preflight.inputs:
+        lines += ["| input | path | status |", "|---|---|---|"]
+        for s in preflight.inputs:
+            status = "found" if s.exists else f"**MISSING** ({s.reason})"
+            lines.append(f"| {_cell(s.name)} | `{_cell(redact(s.path or s.raw))}` | {status} |")
+    else:
+        lines.append("- inputs: none declared")
+    lines.append("")
+    plat = preflight.platform
+    fw = case.platform.framework
+    gpus = (f"{plat.gpus_needed} GPUs (found {plat.gpus_found}: {plat.gpu_source})"
+            if plat.gpus_needed else "CPU only (no GPU needed)")
+    lines.append(f"- platform: {gpus}")
+    if fw is not None:
+        lines.append(f"- framework: {fw.name} checkout from ${fw.env}: "
+                     f"`{plat.framework_dir or 'not found'}`")
+    if case.platform.python_packages:
+        lines.append(f"- Python packages: {', '.join(case.platform.python_packages)}")
+    verdict = "runnable here" if plat.runnable else f"**SKIP**: {plat.skip_reason}"
+    lines.append(f"- this machine: {verdict}")
+    lines.append(f"- commit under test: `{preflight.commit.repo_dir}` {preflight.commit.describe()}")
+    if preflight.commit.dirty and preflight.commit.diff_stat:
+        lines += ["", "  ```", *(f"  {line}" for line in preflight.commit.diff_stat.splitlines()),
+                  "  ```"]
+    if preflight.commit.untracked:
+        shown = ", ".join(preflight.commit.untracked[:10])
+        more = f" and {len(preflight.commit.untracked) - 10} more" if len(preflight.commit.untracked) > 10 else ""
+        lines.append(f"- untracked files: {shown}{more}")
+    if preflight.harness.repo_dir != preflight.commit.repo_dir:
+        lines.append(f"- harness: `{preflight.harness.repo_dir}` {preflight.harness.describe()}")
+    env = preflight.environment
+    versions = ", ".join(f"{k} {v}" for k, v in env.get("packages", {}).items() if v)
+    gpu = env.get("gpu", {})
+    hw = (f"{gpu.get('count')} x {', '.join(gpu.get('models') or ['GPU'])}, driver {gpu.get('driver')}, "
+          f"CUDA {gpu.get('cuda')}" if gpu.get("count") else "no GPU")
+    lines.append(f"- environment: python {env.get('python')}, {versions}; {hw}; "
+                 f"{env.get('cpu_count')} CPUs on {env.get('hostname')}")
+    return lines
+
+
+def _launch_lines(case: Case, spec: LaunchSpec | None) -> list[str]:
+    if spec is not None:
+        command, cwd, env = spec.command_line, str(spec.cwd), spec.env
+        note = ""
+    else:
+        raw = case.launch.command
+        command = raw if isinstance(raw, str) else shlex.join(raw)
+        cwd, env = case.launch.cwd, case.launch.env
+        note = " (template: placeholders are filled per run)"
+    lines = [f"Command{note}:", "", "```bash", redact(command), "```", "", f"- cwd: `{cwd}`"]
+    if env:
+        lines.append("- env overrides: " + ", ".join(f"`{k}={v}`" for k, v in redact(dict(env)).items()))
+    else:
+        lines.append("- env overrides: none")
+    lines.append(f"- timeout: {case.launch.timeout_s:g} s; the whole process group is killed after it")
+    if case.launch.uses_ray:
+        lines.append("- starts its own Ray cluster: the harness runs `ray stop --force` afterwards")
+    lines.append(f"- tracker: {case.tracker.format} format; baseline `{case.baseline}`")
+    lines.append(f"- consistency dump job: {case.consistency.policy}")
+    return lines
+
+
+def render_card(case: Case, preflight: Preflight, criteria: list[str], *,
+                spec: LaunchSpec | None = None) -> str:
+    """The experiment card as markdown. ``spec`` (the resolved launch) shows the exact command;
+    without it the case's command template is shown."""
+    wall = (f"; expected wall time under {case.expected.wall_time_s:g} s"
+            if case.expected.wall_time_s else "")
+    lines = [
+        f"# Experiment card: {case.name}", "", f"> {case.description}", "",
+        f"Case file `{preflight.case_file}`; prepared {preflight.created_at}.", "",
+        "## 目标 Goal", "", case.goal.strip(), "",
+        "## 判读标准 Pass criteria", "",
+        *(f"- {c}" for c in criteria),
+        f"- {_completion_line(case)}", "",
+        "Verdict: FAIL if a gate fails, else ERROR if a gate cannot be decided, else PASS.", "",
+        "## 最小规模 Minimal scale", "", case.minimal_scale.strip(), "",
+        f"- expected: {case.expected.steps} steps"
+        f"{' (exact)' if case.expected.exact_steps else ''}{wall}", "",
+        "## 前置条件 Prerequisites", "", *_prerequisites(case, preflight), "",
+        "## 启动 Launch", "", *_launch_lines(case, spec), "",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,604 @@
+"""Case files: what to run, on what, with which inputs, and what a complete run looks like.
+
+One YAML file per case in ``autotest/cases/<name>.yaml``, loaded into frozen dataclasses and
+validated on load. Every mistake is a ``UsageError("<file>: <dotted.key>: <problem>; <what to
+do>")``; an unknown key is an error (a typo must not pass silently), and so is a duplicate key.
+
+Schema::
+
+    name: str              the case name; equals the file name without .yaml
+    description: str       one line for listings and reports
+    markers: [str]         pytest markers: grpo, mopd, gpu, calibration; 'gpu' exactly when
+                           platform.gpus > 0
+    goal: str              目标: what the run verifies (experiment card)
+    minimal_scale: str     最小规模: the smallest setup that still answers the goal
+    platform:
+      gpus: int            GPUs needed here; 0 = CPU is enough
+      framework:           the framework checkout the run needs; null for embedded workloads
+        name: str          e.g. xtuner
+        env: str           env var holding the checkout's path, e.g. XTUNER_ROOT
+      python_packages: [str]  distributions the harness's Python must have (optional)
+    inputs: {name: path}   must exist before launch (fail fast); ${ENV} and {repo} allowed
+    launch:
+      command: [str] | str a list runs as is (no shell); a string runs with `bash -c`
+      cwd: str             working directory (default {repo})
+      env: {K: V}          overrides on top of the harness's environment
+      timeout_s: number    wall-clock limit; the whole process group is killed after it
+      term_grace_s: number between SIGTERM and SIGKILL (default 10; give a script's own
+                           EXIT trap time to stop its servers)
+      uses_ray: bool       the run starts a Ray cluster of its own: `ray stop --force` after it
+                           (machine-wide: dedicated runners only; default false)
+      fault_args: [str]    appended when the harness injects a fault; must contain {fault}
+    tracker:
+      format: xtuner|verl  the metric log's format
+      work_dir_env: str|null  env var set to the run's work folder (default WORK_DIR); null when
+                           the launch script picks its own folder
+      work_dir: str        where the timestamped exp dirs appear when not in the work folder
+      path: str            explicit tracker file; replaces the exp-dir search
+    expected:
+      steps: int           the training step the run must reach
+      exact_steps: bool    and not pass (default true: the shape is part of the contract)
+      wall_time_s: number  expected wall time (optional); below launch.timeout_s
+    baseline: str          golden baseline, relative to the repo: baselines/<name>.yaml
+    seed:                  optional
+      default: int         seed of a normal run (default 0)
+      calibration: [int]   seeds of calibration runs; empty = repeat the default seed
+      env: str             also export the seed in this env var
+    consistency:
+      policy: off|on-breach|always   when to run the consistency dump job (default off)
+
+Substitutions, done when a run is resolved (not on load, so listing cases needs no share):
+``${NAME}`` is the harness's environment variable NAME (unset: a UsageError naming file, key
+and variable); ``{python}`` sys.executable, ``{repo}`` the repo root, ``{work_dir}`` the run's
+work folder, ``{seed}``, ``{fault}`` (empty when none). Inputs take ${ENV} and {repo} only;
+cwd and tracker paths also {work_dir}. In a string command substituted values are shell-quoted
+when needed (keep placeholders outside quotes); ``$NAME`` without braces is left to bash.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import shlex
+import sys
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+import yaml
+
+from autotest.errors import UsageError
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CASES_DIR = Path(__file__).resolve().parent / "cases"
+MARKERS = ("grpo", "mopd", "gpu", "calibration")
+TRACKER_FORMATS = ("xtuner", "verl")
+POLICIES = ("off", "on-breach", "always")
+PLACEHOLDERS = ("python", "repo", "work_dir", "seed", "fault")
+_INPUT_PLACEHOLDERS = ("repo",)
+_PATH_PLACEHOLDERS = ("repo", "work_dir")
+
+_BRACES = re.compile(r"(?<!\$)\{([^{}]*)\}")
+_ENV = re.compile(r"\$\{([^{}]*)\}")
+_BARE_ENV = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class Framework:
+    name: str
+    env: str
+
+
+@dataclass(frozen=True)
+class Platform:
+    gpus: int
+    framework: Framework | None
+    python_packages: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Launch:
+    command: tuple[str, ...] | str
+    cwd: str
+    env: dict[str, str]
+    timeout_s: float
+    term_grace_s: float
+    uses_ray: bool
+    fault_args: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Tracker:
+    format: str
+    work_dir_env: str | None
+    work_dir: str | None
+    path: str | None
+
+
+@dataclass(frozen=True)
+class Expected:
+    steps: int
+    exact_steps: bool
+    wall_time_s: float | None
+
+
+@dataclass(frozen=True)
+class Seed:
+    default: int
+    calibration: tuple[int, ...]
+    env: str | None
+
+
+@dataclass(frozen=True)
+class Consistency:
+    policy: str
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    description: str
+    markers: tuple[str, ...]
+    goal: str
+    minimal_scale: str
+    platform: Platform
+    inputs: dict[str, str]
+    launch: Launch
+    tracker: Tracker
+    expected: Expected
+    baseline: str
+    seed: Seed
+    consistency: Consistency
+    source: Path
+
+    @property
+    def baseline_path(self) -> Path:
+        return REPO_ROOT / self.baseline
+
+    @property
+    def takes_seed(self) -> bool:
+        return self.seed.env is not None or any("{seed}" in t for t in _launch_texts(self.launch))
+
+    @property
+    def takes_fault(self) -> bool:
+        return any("{fault}" in t for t in _launch_texts(self.launch))
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["source"] = str(self.source)
+        return data
+
+
+def _launch_texts(launch: Launch) -> list[str]:
+    command = [launch.command] if isinstance(launch.command, str) else list(launch.command)
+    return command + list(launch.env.values()) + list(launch.fault_args)
+
+
+# ---------------------------------------------------------------- the validating reader
+
+_MISSING = object()
+
+
+def _fail(path: Path, key: str, problem: str, fix: str) -> NoReturn:
+    raise UsageError(f"{path}: {key}: {problem}; {fix}")
+
+
+def _show(value: Any) -> str:
+    if value is None or isinstance(value, bool):
+        return "null" if value is None else str(value).lower()
+    text = repr(value)
+    return text if len(text) <= 40 else f"a {type(value).__name__}"
+
+
+class _Reader:
+    """One mapping of a case file; every read names the dotted key in its error.
+
+    Stricter than ``autotest.schema.Section``: unknown keys get a did-you-mean, every message
+    ends with what to do.
+    """
+
+    def __init__(self, data: Any, path: Path, where: str, *, required: tuple[str, ...] = (),
+                 optional: tuple[str, ...] = ()) -> None:
+        self.path, self.where = path, where
+        if not isinstance(data, dict):
+            _fail(path, where or "(file)", f"{_show(data)} is not a mapping", "write key: value lines")
+        self.data: dict[str, Any] = data
+        if required or optional:
+            self.check_keys(required=required, optional=optional)
+
+    def key(self, name: str) -> str:
+        return f"{self.where}.{name}" if self.where else name
+
+    def fail(self, name: str, problem: str, fix: str) -> NoReturn:
+        _fail(self.path, self.key(name), problem, fix)
+
+    def check_keys(self, *, required: tuple[str, ...], optional: tuple[str, ...]) -> None:
+        # unknown keys first: a typo also makes the real key look missing
+        allowed = required + optional
+        for name in self.data:
+            if name not in allowed:
+                close = difflib.get_close_matches(str(name), allowed, n=1)
+                fix = f"did you mean {close[0]!r}?" if close else f"allowed: {', '.join(allowed)}"
+                self.fail(str(name), "unknown key", fix)
+        for name in required:
+            if name not in self.data:
+                self.fail(name, "required key is missing", "add it (see autotest/cases.py)")
+
+    def get(self, name: str, default: Any = _MISSING) -> Any:
+        if name in self.data:
+            return self.data[name]
+        if default is _MISSING:
+            self.fail(name, "required key is missing", "add it (see autotest/cases.py)")
+        return default
+
+    def section(self, name: str, *, optional: bool = False) -> _Reader | None:
+        value = self.get(name, None if optional else _MISSING)
+        return None if value is None and optional else _Reader(value, self.path, self.key(name))
+
+    def text(self, name: str, default: Any = _MISSING, *, nullable: bool = False) -> Any:
+        value = self.get(name, default)
+        if value is None and (nullable or default is None):
+            return None
+        if not isinstance(value, str) or not value.strip():
+            self.fail(name, f"{_show(value)} is not a non-empty text", "write a quoted string")
+        return value
+
+    def integer(self, name: str, *, minimum: int, fix: str, default: Any = _MISSING) -> int:
+        value = self.get(name, default)
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.fail(name, f"{_show(value)} is not a whole number", fix)
+        if value < minimum:
+            self.fail(name, f"{value} is below {minimum}", fix)
+        return value
+
+    def number(self, name: str, *, positive: bool, default: Any = _MISSING) -> Any:
+        value = self.get(name, default)
+        if value is None and default is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+            self.fail(name, f"{_show(value)} is not a number", "write seconds, e.g. 300")
+        if positive and value <= 0:
+            self.fail(name, f"{value} is not above 0", "write a positive number of seconds")
+        return float(value)
+
+    def boolean(self, name: str, *, default: Any = _MISSING) -> bool:
+        value = self.get(name, default)
+        if not isinstance(value, bool):
+            self.fail(name, f"{_show(value)} is not true or false", "write true or false")
+        return value
+
+    def choice(self, name: str, choices: tuple[str, ...]) -> str:
+        value = self.get(name)
+        if value not in choices:
+            self.fail(name, f"{_show(value)} is not one of {', '.join(choices)}",
+                      f"write one of {', '.join(choices)} (quote it)")
+        return value
+
+    def str_list(self, name: str, default: Any = _MISSING) -> tuple[str, ...]:
+        return self._items(name, default, str, "a non-empty text", "quote it")
+
+    def int_list(self, name: str, default: Any = _MISSING) -> tuple[int, ...]:
+        return self._items(name, default, int, "a whole number >= 0", "write e.g. 0")
+
+    def _items(self, name: str, default: Any, kind: type, what: str, fix: str) -> tuple:
+        value = self.get(name, default)
+        if not isinstance(value, (list, tuple)):
+            self.fail(name, f"{_show(value)} is not a list", "write [a, b] or one '- a' line each")
+        for i, item in enumerate(value):
+            if isinstance(item, bool) or not isinstance(item, kind) or (
+                    item == "" if kind is str else item < 0):
+                self.fail(f"{name}[{i}]", f"{_show(item)} is not {what}", fix)
+        return tuple(value)
+
+    def str_map(self, name: str, default: Any = _MISSING, *, env_values: bool = False) -> dict[str, str]:
+        value = self.get(name, default)
+        if value is None:
+            value = {}
+        if not isinstance(value, dict):
+            self.fail(name, f"{_show(value)} is not a mapping", "write key: value lines")
+        out: dict[str, str] = {}
+        for key, item in value.items():
+            if not isinstance(key, str) or not key:
+                self.fail(name, f"key {_show(key)} is not a name", "use a text key")
+            # env values may be written as numbers (STEPS: 25); a boolean is ambiguous
+            if env_values and isinstance(item, (int, float)) and not isinstance(item, bool):
+                item = str(item)
+            if not isinstance(item, str) or not item:
+                fix = 'quote it ("1" or "true")' if isinstance(item, bool) else "write a non-empty text"
+                self.fail(f"{name}.{key}", f"{_show(item)} is not a text", fix)
+            out[key] = item
+        return out
+
+
+# ---------------------------------------------------------------- loading
+
+
+def list_cases(directory: Path | None = None) -> list[Case]:
+    """Every case in ``directory`` (default: the packaged cases), sorted by name."""
+    folder = directory or CASES_DIR
+    return [load_case(p) for p in sorted(folder.glob("*.yaml"))]
+
+
+def load_case(name_or_path: str | Path) -> Case:
+    """Load a case by name (``tiny-grpo``) or by path to its YAML file."""
+    text = str(name_or_path)
+    if isinstance(name_or_path, Path) or text.endswith((".yaml", ".yml")) or "/" in text:
+        path = Path(name_or_path)
+        if not path.is_file():
+            raise UsageError(f"{path}: no such case file; check the path")
+    else:
+        path = CASES_DIR / f"{text}.yaml"
+        if not path.is_file():
+            known = ", ".join(sorted(p.stem for p in CASES_DIR.glob("*.yaml"))) or "none"
+            raise UsageError(f"{text}: no such case; known cases: {known} (files in {CASES_DIR})")
+    return parse_case(_read_yaml(path), path)
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that rejects duplicate keys (PyYAML silently keeps the last one)."""
+
+
+def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc}); "
+                         "check the file") from None
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = f":{mark.line + 1}" if mark else ""
+        problem = exc.problem or exc.context or "invalid YAML"
+        fix = "keep one" if problem.startswith("duplicate key") else "fix the YAML syntax"
+        raise UsageError(f"{path}{line}: {problem}; {fix}") from None
+
+
+def parse_case(data: Any, path: Path) -> Case:
+    """Validate the parsed YAML of one case file and build the Case."""
+    if data is None:
+        _fail(path, "(file)", "the file is empty", "write a case (see autotest/cases.py)")
+    top = _Reader(data, path, "", required=(
+        "name", "description", "markers", "goal", "minimal_scale", "platform", "launch",
+        "tracker", "expected", "baseline"), optional=("inputs", "seed", "consistency"))
+    name = top.text("name")
+    if name != path.stem:
+        top.fail("name", f"{name!r} does not match the file name {path.name!r}",
+                 "make them equal")
+    markers = _markers(top)
+    platform = _platform(top.section("platform"))
+    if (platform.gpus > 0) != ("gpu" in markers):
+        need = "add 'gpu' to markers" if platform.gpus > 0 else "remove 'gpu' or set platform.gpus"
+        top.fail("markers", f"platform.gpus is {platform.gpus} but 'gpu' is "
+                 f"{'absent' if platform.gpus > 0 else 'present'}", need)
+    inputs = _inputs(top)
+    launch = _launch(top.section("launch"))
+    tracker = _tracker(top.section("tracker"))
+    expected = _expected(top.section("expected"), launch)
+    baseline = top.text("baseline")
+    if Path(baseline).is_absolute() or ".." in Path(baseline).parts:
+        top.fail("baseline", f"{baseline!r} is not inside the repo",
+                 f"give a path relative to the repo root, e.g. baselines/{name}.yaml")
+    seed = _seed(top.section("seed", optional=True))
+    case = Case(name=name, description=top.text("description"), markers=markers,
+                goal=top.text("goal"), minimal_scale=top.text("minimal_scale"),
+                platform=platform, inputs=inputs, launch=launch, tracker=tracker,
+                expected=expected, baseline=baseline, seed=seed,
+                consistency=_consistency(top.section("consistency", optional=True)), source=path)
+    if len(set(seed.calibration)) > 1 and not case.takes_seed:
+        top.fail("seed.calibration", f"{len(seed.calibration)} seeds but the launch takes no seed",
+                 "use {seed} in launch.command or set seed.env")
+    return case
+
+
+def _markers(top: _Reader) -> tuple[str, ...]:
+    markers = top.str_list("markers")
+    for i, marker in enumerate(markers):
+        if marker not in MARKERS:
+            top.fail(f"markers[{i}]", f"{marker!r} is not a known marker",
+                     f"use one of {', '.join(MARKERS)}")
+    if len(set(markers)) != len(markers):
+        top.fail("markers", "a marker is listed twice", "list each once")
+    return markers
+
+
+def _platform(sec: _Reader) -> Platform:
+    sec.check_keys(required=("gpus",), optional=("framework", "python_packages"))
+    gpus = sec.integer("gpus", minimum=0, fix="write the GPU count (0 = CPU is enough)")
+    framework = None
+    fw = sec.section("framework", optional=True)
+    if fw is not None:
+        fw.check_keys(required=("name", "env"), optional=())
+        env = fw.text("env")
+        if not _NAME.fullmatch(env):
+            fw.fail("env", f"{env!r} is not an environment variable name", "e.g. XTUNER_ROOT")
+        framework = Framework(name=fw.text("name"), env=env)
+    return Platform(gpus=gpus, framework=framework,
+                    python_packages=sec.str_list("python_packages", default=()))
+
+
+def _inputs(top: _Reader) -> dict[str, str]:
+    inputs = top.str_map("inputs", default={})
+    for key, value in inputs.items():
+        _check_template(top, f"inputs.{key}", value, _INPUT_PLACEHOLDERS, shell=False)
+    return inputs
+
+
+def _launch(sec: _Reader) -> Launch:
+    sec.check_keys(required=("command", "timeout_s"),
+                   optional=("cwd", "env", "term_grace_s", "uses_ray", "fault_args"))
+    raw = sec.get("command")
+    command: tuple[str, ...] | str
+    if isinstance(raw, str) and raw.strip():
+        command = raw
+        _check_template(sec, "command", raw, PLACEHOLDERS, shell=True)
+    elif isinstance(raw, list) and raw:
+        command = sec.str_list("command")
+        for i, arg in enumerate(command):
+            _check_template(sec, f"command[{i}]", arg, PLACEHOLDERS, shell=False)
+    else:
+        sec.fail("command", f"{raw!r} is not a command",
+                 "give a list of arguments or a non-empty string run by bash")
+    cwd = sec.text("cwd", default="{repo}")
+    _check_template(sec, "cwd", cwd, _PATH_PLACEHOLDERS, shell=False)
+    env = sec.str_map("env", default={}, env_values=True)
+    for key, value in env.items():
+        if not _NAME.fullmatch(key):
+            sec.fail(f"env.{key}", "not an environment variable name", "use letters, digits and _")
+        _check_template(sec, f"env.{key}", value, PLACEHOLDERS, shell=False)
+    fault_args = sec.str_list("fault_args", default=())
+    for i, arg in enumerate(fault_args):
+        _check_template(sec, f"fault_args[{i}]", arg, PLACEHOLDERS, shell=False)
+    if fault_args and not any("{fault}" in a for a in fault_args):
+        sec.fail("fault_args", "does not use {fault}", "write e.g. ['--fault', '{fault}']")
+    return Launch(command=command, cwd=cwd, env=env,
+                  timeout_s=sec.number("timeout_s", positive=True),
+                  term_grace_s=sec.number("term_grace_s", positive=True, default=10.0),
+                  uses_ray=sec.boolean("uses_ray", default=False), fault_args=fault_args)
+
+
+def _tracker(sec: _Reader) -> Tracker:
+    sec.check_keys(required=("format",), optional=("work_dir_env", "work_dir", "path"))
+    fmt = sec.choice("format", TRACKER_FORMATS)
+    work_dir_env = sec.text("work_dir_env", default="WORK_DIR", nullable=True)
+    if work_dir_env is not None and not _NAME.fullmatch(work_dir_env):
+        sec.fail("work_dir_env", f"{work_dir_env!r} is not an environment variable name",
+                 "e.g. WORK_DIR, or null")
+    work_dir = sec.text("work_dir", default=None)
+    path = sec.text("path", default=None)
+    if work_dir is not None and path is not None:
+        sec.fail("path", "both path and work_dir are set", "keep one")
+    for key, value in (("work_dir", work_dir), ("path", path)):
+        if value is not None:
+            _check_template(sec, key, value, _PATH_PLACEHOLDERS, shell=False)
+    return Tracker(format=fmt, work_dir_env=work_dir_env, work_dir=work_dir, path=path)
+
+
+def _expected(sec: _Reader, launch: Launch) -> Expected:
+    sec.check_keys(required=("steps",), optional=("exact_steps", "wall_time_s"))
+    wall = sec.number("wall_time_s", positive=True, default=None)
+    if wall is not None and wall >= launch.timeout_s:
+        sec.fail("wall_time_s", f"{wall:g} s is not below launch.timeout_s {launch.timeout_s:g} s",
+                 "give the run headroom: raise launch.timeout_s")
+    return Expected(steps=sec.integer("steps", minimum=1, fix="write the number of steps"),
+                    exact_steps=sec.boolean("exact_steps", default=True), wall_time_s=wall)
+
+
+def _seed(sec: _Reader | None) -> Seed:
+    if sec is None:
+        return Seed(default=0, calibration=(), env=None)
+    sec.check_keys(required=(), optional=("default", "calibration", "env"))
+    env = sec.text("env", default=None)
+    if env is not None and not _NAME.fullmatch(env):
+        sec.fail("env", f"{env!r} is not an environment variable name", "e.g. SEED")
+    return Seed(default=sec.integer("default", minimum=0, default=0, fix="write a seed >= 0"),
+                calibration=sec.int_list("calibration", default=()), env=env)
+
+
+def _consistency(sec: _Reader | None) -> Consistency:
+    if sec is None:
+        return Consistency(policy="off")
+    sec.check_keys(required=("policy",), optional=())
+    if sec.get("policy") is False:  # YAML 1.1 reads a bare `off` as false
+        return Consistency(policy="off")
+    if sec.get("policy") is True:
+        sec.fail("policy", "true is not a policy (YAML reads a bare on/yes as true)",
+                 "write on-breach or always")
+    return Consistency(policy=sec.choice("policy", POLICIES))
+
+
+def _check_template(sec: _Reader, key: str, text: str, allowed: tuple[str, ...], *,
+                    shell: bool) -> None:
+    """Reject unknown placeholders and env syntax the harness would not expand."""
+    for match in _BRACES.finditer(text):
+        word = match.group(1)
+        if not _NAME.fullmatch(word):
+            continue  # JSON or bash brace expansion in a string command, not a placeholder
+        if word not in allowed:
+            close = difflib.get_close_matches(word, allowed, n=1)
+            hint = f"did you mean {{{close[0]}}}? " if close else ""
+            known = ", ".join(f"{{{p}}}" for p in allowed)
+            sec.fail(key, f"unknown placeholder {{{word}}}", f"{hint}known here: {known}")
+    if shell:
+        return
+    for match in _ENV.finditer(text):
+        if not _NAME.fullmatch(match.group(1)):
+            sec.fail(key, f"{match.group(0)!r} is not supported", "write ${NAME} only")
+    rest = _ENV.sub("", text)
+    if "${" in rest:
+        sec.fail(key, f"{text!r} has '${{' without a closing '}}'", "write ${NAME}")
+    bare = _BARE_ENV.search(rest)
+    if bare:
+        sec.fail(key, f"{bare.group(0)!r} is not expanded (no shell runs here)",
+                 f"write ${{{bare.group(1)}}}")
+
+
+# ---------------------------------------------------------------- resolving
+
+
+def unset_variables(text: str, environ: Mapping[str, str]) -> list[str]:
+    """The ${NAME} variables in ``text`` that are unset or empty in ``environ``."""
+    return [m.group(1) for m in _ENV.finditer(text)
+            if _NAME.fullmatch(m.group(1)) and not environ.get(m.group(1))]
+
+
+def expand(case: Case, key: str, text: str, values: Mapping[str, str],
+           environ: Mapping[str, str], *, shell: bool = False) -> str:
+    """Substitute ${ENV} and {placeholders} in one field of ``case``.
+
+    ``key`` is the dotted key, for the error message. With ``shell`` the substituted values
+    are shell-quoted, since the result is bash source.
+    """
+    quote = shlex.quote if shell else str
+
+    def env_value(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if not _NAME.fullmatch(name):
+            return match.group(0)  # ${X:-default} in a string command: bash's business
+        if not environ.get(name):
+            raise UsageError(f"{case.source}: {key}: ${{{name}}} is not set; "
+                             f"export {name} before running the case")
+        return quote(environ[name])
+
+    def placeholder(match: re.Match[str]) -> str:
+        word = match.group(1)
+        return quote(values[word]) if word in values else match.group(0)
+
+    return _BRACES.sub(placeholder, _ENV.sub(env_value, text))
+
+
+def placeholder_values(*, work_dir: Path | None = None, seed: int | None = None,
+                       fault: str | None = None) -> dict[str, str]:
+    values = {"python": sys.executable, "repo": str(REPO_ROOT), "fault": fault or ""}
+    if work_dir is not None:
+        values["work_dir"] = str(Path(work_dir).resolve())
+    if seed is not None:
+        values["seed"] = str(seed)
+    return values
+
+
+def tracker_location(case: Case, work_dir: Path, environ: Mapping[str, str]) -> tuple[Path, Path | None]:
+    """(folder where the run's exp dirs appear, explicit tracker file or None)."""
+    values = placeholder_values(work_dir=work_dir)
+    if case.tracker.path is not None:
+        path = Path(expand(case, "tracker.path", case.tracker.path, values, environ))
+        return path.parent, path
+    if case.tracker.work_dir is not None:
+        return Path(expand(case, "tracker.work_dir", case.tracker.work_dir, values, environ)), None
+    return Path(work_dir).resolve(), None

@@ -1,0 +1,298 @@
+"""Before launching (seed 003 §0): the commit under test, the inputs, the environment, redaction.
+
+``run_preflight`` gathers everything the experiment card and results.json record about a run
+before it starts. It never raises for a missing input (the card shows the status);
+``require_inputs`` is the fail-fast gate: one UsageError listing every missing input.
+``redact`` masks secrets in anything the harness writes down.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.metadata
+import json
+import os
+import platform as stdlib_platform
+import re
+import socket
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from autotest.cases import REPO_ROOT, Case, expand, placeholder_values, unset_variables
+from autotest.errors import UsageError
+from autotest.platform import PlatformCheck, check_platform, detect_gpus
+
+GIT_TIMEOUT_S = 30.0
+# importlib.metadata distribution names, looked up without importing the (heavy) packages
+FINGERPRINT_PACKAGES = {
+    "torch": "torch", "transformers": "transformers", "ray": "ray", "lmdeploy": "lmdeploy",
+    "vllm": "vllm", "sglang": "sglang", "msprobe": "mindstudio-probe", "xtuner": "xtuner",
+    "numpy": "numpy",
+}
+MASK = "***"
+
+
+# ---------------------------------------------------------------- commit under test
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    """The code version a run used; ``sha`` None means unknown, and ``reason`` says why."""
+
+    repo_dir: str
+    sha: str | None
+    branch: str | None
+    dirty: bool | None
+    diff_stat: str
+    untracked: tuple[str, ...]
+    reason: str | None
+
+    def describe(self) -> str:
+        if self.sha is None:
+            return f"unknown ({self.reason})"
+        where = self.branch or "detached HEAD"
+        state = "dirty" if self.dirty else "clean"
+        return f"{self.sha[:12]} on {where}, {state}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _git(repo_dir: Path, *args: str) -> tuple[int, str, str]:
+    try:
+        done = subprocess.run(["git", "-C", str(repo_dir), *args], capture_output=True,
+                              text=True, timeout=GIT_TIMEOUT_S, check=False)
+    except FileNotFoundError:
+        return 127, "", "git is not installed"
+    except subprocess.TimeoutExpired:
+        return 124, "", f"git {args[0]} took over {GIT_TIMEOUT_S:g} s"
+    return done.returncode, done.stdout, done.stderr
+
+
+def commit_under_test(repo_dir: Path | str) -> CommitInfo:
+    """``git rev-parse HEAD``, branch, dirty flag and ``git diff --stat`` (when dirty)."""
+    repo = Path(repo_dir)
+    unknown = dict(repo_dir=str(repo), sha=None, branch=None, dirty=None, diff_stat="",
+                   untracked=())
+    if not repo.is_dir():
+        return CommitInfo(**unknown, reason=f"{repo} is not a directory")
+    code, out, err = _git(repo, "rev-parse", "HEAD")
+    if code != 0:
+        first = (err.strip().splitlines() or [f"git exit code {code}"])[0]
+        return CommitInfo(**unknown, reason=first.removeprefix("fatal: "))
+    sha = out.strip()
+    _, out, _ = _git(repo, "rev-parse", "--abbrev-ref", "HEAD")
+    branch = out.strip() if out.strip() not in ("", "HEAD") else None
+    _, status, _ = _git(repo, "status", "--porcelain", "--untracked-files=normal")
+    lines = status.splitlines()
+    untracked = tuple(line[3:] for line in lines if line.startswith("??"))
+    dirty = bool(lines)
+    diff_stat = _git(repo, "diff", "--stat", "HEAD")[1].rstrip() if dirty else ""
+    return CommitInfo(repo_dir=str(repo.resolve()), sha=sha, branch=branch, dirty=dirty,
+                      diff_stat=diff_stat, untracked=untracked, reason=None)
+
+
+# ---------------------------------------------------------------- inputs
+
+
+@dataclass(frozen=True)
+class InputStatus:
+    """One declared input: its expanded path (None if a variable is unset) and whether it exists."""
+
+    name: str
+    raw: str
+    path: str | None
+    exists: bool
+    reason: str | None
+
+
+def input_statuses(case: Case, environ: Mapping[str, str] | None = None) -> tuple[InputStatus, ...]:
+    env = os.environ if environ is None else environ
+    out = []
+    for name, raw in case.inputs.items():
+        unset = unset_variables(raw, env)
+        if unset:
+            names = ", ".join(unset)
+            out.append(InputStatus(name, raw, None, False,
+                                   f"{names} {'is' if len(unset) == 1 else 'are'} not set"))
+            continue
+        path = expand(case, f"inputs.{name}", raw, placeholder_values(), env)
+        exists = Path(path).exists()
+        out.append(InputStatus(name, raw, path, exists, None if exists else "does not exist"))
+    return tuple(out)
+
+
+def check_inputs(case: Case, environ: Mapping[str, str] | None = None) -> list[InputStatus]:
+    """The missing inputs (name, path and why), in the case file's order."""
+    return [s for s in input_statuses(case, environ) if not s.exists]
+
+
+def require_inputs(case: Case, environ: Mapping[str, str] | None = None) -> dict[str, Path]:
+    """Every input's path, or one UsageError naming each missing input with its path."""
+    statuses = input_statuses(case, environ)
+    missing = [s for s in statuses if not s.exists]
+    if missing:
+        listed = ", ".join(f"{s.name}={s.path or s.raw} ({s.reason})" for s in missing)
+        raise UsageError(f"{case.source}: inputs: {len(missing)} missing: {listed}; "
+                         "export the share roots or fix the paths, then rerun")
+    return {s.name: Path(s.path) for s in statuses if s.path is not None}
+
+
+# ---------------------------------------------------------------- environment
+
+
+def environment_fingerprint(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Versions and hardware a run depends on; no heavy package is imported for it."""
+    packages: dict[str, str | None] = {}
+    for key, dist in FINGERPRINT_PACKAGES.items():
+        try:
+            packages[key] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            packages[key] = None
+    gpus = detect_gpus(environ, details=True)
+    return {
+        "python": stdlib_platform.python_version(),
+        "python_executable": sys.executable,
+        "platform": stdlib_platform.platform(),
+        "machine": stdlib_platform.machine(),
+        "hostname": socket.gethostname(),
+        "cpu_count": os.cpu_count(),
+        "packages": packages,
+        "gpu": {"count": gpus.count, "source": gpus.source, "models": sorted(set(gpus.names)),
+                "driver": gpus.driver, "cuda": gpus.cuda},
+    }
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """Everything known about a case's run before it starts."""
+
+    case: str
+    case_file: str
+    created_at: str
+    commit: CommitInfo
+    harness: CommitInfo
+    platform: PlatformCheck
+    inputs: tuple[InputStatus, ...]
+    environment: dict[str, Any]
+
+    @property
+    def missing_inputs(self) -> tuple[InputStatus, ...]:
+        return tuple(s for s in self.inputs if not s.exists)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON types, secrets masked."""
+        return json_ready({
+            "case": self.case, "case_file": self.case_file, "created_at": self.created_at,
+            "commit": self.commit.to_dict(), "harness": self.harness.to_dict(),
+            "platform": self.platform.to_dict(), "inputs": [asdict(s) for s in self.inputs],
+            "environment": self.environment,
+        })
+
+
+def json_ready(obj: Any) -> Any:
+    """``obj`` redacted and reduced to JSON types (tuples become lists, paths strings)."""
+    return json.loads(json.dumps(redact(obj), default=str))
+
+
+def run_preflight(case: Case, framework_dir: Path | str | None = None,
+                  environ: Mapping[str, str] | None = None) -> Preflight:
+    """Commit, platform, inputs and environment for ``case``.
+
+    The commit under test is the framework checkout (``framework_dir``, else the one the
+    platform check found); for embedded workloads it is this repo.
+    """
+    platform = check_platform(case, environ)
+    checkout = framework_dir or platform.framework_dir
+    harness = commit_under_test(REPO_ROOT)
+    return Preflight(
+        case=case.name, case_file=str(case.source),
+        created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        commit=commit_under_test(checkout) if checkout else harness, harness=harness,
+        platform=platform, inputs=input_statuses(case, environ),
+        environment=environment_fingerprint(environ))
+
+
+# ---------------------------------------------------------------- redaction
+
+_SECRET_PARTS = {"TOKEN", "KEY", "APIKEY", "AUTH", "AUTHORIZATION", "COOKIE", "PASS"}
+_SECRET_INFIXES = ("PASSWORD", "PASSWD", "SECRET", "CREDENTIAL")
+# a name ending like these holds a path or a switch, not the secret itself
+_NOT_SECRET_LAST = {"FILE", "PATH", "DIR", "MODE", "TYPE"}
+_VALUE_PATTERNS = [re.compile(p) for p in (
+    r"(?<![A-Za-z0-9_])gh[pousr]_[A-Za-z0-9]{20,}",
+    r"(?<![A-Za-z0-9_])github_pat_[A-Za-z0-9_]{20,}",
+    r"(?<![A-Za-z0-9_])hf_[A-Za-z0-9]{20,}",
+    r"(?<![A-Za-z0-9_-])sk-[A-Za-z0-9][A-Za-z0-9_-]{15,}",
+    r"(?<![A-Z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Z0-9])",
+    r"(?<![A-Za-z0-9_])xox[abprs]-[A-Za-z0-9-]{10,}",
+    r"(?<![A-Za-z0-9_])glpat-[A-Za-z0-9_-]{20,}",
+    r"(?<![A-Za-z0-9_])eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
+)]
+_URL_CREDENTIALS = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]+):[^\s@/]+@")
+_AUTH_HEADER = re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9._~+/=-]{6,}")
+_ASSIGNMENT = re.compile(r"(?<![A-Za-z0-9_-])([A-Za-z_][A-Za-z0-9_]*)=(\"[^\"]*\"|'[^']*'|[^\s;&|'\"]+)")
+_FLAG = re.compile(r"(?<![\w-])(--?[A-Za-z][A-Za-z0-9_-]*)(=|\s+)(\"[^\"]*\"|'[^']*'|[^\s\"'-][^\s]*)")
+_JSON_PAIR = re.compile(r"(\"([^\"]+)\"\s*:\s*)\"[^\"]*\"")
+
+
+def secret_name(name: str) -> bool:
+    """Does a variable, flag or key name say its value is a secret (HF_TOKEN, --api-key)?"""
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).upper()
+    parts = [p for p in re.split(r"[^A-Z0-9]+", spaced) if p]
+    if not parts or parts[-1] in _NOT_SECRET_LAST:
+        return False
+    return any(p in _SECRET_PARTS or p.endswith(("TOKEN", "APIKEY", "ACCESSKEY"))
+               or any(s in p for s in _SECRET_INFIXES) for p in parts)
+
+
+def _redact_text(text: str) -> str:
+    for pattern in _VALUE_PATTERNS:
+        text = pattern.sub(MASK, text)
+    text = _URL_CREDENTIALS.sub(rf"\1:{MASK}@", text)
+    text = _AUTH_HEADER.sub(rf"\1\2{MASK}", text)
+    text = _ASSIGNMENT.sub(lambda m: f"{m.group(1)}={MASK}" if secret_name(m.group(1))
+                           else m.group(0), text)
+    text = _FLAG.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}" if secret_name(m.group(1))
+                     else m.group(0), text)
+    return _JSON_PAIR.sub(lambda m: f'{m.group(1)}"{MASK}"' if secret_name(m.group(2))
+                          else m.group(0), text)
+
+
+def _redact_argv(argv: list[str]) -> list[str]:
+    out: list[str] = []
+    for i, arg in enumerate(argv):
+        prev = argv[i - 1] if i else ""
+        if prev.startswith("-") and "=" not in prev and secret_name(prev) and not arg.startswith("-"):
+            out.append(MASK)
+        else:
+            out.append(_redact_text(arg))
+    return out
+
+
+def redact(obj: Any) -> Any:
+    """A copy of ``obj`` with secrets masked: env dicts, argv lists, command lines and text.
+
+    Masked: values under secret-looking keys (TOKEN, SECRET, KEY, PASSWORD, CREDENTIAL, AUTH,
+    ...), the argument after a secret-looking flag, ``NAME=value`` with a secret NAME, token
+    shapes (ghp_, github_pat_, hf_, sk-, AKIA/ASIA, xox?-, glpat-, JWT), bearer/basic
+    credentials and the password in ``scheme://user:pass@host``.
+    """
+    if isinstance(obj, Mapping):
+        return {k: MASK if isinstance(k, str) and secret_name(k) and isinstance(v, (str, int, float))
+                and not isinstance(v, bool) else redact(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        if all(isinstance(x, str) for x in obj):
+            out = _redact_argv(list(obj))
+        else:
+            out = [redact(x) for x in obj]
+        return type(obj)(out) if isinstance(obj, tuple) else out
+    if isinstance(obj, str):
+        return _redact_text(obj)
+    if isinstance(obj, Path):
+        return Path(_redact_text(str(obj)))
+    return obj

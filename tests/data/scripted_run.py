@@ -1,0 +1,67 @@
+"""A scripted stand-in for a training run: writes an xtuner tracker step by step, and misbehaves on request.
+
+A real process with a real metric log, for testing the runner, follower and plugin in seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--work-dir", required=True)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--step-s", type=float, default=0.0)
+    parser.add_argument("--fault", default="")
+    args = parser.parse_args()
+    name, _, arg = args.fault.partition(":")
+    exp = Path(args.work_dir) / time.strftime("%Y%m%d%H%M%S") / "logs" / "exp_tracking"
+    exp.mkdir(parents=True, exist_ok=True)
+    (exp.parent.parent / "config.json").write_text(json.dumps({"seed": args.seed, "recompute_logprobs": True}))
+    if name == "infra-once":
+        marker = Path(args.work_dir).parent / "infra-fault-injected"
+        if not marker.exists():
+            marker.write_text("1")
+            print("OSError: [Errno 98] Address already in use", file=sys.stderr)
+            return 1
+    if name == "spawn-grandchild":
+        import subprocess
+
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    tracker = (exp / "tracker.jsonl").open("a")
+    tracker.write(json.dumps({"eval/accuracy": 0.5, "step": 0}) + "\n")
+    for step in range(1, args.steps + 1):
+        if name == "crash-at" and step == int(arg):
+            raise SystemExit(3)
+        if name == "hang-at" and step == int(arg):
+            time.sleep(3600)
+        if name == "truncate-at" and step == int(arg):
+            tracker.write('{"response/rewards/mean": 0.')
+            tracker.flush()
+            return 0
+        noise = 0.001 * math.sin(step + args.seed)
+        row = {"response/rewards/mean": 0.1 + 0.02 * step + noise,
+               "mismatch/mismatch_k3_kl": 1e-14 if not (name == "mismatch-from" and step >= int(arg)) else 1e-2,
+               "time/step": 0.1}
+        if name == "nan-at" and step >= int(arg):
+            row["response/rewards/mean"] = float("nan")
+        tracker.write(json.dumps({"train_metrics/worker_0/loss": 0.5, "step": step}) + "\n")
+        if step == args.steps:
+            row["eval/accuracy"] = 0.9 + noise
+        tracker.write(json.dumps({**row, "step": step}) + "\n")
+        tracker.flush()
+        os.fsync(tracker.fileno())
+        time.sleep(args.step_s)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -134,6 +134,8 @@ class Seed:
 @dataclass(frozen=True)
 class Consistency:
     policy: str
+    #: appended to the launch command for a consistency dump re-run; must contain {diagnostic_config}
+    diagnostic_args: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -514,13 +516,19 @@ def _seed(sec: _Reader | None) -> Seed:
 def _consistency(sec: _Reader | None) -> Consistency:
     if sec is None:
         return Consistency(policy="off")
-    sec.check_keys(required=("policy",), optional=())
+    sec.check_keys(required=("policy",), optional=("diagnostic_args",))
+    args = sec.str_list("diagnostic_args", ())
+    for i, arg in enumerate(args):
+        _check_template(sec, f"diagnostic_args[{i}]", arg, (*PLACEHOLDERS, "diagnostic_config"), shell=False)
+    if args and not any("{diagnostic_config}" in a for a in args):
+        sec.fail("diagnostic_args", "does not pass {diagnostic_config}",
+                 "add e.g. [--diagnostic-config, '{diagnostic_config}']")
     if sec.get("policy") is False:  # YAML 1.1 reads a bare `off` as false
-        return Consistency(policy="off")
+        return Consistency(policy="off", diagnostic_args=args)
     if sec.get("policy") is True:
         sec.fail("policy", "true is not a policy (YAML reads a bare on/yes as true)",
                  "write on-breach or always")
-    return Consistency(policy=sec.choice("policy", POLICIES))
+    return Consistency(policy=sec.choice("policy", POLICIES), diagnostic_args=args)
 
 
 def _check_template(sec: _Reader, key: str, text: str, allowed: tuple[str, ...], *,

@@ -79,7 +79,18 @@ def _cases(args: argparse.Namespace) -> int:
     return EXIT_PASS
 
 
-COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"compare": _compare, "run": _run, "cases": _cases}
+def _consistency(args: argparse.Namespace) -> int:
+    from autotest.consistency.job import run_consistency_job
+
+    outcome = run_consistency_job(args.results_dir, execute=not args.no_execute,
+                                  max_forwards_per_side=args.max_forwards, progress=print)
+    print(f"root-cause report: {outcome.report_md}")
+    print(f"consistency: {outcome.summary}")
+    return EXIT_PASS if outcome.executed and outcome.verdict != "cannot_conclude" else EXIT_ERROR
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "compare": _compare, "run": _run, "cases": _cases, "consistency": _consistency}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -105,6 +116,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--yes", action="store_true", help="launch without asking for confirmation")
 
     sub.add_parser("cases", help="list the cases and whether each can run here")
+
+    p = sub.add_parser("consistency", help="run the consistency dump job an accuracy run requested")
+    p.add_argument("results_dir", type=Path, help="the accuracy run's results folder (has consistency_request.json)")
+    p.add_argument("--no-execute", action="store_true", help="generate the wrapper and configs; collect nothing")
+    p.add_argument("--max-forwards", type=int, default=2, help="forwards dumped per side in the window")
     return parser
 
 

@@ -2,6 +2,7 @@
 
 Flow (each step one module):
 
+- ``screening``: step 0, a previous run's config and consistency metrics → the diagnostic window.
 - ``config``: the diagnostic config dict (``--diagnostic-config``) as a typed object.
 - ``msprobe_config``: writes one MSProbe ``config.json`` per side (statistics pass, tensor pass).
 - ``collect``: ``make_observer(config)``, the default-off hook the workload calls around one

@@ -14,6 +14,8 @@ the whole dict to :func:`autotest.consistency.collect.make_observer`. Schema::
       "list": ["layers.1.mlp"],    # MSProbe `list`: module-name substrings to dump (empty = all)
       "scope": [],                 # MSProbe `scope` (rarely needed; exclusive with list)
       "msprobe_log_level": "info", # debug | info | warning | error (MSProbe's own console log)
+      "max_forwards_per_side": 2,  # dump only the first N window forwards of each side (0 = all);
+                                   # with one sample per forward both sides see samples in batch order
       "rollout": {                 # per side, every key optional:
         "dump_path": ".../rollout/dump",             # MSProbe dump root of this side
         "msprobe_config": ".../rollout/msprobe_config.json",  # used as is if it exists
@@ -36,11 +38,15 @@ from typing import Any
 
 from autotest.errors import UsageError
 
+MANIFEST = "collection_{pid}.json"
+"""Written by each observer process into output_dir: MSProbe version, pid, per-side paths, forward counts
+(one file per process: with Ray the rollout engine and the trainer observe from different processes)."""
 SIDES = ("rollout", "actor")
 TASKS = ("statistics", "tensor")
 LOG_LEVELS = {"debug": 0, "info": 1, "warning": 2, "error": 3}
 WORKLOAD_KEYS = ("prompts_per_step", "samples_per_prompt", "micro_batch_size")
-_TOP_KEYS = {"output_dir", "window_step", "task", "list", "scope", "msprobe_log_level", *WORKLOAD_KEYS, *SIDES}
+_TOP_KEYS = {"output_dir", "window_step", "task", "list", "scope", "msprobe_log_level", "max_forwards_per_side",
+             *WORKLOAD_KEYS, *SIDES}
 _SIDE_KEYS = {"dump_path", "msprobe_config", "correlation_log", "list"}
 
 
@@ -80,6 +86,8 @@ class DiagnosticConfig:
     """The actor side."""
     workload: Mapping[str, int]
     """The workload-only keys that were given (prompts_per_step, samples_per_prompt, micro_batch_size)."""
+    max_forwards_per_side: int = 0
+    """Dump only the first N window forwards of each side (0 = every forward of the window)."""
 
     def side(self, name: str) -> SideConfig:
         """The config of side ``name`` (``rollout`` or ``actor``)."""
@@ -164,6 +172,7 @@ def parse_diagnostic_config(raw: Mapping[str, Any], source: str = "diagnostic co
         rollout=sides["rollout"],
         actor=sides["actor"],
         workload=workload,
+        max_forwards_per_side=_int(raw.get("max_forwards_per_side", 0), source, "max_forwards_per_side", 0),
     )
 
 

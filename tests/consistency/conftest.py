@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .scenarios import SCENARIOS, ScenarioRun, perturb_mlp, collect
+from .scenarios import SCENARIOS, ScenarioRun, collect, perturb_mlp
 
 
 @pytest.fixture(scope="session")

@@ -30,7 +30,9 @@ def test_unsynced_mlp_weights_are_a_parameter_sync_mismatch_in_layer1_mlp(scenar
     assert report.root_cause["localisation"] == "model.layers.1.mlp"
     assert report.previous_aligned_boundary == "model.layers.1.post_attention_layernorm"
     suspects = {s["module"]: s["bucket"] for s in report.suspects}
-    assert suspects == {f"model.layers.1.mlp.{m}": "parameter_sync_mismatch" for m in ("gate_proj", "up_proj", "down_proj")}
+    assert suspects == {
+        f"model.layers.1.mlp.{m}": "parameter_sync_mismatch" for m in ("gate_proj", "up_proj", "down_proj")
+    }
     assert report.confidence == "medium"  # statistics only
     assert steps(report)["value comparison (tensor, elementwise)"] == "not_run"
     assert any("tensor" in c for c in report.next_checks)
@@ -138,7 +140,9 @@ def _rewrite_actor_log(r: ScenarioRun, tmp_path: Path, change) -> Path:
 
 def test_unpaired_request_ids_cannot_conclude(scenario_runs, tmp_path):
     r = scenario_runs["mlp_unsynced"]
-    log = _rewrite_actor_log(r, tmp_path, lambda l: l.update(request_ids=[f"other-{i}" for i in l["request_ids"]]))
+    log = _rewrite_actor_log(
+        r, tmp_path, lambda row: row.update(request_ids=[f"other-{i}" for i in row["request_ids"]])
+    )
     report = analyze(r.rollout_dump, r.actor_dump, r.rollout_log, log, tmp_path / "out")
     assert _cannot(report) == {"unpaired_samples"}
     assert any("other-s2-p0-r0" in c.detail for c in report.cannot_conclude)
@@ -153,7 +157,7 @@ def test_different_token_ids_cannot_conclude_even_though_dumps_differ(scenario_r
 
 def test_weight_version_mismatch_cannot_conclude(scenario_runs, tmp_path):
     r = scenario_runs["healthy_fp32"]
-    log = _rewrite_actor_log(r, tmp_path, lambda l: l.update(weight_version=l["weight_version"] + 1))
+    log = _rewrite_actor_log(r, tmp_path, lambda row: row.update(weight_version=row["weight_version"] + 1))
     report = analyze(r.rollout_dump, r.actor_dump, r.rollout_log, log, tmp_path / "out")
     assert _cannot(report) == {"weight_version_mismatch"}
 

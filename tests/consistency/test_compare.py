@@ -4,7 +4,14 @@ import math
 
 import pytest
 
-from autotest.consistency.compare import combine, compare_group, compare_tensor, precision_class, stat_rel_err, status_of
+from autotest.consistency.compare import (
+    combine,
+    compare_group,
+    compare_tensor,
+    precision_class,
+    stat_rel_err,
+    status_of,
+)
 from autotest.consistency.dumps import ModuleEntry, TensorStat, read_dump
 from autotest.consistency.mapping import map_modules
 
@@ -74,7 +81,11 @@ def test_fused_rollout_module_compares_clean_against_its_unfused_training_parts(
     outs = [hidden @ w.T for w in weights]
 
     def entry(key, order, inp, out, weight):
-        tensors = (stat_of(inp, "input_args.0", "input"), stat_of(out), stat_of(weight, "parameters.weight", "parameter"))
+        tensors = (
+            stat_of(inp, "input_args.0", "input"),
+            stat_of(out),
+            stat_of(weight, "parameters.weight", "parameter"),
+        )
         path, cls = key.split(".", 1)[1].rsplit(".", 3)[:2]
         return ModuleEntry(key=key, path=path, cls=cls, call_index=0, order=order, parent=None, tensors=tensors)
 
@@ -109,7 +120,12 @@ def test_elementwise_metrics_from_real_tensor_dumps(scenario_runs):
     compares = {g.train_keys[0]: compare_group(g, actor, rollout) for g in map_modules(actor, rollout)}
     norm = compares["Module.model.layers.1.post_attention_layernorm.Qwen3RMSNorm.forward.0"]
     for t in norm.tensors:
-        assert t.evidence == "tensor" and t.tensor.cosine == pytest.approx(1.0) and t.tensor.rel_err == 0 and t.status == "ok"
+        assert (
+            t.evidence == "tensor"
+            and t.tensor.cosine == pytest.approx(1.0)
+            and t.tensor.rel_err == 0
+            and t.status == "ok"
+        )
     down = compares["Module.model.layers.1.mlp.down_proj.Linear.forward.0"]
     weight = next(t for t in down.tensors if t.component == "parameter")
     assert weight.tensor.status == "alert" and weight.tensor.rel_err > 1e-2 and weight.tensor.max_abs_err > 0

@@ -45,7 +45,10 @@ def test_per_side_overrides(tmp_path):
         ({"output_dir": "/x", "window_step": 1, "list": "layers.1"}, "key 'list': must be a list"),
         ({"output_dir": "/x", "window_step": 1, "list": ["a"], "scope": ["b"]}, "key 'scope'"),
         ({"output_dir": "/x", "window_step": 1, "actor": {"dumppath": "x"}}, "key 'actor.dumppath': unknown key"),
-        ({"output_dir": "/x", "window_step": 1, "actor": {"dump_path": "rollout/dump"}}, "key 'actor.dump_path': must differ"),
+        (
+            {"output_dir": "/x", "window_step": 1, "actor": {"dump_path": "rollout/dump"}},
+            "key 'actor.dump_path': must differ",
+        ),
         ({"output_dir": "/x", "window_step": 1, "micro_batch_size": 0}, "key 'micro_batch_size'"),
         ({"output_dir": "/x", "window_step": 1, "msprobe_log_level": "loud"}, "key 'msprobe_log_level'"),
     ],

@@ -11,9 +11,22 @@ from autotest.errors import UsageError
 def record(side: str, **kw) -> ForwardRecord:
     tokens = kw.pop("token_ids", ((1, 2, 3), (4, 5)))
     base = dict(
-        side=side, pid=7, rank=None, step=3, phase="prefill", forward_index=0, weight_version=3, msprobe_step=3,
-        task="statistics", dump_path="/d/forward_0000/step3/proc7", dump_subdir="forward_0000/step3/proc7",
-        request_ids=("a", "b"), token_ids=tokens, token_ranges=token_ranges_of(tokens), log_path="", line=0,
+        side=side,
+        pid=7,
+        rank=None,
+        step=3,
+        phase="prefill",
+        forward_index=0,
+        weight_version=3,
+        msprobe_step=3,
+        task="statistics",
+        dump_path="/d/forward_0000/step3/proc7",
+        dump_subdir="forward_0000/step3/proc7",
+        request_ids=("a", "b"),
+        token_ids=tokens,
+        token_ranges=token_ranges_of(tokens),
+        log_path="",
+        line=0,
     )
     base.update(kw)
     return ForwardRecord(**base)

@@ -9,7 +9,12 @@ from autotest.errors import UsageError
 
 
 def test_parse_key():
-    assert parse_key("Module.model.layers.0.mlp.down_proj.Linear.forward.0") == ("model.layers.0.mlp.down_proj", "Linear", "forward", 0)
+    assert parse_key("Module.model.layers.0.mlp.down_proj.Linear.forward.0") == (
+        "model.layers.0.mlp.down_proj",
+        "Linear",
+        "forward",
+        0,
+    )
     assert parse_key("Module.lm_head.Linear.backward.3") == ("lm_head", "Linear", "backward", 3)
     assert parse_key("Torch.matmul.0.forward") is None
 
@@ -19,8 +24,12 @@ def test_real_dump_entries_in_completion_order(scenario_runs):
     keys = list(dump.entries)
     assert dump.task == "statistics" and dump.level == "L0" and len(keys) == 35
     # children finish before their parents
-    assert keys.index("Module.model.layers.0.mlp.down_proj.Linear.forward.0") < keys.index("Module.model.layers.0.mlp.Qwen3MLP.forward.0")
-    assert keys.index("Module.model.layers.1.Qwen3DecoderLayer.forward.0") < keys.index("Module.model.Qwen3Model.forward.0")
+    assert keys.index("Module.model.layers.0.mlp.down_proj.Linear.forward.0") < keys.index(
+        "Module.model.layers.0.mlp.Qwen3MLP.forward.0"
+    )
+    assert keys.index("Module.model.layers.1.Qwen3DecoderLayer.forward.0") < keys.index(
+        "Module.model.Qwen3Model.forward.0"
+    )
     down = dump.entries["Module.model.layers.0.mlp.down_proj.Linear.forward.0"]
     assert down.parent == "Module.model.layers.0.mlp.Qwen3MLP.forward.0"
     assert [t.path for t in down.tensors] == ["input_args.0", "output.0", "parameters.weight"]

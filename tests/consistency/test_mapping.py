@@ -68,8 +68,14 @@ def test_megatron_names_map_by_known_renames_and_fusions():
     groups = by_train(map_modules(train, rollout))
     for train_key, rollout_path in [
         ("Module.embedding.word_embeddings.VocabParallelEmbedding.forward.0", "model.embed_tokens"),
-        ("Module.decoder.layers.0.self_attention.linear_qkv.ColumnParallelLinear.forward.0", "model.layers.0.self_attn.qkv_proj"),
-        ("Module.decoder.layers.0.self_attention.linear_proj.RowParallelLinear.forward.0", "model.layers.0.self_attn.o_proj"),
+        (
+            "Module.decoder.layers.0.self_attention.linear_qkv.ColumnParallelLinear.forward.0",
+            "model.layers.0.self_attn.qkv_proj",
+        ),
+        (
+            "Module.decoder.layers.0.self_attention.linear_proj.RowParallelLinear.forward.0",
+            "model.layers.0.self_attn.o_proj",
+        ),
         ("Module.decoder.layers.0.mlp.linear_fc1.ColumnParallelLinear.forward.0", "model.layers.0.mlp.gate_up_proj"),
         ("Module.decoder.layers.0.mlp.linear_fc2.RowParallelLinear.forward.0", "model.layers.0.mlp.down_proj"),
         ("Module.decoder.layers.0.pre_mlp_layernorm.RMSNorm.forward.0", "model.layers.0.post_attention_layernorm"),
@@ -96,6 +102,10 @@ def test_unfused_training_modules_map_onto_a_fused_rollout_module_and_back():
     ]
     back = map_modules(entries(qkv), entries(q, k, v))
     assert [(g.train_keys, g.rollout_keys, g.cardinality) for g in back] == [((qkv,), (q, k, v), "1:N")]
+    megatron = map_modules(
+        entries("Module.decoder.layers.0.mlp.linear_fc1.ColumnParallelLinear.forward.0"), entries(gate, up)
+    )
+    assert [(g.rollout_keys, g.cardinality, g.kind) for g in megatron] == [((gate, up), "1:N", "fused")]
     partial = map_modules(entries(q, k), entries(qkv))
     assert partial[0].confidence == "low" and "only" in partial[0].notes[1]
 
@@ -104,7 +114,10 @@ def test_user_mapping_file_takes_precedence(tmp_path):
     train = entries("Module.net.blocks.3.ffn.Linear.forward.0", "Module.net.head.Linear.forward.0")
     rollout = entries("Module.model.layers.3.mlp.Linear.forward.0", "Module.lm_head.Linear.forward.0")
     yaml_file = tmp_path / "map.yaml"
-    yaml_file.write_text("rules:\n  - train: 'net\\.blocks\\.(\\d+)\\.ffn'\n    rollout: 'model.layers.\\1.mlp'\nmodules:\n  net.head: lm_head\n")
+    yaml_file.write_text(
+        "rules:\n  - train: 'net\\.blocks\\.(\\d+)\\.ffn'\n    rollout: 'model.layers.\\1.mlp'\n"
+        "modules:\n  net.head: lm_head\n"
+    )
     groups = map_modules(train, rollout, load_user_mapping(yaml_file))
     assert [(g.kind, g.rollout_keys, g.confidence) for g in groups] == [
         ("user", ("Module.model.layers.3.mlp.Linear.forward.0",), "high"),
@@ -137,6 +150,15 @@ def test_user_mapping_mistakes_name_file_and_key(tmp_path, text, message):
 def test_labels():
     assert canonical("decoder.layers.2.self_attention.linear_qkv") == "model.layers.2.self_attn.qkv_proj"
     assert layer_index("Module.model.layers.12.mlp.Linear.forward.0") == 12 and layer_index("lm_head") is None
-    assert [block_of(p) for p in ("model.embed_tokens", "lm_head", "model.layers.0.input_layernorm", "model.layers.0.self_attn.q_proj", "model.layers.0.mlp.up_proj", "model.layers.0", "model")] == [
-        "embed", "head", "norm", "attn", "mlp", "layer", "model"
-    ]
+    assert [
+        block_of(p)
+        for p in (
+            "model.embed_tokens",
+            "lm_head",
+            "model.layers.0.input_layernorm",
+            "model.layers.0.self_attn.q_proj",
+            "model.layers.0.mlp.up_proj",
+            "model.layers.0",
+            "model",
+        )
+    ] == ["embed", "head", "norm", "attn", "mlp", "layer", "model"]

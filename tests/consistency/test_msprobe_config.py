@@ -53,7 +53,11 @@ def test_existing_user_config_is_kept_but_checked(tmp_path):
 
 @pytest.mark.parametrize(
     ("change", "message"),
-    [({"level": "L1"}, "key 'level'"), ({"task": "overflow_check"}, "key 'task'"), ({"async_dump": True}, "key 'async_dump'")],
+    [
+        ({"level": "L1"}, "key 'level'"),
+        ({"task": "overflow_check"}, "key 'task'"),
+        ({"async_dump": True}, "key 'async_dump'"),
+    ],
 )
 def test_check_rejects_configs_the_analysis_cannot_use(tmp_path, change, message):
     path = tmp_path / "c.json"

@@ -28,7 +28,10 @@ def test_each_problem_is_typed_with_evidence(scenario_runs):
     a0, a1 = actor
     cases = {
         "unpaired_samples": (rollout, (dataclasses.replace(a0, request_ids=("x", "y")), a1)),
-        "token_ids_differ": (rollout, (dataclasses.replace(a0, token_ids=(a0.token_ids[0][:-1] + (15,), a0.token_ids[1])), a1)),
+        "token_ids_differ": (
+            rollout,
+            (dataclasses.replace(a0, token_ids=(a0.token_ids[0][:-1] + (15,), a0.token_ids[1])), a1),
+        ),
         "weight_version_mismatch": (rollout, (dataclasses.replace(a0, weight_version=99), a1)),
         "missing_dump_side": (rollout, (dataclasses.replace(a0, dump_subdir="gone", dump_path="/gone"), a1)),
     }

@@ -25,7 +25,9 @@ def config(tmp_path, doc, name="config.json"):
 
 
 def test_breach_picks_the_first_breached_step_as_window(tmp_path):
-    result = screen_run(tracker(tmp_path, {1: 2e-6, 2: 3e-6, 3: 1e-2, 4: 2e-2}), config(tmp_path, {"recompute_logprobs": True}))
+    result = screen_run(
+        tracker(tmp_path, {1: 2e-6, 2: 3e-6, 3: 1e-2, 4: 2e-2}), config(tmp_path, {"recompute_logprobs": True})
+    )
     assert result.status == "breach" and result.first_breach_step == 3 and result.recompute == "confirmed"
     assert result.metrics == ("mismatch/mismatch_k3_kl", "mismatch/mismatch_logprob_abs_diff")
     assert result.per_step[3]["mismatch/mismatch_k3_kl"] == 1e-2
@@ -49,7 +51,10 @@ def test_harness_breaches_take_precedence(tmp_path):
 
 def test_verl_yaml_config_and_rollout_corr_metrics():
     doc = {"actor_rollout_ref": {"rollout": {"calculate_log_probs": "true"}}}
-    assert check_recompute(doc, "c.yaml") == ("confirmed", "c.yaml: actor_rollout_ref.rollout.calculate_log_probs = true")
+    assert check_recompute(doc, "c.yaml") == (
+        "confirmed",
+        "c.yaml: actor_rollout_ref.rollout.calculate_log_probs = true",
+    )
     series = {"rollout_corr/k3_kl": {1: 1e-6, 2: math.nan}, "rollout_corr/kl": {1: 0.0, 2: 0.0}}
     result = screen(series, doc, "c.yaml")
     assert result.status == "breach" and result.first_breach_step == 2  # NaN is a breach
@@ -74,7 +79,9 @@ def test_missing_metrics_or_config_are_inconclusive(tmp_path):
     result = screen_run(path, config(tmp_path, {"recompute_logprobs": True}))
     assert result.status == "inconclusive" and "no consistency metric" in result.reasons[0]
     result = screen_run(tracker(tmp_path, {1: 1e-2}), tmp_path / "absent.json")
-    assert result.status == "inconclusive" and result.recompute == "unknown" and "not found" in result.recompute_evidence
+    assert (
+        result.status == "inconclusive" and result.recompute == "unknown" and "not found" in result.recompute_evidence
+    )
     series = {"mismatch/mismatch_logprob_abs_diff": {1: 0.5}}
     result = screen(series, {"recompute_logprobs": True}, "c.json")
     assert result.status == "inconclusive" and "thresholded metrics" in result.reasons[0]

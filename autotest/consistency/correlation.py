@@ -1,0 +1,173 @@
+"""Correlation logs: one JSON line per dumped forward, the only basis for pairing samples.
+
+Rollout side (the MindStudio ``dispatch_logger`` shape, extended)::
+
+    {"source": "dispatch_logger", "side": "rollout", "pid": 123, "rank": null, "step": 3,
+     "phase": "prefill", "forward_index": 0, "weight_version": 3, "msprobe_step": 3,
+     "task": "statistics", "dump_path": "/abs/.../forward_0000/step3/proc123",
+     "dump_subdir": "forward_0000/step3/proc123",
+     "requests": [{"request_id": "s3-p0-r1", "type": "prefill", "tokens": [..],
+                   "token_range": [0, 12], "batch_index": 0}, ...]}
+
+Actor side (the ``update_actor`` shape, extended)::
+
+    {"source": "update_actor", "side": "actor", ... same common keys ...,
+     "request_ids": ["s3-p0-r1", ...], "token_ids": [[..], ...], "token_ranges": [[0, 12], ...]}
+
+``token_range`` is the request's [start, end) in the forward's packed token order (row
+``batch_index`` of a padded batch holds tokens 0..end-start). ``dump_subdir`` is relative to the
+side's dump root so moved result folders still resolve.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from autotest.errors import UsageError
+
+SOURCES = {"rollout": "dispatch_logger", "actor": "update_actor"}
+_COMMON = ("pid", "step", "phase", "forward_index", "weight_version", "msprobe_step", "dump_path", "dump_subdir")
+
+
+@dataclass(frozen=True)
+class ForwardRecord:
+    """One dumped forward pass of one side, as read back from its correlation log."""
+
+    side: str
+    pid: int
+    rank: int | None
+    step: int
+    phase: str
+    forward_index: int
+    weight_version: int
+    msprobe_step: int
+    task: str
+    dump_path: str
+    """Absolute MSProbe rank/proc folder (holds dump.json) at collection time."""
+    dump_subdir: str
+    """The same folder relative to the side's dump root."""
+    request_ids: tuple[str, ...]
+    token_ids: tuple[tuple[int, ...], ...]
+    token_ranges: tuple[tuple[int, int], ...]
+    log_path: str
+    line: int
+    """1-based line of this record in ``log_path`` (for evidence links)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The on-disk shape of this record (see module docstring)."""
+        common: dict[str, Any] = {
+            "source": SOURCES[self.side],
+            "side": self.side,
+            "pid": self.pid,
+            "rank": self.rank,
+            "step": self.step,
+            "phase": self.phase,
+            "forward_index": self.forward_index,
+            "weight_version": self.weight_version,
+            "msprobe_step": self.msprobe_step,
+            "task": self.task,
+            "dump_path": self.dump_path,
+            "dump_subdir": self.dump_subdir,
+        }
+        if self.side == "rollout":
+            common["requests"] = [
+                {"request_id": rid, "type": self.phase, "tokens": list(tok), "token_range": list(rng), "batch_index": i}
+                for i, (rid, tok, rng) in enumerate(
+                    zip(self.request_ids, self.token_ids, self.token_ranges, strict=True)
+                )
+            ]
+        else:
+            common["request_ids"] = list(self.request_ids)
+            common["token_ids"] = [list(t) for t in self.token_ids]
+            common["token_ranges"] = [list(r) for r in self.token_ranges]
+        return common
+
+
+def token_ranges_of(token_ids: list[list[int]] | tuple[tuple[int, ...], ...]) -> tuple[tuple[int, int], ...]:
+    """[start, end) of each request in packed order."""
+    ranges, start = [], 0
+    for toks in token_ids:
+        ranges.append((start, start + len(toks)))
+        start += len(toks)
+    return tuple(ranges)
+
+
+def append_record(path: Path, record: ForwardRecord) -> None:
+    """Append one line and flush, so a killed run keeps every completed forward."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps(record.to_json(), sort_keys=False) + "\n")
+        fh.flush()
+
+
+def _parse(obj: dict[str, Any], side: str, where: str, path: Path, line: int) -> ForwardRecord:
+    expected = SOURCES[side]
+    if obj.get("source") != expected:
+        raise UsageError(f"{where}: key 'source': expected {expected!r} on the {side} side, got {obj.get('source')!r}")
+    for key in _COMMON:
+        if key not in obj:
+            raise UsageError(f"{where}: key '{key}' is missing")
+    if side == "rollout":
+        if not isinstance(obj.get("requests"), list):
+            raise UsageError(f"{where}: key 'requests' must be a list")
+        reqs = obj["requests"]
+        for i, req in enumerate(reqs):
+            if not isinstance(req, dict) or "request_id" not in req or "tokens" not in req:
+                raise UsageError(f"{where}: key 'requests.{i}' needs 'request_id' and 'tokens'")
+        request_ids = tuple(str(r["request_id"]) for r in reqs)
+        token_ids = tuple(tuple(int(t) for t in r["tokens"]) for r in reqs)
+        ranges = tuple(tuple(r["token_range"]) for r in reqs) if all("token_range" in r for r in reqs) else None
+    else:
+        for key in ("request_ids", "token_ids"):
+            if not isinstance(obj.get(key), list):
+                raise UsageError(f"{where}: key '{key}' must be a list")
+        if len(obj["request_ids"]) != len(obj["token_ids"]):
+            raise UsageError(f"{where}: keys 'request_ids' and 'token_ids' have different lengths")
+        request_ids = tuple(str(r) for r in obj["request_ids"])
+        token_ids = tuple(tuple(int(t) for t in toks) for toks in obj["token_ids"])
+        ranges = tuple(tuple(r) for r in obj["token_ranges"]) if "token_ranges" in obj else None
+    return ForwardRecord(
+        side=side,
+        pid=int(obj["pid"]),
+        rank=obj.get("rank"),
+        step=int(obj["step"]),
+        phase=str(obj["phase"]),
+        forward_index=int(obj["forward_index"]),
+        weight_version=int(obj["weight_version"]),
+        msprobe_step=int(obj["msprobe_step"]),
+        task=str(obj.get("task", "statistics")),
+        dump_path=str(obj["dump_path"]),
+        dump_subdir=str(obj["dump_subdir"]),
+        request_ids=request_ids,
+        token_ids=token_ids,
+        token_ranges=ranges if ranges is not None else token_ranges_of(token_ids),  # type: ignore[arg-type]
+        log_path=str(path),
+        line=line,
+    )
+
+
+def read_correlation_log(path: Path, side: str) -> tuple[ForwardRecord, ...]:
+    """All forward records of one side. A half-written last line (killed run) is skipped;
+    any other malformed line raises UsageError naming file and line."""
+    if side not in SOURCES:
+        raise ValueError(f"side must be one of {tuple(SOURCES)}, got {side!r}")
+    path = Path(path)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    records = []
+    for number, text in enumerate(lines, start=1):
+        if not text.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError:
+            if number == len(lines):
+                break  # truncated tail of a killed run: every earlier forward is still usable
+            raise UsageError(f"{where}: not valid JSON; fix or remove the line") from None
+        if not isinstance(obj, dict):
+            raise UsageError(f"{where}: expected a JSON object per line")
+        records.append(_parse(obj, side, where, path, number))
+    return tuple(records)

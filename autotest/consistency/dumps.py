@@ -1,0 +1,191 @@
+"""Read one MSProbe L0 dump folder into module entries keyed by module key.
+
+Layout: ``dump_path/step{N}/rank{R}|proc{pid}/dump.json`` (+ ``construct.json``,
+``stack.json``, ``dump_tensor_data/*.pt`` for task tensor). Keys look like
+``Module.model.layers.0.mlp.down_proj.Linear.forward.0``; each has ``input_args``,
+``input_kwargs``, ``output`` and ``parameters``, nested lists/dicts whose tensor leaves carry
+dtype, shape, Max, Min, Mean, Norm and (task tensor) ``data_name``.
+
+``dump.json`` lists a module when its forward *finishes*, so children come before their parent:
+that completion order is the execution order used to find the first divergence (a parent's
+output cannot diverge before the child that produced it).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from autotest.errors import UsageError
+
+KEY_RE = re.compile(r"^(?P<kind>Module|Cell)\.(?P<path>.+)\.(?P<cls>[^.]+)\.(?P<dir>forward|backward)\.(?P<index>\d+)$")
+STATS = ("Max", "Min", "Mean", "Norm")
+
+
+@dataclass(frozen=True)
+class TensorStat:
+    """One tensor leaf of a module call."""
+
+    path: str
+    """Where it sits in the call: ``output.0``, ``input_kwargs.hidden_states``, ``parameters.weight``."""
+    component: str
+    """``input``, ``output`` or ``parameter``."""
+    dtype: str
+    shape: tuple[int, ...]
+    stats: Mapping[str, float | None]
+    """Max, Min, Mean, Norm as dumped (Mean/Norm are None for integer tensors)."""
+    data_file: Path | None
+    """The ``.pt`` file (task tensor) or None (task statistics)."""
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+
+@dataclass(frozen=True)
+class ModuleEntry:
+    """One module forward call."""
+
+    key: str
+    path: str
+    """Module path in the model: ``model.layers.0.mlp.down_proj``."""
+    cls: str
+    call_index: int
+    order: int
+    """Position in forward completion order (children before parents)."""
+    parent: str | None
+    """Key of the enclosing module call (construct.json), if recorded."""
+    tensors: tuple[TensorStat, ...]
+
+    def component(self, name: str) -> tuple[TensorStat, ...]:
+        return tuple(t for t in self.tensors if t.component == name)
+
+
+@dataclass(frozen=True)
+class Dump:
+    """One MSProbe rank/proc folder."""
+
+    root: Path
+    task: str
+    level: str
+    entries: Mapping[str, ModuleEntry]
+    """Forward module calls in completion order."""
+
+    def has_tensor_data(self) -> bool:
+        return any(t.data_file is not None for e in self.entries.values() for t in e.tensors)
+
+
+def parse_key(key: str) -> tuple[str, str, str, int] | None:
+    """(module path, class, direction, call index) of a module key, or None for API keys."""
+    m = KEY_RE.match(key)
+    if not m:
+        return None
+    return m["path"], m["cls"], m["dir"], int(m["index"])
+
+
+def find_dump_dirs(root: Path) -> list[Path]:
+    """Every folder under ``root`` (inclusive) that holds a dump.json, sorted."""
+    root = Path(root)
+    if (root / "dump.json").is_file():
+        return [root]
+    return sorted(p.parent for p in root.rglob("dump.json"))
+
+
+def _leaf(value: dict[str, Any]) -> bool:
+    return "dtype" in value and "shape" in value and ("Max" in value or "data_name" in value)
+
+
+def _walk(value: Any, path: str, component: str, data_dir: Path, out: list[TensorStat]) -> None:
+    if isinstance(value, dict):
+        if _leaf(value):
+            data_name = value.get("data_name")
+            out.append(
+                TensorStat(
+                    path=path,
+                    component=component,
+                    dtype=str(value["dtype"]),
+                    shape=tuple(int(d) for d in value["shape"]),
+                    stats={s: _number(value.get(s)) for s in STATS},
+                    data_file=(data_dir / data_name) if data_name else None,
+                )
+            )
+            return
+        if "type" in value and "value" in value:
+            return  # a non-tensor argument (bool, int, slice); not compared
+        for name, item in value.items():
+            _walk(item, f"{path}.{name}", component, data_dir, out)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _walk(item, f"{path}.{i}", component, data_dir, out)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None if value is None else float(value)
+    if isinstance(value, (int, float)):
+        return float(value)
+    return None
+
+
+def read_dump(path: Path) -> Dump:
+    """Read the single dump folder at or under ``path``; UsageError if none or several."""
+    path = Path(path)
+    if not path.exists():
+        raise UsageError(f"{path}: dump folder does not exist")
+    dirs = find_dump_dirs(path)
+    if not dirs:
+        raise UsageError(f"{path}: no dump.json under this folder (did MSProbe dump the window step?)")
+    if len(dirs) > 1:
+        raise UsageError(f"{path}: {len(dirs)} dump.json folders under it; pass one of them, e.g. {dirs[0]}")
+    root = dirs[0]
+    try:
+        doc = json.loads((root / "dump.json").read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{root / 'dump.json'}: line {exc.lineno}: not valid JSON (truncated dump?)") from None
+    parents: dict[str, Any] = {}
+    construct = root / "construct.json"
+    if construct.is_file():
+        try:
+            parents = json.loads(construct.read_text(encoding="utf-8")) or {}
+        except json.JSONDecodeError:
+            parents = {}  # the tree only refines ordering notes; the dump itself is intact
+    # The tensor folder is found next to dump.json so a moved results folder still resolves.
+    data_dir = root / "dump_tensor_data"
+    entries: dict[str, ModuleEntry] = {}
+    for key, body in (doc.get("data") or {}).items():
+        parsed = parse_key(key)
+        if parsed is None or parsed[2] != "forward" or not isinstance(body, dict):
+            continue
+        module_path, cls, _, index = parsed
+        tensors: list[TensorStat] = []
+        _walk(body.get("input_args", []), "input_args", "input", data_dir, tensors)
+        _walk(body.get("input_kwargs", {}), "input_kwargs", "input", data_dir, tensors)
+        _walk(body.get("output", []), "output", "output", data_dir, tensors)
+        _walk(body.get("parameters", {}), "parameters", "parameter", data_dir, tensors)
+        parent = parents.get(key)
+        entries[key] = ModuleEntry(
+            key=key,
+            path=module_path,
+            cls=cls,
+            call_index=index,
+            order=len(entries),
+            parent=parent if isinstance(parent, str) else None,
+            tensors=tuple(tensors),
+        )
+    return Dump(root=root, task=str(doc.get("task", "")), level=str(doc.get("level", "")), entries=entries)
+
+
+def load_tensor(stat: TensorStat) -> Any:
+    """The dumped tensor as float64 (task tensor only)."""
+    import torch
+
+    if stat.data_file is None:
+        raise ValueError(f"{stat.path}: no tensor data (task statistics)")
+    return torch.load(stat.data_file, map_location="cpu", weights_only=True).detach().to(torch.float64)

@@ -1,0 +1,216 @@
+"""The consistency dump job: request → screening → collection (statistics, then tensors) → analysis.
+
+``run_consistency_job(results_dir)`` reads the ``consistency_request.json`` an accuracy run left,
+screens the run's metrics and saved config (seed 000 step 0), generates a diagnostic wrapper that
+re-runs the case's own launch command with only diagnostic overrides (dump on, the window step,
+one sample per micro-batch, the first few forwards of each side), runs it when the case can run
+here, narrows a second pass to the suspect modules with full tensors, and writes output_1 …
+output_5 into ``<results>/consistency/``. A step that did not run is reported as not run.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from autotest.errors import UsageError
+
+REQUEST_FILE = "consistency_request.json"
+DEFAULT_MAX_FORWARDS = 2
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    out_dir: Path
+    verdict: str  # root_cause_found | no_divergence | cannot_conclude
+    executed: bool
+    report_md: Path
+    report_json: Path
+    summary: str
+
+
+def load_request(results_dir: Path) -> dict[str, Any]:
+    path = Path(results_dir) / REQUEST_FILE
+    if not path.is_file():
+        raise UsageError(f"{path}: no consistency request here; the accuracy run requests one when a "
+                         "consistency metric breaches (policy on-breach) or always")
+    try:
+        request = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path}:{exc.lineno}: malformed JSON ({exc.msg}); re-run the accuracy case") from None
+    for key in ("case_file", "breaches", "tracker", "results_dir"):
+        if key not in request:
+            raise UsageError(f"{path}: key '{key}' is missing; the request was not written by rl-autotest")
+    return request
+
+
+def _module_path(key: str) -> str:
+    """``Module.model.layers.1.mlp.Qwen3MLP.forward.0`` → ``model.layers.1.mlp``."""
+    parts = key.split(".")
+    if parts and parts[0] == "Module":
+        parts = parts[1:]
+    return ".".join(parts[:-3]) if len(parts) > 3 else ".".join(parts)
+
+
+def write_wrapper(path: Path, spec, diagnostic_config: Path) -> Path:
+    """A standalone script that re-runs the case's launch with the diagnostic overrides."""
+    from autotest.preflight import redact
+
+    lines = ["#!/usr/bin/env bash",
+             "# Consistency dump re-run: the case's own launch command plus diagnostic overrides only.",
+             f"# diagnostic config: {diagnostic_config}", "set -euo pipefail", f"cd {shlex.quote(str(spec.cwd))}"]
+    for key, value in sorted(redact(dict(spec.env)).items()):
+        lines.append(f"export {key}={shlex.quote(str(value))}")
+    lines.append(f"exec {spec.command if isinstance(spec.command, str) else shlex.join(spec.command)}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    path.chmod(0o755)
+    return path
+
+
+def _side_paths(config: dict[str, Any]) -> dict[str, Path]:
+    from autotest.consistency.config import parse_diagnostic_config
+
+    cfg = parse_diagnostic_config(config)
+    return {"rollout_dump": cfg.rollout.dump_path, "actor_dump": cfg.actor.dump_path,
+            "rollout_log": cfg.rollout.correlation_log, "actor_log": cfg.actor.correlation_log}
+
+
+def _collect(case, config: dict[str, Any], folder: Path, seed, fault, launcher: Callable) -> tuple[Any, Path, Any]:
+    """Write the diagnostic config and wrapper for one pass; run it when ``launcher`` is given."""
+    from autotest.launcher import launch_spec
+
+    folder.mkdir(parents=True, exist_ok=True)
+    config_path = folder / "diagnostic_config.json"
+    config_path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    args = tuple(a.replace("{diagnostic_config}", str(config_path)) for a in case.consistency.diagnostic_args)
+    spec = launch_spec(case, folder / "work", seed=seed, fault=fault, extra_args=args)
+    wrapper = write_wrapper(folder / "diagnostic_wrapper.sh", spec, config_path)
+    result = launcher(spec, folder) if launcher else None
+    return spec, wrapper, result
+
+
+def run_consistency_job(results_dir: str | Path, *, execute: bool = True,
+                        max_forwards_per_side: int = DEFAULT_MAX_FORWARDS,
+                        progress: Callable[[str], None] | None = None) -> JobOutcome:
+    from autotest.cases import load_case
+    from autotest.consistency.analyze import analyze
+    from autotest.consistency.msprobe_config import tensor_pass_config
+    from autotest.consistency.screening import screen_run
+    from autotest.launcher import launch
+    from autotest.platform import check_platform
+
+    results_dir = Path(results_dir).resolve()
+    request = load_request(results_dir)
+    case = load_case(request["case_file"])
+    out = results_dir / "consistency"
+    out.mkdir(parents=True, exist_ok=True)
+    say = progress or (lambda line: None)
+
+    run_config = _run_config_file(results_dir)
+    screening = screen_run(Path(request["tracker"]), run_config, request["breaches"])
+    breach_steps = [b["first_breach_step"] for b in request["breaches"] if b.get("first_breach_step") is not None]
+    window = screening.first_breach_step or (min(breach_steps) if breach_steps else None)
+    context = _run_context(results_dir)
+    seed, fault = context.get("seed"), context.get("fault")
+    screening_dict = screening.to_dict()
+    # per-step values stay in the tracker; the report keeps the window's
+    per_step = screening_dict.pop("per_step", {}) or {}
+    screening_dict["window_values"] = per_step.get(window, per_step.get(str(window), {}))
+
+    platform = check_platform(case)
+    reasons_not_run = []
+    if not case.consistency.diagnostic_args:
+        reasons_not_run.append(f"{case.source}: consistency.diagnostic_args is not set: the framework's launch has "
+                               "no diagnostic hook wired, so the wrapper was generated but not executed")
+    if not platform.runnable:
+        reasons_not_run.append(f"the case cannot run here: {platform.skip_reason}")
+    if window is None:
+        reasons_not_run.append("no diagnostic window: screening found no breached step (inconclusive)")
+    if not execute:
+        reasons_not_run.append("collection not executed on request (--no-execute)")
+    runnable = not reasons_not_run
+
+    stats_config = {"output_dir": str(out / "statistics"), "window_step": int(window or 1), "micro_batch_size": 1,
+                    "max_forwards_per_side": max_forwards_per_side, "task": "statistics",
+                    "msprobe_log_level": "error"}
+    runner = launch if runnable else None
+    say(f"[consistency] {case.name}: statistics pass at step {window}" if runnable else
+        f"[consistency] {case.name}: not executed: {'; '.join(reasons_not_run)}")
+    spec, wrapper, stats_run = _collect(case, stats_config, out / "statistics", seed, fault, runner)
+    paths = _side_paths(stats_config)
+    job_context = {"case": case.name, "request": str(results_dir / REQUEST_FILE), "screening": screening_dict,
+                   "window_step": window, "seed": seed, "fault": fault,
+                   "diagnostic_overrides": {k: v for k, v in stats_config.items() if k != "output_dir"},
+                   "not_executed": reasons_not_run, "statistics_pass": _launch_summary(stats_run)}
+    report = analyze(paths["rollout_dump"], paths["actor_dump"], paths["rollout_log"], paths["actor_log"],
+                     out / "statistics" / "analysis", wrapper_path=wrapper, context=job_context, use_tensors=False)
+
+    final_dir, final_wrapper = out / "statistics" / "analysis", wrapper
+    suspects = [s for s in report.suspects if s.get("module")]
+    if runnable and report.verdict == "root_cause_found" and suspects:
+        actor_modules = sorted({s["module"] for s in suspects})
+        rollout_modules = sorted({_module_path(k) for s in suspects for k in s.get("rollout_keys", [])})
+        tensor_config = tensor_pass_config(stats_config, out / "tensor", rollout_modules or actor_modules,
+                                           actor_modules)
+        say(f"[consistency] {case.name}: tensor pass on {', '.join(actor_modules)}")
+        _, final_wrapper, tensor_run = _collect(case, tensor_config, out / "tensor", seed, fault, launch)
+        job_context["tensor_pass"] = _launch_summary(tensor_run)
+        paths = _side_paths(tensor_config)
+        report = analyze(paths["rollout_dump"], paths["actor_dump"], paths["rollout_log"], paths["actor_log"], out,
+                         wrapper_path=final_wrapper, context=job_context, use_tensors=True)
+        final_dir = out
+    elif final_dir != out:
+        report = analyze(paths["rollout_dump"], paths["actor_dump"], paths["rollout_log"], paths["actor_log"], out,
+                         wrapper_path=wrapper, context=job_context, use_tensors=False)
+        final_dir = out
+    outcome = JobOutcome(out, report.verdict, runnable, out / "output_5_root_cause_report.md",
+                         out / "output_5_root_cause_report.json", _summary(report, reasons_not_run))
+    _link_from_accuracy_report(results_dir, outcome)
+    return outcome
+
+
+def _summary(report, reasons_not_run: list[str]) -> str:
+    if reasons_not_run:
+        return "not executed: " + "; ".join(reasons_not_run)
+    if report.verdict == "root_cause_found" and report.root_cause:
+        cause = report.root_cause
+        return (f"root cause ({report.confidence} confidence): {cause['bucket']} at {cause['module']} "
+                f"(localised to {cause['localisation']})")
+    if report.verdict == "cannot_conclude":
+        return "cannot conclude: " + "; ".join(c.detail for c in report.cannot_conclude[:3])
+    return report.verdict.replace("_", " ")
+
+
+def _launch_summary(result) -> dict[str, Any] | None:
+    if result is None:
+        return None
+    return {"exit_code": result.exit_code, "timed_out": result.timed_out, "wall_s": round(result.wall_s, 2),
+            "stdout_log": str(result.stdout_log), "stderr_log": str(result.stderr_log)}
+
+
+def _run_config_file(results_dir: Path) -> Path | None:
+    folder = results_dir / "run_config"
+    found = sorted(folder.rglob("config.json")) if folder.is_dir() else []
+    return found[0] if found else None
+
+
+def _run_context(results_dir: Path) -> dict[str, Any]:
+    path = results_dir / "results.json"
+    if not path.is_file():
+        return {}
+    return json.loads(path.read_text(encoding="utf-8")).get("context", {})
+
+
+def _link_from_accuracy_report(results_dir: Path, outcome: JobOutcome) -> None:
+    """The accuracy report points to the root-cause report (appended, never rewritten)."""
+    report = results_dir / "report.md"
+    if not report.is_file():
+        return
+    section = (f"\n## Consistency dump job\n\n- {outcome.summary}\n"
+               f"- root-cause report: `{outcome.report_md}`\n- artifacts: `{outcome.out_dir}`\n")
+    with report.open("a", encoding="utf-8") as handle:
+        handle.write(section)

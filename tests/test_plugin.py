@@ -67,3 +67,39 @@ def test_dry_run_shows_card_and_command(pytester):
                                            str(pytester.path / "out"))
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["*dry run; command: *scripted_run.py --work-dir*"])
+
+
+XDIST_SUITE = f"""
+from dataclasses import replace
+import pytest
+from autotest.cases import load_case
+from autotest.plugin import assert_case_outcome
+
+CASE = load_case({str(CASE)!r})
+
+@pytest.mark.parametrize("index", range(4))
+def test_gpu_case(run_accuracy_case, request, index):
+    case = replace(CASE, platform=replace(CASE.platform, gpus=4))
+    run = run_accuracy_case(case)
+    assert_case_outcome(run, strict=True)
+    print("RESULTS", run.results_dir)
+"""
+
+
+def test_xdist_workers_get_disjoint_gpu_slices(pytester, monkeypatch):
+    """Two workers on a fake 8-GPU node: 4+4 GPUs at a time, never the same GPU twice at once."""
+    monkeypatch.setenv("RL_AUTOTEST_GPU_COUNT", "8")
+    pytester.makepyfile(test_gpus=XDIST_SUITE)
+    results = pytester.path / "out"
+    result = pytester.runpytest_subprocess("-n", "2", "--results-dir", str(results), "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=4)
+    runs = []
+    for folder in sorted((results / "scripted").iterdir()):
+        lines = (folder / "logs" / "stdout.log").read_text().splitlines()
+        devices = frozenset(lines[0].split("=", 1)[1].split(","))
+        runs.append((devices, float(lines[1].split()[1]), float(lines[-1].split()[1])))
+    assert len(runs) == 4 and all(len(d) == 4 and d <= set("01234567") for d, _, _ in runs)
+    overlapping = [(a, b) for i, a in enumerate(runs) for b in runs[i + 1:] if a[1] < b[2] and b[1] < a[2]]
+    assert overlapping, "the two workers never ran at the same time"
+    for a, b in overlapping:
+        assert not a[0] & b[0], f"GPUs {sorted(a[0] & b[0])} were given to two runs at once"

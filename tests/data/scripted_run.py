@@ -23,6 +23,8 @@ def main() -> int:
     parser.add_argument("--fault", default="")
     args = parser.parse_args()
     name, _, arg = args.fault.partition(":")
+    print(f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '<unset>')}", flush=True)
+    print(f"started {time.time()}", flush=True)
     exp = Path(args.work_dir) / time.strftime("%Y%m%d%H%M%S") / "logs" / "exp_tracking"
     exp.mkdir(parents=True, exist_ok=True)
     (exp.parent.parent / "config.json").write_text(json.dumps({"seed": args.seed, "recompute_logprobs": True}))
@@ -60,6 +62,7 @@ def main() -> int:
         tracker.flush()
         os.fsync(tracker.fileno())
         time.sleep(args.step_s)
+    print(f"ended {time.time()}", flush=True)
     return 0
 
 

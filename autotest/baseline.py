@@ -70,6 +70,28 @@ class StepPolicy:
 
 
 @dataclass(frozen=True)
+class CalibrationSpec:
+    """The optional ``calibration:`` section: how ``rl-autotest calibrate`` turns N runs into thresholds.
+
+    threshold = max(measured max run-to-run deviation x ``margin``, floors), rounded up to two
+    significant digits. Floors keep a threshold from collapsing to zero when the runs agree.
+    """
+
+    #: default number of runs (``--runs`` overrides it)
+    runs: int = 3
+    #: multiplier on the measured max run-to-run deviation (1.5 as seed 003 did with N=3)
+    margin: float = 1.5
+    #: a relative check's threshold is never below this; an absolute one never below it x max |golden|
+    relative_floor: float = 0.01
+    #: z of the binomial floor z * sqrt(p(1-p)/n) for eval metrics with a known eval-set size
+    binomial_z: float = 2.0
+    #: per-metric absolute floors, in the units of the metric's checks (e.g. the seed's k3 1e-4)
+    floors: Mapping[str, float] = field(default_factory=dict)
+    #: eval metric -> number of eval items behind it (for the binomial floor)
+    eval_set_size: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Baseline:
     name: str
     path: Path
@@ -84,6 +106,7 @@ class Baseline:
     wall_time_max_s: float | None = None
     provenance: Mapping[str, Any] = field(default_factory=dict)
     description: str = ""
+    calibration: CalibrationSpec | None = None
 
     @property
     def golden_source(self) -> str:
@@ -164,13 +187,54 @@ def _golden_table(sec: Section) -> dict[str, Mapping[int, float]]:
     return table
 
 
+def _metric_numbers(sec: Section, name: str, integer: bool, checked: set[str]) -> dict[str, float]:
+    mapping = sec.section(name)
+    if mapping is None:
+        return {}
+    values: dict[str, float] = {}
+    for metric in mapping.data:
+        if metric not in checked:
+            raise mapping.error("no check uses this metric; fix the name or remove it", str(metric))
+        value = mapping.integer(str(metric)) if integer else mapping.number(str(metric))
+        if value <= 0:
+            raise mapping.error(f"must be > 0, got {value:g}", str(metric))
+        values[str(metric)] = value
+    return values
+
+
+def _calibration(sec: Section | None, checked: set[str]) -> CalibrationSpec | None:
+    if sec is None:
+        return None
+    sec.reject_unknown({"runs", "margin", "relative_floor", "binomial_z", "floors", "eval_set_size"})
+    defaults = CalibrationSpec()
+    runs = sec.integer("runs", defaults.runs)
+    if runs < 2:
+        raise sec.error(f"must be >= 2 (run-to-run noise needs two runs), got {runs}", "runs")
+    margin = sec.number("margin", defaults.margin)
+    if margin < 1:
+        raise sec.error(f"must be >= 1 (a margin below 1 flags the calibration runs themselves), got {margin:g}",
+                        "margin")
+    relative_floor = sec.number("relative_floor", defaults.relative_floor)
+    if relative_floor < 0:
+        raise sec.error(f"must be >= 0, got {relative_floor:g}", "relative_floor")
+    z = sec.number("binomial_z", defaults.binomial_z)
+    if z <= 0:
+        raise sec.error(f"must be > 0, got {z:g}", "binomial_z")
+    return CalibrationSpec(
+        runs=runs, margin=margin, relative_floor=relative_floor, binomial_z=z,
+        floors=MappingProxyType(_metric_numbers(sec, "floors", False, checked)),
+        eval_set_size=MappingProxyType(
+            {k: int(v) for k, v in _metric_numbers(sec, "eval_set_size", True, checked).items()}),
+    )
+
+
 def load_baseline(path: str | Path, env: dict[str, str] | None = None) -> Baseline:
     """Load and validate a baseline YAML; every mistake is one UsageError naming file and key."""
     path = Path(path)
     sec = Section(load_yaml(path), path)
     sec.reject_unknown(
         {"schema_version", "name", "description", "golden", "checks", "metric_aliases", "short_names", "steps",
-         "calibrated_range", "wall_time", "provenance"}
+         "calibrated_range", "wall_time", "provenance", "calibration"}
     )
     version = sec.integer("schema_version", SCHEMA_VERSION)
     if version != SCHEMA_VERSION:
@@ -235,4 +299,5 @@ def load_baseline(path: str | Path, env: dict[str, str] | None = None) -> Baseli
         wall_time_max_s=wall_time,
         provenance=MappingProxyType(provenance),
         description=sec.string("description", ""),
+        calibration=_calibration(sec.section("calibration"), {c.metric for c in checks}),
     )

@@ -121,6 +121,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("results_dir", type=Path, help="the accuracy run's results folder (has consistency_request.json)")
     p.add_argument("--no-execute", action="store_true", help="generate the wrapper and configs; collect nothing")
     p.add_argument("--max-forwards", type=int, default=2, help="forwards dumped per side in the window")
+
+    from autotest.cli_calibrate import add_commands
+
+    add_commands(sub, COMMANDS)
     return parser
 
 

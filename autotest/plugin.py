@@ -38,6 +38,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="submit each case as a Ray job to this cluster (default: $RAY_ADDRESS when set)")
     group.addoption("--gpu-wait-s", type=float, default=6 * 3600.0,
                     help="how long a case waits for free GPUs on this node")
+    group.addoption("--allow-dirty", action="store_true",
+                    help="calibration: accept uncommitted changes (recorded in the provenance)")
 
 
 def pytest_configure(config: pytest.Config) -> None:

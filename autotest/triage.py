@@ -2,9 +2,10 @@
 
 Rules, in priority order; each that fires is recorded with its evidence, the first is primary:
 
-1. ``mismatch``: a train–inference consistency metric breached → check that first and
-   request a consistency dump job.
-2. ``run-incomplete``: the run ended early / a metric is non-finite → read the logs.
+1. ``mismatch``: a train–inference consistency metric breached (finite values) → check that
+   first and request a consistency dump job.
+2. ``non-finite``: a gated metric became NaN/inf → numerical divergence, read the logs.
+   ``run-incomplete``: the run ended early (crash, hang, timeout, truncated log).
 3. ``first-step``: the first breach is at the first training step or first eval point →
    initialisation or config (weight mapping, seed, data order), not the training loop.
 4. ``teacher-path``: distillation KL breached while rewards are healthy → teacher path.
@@ -56,22 +57,25 @@ def triage(results: Iterable[CheckResult], current: Trace | None = None) -> tupl
     def fire(rule: str, suggestion: str, evidence: str) -> None:
         findings.append(TriageFinding(rule, suggestion, evidence, primary=not findings))
 
-    mismatch = [r for r in failed if is_consistency_metric(r.metric)]
+    nonfinite = [r for r in failed if r.observed is not None and not math.isfinite(r.observed)]
+    mismatch = [r for r in failed if is_consistency_metric(r.metric) and r not in nonfinite]
     if mismatch:
         first = min(mismatch, key=lambda r: r.first_breach_step if r.first_breach_step is not None else math.inf)
         fire("mismatch", "train/inference inconsistency: check the log-prob path, weight update/sync and the "
                          "rollout backend first; a consistency dump job is requested",
              f"{first.metric} breached first at step {first.first_breach_step} ({first.message})")
 
+    if nonfinite:
+        first = min(nonfinite, key=lambda r: r.first_breach_step if r.first_breach_step is not None else math.inf)
+        fire("non-finite", "numerical divergence: a metric became NaN/inf (loss, learning rate, overflow); read "
+                           "the run's logs around that step", first.message)
     incomplete = [r for r in results if r.kind == "structural" and r.status == ERROR]
-    nonfinite = [r for r in failed if r.observed is not None and isinstance(r.observed, float)
-                 and not math.isfinite(r.observed)]
-    if incomplete or nonfinite:
-        evidence = (incomplete or nonfinite)[0].message
-        fire("run-incomplete", "the run did not complete cleanly (crash, hang, timeout or NaN): read the run's "
-                               "logs before judging accuracy", evidence)
+    if incomplete:
+        fire("run-incomplete", "the run did not complete (crash, hang, timeout or a truncated log): read the "
+                               "run's logs before judging accuracy", incomplete[0].message)
 
-    accuracy = [r for r in failed if not is_consistency_metric(r.metric) and not (r.metric or "").startswith(TIME_PREFIX)]
+    accuracy = [r for r in failed if r not in nonfinite and not is_consistency_metric(r.metric)
+                and not (r.metric or "").startswith(TIME_PREFIX)]
     firsts = _first_steps(current)
     early = [r for r in accuracy if r.first_breach_step is not None and r.first_breach_step in firsts]
     if early:

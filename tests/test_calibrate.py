@@ -102,7 +102,7 @@ def test_floors_bind_when_runs_agree():
     assert k3.check.threshold == 1e-4 and "calibration.floors" in k3.check.derivation
     assert length.check.threshold == 0.02 and "relative floor 0.02" in length.floor_source
     assert reward.check.threshold == pytest.approx(0.01)  # 0.02 x max |golden| 0.5
-    assert "floor (" in reward.check.derivation
+    assert "threshold = the floor" in reward.check.derivation
 
 
 def test_binomial_floor_for_eval_accuracy():

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
@@ -21,6 +22,7 @@ def run(name: str, offset: float) -> Trace:
 SPEC = Baseline(
     name="full", path=Path("full.yaml"), description="every field", golden_table=MappingProxyType({}),
     checks=(CheckSpec("loss", "relative", "<", 0.1, scope="window", window=(3, 8), relative_floor=1e-6),
+            CheckSpec("loss", "absolute", "<", 0.1),
             CheckSpec("acc", "absolute", "<=", 0.1, scope="percentile", percentile=90.0, severity="reference"),
             CheckSpec("eval/score", "absolute", "<", 0.1, scope="points", points=(0, 10)),
             CheckSpec("acc", "value", ">", 0.2, scope="final")),
@@ -68,3 +70,7 @@ def test_report_shows_thresholds_shift_self_check_and_next_step():
     assert "Each run checked against a baseline calibrated from the other 2" in text
     assert "| seed 2 | `r/c.jsonl` |" in text
     assert "Review this diff, then promote: `rl-autotest baseline promote full`" in text
+    # every row of the thresholds table has its 9 cells: a '|' inside a cell is escaped
+    rows = [line for line in text.splitlines() if line.startswith("| `") and "[" in line.split("|")[1]]
+    assert len(rows) == 5 and all(len(re.findall(r"(?<!\\)\|", row)) == 10 for row in rows)
+    assert "max \\|golden\\|" in text

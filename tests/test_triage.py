@@ -58,5 +58,11 @@ def test_incomplete_run():
     assert rules(results) == ["run-incomplete"]
 
 
+def test_non_finite_is_numerical_not_mismatch():
+    nan = CheckResult("mismatch/mismatch_k3_kl[x]", FAIL, "nan", metric="mismatch/mismatch_k3_kl",
+                      first_breach_step=7, observed=float("nan"))
+    assert rules([nan]) == ["non-finite"]
+
+
 def test_pass_has_no_findings():
     assert triage([ok("response/rewards/mean")], CURRENT) == ()

@@ -1,0 +1,305 @@
+"""Calibration: N runs of a case -> golden values and thresholds measured from run-to-run noise.
+
+Pure logic over :class:`~autotest.trace.Trace` objects; launching the runs and writing files is
+``calibration_run``. The spec (which metrics, methods, scopes, severities; the ``calibration:``
+settings) is the current baseline; calibration fills its golden table and thresholds:
+
+- golden = mean over the N runs, per step (eval metrics per eval point); a step that not every
+  run logged is left out, so the check engine reports it as uncalibrated;
+- measured max run-to-run deviation = the largest, over every ordered pair of runs (one as
+  current, the other as golden), of the check's own statistic (stepwise worst step, p80 of
+  per-step errors, per point, final, window mean), computed by the check engine itself. A pair
+  differs by more than a fresh run differs from the N-run mean (sd sqrt(2) against
+  sqrt(1 + 1/N)), which with the margin is what keeps small-N thresholds from being tight;
+- threshold = max(measured x margin, floors), rounded up to two significant digits. Floors: the
+  spec's per-metric ``floors``, the relative floor (of max |golden| for absolute checks) and, for
+  eval metrics with a known eval-set size n, the binomial noise z * sqrt(p(1-p)/n).
+
+``leave_one_out`` re-calibrates from N-1 runs and checks the held-out run: an estimate of the
+false-alarm rate of the margin.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+from typing import Mapping, Sequence
+
+from autotest.baseline import Baseline, CalibrationSpec, CheckSpec
+from autotest.errors import UsageError
+from autotest.results import ERROR, FAIL, INFO
+from autotest.trace import Trace
+
+SIGNIFICANT_DIGITS = 2
+#: below this N the max deviation is one or two differences: the margin multiplies luck
+MIN_USEFUL_RUNS = 3
+CALIBRATED, UNCALIBRATED, KEPT = "calibrated", "uncalibrated", "kept"
+
+
+class CalibrationError(RuntimeError):
+    """The runs cannot be calibrated from (a checked metric missing, a non-finite value, ...)."""
+
+
+@dataclass(frozen=True)
+class CalibratedCheck:
+    """One check of the spec and what calibration made of it."""
+
+    check: CheckSpec
+    previous: CheckSpec
+    status: str  # calibrated / uncalibrated / kept
+    note: str = ""
+    per_run: tuple[float, ...] = ()
+    measured: float | None = None
+    proposed: float | None = None  # measured x margin
+    floor: float | None = None
+    floor_source: str = ""
+    compared_steps: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The candidate baseline (in memory) and how each threshold was made."""
+
+    baseline: Baseline
+    checks: tuple[CalibratedCheck, ...]
+    uncovered: Mapping[str, tuple[int, ...]]
+    settings: CalibrationSpec
+    sources: tuple[str, ...]
+
+    @property
+    def num_runs(self) -> int:
+        return len(self.sources)
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """One leave-one-out round: run ``label`` checked against a baseline calibrated from the others."""
+
+    label: str
+    status: str
+    failing: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SelfCheck:
+    held_out: tuple[HeldOut, ...]
+
+    @property
+    def false_alarms(self) -> int:
+        return sum(h.status == FAIL for h in self.held_out)
+
+    @property
+    def false_alarm_rate(self) -> float | None:
+        return self.false_alarms / len(self.held_out) if self.held_out else None
+
+
+def round_up(value: float, digits: int = SIGNIFICANT_DIGITS) -> float:
+    """``value`` rounded up to ``digits`` significant digits (a threshold is never lowered by rounding)."""
+    if value <= 0 or not math.isfinite(value):
+        return value
+    quantum = 10.0 ** (math.floor(math.log10(value)) - digits + 1)
+    # the small slack keeps 0.03 at 0.03 despite 0.03 / 0.001 == 30.000000000000004
+    return float(f"{math.ceil(value / quantum - 1e-9) * quantum:.{digits}g}")
+
+
+def _mean_table(metrics: Sequence[str], traces: Sequence[Trace]) -> tuple[dict[str, dict[int, float]],
+                                                                           dict[str, tuple[int, ...]]]:
+    golden: dict[str, dict[int, float]] = {}
+    uncovered: dict[str, tuple[int, ...]] = {}
+    for metric in metrics:
+        series = []
+        for trace in traces:
+            values = trace.get(metric)
+            if values is None:
+                raise CalibrationError(f"{metric} is missing from calibration run {trace.source}; "
+                                       "every checked metric must be logged by every run")
+            bad = [s for s, v in values.items() if not math.isfinite(v)]
+            if bad:
+                raise CalibrationError(f"{metric} is non-finite at step {bad[0]} in calibration run "
+                                       f"{trace.source}; a broken run cannot be a baseline")
+            series.append(values)
+        common = set(series[0]).intersection(*series[1:])
+        partial = set().union(*series) - common
+        if partial:
+            uncovered[metric] = tuple(sorted(partial))
+        golden[metric] = {s: math.fsum(v[s] for v in series) / len(series) for s in sorted(common)}
+    return golden, uncovered
+
+
+def _floors(check: CheckSpec, golden: Mapping[int, float], steps: Sequence[int], settings: CalibrationSpec,
+            eval_set_size: Mapping[str, int]) -> list[tuple[float, str]]:
+    values = [golden[s] for s in steps if s in golden]
+    floors: list[tuple[float, str]] = []
+    if check.metric in settings.floors:
+        floors.append((settings.floors[check.metric], f"calibration.floors {settings.floors[check.metric]:g}"))
+    if check.method == "relative":
+        floors.append((settings.relative_floor, f"relative floor {settings.relative_floor:g}"))
+    elif values:
+        scale = max(abs(v) for v in values)
+        floors.append((settings.relative_floor * scale,
+                       f"relative floor {settings.relative_floor:g} x max |golden| {scale:.4g}"))
+    n = eval_set_size.get(check.metric)
+    if n and check.method == "absolute" and values:
+        # the noisiest point decides; one flipped item (1/n) is always possible, even at p = 0 or 1
+        p = max(values, key=lambda v: v * (1 - v))
+        variance = max(p * (1 - p), (1 / n) * (1 - 1 / n))
+        floors.append((settings.binomial_z * math.sqrt(variance / n),
+                       f"binomial {settings.binomial_z:g} x sqrt(p(1-p)/n), n={n}, p={p:.3g}"))
+    return floors
+
+
+def _measure(check: CheckSpec, baseline: Baseline, runs: Sequence[Trace]):
+    """Run-to-run deviation: the check's own statistic (the check engine's) for every ordered pair of
+    runs, one as current and the other as golden. Returns each run's largest, and the compared steps.
+    """
+    from autotest.checks import evaluate_check
+
+    probe = replace(check, threshold=math.inf, operator="<", severity="gate")
+    per_run, steps = [], ()
+    for i, current in enumerate(runs):
+        worst = 0.0
+        # a single run is its own golden (deviation 0): thresholds are then the floors
+        for j, golden in enumerate(runs):
+            if i == j and len(runs) > 1:
+                continue
+            result = evaluate_check(probe, baseline, golden, current, True)
+            if result.status == INFO:
+                return None, (), result.message
+            if result.status == ERROR or result.observed is None or not math.isfinite(result.observed):
+                raise CalibrationError(f"{check.check_id}: cannot measure calibration run {current.source} "
+                                       f"against {golden.source}: {result.message}")
+            worst = max(worst, float(result.observed))
+            steps = result.points.steps
+        per_run.append(worst)
+    return tuple(per_run), tuple(steps), ""
+
+
+def _covered(trace: Trace, table: Mapping[str, Mapping[int, float]]) -> Trace:
+    """``trace`` cut to the steps every run logged (the golden table's), so pairs compare like with like."""
+    series = {m: MappingProxyType({s: trace.series[m][s] for s in steps}) for m, steps in table.items()}
+    return replace(trace, series=MappingProxyType(series))
+
+
+def _calibrate_check(check: CheckSpec, baseline: Baseline, golden_trace: Trace, runs: Sequence[Trace],
+                     settings: CalibrationSpec, eval_set_size: Mapping[str, int]) -> CalibratedCheck:
+    if check.method == "value" or check.operator not in ("<", "<="):
+        why = "method 'value' is a bound, not a distance to golden" if check.method == "value" else \
+            f"operator {check.operator!r}: only error < / <= threshold is calibrated from noise"
+        return CalibratedCheck(check, check, KEPT, f"threshold kept: {why}")
+    per_run, steps, why = _measure(check, baseline, runs)
+    if per_run is None:
+        check_out = replace(check, derivation=f"uncalibrated: {why}", measured_max_deviation=None)
+        return CalibratedCheck(check_out, check, UNCALIBRATED, why)
+    measured = max(per_run)
+    proposed = measured * settings.margin
+    floors = _floors(check, golden_trace.get(check.metric) or {}, steps, settings, eval_set_size)
+    floor, floor_source = max(floors, default=(0.0, "none"))
+    if max(proposed, floor) <= 0:
+        raise UsageError(f"{baseline.path}: calibration.floors.{check.metric}: the runs agree exactly and the "
+                         "golden values are 0, so the threshold would be 0; declare a floor")
+    threshold = round_up(max(proposed, floor))
+    binding = "measured x margin" if proposed >= floor else "the floor"
+    n = len(runs)
+    derivation = (f"calibrated, N={n}: max run-to-run deviation {measured:.3g} x margin {settings.margin:g} = "
+                  f"{proposed:.3g}; floor {floor:.3g} ({floor_source}); threshold = {binding}, "
+                  f"rounded up to {SIGNIFICANT_DIGITS} significant digits")
+    new = replace(check, threshold=threshold, derivation=derivation, measured_max_deviation=float(f"{measured:.4g}"))
+    return CalibratedCheck(new, check, CALIBRATED, derivation, per_run, measured, proposed, floor, floor_source,
+                           steps)
+
+
+def calibrate(spec: Baseline, traces: Sequence[Trace], *, settings: CalibrationSpec | None = None,
+              eval_set_size: Mapping[str, int] | None = None) -> Calibration:
+    """Golden means and thresholds for ``spec``'s checks from the runs' ``traces`` (at least one).
+
+    ``eval_set_size`` (eval metric -> items, e.g. read from the runs' saved config) is used where
+    the spec's ``calibration.eval_set_size`` does not say.
+    """
+    from autotest.compare import golden_trace as to_trace
+
+    if not traces:
+        raise CalibrationError("no calibration runs to calibrate from")
+    settings = settings or spec.calibration or CalibrationSpec()
+    sizes = {**dict(eval_set_size or {}), **dict(settings.eval_set_size)}
+    if spec.metric_aliases:
+        traces = [t.with_aliases(dict(spec.metric_aliases)) for t in traces]
+    metrics = sorted({c.metric for c in spec.checks if c.method != "value"})
+    table, uncovered = _mean_table(metrics, traces)
+    steps = [s for series in table.values() for s in series]
+    frozen = MappingProxyType({m: MappingProxyType(v) for m, v in table.items()})
+    draft = replace(spec, golden_table=frozen, golden_tracker=None, golden_format="auto",
+                    calibrated_range=(min(steps), max(steps)) if steps else None, calibration=settings)
+    golden = to_trace(draft)
+    runs = [_covered(t, table) for t in traces]
+    checks = tuple(_calibrate_check(c, draft, golden, runs, settings, sizes) for c in spec.checks)
+    baseline = replace(draft, checks=tuple(c.check for c in checks))
+    return Calibration(baseline, checks, MappingProxyType(uncovered), settings, tuple(t.source for t in traces))
+
+
+def leave_one_out(spec: Baseline, traces: Sequence[Trace], labels: Sequence[str] | None = None, *,
+                  settings: CalibrationSpec | None = None,
+                  eval_set_size: Mapping[str, int] | None = None) -> SelfCheck:
+    """Check each run against a baseline calibrated from the other N-1: how often would it false-alarm?"""
+    from autotest.compare import compare
+
+    labels = list(labels or [t.source for t in traces])
+    rounds = []
+    for i, held in enumerate(traces):
+        others = [t for j, t in enumerate(traces) if j != i]
+        try:
+            candidate = calibrate(spec, others, settings=settings, eval_set_size=eval_set_size).baseline
+        except (CalibrationError, UsageError) as exc:
+            rounds.append(HeldOut(labels[i], ERROR, (f"could not calibrate from the others: {exc}",)))
+            continue
+        verdict = compare(candidate, held).verdict
+        failing = tuple(f"{r.check_id}: {r.message}" for r in verdict.results
+                        if r.is_gate and r.status in (FAIL, ERROR))
+        rounds.append(HeldOut(labels[i], verdict.status, failing))
+    return SelfCheck(tuple(rounds))
+
+
+def sample_size_warnings(num_runs: int, margin: float, self_check: SelfCheck | None) -> list[str]:
+    """Warnings that the measured noise is too thin a basis (shown in the report and printed)."""
+    warnings = []
+    if num_runs < MIN_USEFUL_RUNS:
+        pairs = num_runs * (num_runs - 1) // 2
+        warnings.append(f"N={num_runs} runs: the max deviation rests on {pairs or 'no'} pair(s) of runs, so "
+                        f"margin {margin:g} multiplies luck; calibrate with --runs {MIN_USEFUL_RUNS} or more")
+    if self_check is not None and self_check.false_alarms:
+        warnings.append(f"leave-one-out: {self_check.false_alarms} of {len(self_check.held_out)} held-out runs "
+                        "FAIL against a baseline calibrated from the others; a fresh healthy run may false-alarm: "
+                        "add runs or raise calibration.margin before promoting")
+    return warnings
+
+
+def exceed_chance(num_runs: int) -> float:
+    """Chance that a fresh run's deviation exceeds the largest of N exchangeable ones, before the margin."""
+    return 1.0 / (num_runs + 1)
+
+
+@dataclass(frozen=True)
+class GoldenShift:
+    """How one metric's golden values moved between the current baseline and the candidate."""
+
+    metric: str
+    common_steps: int
+    added_steps: int
+    removed_steps: int
+    max_shift: float | None
+    max_shift_step: int | None
+    mean_shift: float | None
+
+
+def golden_shifts(old: Trace | None, new: Baseline) -> list[GoldenShift]:
+    """Per metric: largest |new - old| (and where), mean signed shift, steps gained and lost."""
+    shifts = []
+    for metric, series in (new.golden_table or {}).items():
+        before = (old.get(metric) if old is not None else None) or {}
+        common = [s for s in series if s in before and math.isfinite(before[s])]
+        deltas = [(abs(series[s] - before[s]), s) for s in common]
+        worst = max(deltas, key=lambda d: d[0], default=(None, None))  # the first step on a tie
+        mean = math.fsum(series[s] - before[s] for s in common) / len(common) if common else None
+        shifts.append(GoldenShift(metric, len(common), len(set(series) - set(before)), len(set(before) - set(series)),
+                                  worst[0], worst[1], mean))
+    return shifts

@@ -1,0 +1,208 @@
+"""Render a calibration: the candidate baseline as YAML, and the markdown report a reviewer reads.
+
+Rendering only; every number comes from :mod:`autotest.calibrate`'s objects and the provenance.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Sequence
+
+from autotest.baseline import DEFAULT_RELATIVE_FLOOR, SCHEMA_VERSION, Baseline, CalibrationSpec, CheckSpec
+from autotest.calibrate import (CALIBRATED, SIGNIFICANT_DIGITS, Calibration, GoldenShift, SelfCheck,
+                                exceed_chance)
+
+#: golden values keep this many significant digits (far below any threshold)
+GOLDEN_DIGITS = 6
+
+
+class _Flow(list):
+    """A short list written on one line (points, windows, ranges)."""
+
+
+class _FlowMap(dict):
+    """A golden series written as one wrapped ``{step: value, ...}`` mapping."""
+
+
+def _dumper():
+    import yaml
+
+    class Dumper(yaml.SafeDumper):
+        pass
+
+    Dumper.add_representer(_Flow, lambda d, v: d.represent_sequence("tag:yaml.org,2002:seq", v, flow_style=True))
+    Dumper.add_representer(_FlowMap, lambda d, v: d.represent_mapping("tag:yaml.org,2002:map", v, flow_style=True))
+    return Dumper
+
+
+def _number(value: float) -> float | int:
+    return int(value) if float(value).is_integer() and abs(value) < 1e15 else value
+
+
+def _check_doc(check: CheckSpec) -> dict[str, Any]:
+    doc: dict[str, Any] = {"metric": check.metric, "method": check.method, "operator": check.operator,
+                           "threshold": check.threshold, "scope": check.scope}
+    if check.severity != "gate":
+        doc["severity"] = check.severity
+    if check.percentile is not None:
+        doc["percentile"] = _number(check.percentile)
+    if check.points:
+        doc["points"] = _Flow(check.points)
+    if check.window:
+        doc["window"] = _Flow(check.window)
+    if check.relative_floor != DEFAULT_RELATIVE_FLOOR:
+        doc["relative_floor"] = check.relative_floor
+    if check.measured_max_deviation is not None:
+        doc["measured_max_deviation"] = check.measured_max_deviation
+    if check.derivation:
+        doc["derivation"] = check.derivation
+    return doc
+
+
+def _calibration_doc(settings: CalibrationSpec) -> dict[str, Any]:
+    doc: dict[str, Any] = {"runs": settings.runs, "margin": settings.margin,
+                           "relative_floor": settings.relative_floor, "binomial_z": settings.binomial_z}
+    if settings.floors:
+        doc["floors"] = _FlowMap(settings.floors)
+    if settings.eval_set_size:
+        doc["eval_set_size"] = _FlowMap(settings.eval_set_size)
+    return doc
+
+
+def baseline_document(baseline: Baseline) -> dict[str, Any]:
+    """``baseline`` as the plain mapping ``load_baseline`` reads back."""
+    doc: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "name": baseline.name}
+    if baseline.description:
+        doc["description"] = baseline.description
+    table = {m: _FlowMap({s: float(f"{v:.{GOLDEN_DIGITS}g}") for s, v in series.items()})
+             for m, series in (baseline.golden_table or {}).items()}
+    doc["golden"] = {"table": table}
+    if baseline.metric_aliases:
+        doc["metric_aliases"] = dict(baseline.metric_aliases)
+    if baseline.short_names:
+        doc["short_names"] = dict(baseline.short_names)
+    if baseline.steps.expected is not None:
+        doc["steps"] = _FlowMap(expected=baseline.steps.expected, exact=baseline.steps.exact)
+    if baseline.calibrated_range is not None:
+        doc["calibrated_range"] = _Flow(baseline.calibrated_range)
+    if baseline.wall_time_max_s is not None:
+        doc["wall_time"] = {"max_s": baseline.wall_time_max_s}
+    if baseline.calibration is not None:
+        doc["calibration"] = _calibration_doc(baseline.calibration)
+    doc["checks"] = [_check_doc(c) for c in baseline.checks]
+    doc["provenance"] = _short_lists_flow(dict(baseline.provenance))
+    return doc
+
+
+def _short_lists_flow(value: Any) -> Any:
+    """Lists of numbers (seeds) on one line; everything else as it is."""
+    if isinstance(value, dict):
+        return {k: _short_lists_flow(v) for k, v in value.items()}
+    if isinstance(value, list):
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+            return _Flow(value)
+        return [_short_lists_flow(v) for v in value]
+    return value
+
+
+def baseline_yaml(baseline: Baseline, header: str = "") -> str:
+    import yaml
+
+    text = yaml.dump(baseline_document(baseline), Dumper=_dumper(), sort_keys=False, default_flow_style=False,
+                     width=110, allow_unicode=True)
+    return (f"# {header}\n" if header else "") + text
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return f"{value:.{digits}g}"
+
+
+def _cell(text: str) -> str:
+    """Text safe inside a markdown table cell (``max |golden|`` would split it)."""
+    return text.replace("|", "\\|")
+
+
+def _threshold_rows(calibration: Calibration) -> list[str]:
+    rows = ["| check | method | severity | measured max dev (each run's worst pair) | x margin | floor (source) "
+            "| threshold | previous | change |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for c in calibration.checks:
+        new, old = c.check, c.previous
+        if c.status != CALIBRATED:
+            rows.append(f"| `{new.check_id}` | {new.method} {new.operator} | {new.severity} | - | - | - | "
+                        f"{new.threshold:g} | {old.threshold:g} | {c.status}: {_cell(c.note)} |")
+            continue
+        per_run = ", ".join(_fmt(v) for v in c.per_run)
+        ratio = new.threshold / old.threshold if old.threshold else math.inf
+        change = "unchanged" if new.threshold == old.threshold else f"x{ratio:.2g}"
+        rows.append(f"| `{new.check_id}` | {new.method} {new.operator} | {new.severity} | {_fmt(c.measured)} "
+                    f"({per_run}) | {_fmt(c.proposed)} | {_fmt(c.floor)} ({_cell(c.floor_source)}) "
+                    f"| **{new.threshold:g}** | {old.threshold:g} | {change} |")
+    return rows
+
+
+def _shift_rows(shifts: Sequence[GoldenShift], thresholds: dict[str, float]) -> list[str]:
+    rows = ["| metric | steps compared | max \\|shift\\| (step) | mean shift | new threshold | steps added / removed |",
+            "|---|---|---|---|---|---|"]
+    for s in shifts:
+        worst = "-" if s.max_shift is None else f"{_fmt(s.max_shift)} (step {s.max_shift_step})"
+        rows.append(f"| `{s.metric}` | {s.common_steps} | {worst} | {_fmt(s.mean_shift)} "
+                    f"| {_fmt(thresholds.get(s.metric))} | {s.added_steps} / {s.removed_steps} |")
+    return rows
+
+
+def render_report(calibration: Calibration, self_check: SelfCheck, shifts: Sequence[GoldenShift],
+                  previous: Baseline | None, previous_note: str, warnings: Sequence[str], candidate: Path,
+                  target: Path, promote_command: str) -> str:
+    """The review document: what was run, the thresholds and how they were made, the diff, the self-check."""
+    b = calibration.baseline
+    p = b.provenance
+    n = calibration.num_runs
+    commit = p.get("commit", {})
+    lines = [f"# Calibration candidate: {b.name}", "",
+             f"- command: `{p.get('command', '')}` on {p.get('date', '?')}",
+             f"- commit under test: `{commit.get('sha')}` ({commit.get('branch') or 'detached'}, "
+             f"{'dirty: ' + str(commit.get('diff_stat', 'untracked files')) if commit.get('dirty') else 'clean'})",
+             f"- runs: N={n}, seeds {', '.join(str(s) for s in p.get('seeds', []))}; margin "
+             f"{calibration.settings.margin:g}; thresholds rounded up to {SIGNIFICANT_DIGITS} significant digits",
+             f"- candidate: `{candidate}`; current baseline: `{target}`"
+             + ("" if previous is not None else " (none yet)"),
+             f"- calibration results: `{p.get('results_dir', '?')}`", ""]
+    if warnings:
+        lines += ["## Warnings", ""] + [f"- {w}" for w in warnings] + [""]
+    lines += ["## Thresholds", "",
+              "measured max dev = the largest run-to-run deviation: the check's own statistic for every ordered "
+              "pair of runs (one as current, the other as golden); threshold = max(measured x margin, floor), "
+              "golden = the N-run mean.", ""]
+    lines += _threshold_rows(calibration) + [""]
+    lines += ["## Golden shift against the current baseline", ""]
+    if previous_note:
+        lines += [previous_note, ""]
+    thresholds = {c.check.metric: c.check.threshold for c in calibration.checks}
+    lines += _shift_rows(shifts, thresholds) + [""]
+    if calibration.uncovered:
+        lines += ["Steps not every run logged stay uncalibrated (not in the golden table):", ""]
+        lines += [f"- `{m}`: {', '.join(str(s) for s in steps)}" for m, steps in calibration.uncovered.items()]
+        lines.append("")
+    rate = self_check.false_alarm_rate
+    lines += ["## Self-check (leave-one-out)", "",
+              f"Each run checked against a baseline calibrated from the other {n - 1}: "
+              f"estimated false-alarm rate **{self_check.false_alarms}/{len(self_check.held_out)}"
+              f"{'' if rate is None else f' = {rate:.0%}'}** (from N-1 runs, so it leans pessimistic for the "
+              f"N-run baseline). Before the margin, a fresh run exceeds the largest "
+              f"of {n} measured deviations with a chance of about 1/(N+1) = {exceed_chance(n):.0%}.", "",
+              "| held-out run | verdict | failing gates |", "|---|---|---|"]
+    for h in self_check.held_out:
+        lines.append(f"| {h.label} | {h.status} | {'<br>'.join(map(_cell, h.failing)) or '-'} |")
+    lines += ["", "## Runs", "", "| run | tracker |", "|---|---|"]
+    for label, tracker in zip(p.get("seeds", []), p.get("trackers", [])):
+        lines.append(f"| seed {label} | `{tracker}` |")
+    lines += ["", "## Next step", "",
+              f"Review this diff, then promote: `{promote_command}` (or recalibrate with more runs). "
+              "Promotion replaces the baseline atomically.", ""]
+    return "\n".join(lines)

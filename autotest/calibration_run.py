@@ -1,0 +1,368 @@
+"""Calibrate a case: preflight, N runs (in parallel), calibrate, self-check, write a candidate; promote.
+
+The runs reuse the launcher (one process group each, in ``<results>/<case>/calibration-*/run*/``)
+and run side by side: threads locally (GPU cases each hold a disjoint slice of the node), or one
+Ray task per run when a Ray address is given (results folder on a shared filesystem). The
+candidate goes beside the current baseline (``<name>.candidate.yaml`` and a ``.candidate.md``
+diff report), written atomically; ``promote`` replaces the baseline with it, also atomically.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from autotest.baseline import Baseline, CalibrationSpec, load_baseline
+from autotest.calibrate import (Calibration, CalibrationError, SelfCheck, calibrate, golden_shifts, leave_one_out,
+                                sample_size_warnings)
+from autotest.cases import REPO_ROOT, Case
+from autotest.errors import UsageError
+
+GPU_WAIT_S = 6 * 3600.0
+CONFIG_NAME = "config.json"
+PRODUCED_BY = "rl-autotest calibrate"
+
+
+@dataclass(frozen=True)
+class CalibrationOptions:
+    results_root: Path
+    #: number of runs; None: the spec's calibration.runs (default 3)
+    runs: int | None = None
+    #: runs side by side on this node; None: as many as the CPUs (or the node's GPU slices) allow
+    jobs: int | None = None
+    #: run each calibration run as a Ray task on this cluster ("local" starts a private one)
+    ray_address: str | None = None
+    #: where the baseline and its candidate live; None: beside the case's baseline
+    baselines_dir: Path | None = None
+    allow_dirty: bool = False
+    #: replace the baseline with the candidate when the self-check raised no false alarm
+    promote: bool = False
+    #: the command line, recorded in the provenance
+    command: str = ""
+    progress: Callable[[str], None] | None = None
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One calibration run: where it lives and whether it completed its expected shape."""
+
+    index: int
+    seed: int
+    results_dir: Path
+    tracker: Path | None
+    status: str  # PASS (complete) or ERROR
+    reasons: tuple[str, ...]
+    wall_s: float
+    config: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return f"run {self.index} (seed {self.seed})"
+
+
+@dataclass(frozen=True)
+class CalibrationOutcome:
+    case: str
+    calibration: Calibration
+    self_check: SelfCheck
+    runs: tuple[RunRecord, ...]
+    candidate: Path
+    report: Path
+    results_dir: Path
+    warnings: tuple[str, ...]
+    promoted_to: Path | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """0: candidate written; 1: written, but the self-check found false alarms (review it)."""
+        return 1 if self.self_check.false_alarms else 0
+
+
+def baseline_files(case: Case, baselines_dir: Path | None = None) -> tuple[Path, Path, Path]:
+    """(baseline, candidate YAML, candidate report) for ``case`` in ``baselines_dir``."""
+    name = Path(case.baseline).name
+    target = (Path(baselines_dir) / name) if baselines_dir else case.baseline_path
+    stem = target.name.rsplit(".", 1)[0]
+    return target, target.with_name(f"{stem}.candidate.yaml"), target.with_name(f"{stem}.candidate.md")
+
+
+def promote_command(case: Case, baselines_dir: Path | None = None) -> str:
+    where = f" --baselines-dir {baselines_dir}" if baselines_dir else ""
+    return f"rl-autotest baseline promote {case.name}{where}"
+
+
+def load_spec(case: Case, baselines_dir: Path | None = None) -> Baseline:
+    """The checks to calibrate: the baseline in ``baselines_dir``, else the case's own baseline."""
+    target, _, _ = baseline_files(case, baselines_dir)
+    for path in (target, case.baseline_path):
+        if path.is_file():
+            return load_baseline(path)
+    raise UsageError(f"{case.source}: baseline: {case.baseline_path} does not exist; write the checks to "
+                     "calibrate there first (a golden 'table: {}' is fine), e.g. like baselines/tiny-grpo.yaml")
+
+
+def calibration_seeds(case: Case, runs: int) -> tuple[int, ...]:
+    """Seeds varied where the case takes one (its seed.calibration), the default repeated otherwise."""
+    listed = case.seed.calibration
+    if not case.takes_seed or not listed:
+        return (case.seed.default,) * runs
+    if len(listed) < runs:
+        raise UsageError(f"{case.source}: seed.calibration: lists {len(listed)} seeds but {runs} runs were asked; "
+                         "add seeds or ask for fewer runs")
+    return tuple(listed[:runs])
+
+
+def run_once(case: Case, index: int, seed: int, run_dir: Path, env: Mapping[str, str] | None = None) -> RunRecord:
+    """Launch one run of ``case`` into ``run_dir`` and collect its tracker and saved config."""
+    from autotest.launcher import artifacts_for, completion_status, launch, launch_spec
+    from autotest.readers import read_trace
+
+    env = dict(env or {})
+    work_dir = run_dir / "work"
+    work_dir.mkdir(parents=True, exist_ok=True)
+    spec = launch_spec(case, work_dir, seed=seed, environ={**os.environ, **env})
+    spec = replace(spec, env={**env, **spec.env})
+    started = time.time()
+    result = launch(spec, run_dir)
+    artifacts = artifacts_for(case, work_dir, run_dir, since=started - 2)
+    observed, reasons = None, list(artifacts.notes if artifacts.tracker is None else ())
+    if artifacts.tracker is not None:
+        try:
+            observed = read_trace(artifacts.tracker, case.tracker.format).last_train_step
+        except UsageError as exc:
+            reasons.append(str(exc))
+    completion = completion_status(result, observed, case.expected.steps, case.expected.exact_steps)
+    reasons = list(completion.reasons) + reasons
+    config: dict[str, Any] = {}
+    saved = next((p for p in artifacts.run_config if p.name == CONFIG_NAME), None)
+    if saved is not None:
+        try:
+            loaded = json.loads(saved.read_text(encoding="utf-8"))
+            config = loaded if isinstance(loaded, dict) else {}
+        except (OSError, json.JSONDecodeError):
+            reasons.append(f"{saved}: saved config is not readable JSON")
+    status = "PASS" if completion.complete and artifacts.tracker is not None else "ERROR"
+    return RunRecord(index, seed, run_dir, artifacts.tracker, status, tuple(reasons), result.wall_s, config)
+
+
+def _local_run(case: Case, index: int, seed: int, run_dir: Path, slots_dir: Path, total_gpus: int) -> RunRecord:
+    from autotest.gpu_slots import acquire, cuda_visible_devices
+
+    with acquire(case.platform.gpus, total_gpus, GPU_WAIT_S, slots_dir, label=f"{case.name} calibration") as devices:
+        # a run that takes the whole node places its processes by GPU index itself
+        env = {"CUDA_VISIBLE_DEVICES": cuda_visible_devices(devices)} if 0 < len(devices) < total_gpus else {}
+        return run_once(case, index, seed, run_dir, env)
+
+
+def default_jobs(case: Case, runs: int) -> int:
+    """Runs side by side on this node: one per CPU (embedded cases cap torch threads), or per GPU slice."""
+    if case.platform.gpus > 0:
+        from autotest.platform import detect_gpus
+
+        return max(1, min(runs, detect_gpus().count // case.platform.gpus))
+    return max(1, min(runs, os.cpu_count() or 1))
+
+
+def run_all(case: Case, seeds: Sequence[int], folder: Path, options: CalibrationOptions) -> list[RunRecord]:
+    """Every calibration run, in parallel where resources allow; results in seed order."""
+    dirs = [folder / f"run{i + 1}-seed{seed}" for i, seed in enumerate(seeds)]
+    say = options.progress or (lambda line: None)
+    if options.ray_address:
+        return _run_on_ray(case, seeds, dirs, options.ray_address, say)
+    from autotest.gpu_slots import slots_dir_for
+    from autotest.platform import detect_gpus
+
+    jobs = options.jobs or default_jobs(case, len(seeds))
+    total = detect_gpus().count if case.platform.gpus > 0 else 0
+    slots = slots_dir_for(options.results_root)
+    say(f"{case.name}: {len(seeds)} calibration runs, {jobs} at a time, in {folder}")
+
+    def one(i: int) -> RunRecord:
+        record = _local_run(case, i + 1, seeds[i], dirs[i], slots, total)
+        say(f"{case.name}: {record.label}: {record.status} in {record.wall_s:.0f} s"
+            + (f" ({'; '.join(record.reasons)})" if record.reasons else ""))
+        return record
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(one, range(len(seeds))))
+
+
+def _run_on_ray(case: Case, seeds: Sequence[int], dirs: Sequence[Path], address: str,
+                say: Callable[[str], None]) -> list[RunRecord]:
+    import tempfile
+
+    import ray
+
+    kwargs: dict[str, Any] = {"log_to_driver": False}
+    temp_dir = None
+    if address == "local":  # a private cluster of this node, in a short temp dir (Ray's socket paths are short)
+        temp_dir = tempfile.mkdtemp(prefix="rlat-ray-")
+        kwargs.update(_temp_dir=temp_dir, include_dashboard=False, num_cpus=os.cpu_count() or 1,
+                      _node_ip_address="127.0.0.1")
+    ray.init(address=address, **kwargs)
+    try:
+        task = ray.remote(num_cpus=1, num_gpus=case.platform.gpus, max_retries=0)(run_once)
+        say(f"{case.name}: {len(seeds)} calibration runs as Ray tasks on {address}")
+        refs = [task.remote(case, i + 1, seed, dirs[i]) for i, seed in enumerate(seeds)]
+        return list(ray.get(refs))
+    finally:
+        ray.shutdown()
+        if temp_dir is not None:
+            shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def _new_folder(parent: Path, prefix: str) -> Path:
+    """A fresh ``<prefix>-<stamp>-pid<pid>[~n]`` folder: an earlier calibration's runs are never overwritten."""
+    base = f"{prefix}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-pid{os.getpid()}"
+    parent.mkdir(parents=True, exist_ok=True)
+    for suffix in range(1000):
+        folder = parent / (base if suffix == 0 else f"{base}~{suffix}")
+        try:
+            folder.mkdir()
+            return folder
+        except FileExistsError:
+            continue
+    raise UsageError(f"{parent}: cannot create a fresh {prefix} folder; clean it up")
+
+
+def _relative(path: Path | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        return str(Path(path).resolve().relative_to(REPO_ROOT))
+    except ValueError:
+        return str(path)
+
+
+def _eval_set_sizes(records: Sequence[RunRecord], metrics: set[str]) -> dict[str, int]:
+    """Eval-set sizes a workload recorded in its saved config: ``eval_set_size`` (int or metric -> int)."""
+    sizes: dict[str, int] = {}
+    for record in records:
+        value = record.config.get("eval_set_size")
+        if isinstance(value, int) and not isinstance(value, bool):
+            sizes.update({m: value for m in metrics if m.startswith("eval/")})
+        elif isinstance(value, dict):
+            sizes.update({m: v for m, v in value.items() if m in metrics and isinstance(v, int)})
+    return sizes
+
+
+def calibrate_case(case: Case, options: CalibrationOptions) -> CalibrationOutcome:
+    """Run ``case`` N times and write a candidate baseline with its diff report (see the module doc)."""
+    from autotest.calibration_report import baseline_yaml, render_report
+    from autotest.compare import golden_trace
+    from autotest.platform import check_platform
+    from autotest.preflight import run_preflight
+    from autotest.readers import read_trace
+    from autotest.report import write_atomic
+
+    platform = check_platform(case)
+    if not platform.runnable:
+        raise UsageError(f"{case.name}: cannot calibrate here: {platform.skip_reason}")
+    preflight = run_preflight(case, platform.framework_dir)
+    commit = preflight.commit
+    if (commit.dirty or commit.sha is None) and not options.allow_dirty:
+        state = "has uncommitted changes" if commit.dirty else f"is unknown ({commit.reason})"
+        raise UsageError(f"{commit.repo_dir}: the commit under test {state}; a baseline must name the exact "
+                         "code it came from: commit first, or pass --allow-dirty")
+    if preflight.missing_inputs:
+        listed = ", ".join(f"{s.name}={s.path or s.raw}" for s in preflight.missing_inputs)
+        raise UsageError(f"{case.source}: inputs: missing {listed}; export the share roots or fix the paths")
+    spec = load_spec(case, options.baselines_dir)
+    settings = spec.calibration or CalibrationSpec()
+    runs = options.runs or settings.runs
+    if runs < 2:
+        raise UsageError(f"--runs: {runs} is below 2; run-to-run noise needs at least two runs")
+    seeds = calibration_seeds(case, runs)
+    target, candidate_path, report_path = baseline_files(case, options.baselines_dir)
+
+    folder = _new_folder(Path(options.results_root).resolve() / case.name, "calibration")
+    write_atomic(folder / "preflight.json", json.dumps(preflight.to_dict(), indent=2) + "\n")
+    records = run_all(case, seeds, folder, options)
+    broken = [r for r in records if r.status != "PASS"]
+    if broken:
+        detail = "; ".join(f"{r.label}: {'; '.join(r.reasons) or 'failed'} (logs: {r.results_dir / 'logs'})"
+                           for r in broken)
+        raise CalibrationError(f"{case.name}: {len(broken)} of {len(records)} calibration runs did not complete, "
+                               f"nothing written: {detail}")
+    traces = [read_trace(r.tracker, case.tracker.format) for r in records if r.tracker is not None]
+    labels = [r.label for r in records]
+    sizes = _eval_set_sizes(records, {c.metric for c in spec.checks})
+    calibration = calibrate(spec, traces, settings=settings, eval_set_size=sizes)
+    self_check = leave_one_out(spec, traces, labels, settings=settings, eval_set_size=sizes)
+    warnings = tuple(sample_size_warnings(len(traces), settings.margin, self_check))
+
+    previous = load_baseline(target) if target.is_file() else None
+    old_golden, old_note = None, ""
+    if previous is not None:
+        try:
+            old_golden = golden_trace(previous)
+        except UsageError as exc:
+            old_note = f"the current baseline's golden values could not be read: {exc}"
+    provenance = _provenance(case, options, preflight, records, settings, self_check, calibration, folder)
+    candidate = replace(calibration.baseline, path=candidate_path, provenance=provenance)
+    text = baseline_yaml(candidate, header=f"Golden baseline of {case.name}, made by `{provenance['command']}`; "
+                                           "do not hand-edit thresholds, recalibrate (see README).")
+    report = render_report(replace(calibration, baseline=candidate), self_check,
+                           golden_shifts(old_golden, candidate), previous, old_note, warnings,
+                           candidate_path, target, promote_command(case, options.baselines_dir))
+    write_atomic(folder / "candidate.yaml", text)
+    write_atomic(folder / "report.md", report)
+    load_baseline(folder / "candidate.yaml")  # what is written must read back, before it goes beside the baseline
+    write_atomic(candidate_path, text)
+    write_atomic(report_path, report)
+    outcome = CalibrationOutcome(case.name, replace(calibration, baseline=candidate), self_check, tuple(records),
+                                 candidate_path, report_path, folder, warnings)
+    if options.promote and outcome.exit_code == 0:
+        outcome = replace(outcome, promoted_to=promote(target))
+    return outcome
+
+
+def _provenance(case: Case, options: CalibrationOptions, preflight: Any, records: Sequence[RunRecord],
+                settings: CalibrationSpec, self_check: SelfCheck, calibration: Calibration,
+                folder: Path) -> dict[str, Any]:
+    from autotest.preflight import json_ready
+
+    commit = preflight.commit
+    data: dict[str, Any] = {
+        "produced_by": PRODUCED_BY,
+        "command": options.command or f"rl-autotest calibrate {case.name} --runs {len(records)}",
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "case_file": _relative(case.source),
+        "commit": {"sha": commit.sha, "branch": commit.branch, "dirty": commit.dirty,
+                   "repo": _relative(Path(commit.repo_dir)) or ".",
+                   **({"diff_stat": commit.diff_stat.splitlines()[-1].strip()} if commit.diff_stat else {})},
+        "runs": len(records),
+        "seeds": [r.seed for r in records],
+        "margin": settings.margin,
+        "trackers": [_relative(r.tracker) for r in records],
+        "results_dir": _relative(folder),
+        "environment": preflight.environment,
+        "self_check": {"method": "leave-one-out", "false_alarm_rate": self_check.false_alarm_rate,
+                       "held_out": {h.label: h.status for h in self_check.held_out}},
+    }
+    if preflight.harness.sha != commit.sha:
+        data["harness_commit"] = {"sha": preflight.harness.sha, "dirty": preflight.harness.dirty}
+    if calibration.uncovered:
+        data["uncalibrated_steps"] = {m: list(s) for m, s in calibration.uncovered.items()}
+    return json_ready(data)
+
+
+def promote(baseline: Path) -> Path:
+    """Replace ``baseline`` with its candidate (atomic rename); the candidate must load cleanly."""
+    baseline = Path(baseline)
+    stem = baseline.name.rsplit(".", 1)[0]
+    candidate = baseline.with_name(f"{stem}.candidate.yaml")
+    if not candidate.is_file():
+        raise UsageError(f"{candidate}: no candidate to promote; run `rl-autotest calibrate` for this case first")
+    load_baseline(candidate)
+    os.replace(candidate, baseline)
+    # the diff report compared against the baseline just replaced; its copy stays in the results folder
+    baseline.with_name(f"{stem}.candidate.md").unlink(missing_ok=True)
+    return baseline

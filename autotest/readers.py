@@ -39,12 +39,16 @@ def _rows(path: Path) -> Iterator[tuple[int, dict]]:
         raise UsageError(f"{path}: not a UTF-8 text file; pass a JSONL metric log") from None
     lines = text.split("\n")
     last_content = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
+    fast_loads = _fast_loads()
     for index, line in enumerate(lines):
         if not line.strip():
             continue
         number = index + 1
         try:
-            row = json.loads(line)
+            try:
+                row = fast_loads(line)
+            except ValueError:  # orjson rejects the NaN/Infinity literals trackers contain
+                row = json.loads(line)
         except json.JSONDecodeError as exc:
             if index == last_content:
                 # A killed run leaves a half-written last line: keep everything before it.
@@ -56,6 +60,15 @@ def _rows(path: Path) -> Iterator[tuple[int, dict]]:
         if not isinstance(row, dict):
             raise UsageError(f"{path}:{number}: a row must be a JSON object, got {type(row).__name__}")
         yield number, row
+
+
+def _fast_loads():
+    """orjson when installed (about 7x faster on wide rows), else the standard library."""
+    try:
+        import orjson
+    except ImportError:
+        return json.loads
+    return orjson.loads
 
 
 class _TruncatedTail(Exception):
@@ -71,21 +84,17 @@ def _step_of(path: Path, number: int, row: dict) -> int:
 
 
 _NAN = float("nan")
+_FLOAT_ONLY = {float}
 
 
-def _numeric_items(data: dict, skip: str | None = None) -> dict[str, float]:
-    """The numeric values of a row; a logged null is kept as NaN so it is reported, never skipped."""
-    values: dict[str, float] = {}
-    for key, value in data.items():
-        kind = type(value)
-        if kind is float:
-            values[key] = value
-        elif kind is int and key != skip:
-            values[key] = float(value)
-        elif value is None:
-            values[key] = _NAN
-    values.pop(skip, None)
-    return values
+def _number(value: object) -> float | None:
+    """A metric value as float; a logged null is NaN (reported, never skipped); text is not a metric."""
+    kind = type(value)
+    if kind is float:
+        return value  # type: ignore[return-value]
+    if kind is int:
+        return float(value)  # type: ignore[arg-type]
+    return _NAN if value is None else None
 
 
 class _Builder:
@@ -100,10 +109,22 @@ class _Builder:
         self.eval_steps: set[int] = set()
         self.warnings: list[str] = []
 
-    def put_row(self, step: int, values: dict[str, float], number: int) -> None:
+    def put_row(self, step: int, values: dict[str, object], number: int) -> None:
+        """Store the row's numeric values at ``step`` (one pass: rows can carry hundreds of metrics)."""
         series = self.series
+        if set(map(type, values.values())) == _FLOAT_ONLY:  # the common case, checked at C speed
+            for key, value in values.items():
+                series[key][step] = value
+            self.step_lines[step] = number
+            return
         for key, value in values.items():
-            series[key][step] = value
+            kind = type(value)
+            if kind is float:
+                series[key][step] = value
+            elif kind is int:
+                series[key][step] = float(value)
+            elif value is None:
+                series[key][step] = _NAN
         self.step_lines[step] = number
 
     def build(self) -> Trace:
@@ -146,12 +167,15 @@ def read_xtuner(path: Path) -> Trace:
     seen_eval_only: set[int] = set()
     for number, row in rows:
         step = _step_of(path, number, row)
-        values = _numeric_items(row, skip="step")
+        values = row
+        del values["step"]
         if not values:
             continue
         if all(map(str.startswith, values, repeat(MINIBATCH_PREFIX))):
             for key, value in values.items():
-                pending_minibatch[key].append(value)
+                number_value = _number(value)
+                if number_value is not None:
+                    pending_minibatch[key].append(number_value)
             continue
         eval_only = all(map(str.startswith, values, repeat(EVAL_PREFIX)))
         seen = seen_eval_only if eval_only else seen_summary
@@ -187,7 +211,7 @@ def read_verl(path: Path) -> Trace:
         if step in seen:
             builder.warnings.append(f"{path}:{number}: step {step} logged again (resumed run?); the later row wins")
         seen.add(step)
-        values = _numeric_items(data)
+        values = data
         if any(not k.startswith(("val", "eval")) for k in values):
             builder.train_steps.add(step)
         if any(k.startswith(("val", "eval")) for k in values):

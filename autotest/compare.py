@@ -38,7 +38,12 @@ def golden_trace(baseline: Baseline) -> Trace:
     if not baseline.golden_tracker.exists():
         raise UsageError(f"{baseline.path}: golden.tracker: {baseline.golden_tracker} does not exist; "
                          "check the share root (e.g. CI_SHARE_BASELINE)")
-    return read_trace(baseline.golden_tracker, baseline.golden_format, dict(baseline.metric_aliases))
+    return read_trace(baseline.golden_tracker, baseline.golden_format, dict(baseline.metric_aliases),
+                      metrics=checked_metrics(baseline))
+
+
+def checked_metrics(baseline: Baseline) -> set[str]:
+    return {c.metric for c in baseline.checks}
 
 
 def compare(baseline: Baseline, current: Trace, *, case: str | None = None, wall_time_s: float | None = None,
@@ -67,5 +72,5 @@ def compare_paths(baseline_path: str | Path, current_path: str | Path, *, fmt: s
                   context: dict[str, Any] | None = None) -> Comparison:
     """Load the baseline and the current run's tracker (a file or a work dir) and compare them."""
     baseline = load_baseline(baseline_path)
-    current = read_trace(current_path, fmt)
+    current = read_trace(current_path, fmt, dict(baseline.metric_aliases), metrics=checked_metrics(baseline))
     return compare(baseline, current, case=case, wall_time_s=wall_time_s, context=context)

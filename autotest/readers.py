@@ -100,9 +100,11 @@ def _number(value: object) -> float | None:
 class _Builder:
     """Accumulates values per metric and step; the last write for a (metric, step) wins."""
 
-    def __init__(self, path: Path, fmt: str) -> None:
+    def __init__(self, path: Path, fmt: str, keep: frozenset[str] | None = None) -> None:
         self.path = path
         self.fmt = fmt
+        #: only these metrics are stored (None: all); a comparison needs just the checked ones
+        self.keep = keep
         self.series: dict[str, dict[int, float]] = defaultdict(dict)
         self.step_lines: dict[int, int] = {}
         self.train_steps: set[int] = set()
@@ -112,6 +114,8 @@ class _Builder:
     def put_row(self, step: int, values: dict[str, object], number: int) -> None:
         """Store the row's numeric values at ``step`` (one pass: rows can carry hundreds of metrics)."""
         series = self.series
+        if self.keep is not None:
+            values = {k: values[k] for k in self.keep.intersection(values)}
         if set(map(type, values.values())) == _FLOAT_ONLY:  # the common case, checked at C speed
             for key, value in values.items():
                 series[key][step] = value
@@ -158,9 +162,9 @@ def _read_rows_tolerant(path: Path) -> tuple[list[tuple[int, dict]], list[str]]:
     return rows, warnings
 
 
-def read_xtuner(path: Path) -> Trace:
+def read_xtuner(path: Path, keep: frozenset[str] | None = None) -> Trace:
     rows, warnings = _read_rows_tolerant(path)
-    builder = _Builder(path, "xtuner")
+    builder = _Builder(path, "xtuner", keep)
     builder.warnings.extend(warnings)
     pending_minibatch: dict[str, list[float]] = defaultdict(list)
     seen_summary: set[int] = set()
@@ -197,10 +201,10 @@ def read_xtuner(path: Path) -> Trace:
     return builder.build()
 
 
-def read_verl(path: Path) -> Trace:
+def read_verl(path: Path, keep: frozenset[str] | None = None) -> Trace:
     """verl's JSONL logger: ``{"step": N, "data": {metric: value, ...}}`` per step."""
     rows, warnings = _read_rows_tolerant(path)
-    builder = _Builder(path, "verl")
+    builder = _Builder(path, "verl", keep)
     builder.warnings.extend(warnings)
     seen: set[int] = set()
     for number, row in rows:
@@ -220,7 +224,7 @@ def read_verl(path: Path) -> Trace:
     return builder.build()
 
 
-READERS: dict[str, Callable[[Path], Trace]] = {"xtuner": read_xtuner, "verl": read_verl}
+READERS: dict[str, Callable[..., Trace]] = {"xtuner": read_xtuner, "verl": read_verl}
 
 
 def sniff_format(path: Path) -> str:
@@ -239,14 +243,22 @@ def sniff_format(path: Path) -> str:
     return "xtuner"
 
 
-def read_trace(path: str | Path, fmt: str = "auto", aliases: dict[str, str] | None = None) -> Trace:
-    """Read a metric log (or a run's work dir) into a Trace; ``aliases`` maps canonical -> logged name."""
+def read_trace(path: str | Path, fmt: str = "auto", aliases: dict[str, str] | None = None,
+               metrics: set[str] | None = None) -> Trace:
+    """Read a metric log (or a run's work dir) into a Trace; ``aliases`` maps canonical -> logged name.
+
+    ``metrics`` keeps only those series (and their aliases' sources): a comparison of a wide log
+    needs only the checked metrics. Step kinds are still classified from every key.
+    """
     tracker = find_tracker(Path(path))
     name = sniff_format(tracker) if fmt == "auto" else fmt
     if name not in READERS:
         raise UsageError(f"unknown metric-log format {name!r}; choose one of {', '.join(sorted(READERS))}")
-    trace = READERS[name](tracker)
-    if not trace.series and not trace.warnings:
+    keep = None
+    if metrics is not None:
+        keep = frozenset(metrics) | frozenset((aliases or {}).get(m, m) for m in metrics)
+    trace = READERS[name](tracker, keep)
+    if not trace.train_steps and not trace.eval_steps and not trace.warnings:
         raise UsageError(f"{tracker}: metric log has no rows; did the run start?")
     return trace.with_aliases(aliases) if aliases else trace
 

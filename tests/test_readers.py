@@ -100,3 +100,12 @@ def test_find_tracker_errors_list_what_was_found(tmp_path):
         find_tracker(empty)
     with pytest.raises(UsageError, match="no such file or directory"):
         find_tracker(tmp_path / "missing")
+
+
+def test_only_requested_metrics_are_kept_but_steps_still_classified(tmp_path):
+    path = write_tracker(tmp_path / "t.jsonl", {1: {"a": 1.0, "b": 2.0}, 2: {"a": 1.5, "b": 2.5}},
+                         evals={0: {"eval/accuracy": 0.5}, 2: {"eval/accuracy": 0.7}})
+    trace = read_trace(path, metrics={"a", "k3"}, aliases={"k3": "b"})
+    assert set(trace.series) == {"a", "b", "k3"}
+    assert dict(trace.series["k3"]) == {1: 2.0, 2: 2.5}
+    assert trace.train_steps == (1, 2) and trace.eval_steps == (0, 2)

@@ -6,7 +6,9 @@ Rules, in priority order; each that fires is recorded with its evidence, the fir
    first and request a consistency dump job.
 2. ``non-finite``: a gated metric became NaN/inf → numerical divergence, read the logs.
    ``run-incomplete``: the run ended early (crash, hang, timeout, truncated log).
-3. ``first-step``: the first breach is at the first training step or first eval point →
+3. ``rewards-only`` (early form): only rewards breach at the first step while every other
+   checked metric agrees there → the same responses are scored differently: rollout/judger.
+   ``first-step``: another metric breaches at the first training step or first eval point →
    initialisation or config (weight mapping, seed, data order), not the training loop.
 4. ``teacher-path``: distillation KL breached while rewards are healthy → teacher path.
 5. ``rewards-only``: in a distillation run only rewards breached → rollout/judger, not distillation.
@@ -78,8 +80,15 @@ def triage(results: Iterable[CheckResult], current: Trace | None = None) -> tupl
                 and not (r.metric or "").startswith(TIME_PREFIX)]
     firsts = _first_steps(current)
     early = [r for r in accuracy if r.first_breach_step is not None and r.first_breach_step in firsts]
-    if early:
-        r = early[0]
+    early_rewards = [r for r in early if r.metric in REWARD_METRICS]
+    if early_rewards and len(early_rewards) == len(early):
+        # same initial policy (nothing else drifted at the first step), different scores: the judge changed
+        fire("rewards-only", "rewards differ from the first step while nothing else does: the same responses are "
+                             "scored differently; check the rollout/judger (reward function, answer parsing)",
+             f"{early_rewards[0].metric} breached at step {early_rewards[0].first_breach_step}, the run's first "
+             "point, with every other checked metric within threshold there")
+    elif early:
+        r = next((x for x in early if x.metric not in REWARD_METRICS), early[0])
         fire("first-step", "drift at the first step / first eval points to initialisation or config (weight "
                            "mapping, seed, data order), not the training loop",
              f"{r.metric} breached at step {r.first_breach_step}, the run's first point")
@@ -94,7 +103,8 @@ def triage(results: Iterable[CheckResult], current: Trace | None = None) -> tupl
 
     # in distillation rewards do not drive the update, so a rewards-only drift isolates the judger
     distillation_run = any((r.metric or "").startswith(DISTILL_PREFIX) for r in results)
-    if distillation_run and rewards_failed and all(r.metric in REWARD_METRICS for r in accuracy):
+    if (distillation_run and rewards_failed and all(r.metric in REWARD_METRICS for r in accuracy)
+            and not any(f.rule == "rewards-only" for f in findings)):
         fire("rewards-only", "only rewards drifted: check the rollout/judger (reward function, answer parsing), "
                              "not distillation or the update", rewards_failed[0].message)
 

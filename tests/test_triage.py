@@ -32,8 +32,13 @@ def test_mismatch_breach_comes_first_and_requests_a_dump():
 
 
 def test_first_step_or_first_eval_drift_points_at_init():
-    assert rules([fail("response/rewards/mean", 1)]) == ["first-step"]
+    assert rules([fail("entropy/mean", 1), fail("response/rewards/mean", 12)]) == ["first-step"]
     assert rules([fail("eval/gsm8k/acc", 0)]) == ["first-step"]
+
+
+def test_rewards_alone_at_the_first_step_point_at_the_judger():
+    assert rules([fail("response/rewards/mean", 1), ok("entropy/mean")]) == ["rewards-only"]
+    assert rules([fail("response/rewards/mean", 1), fail("entropy/mean", 1)]) == ["first-step"]
 
 
 def test_distill_breach_with_healthy_rewards_points_at_teacher():

@@ -1,18 +1,24 @@
 """Verifiable digit tasks for the embedded workloads: prompts, judge and eval set.
 
-A prompt is ``<bos> MARKER t t =`` where ``tt`` is a two-digit target; the response is
-digits followed by ``<eos>``. The judge (reward function) gives 1.0 when the response is
-well-formed (at least one digit, only digits, ends with ``<eos>``) and its digits meet
-the task's condition for the target, else 0.0.
+A prompt is ``<bos> MARKER t t`` where ``tt`` is a two-digit target; the response (digits
+followed by ``<eos>``) starts right after the target. The judge (reward function) gives
+1.0 when the response is well-formed (at least one digit, only digits, ends with
+``<eos>``) and its digits meet the task's condition for the target, else 0.0.
 
-| task          | data_source     | marker | condition on the response digits |
-|---------------|-----------------|--------|----------------------------------|
-| digit_sum     | ``digit_sum``   | ``S``  | sum equals the target            |
-| digit_product | ``digit_product`` | ``P`` | product equals the target       |
+| task          | data_source       | marker | targets                              | digits must    |
+|---------------|-------------------|--------|--------------------------------------|----------------|
+| digit_sum     | ``digit_sum``     | ``S``  | 1..9                                 | sum to it      |
+| digit_product | ``digit_product`` | ``P``  | 10, 12, 14, 15, 16, 18, 20, 21, 24   | multiply to it |
 
-``digit_sum`` is the GRPO task (a random-init model starts near 0.1 and learns it in
-45 steps). ``digit_product`` is a second domain for multi-teacher distillation. A new
-task is one more ``DigitTask`` in ``TASKS``.
+``digit_sum`` is the GRPO task: a random-init model starts near 0.01 reward and reaches
+~0.9 sampled reward and 1.0 greedy eval accuracy in 45 steps (64 prompts x 8 samples). Wider target ranges learned too slowly to
+saturate in 45 steps, and a saturated curve is what keeps run-to-run noise small.
+``digit_product`` is a second domain (for multi-teacher distillation): every answer
+needs two or more digits, so ``digit_sum``'s single-digit answers never solve it; GRPO
+from a random init does not learn it within 45 steps (reward stays ~0.01), so the MOPD
+workload starts from fine-tuned checkpoints. The prompt space is tiny, so the eval set is
+every target once, graded greedily: it measures the greedy policy, where training
+rewards measure sampled responses. A new task is one more ``DigitTask`` in ``TASKS``.
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ class Prompt:
     target: int
     """The number the response must reach."""
     token_ids: tuple[int, ...]
-    """Encoded prompt, ``<bos> MARKER t t =``."""
+    """Encoded prompt, ``<bos> MARKER t t``."""
 
 
 def response_digits(response_ids: Sequence[int], tokenizer: DigitTokenizer) -> list[int] | None:
@@ -72,7 +78,7 @@ class DigitTask:
     def prompt(self, target: int, tokenizer: DigitTokenizer | None = None) -> Prompt:
         """The prompt for ``target`` (0..99)."""
         tok = tokenizer or DigitTokenizer()
-        return Prompt(self.data_source, target, tuple(tok.encode(f"<bos>{self.marker}{target:02d}=")))
+        return Prompt(self.data_source, target, tuple(tok.encode(f"<bos>{self.marker}{target:02d}")))
 
     def judge(self, target: int, response_ids: Sequence[int]) -> float:
         """Reward: 1.0 for a well-formed response whose digits reach ``target``, else 0.0."""
@@ -107,15 +113,15 @@ TASKS: dict[str, DigitTask] = {
     "digit_sum": DigitTask(
         data_source="digit_sum",
         marker="S",
-        train_targets=tuple(range(1, 19)),
-        eval_targets=tuple(range(1, 19)),
+        train_targets=tuple(range(1, 10)),
+        eval_targets=tuple(range(1, 10)),
         combine=sum,
     ),
     "digit_product": DigitTask(
         data_source="digit_product",
         marker="P",
-        train_targets=_product_targets(2, 36),
-        eval_targets=_product_targets(2, 36),
+        train_targets=_product_targets(10, 24),
+        eval_targets=_product_targets(10, 24),
         combine=math.prod,
     ),
 }

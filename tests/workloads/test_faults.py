@@ -96,7 +96,7 @@ def test_perturbed_sync_adds_fresh_small_noise_to_one_matrix() -> None:
     one, two = hooks.on_sync(state, 1), hooks.on_sync(state, 2)
     assert all(torch.equal(one[n], state[n]) for n in state if n != name)
     diff = one[name] - state[name]
-    assert 0 < float(diff.std()) < 0.1 * float(state[name].std())
+    assert 0.3 * float(state[name].std()) < float(diff.std()) < 0.7 * float(state[name].std())
     assert not torch.equal(one[name], two[name])
     assert torch.equal(hooks.on_sync(state, 1)[name], one[name])  # deterministic per version
 
@@ -104,8 +104,8 @@ def test_perturbed_sync_adds_fresh_small_noise_to_one_matrix() -> None:
 def test_rollout_impl_changes_only_the_rollout_module() -> None:
     model = build_model(TinyLMConfig(), seed=0)
     make_fault("rollout-impl").patch_rollout_model(model)
-    assert isinstance(model.model.layers[1].mlp.act_fn, torch.nn.GELU)
-    assert not isinstance(model.model.layers[0].mlp.act_fn, torch.nn.GELU)
+    assert isinstance(model.model.layers[1].mlp.act_fn, torch.nn.ReLU)
+    assert not isinstance(model.model.layers[0].mlp.act_fn, torch.nn.ReLU)
     norm = build_model(TinyLMConfig(), seed=0)
     make_fault("rollout-impl:model.layers.0.input_layernorm").patch_rollout_model(norm)
     assert norm.model.layers[0].input_layernorm.variance_epsilon == 1e-2
@@ -134,7 +134,6 @@ def test_advantage_faults() -> None:
     rewards = torch.tensor([1.0, 0.0, 0.0, 0.0])
     adv = torch.tensor([1.5, -0.5, -0.5, -0.5])
     assert torch.equal(make_fault("advantage-sign").on_advantages(adv, rewards, 4), -adv)
-    assert torch.equal(make_fault("no-adv-norm").on_advantages(adv, rewards, 4), rewards - 0.25)
 
 
 def test_nan_at_poisons_logprobs_from_step_k() -> None:

@@ -45,9 +45,9 @@ def test_digit_product_judge_and_targets() -> None:
 
 def test_prompts_encode_marker_and_two_digit_target() -> None:
     prompt = TASKS["digit_product"].prompt(21)
-    assert TOK.decode(list(prompt.token_ids)) == "<bos>P21="
+    assert TOK.decode(list(prompt.token_ids)) == "<bos>P21"
     assert prompt.data_source == "digit_product" and prompt.target == 21
-    assert {len(p.token_ids) for t in TASKS.values() for p in t.eval_prompts()} == {5}
+    assert {len(p.token_ids) for t in TASKS.values() for p in t.eval_prompts()} == {4}
 
 
 def test_sampled_prompts_follow_the_generator() -> None:

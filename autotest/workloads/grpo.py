@@ -1,0 +1,314 @@
+"""Tiny GRPO on CPU: the embedded workload the harness launches as a subprocess.
+
+    python -m autotest.workloads.grpo --work-dir DIR [--seed N] [--steps 45] [--eval-every 15]
+        [--rollout-dtype fp32|bf16] [--fault NAME[:ARG]] [--ray] [--prompts-per-step 64]
+        [--samples-per-prompt 8] [--micro-batch-size 128] [--diagnostic-config PATH]
+
+Structured like a real RL framework: a rollout engine with its own model copy samples
+responses (KV cache, temperature 1) and returns their log-probs; the driver grades them
+with the task's judge; the trainer recomputes log-probs in fp32, logs the train/inference
+mismatch, and runs PPO-clip updates on group-normalised advantages; the new weights are
+synced to the rollout engine; greedy eval runs at step 0 and every ``--eval-every`` steps.
+Metrics go to ``$WORK_DIR/<timestamp>/logs/exp_tracking/tracker.jsonl`` (xtuner layout).
+
+A run is bitwise deterministic for a seed (time metrics aside). Exit code 0 on success,
+1 on a crash, 2 on a usage error (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from autotest.errors import UsageError
+from autotest.workloads.faults import FaultHooks, catalogue, make_fault
+from autotest.workloads.tasks import get_task
+from autotest.workloads.tiny_lm import TinyLMConfig
+from autotest.workloads.tracker import JsonlTracker, make_exp_dir, write_config
+
+DIAGNOSTIC_OVERRIDES = ("prompts_per_step", "samples_per_prompt", "micro_batch_size")
+
+
+@dataclass(frozen=True)
+class GRPOConfig:
+    """Everything that defines a run; saved as ``config.json`` beside the logs."""
+
+    seed: int = 0
+    """Seed of model init, prompt order, sampling and mini-batch order."""
+    steps: int = 45
+    """Training steps, numbered 1..steps."""
+    eval_every: int = 15
+    """Greedy eval after every N-th step (and at step 0 and the last step)."""
+    task: str = "digit_sum"
+    """Task (data_source) from ``tasks.TASKS``."""
+    prompts_per_step: int = 64
+    """Prompts sampled per step."""
+    samples_per_prompt: int = 8
+    """Responses per prompt (the GRPO group size)."""
+    max_new_tokens: int = 8
+    """Longest response, ``<eos>`` included."""
+    temperature: float = 1.0
+    """Sampling temperature (fixed: the rollout log-probs are those of the model itself)."""
+    rollout_dtype: str = "fp32"
+    """Dtype of the rollout engine's model copy: fp32 or bf16."""
+    lr: float = 1e-3
+    """Adam learning rate at step 1."""
+    final_lr_ratio: float = 0.1
+    """Linear decay to lr * final_lr_ratio at the last step: the policy settles, so late-step
+    metrics vary little from seed to seed (constant lr left some seeds unlearning a target)."""
+    clip_eps: float = 0.2
+    """PPO clip range."""
+    mini_batches: int = 4
+    """Optimiser steps per training step."""
+    micro_batch_size: int = 128
+    """Sequences per forward pass."""
+    max_grad_norm: float = 1.0
+    """Gradient clipping norm."""
+    entropy_coef: float = 0.01
+    """Entropy bonus weight (slows the collapse of the policy onto early answers)."""
+    num_threads: int = 1
+    """Torch threads per component (part of the numerics: keep it fixed for a baseline)."""
+    model: TinyLMConfig = field(default_factory=TinyLMConfig)
+    """Shape and init of the tiny model."""
+    fault: str = ""
+    """Injected fault ``NAME[:ARG]`` from ``faults.FAULTS``; empty for a healthy run."""
+    ray: bool = False
+    """Run rollout engine and trainer as Ray actors."""
+    window_step: int = 0
+    """Diagnostic runs only: the step whose forwards the observer sees; the run stops after it."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The config as written to ``config.json``."""
+        return {**dataclasses.asdict(self), "recompute_logprobs": True, "algorithm": "grpo"}
+
+
+def run(config: GRPOConfig, work_dir: Path, diagnostic: dict[str, Any] | None = None) -> Path:
+    """Run the workload; returns the experiment dir (``<work_dir>/<timestamp>``)."""
+    import torch
+
+    from autotest.workloads.engines import LocalEngines, RayEngines
+    from autotest.workloads.trainer import OptimConfig
+
+    torch.set_num_threads(config.num_threads)
+    hooks = make_fault(config.fault, config.seed)
+    task = get_task(config.task)
+    _check_fault_against_model(hooks, config.model)
+    exp_dir = make_exp_dir(work_dir)
+    write_config(exp_dir, config.to_json())
+    tracker = hooks.wrap_tracker(JsonlTracker(exp_dir))
+    train_judge = hooks.wrap_judge(task.judge)
+    rollout_kwargs = {
+        "model_config": config.model,
+        "dtype": config.rollout_dtype,
+        "seed": config.seed,
+        "max_new_tokens": config.max_new_tokens,
+        "fault": config.fault,
+        "num_threads": config.num_threads,
+    }
+    optim = OptimConfig(
+        lr=config.lr,
+        clip_eps=config.clip_eps,
+        mini_batches=config.mini_batches,
+        micro_batch_size=config.micro_batch_size,
+        max_grad_norm=config.max_grad_norm,
+        entropy_coef=config.entropy_coef,
+        total_steps=config.steps,
+        final_lr_ratio=config.final_lr_ratio,
+    )
+    trainer_kwargs = {
+        "model_config": config.model,
+        "optim": optim,
+        "seed": config.seed,
+        "group_size": config.samples_per_prompt,
+        "fault": config.fault,
+        "num_threads": config.num_threads,
+    }
+    print(f"[tiny-grpo] exp dir {exp_dir} (fault: {config.fault or 'none'}, ray: {config.ray})", flush=True)
+    engines = (RayEngines if config.ray else LocalEngines)(rollout_kwargs, trainer_kwargs, diagnostic)
+    try:
+        engines.sync(0)
+        accuracy = engines.evaluate(task.eval_prompts(), task.judge)
+        tracker.write({"eval/accuracy": accuracy, "step": 0})
+        print(f"[tiny-grpo] step 0 eval/accuracy {accuracy:.3f}", flush=True)
+        prompt_gen = torch.Generator().manual_seed(config.seed)
+        last_step = config.window_step or config.steps
+        for step in range(1, last_step + 1):
+            _train_step(config, engines, hooks, tracker, task, train_judge, prompt_gen, step, last_step)
+    finally:
+        engines.close()
+        tracker.close()
+    return exp_dir
+
+
+def _train_step(
+    config: GRPOConfig,
+    engines: Any,
+    hooks: FaultHooks,
+    tracker: Any,
+    task: Any,
+    train_judge: Any,
+    prompt_gen: Any,
+    step: int,
+    last_step: int,
+) -> None:
+    """One iteration: rollout, reward, train, sync, maybe eval; writes its tracker rows."""
+    import torch
+
+    from autotest.workloads.metrics import summary_stats
+
+    start = time.perf_counter()
+    hooks.on_step_start(step)
+    observe = step == config.window_step
+    prompts = task.sample_prompts(config.prompts_per_step, prompt_gen)
+    batch = engines.generate(prompts, config.samples_per_prompt, step)
+    if observe:
+        engines.observe_prefill(batch, step)
+    t_generate = time.perf_counter()
+    responses = batch.responses()
+    rewards = torch.tensor([train_judge(p.target, r) for p, r in zip(batch.prompts, responses, strict=True)])
+    t_reward = time.perf_counter()
+    result = engines.train_step(batch, rewards, step, observe)
+    t_train = time.perf_counter()
+    engines.sync(step)
+    t_sync = time.perf_counter()
+    summary: dict[str, Any] = {}
+    if step % config.eval_every == 0 or step == last_step:
+        summary["eval/accuracy"] = engines.evaluate(task.eval_prompts(), task.judge)
+        summary["time/eval"] = time.perf_counter() - t_sync
+    summary.update(
+        {
+            "time/generate": t_generate - start,
+            "time/reward": t_reward - t_generate,
+            "time/train": t_train - t_reward,
+            "time/sync": t_sync - t_train,
+        }
+    )
+    summary.update(summary_stats("response/rewards", rewards, with_std=False))
+    summary.update(summary_stats("response/response_len", batch.response_mask.sum(dim=1)))
+    summary.update(result.metrics)
+    for row in result.mini_batch_rows:
+        tracker.write({**{f"train_metrics/worker_0/{k}": v for k, v in row.items()}, "step": step})
+    summary["time/step"] = time.perf_counter() - start
+    tracker.write({**dict(sorted(summary.items())), "step": step})
+    evaluated = f" eval {summary['eval/accuracy']:.3f}" if "eval/accuracy" in summary else ""
+    print(
+        f"[tiny-grpo] step {step}/{last_step} reward {summary['response/rewards/mean']:.3f}"
+        f" len {summary['response/response_len/mean']:.2f} k3 {summary['mismatch/mismatch_k3_kl']:.2e}"
+        f"{evaluated} time {summary['time/step']:.2f}s",
+        flush=True,
+    )
+
+
+def _check_fault_against_model(hooks: FaultHooks, model_config: TinyLMConfig) -> None:
+    """Fail fast (one line) when the fault's ARG names nothing in the model."""
+    from autotest.workloads.tiny_lm import build_model
+
+    hooks.check_model(build_model(model_config, seed=0))
+
+
+def _positive(name: str, value: int) -> int:
+    if value < 1:
+        raise UsageError(f"{name}: must be a positive integer (got {value})")
+    return value
+
+
+def load_diagnostic(path: Path) -> dict[str, Any]:
+    """Read and check a ``--diagnostic-config`` JSON file."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read the diagnostic config ({exc.strerror})") from None
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path}: line {exc.lineno}: not valid JSON ({exc.msg})") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: the diagnostic config must be a JSON object")
+    if "window_step" not in data:
+        raise UsageError(f"{path}: key window_step: missing; set the step to collect, e.g. 3")
+    for key in ("window_step", *DIAGNOSTIC_OVERRIDES):
+        value = data.get(key, 1)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise UsageError(f"{path}: key {key}: must be a positive integer (got {value!r})")
+    return data
+
+
+def build_config(args: argparse.Namespace, diagnostic: dict[str, Any] | None) -> GRPOConfig:
+    """The run config from the command line, the diagnostic overrides and the fault."""
+    if args.rollout_dtype not in ("fp32", "bf16"):
+        raise UsageError(f"--rollout-dtype: must be fp32 or bf16 (got {args.rollout_dtype!r})")
+    get_task(args.task)
+    config = GRPOConfig(
+        seed=args.seed,
+        steps=_positive("--steps", args.steps),
+        eval_every=_positive("--eval-every", args.eval_every),
+        task=args.task,
+        prompts_per_step=_positive("--prompts-per-step", args.prompts_per_step),
+        samples_per_prompt=_positive("--samples-per-prompt", args.samples_per_prompt),
+        rollout_dtype=args.rollout_dtype,
+        micro_batch_size=_positive("--micro-batch-size", args.micro_batch_size),
+        mini_batches=_positive("--mini-batches", args.mini_batches),
+        lr=args.lr,
+        entropy_coef=args.entropy_coef,
+        final_lr_ratio=args.final_lr_ratio,
+        fault=args.fault or "",
+        ray=args.ray,
+    )
+    if diagnostic is not None:
+        overrides = {k: diagnostic[k] for k in DIAGNOSTIC_OVERRIDES if k in diagnostic}
+        config = dataclasses.replace(config, window_step=diagnostic["window_step"], **overrides)
+        config = dataclasses.replace(config, steps=max(config.steps, config.window_step))
+    return make_fault(config.fault, config.seed).configure(config)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line."""
+    defaults = GRPOConfig()
+    p = argparse.ArgumentParser(prog="python -m autotest.workloads.grpo", description=__doc__.split("\n\n")[0])
+    p.add_argument("--work-dir", type=Path, help="where the timestamped exp dir goes (default: $WORK_DIR)")
+    p.add_argument("--seed", type=int, default=defaults.seed)
+    p.add_argument("--steps", type=int, default=defaults.steps)
+    p.add_argument("--eval-every", type=int, default=defaults.eval_every)
+    p.add_argument("--task", default=defaults.task)
+    p.add_argument("--rollout-dtype", default=defaults.rollout_dtype, help="fp32 or bf16")
+    p.add_argument("--fault", help="inject a fault NAME[:ARG] (see --list-faults)")
+    p.add_argument("--ray", action="store_true", help="rollout engine and trainer as Ray actors")
+    p.add_argument("--prompts-per-step", type=int, default=defaults.prompts_per_step)
+    p.add_argument("--samples-per-prompt", type=int, default=defaults.samples_per_prompt)
+    p.add_argument("--micro-batch-size", type=int, default=defaults.micro_batch_size)
+    p.add_argument("--mini-batches", type=int, default=defaults.mini_batches)
+    p.add_argument("--lr", type=float, default=defaults.lr, help="Adam learning rate")
+    p.add_argument("--entropy-coef", type=float, default=defaults.entropy_coef, help="entropy bonus weight")
+    p.add_argument("--final-lr-ratio", type=float, default=defaults.final_lr_ratio, help="lr at the last step / lr")
+    p.add_argument("--diagnostic-config", type=Path, help="JSON for a consistency dump run (default off)")
+    p.add_argument("--list-faults", action="store_true", help="print the fault catalogue as JSON and exit")
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit code."""
+    args = parse_args(argv)
+    if args.list_faults:
+        print(json.dumps(catalogue(), indent=2))
+        return 0
+    try:
+        work_dir = args.work_dir or (Path(os.environ["WORK_DIR"]) if os.environ.get("WORK_DIR") else None)
+        if work_dir is None:
+            raise UsageError("--work-dir: missing; pass --work-dir DIR or set WORK_DIR")
+        diagnostic = load_diagnostic(args.diagnostic_config) if args.diagnostic_config else None
+        config = build_config(args, diagnostic)
+        run(config, work_dir, diagnostic)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,193 @@
+"""The training side of the tiny GRPO workload (the "actor").
+
+Per step: recompute the log-probs of the sampled responses in fp32 with the current
+weights (the old log-probs; ``recompute_logprobs: true``), compare them with the rollout
+engine's (mismatch metrics), turn rewards into group-normalised advantages and run
+several PPO-clip mini-batch updates with Adam. Non-finite gradients skip the update, as
+production trainers do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from autotest.workloads.faults import FaultHooks, make_fault
+from autotest.workloads.metrics import group_advantages, masked_mean, mismatch_metrics, summary_stats
+from autotest.workloads.observer import ACTOR_PHASE, ACTOR_SIDE, ForwardObserver, NullObserver
+from autotest.workloads.tiny_lm import TinyLMConfig, build_model, response_logprobs
+
+if TYPE_CHECKING:
+    import torch
+
+    from autotest.workloads.rollout import RolloutBatch
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    """PPO and optimiser settings of the trainer."""
+
+    lr: float
+    """Adam learning rate (constant)."""
+    clip_eps: float
+    """PPO ratio clip range: ratios outside [1 - eps, 1 + eps] stop pushing."""
+    mini_batches: int
+    """Optimiser steps per training step (the batch is split into this many mini-batches)."""
+    micro_batch_size: int
+    """Sequences per forward pass (gradient accumulation inside a mini-batch)."""
+    max_grad_norm: float
+    """Gradient clipping norm."""
+    entropy_coef: float = 0.0
+    """Weight of the entropy bonus (token mean) subtracted from the loss."""
+    total_steps: int = 1
+    """Length of the linear learning-rate decay, in training steps."""
+    final_lr_ratio: float = 1.0
+    """Learning rate at ``total_steps`` as a fraction of ``lr`` (1.0 = constant)."""
+
+    def lr_at(self, step: int) -> float:
+        """Learning rate of training step ``step`` (1-based): linear from lr to lr * final_lr_ratio."""
+        progress = min(max(step - 1, 0) / max(self.total_steps - 1, 1), 1.0)
+        return self.lr * (1.0 - (1.0 - self.final_lr_ratio) * progress)
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """What one training step reports."""
+
+    mini_batch_rows: list[dict[str, float]]
+    """Per optimiser step: loss, pg_clipfrac, grad_norm, lr, skipped (keys without prefix)."""
+    metrics: dict[str, float]
+    """Step-summary metrics: mismatch/*, entropy/mean, response/advantages/*."""
+
+
+class Trainer:
+    """Owns the fp32 training model and its optimiser."""
+
+    def __init__(
+        self,
+        model_config: TinyLMConfig,
+        optim: OptimConfig,
+        seed: int,
+        group_size: int,
+        fault: str | None = None,
+        observer: ForwardObserver | None = None,
+        num_threads: int = 1,
+    ) -> None:
+        import torch
+
+        torch.set_num_threads(num_threads)
+        self.model = build_model(model_config, seed=seed)
+        self.optim = optim
+        self.group_size = group_size
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=optim.lr)
+        self.generator = torch.Generator().manual_seed(seed + 2)
+        self.hooks: FaultHooks = make_fault(fault, seed)
+        self.observer = observer or NullObserver()
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """Detached copies of the parameters, by name (what a weight sync sends)."""
+        return {name: p.detach().clone() for name, p in self.model.named_parameters()}
+
+    def _chunks(self, indices: torch.Tensor) -> list[torch.Tensor]:
+        return list(indices.split(self.optim.micro_batch_size))
+
+    def _recompute(self, batch: RolloutBatch, step: int, observe: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """Old log-probs and entropies in fp32, micro-batch by micro-batch."""
+        import torch
+
+        input_ids = torch.cat([batch.prompt_ids, batch.response_ids], dim=1)
+        prompt_len = batch.prompt_ids.shape[1]
+        lengths = batch.response_mask.sum(dim=1).long()
+        logp = torch.zeros_like(batch.rollout_logprobs)
+        entropy = torch.zeros_like(batch.rollout_logprobs)
+        self.model.eval()
+        with torch.no_grad():
+            for idx in self._chunks(torch.arange(input_ids.shape[0])):
+                # Trim to the longest response in the micro-batch: a one-sample micro-batch is
+                # then exactly prompt + response, the same tokens the rollout side observes.
+                width = int(lengths[idx].max())
+                ids = input_ids[idx, : prompt_len + width]
+                ctx = (
+                    self.observer.forward(
+                        ACTOR_SIDE,
+                        step,
+                        ACTOR_PHASE,
+                        [batch.request_ids[i] for i in idx.tolist()],
+                        [ids[j, : prompt_len + int(lengths[i])].tolist() for j, i in enumerate(idx.tolist())],
+                        batch.weight_version,
+                        self.model,
+                    )
+                    if observe
+                    else contextlib.nullcontext()
+                )
+                with ctx:
+                    lp, ent = response_logprobs(self.model, ids, prompt_len)
+                logp[idx, :width] = lp
+                entropy[idx, :width] = ent
+        return logp, entropy
+
+    def train_step(self, batch: RolloutBatch, rewards: torch.Tensor, step: int, observe: bool = False) -> TrainResult:
+        """One GRPO step on ``batch`` with per-sample ``rewards``."""
+        import torch
+
+        mask = batch.response_mask
+        old_logp, entropy = self._recompute(batch, step, observe)
+        old_logp = self.hooks.on_actor_logprobs(step, old_logp)
+        metrics = mismatch_metrics(old_logp, batch.rollout_logprobs, mask)
+        metrics["entropy/mean"] = float(masked_mean(entropy, mask))
+
+        advantages = group_advantages(rewards, self.group_size)
+        advantages = self.hooks.on_advantages(advantages, rewards, self.group_size)
+        metrics.update(summary_stats("response/advantages", advantages))
+        del metrics["response/advantages/min"], metrics["response/advantages/max"]
+
+        input_ids = torch.cat([batch.prompt_ids, batch.response_ids], dim=1)
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.optim.lr_at(step)
+        rows = [
+            self._update(input_ids, batch.prompt_ids.shape[1], mask, old_logp, advantages, idx)
+            for idx in torch.randperm(input_ids.shape[0], generator=self.generator).chunk(self.optim.mini_batches)
+        ]
+        return TrainResult(mini_batch_rows=rows, metrics=metrics)
+
+    def _update(
+        self,
+        input_ids: torch.Tensor,
+        prompt_len: int,
+        mask: torch.Tensor,
+        old_logp: torch.Tensor,
+        advantages: torch.Tensor,
+        mini_batch: torch.Tensor,
+    ) -> dict[str, Any]:
+        """One optimiser step on one mini-batch: token-mean PPO-clip loss."""
+        import torch
+
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        num_tokens = mask[mini_batch].sum()
+        loss_sum = torch.zeros((), dtype=torch.float64)
+        clipped = torch.zeros((), dtype=torch.float64)
+        eps = self.optim.clip_eps
+        for idx in self._chunks(mini_batch):
+            logp, entropy = response_logprobs(self.model, input_ids[idx], prompt_len)
+            m = mask[idx]
+            ratio = torch.exp(logp - old_logp[idx])
+            adv = advantages[idx].unsqueeze(1)
+            per_token = -torch.min(ratio * adv, ratio.clamp(1 - eps, 1 + eps) * adv)
+            per_token = per_token - self.optim.entropy_coef * entropy
+            loss = torch.where(m > 0, per_token, 0.0).sum() / num_tokens
+            loss.backward()
+            loss_sum += loss.detach().double()
+            clipped += (((ratio - 1).abs() > eps).float() * m).sum().double()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.optim.max_grad_norm)
+        finite = bool(torch.isfinite(grad_norm))
+        if finite:
+            self.optimizer.step()
+        return {
+            "loss": float(loss_sum),
+            "pg_clipfrac": float(clipped / num_tokens),
+            "grad_norm": float(grad_norm),
+            "lr": self.optimizer.param_groups[0]["lr"],
+            "skipped": 0.0 if finite else 1.0,
+        }

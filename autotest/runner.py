@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import os
 import time
 from dataclasses import dataclass, field, replace
@@ -101,7 +102,9 @@ def _structural(check_id: str, status: str, message: str, **parameters) -> Check
 def consistency_request(case: Case, verdict: Verdict, results_dir: Path, work_dir: Path) -> dict | None:
     """The request for a consistency dump job, or None when the case's policy says no."""
     policy = case.consistency.policy
-    breached = [r for r in verdict.results if is_consistency_metric(r.metric) and r.status == FAIL]
+    # a NaN is numerical divergence, not a train-inference disagreement a dump could localise
+    breached = [r for r in verdict.results if is_consistency_metric(r.metric) and r.status == FAIL
+                and r.observed is not None and math.isfinite(r.observed)]
     if policy == "off" or (policy == "on-breach" and not breached):
         return None
     return {

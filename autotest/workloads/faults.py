@@ -313,7 +313,7 @@ class ChangedInit(FaultHooks):
     default_arg = "0.2"
     expected = {
         "verdict": "FAIL",
-        "breached": ["response/response_len/mean", REWARDS],
+        "breached": ["entropy/mean", REWARDS],
         "triage": "first-step",
         "measured": "seed 0, step 1: response_len 7.59 vs 6.59 (+15%), entropy 1.81 vs 2.72, rewards "
         "0.002 vs 0.006; then learns faster (rewards 0.98 vs ~0.5 at step 20); eval 0.0 at step 0 as healthy",

@@ -1,0 +1,55 @@
+"""Every fault of the embedded GRPO workload, run for real against the committed baseline:
+the verdict, the breached metrics and the primary triage rule its catalogue entry documents."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from autotest.cases import load_case
+from autotest.runner import RunOptions, run_case
+from autotest.workloads.faults import catalogue
+
+ARGS = {"crash-at": "10", "hang-at": "10", "nan-at": "10", "truncated-tracker": "10"}
+FAULTS = [(f["name"], f["expected"]) for f in catalogue()]
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if text in (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.grpo
+@pytest.mark.slow
+@pytest.mark.parametrize("name,expected", FAULTS, ids=[n for n, _ in FAULTS])
+def test_fault_gives_its_documented_verdict(name, expected, tmp_path):
+    case = load_case("tiny-grpo")
+    if name == "hang-at":
+        case = replace(case, launch=replace(case.launch, timeout_s=45))
+    fault = f"{name}:{ARGS[name]}" if name in ARGS else name
+    run = run_case(case, RunOptions(results_root=tmp_path, fault=fault, with_plots=False, poll_interval_s=1))
+    verdict = run.verdict
+    failing = {r.metric for r in verdict.results if r.status == "FAIL" and r.is_gate}
+    detail = "\n".join(f"{r.status} {r.check_id}: {r.message}" for r in verdict.results)
+    assert verdict.status == expected["verdict"], detail
+    assert set(expected["breached"]) <= failing, detail
+    primary = next((f.rule for f in verdict.triage if f.primary), "")
+    assert primary == expected["triage"], f"{primary}: {[f.evidence for f in verdict.triage]}\n{detail}"
+    # logs, tracker and report are kept whatever happened, and nothing of the run survives
+    for kept in ("logs/stdout.log", "logs/stderr.log", "logs/launch.json", "report.md", "results.json"):
+        assert (run.results_dir / kept).exists(), kept
+    assert not verdict.context["launch"]["survivors"]
+    assert _processes_mentioning(str(run.results_dir)) == [os.getpid()] or not _processes_mentioning(
+        str(run.results_dir / "work"))
+    # a consistency dump is requested exactly for train-inference mismatch
+    assert (run.consistency_request is not None) == (primary == "mismatch")

@@ -53,3 +53,19 @@ def test_fault_gives_its_documented_verdict(name, expected, tmp_path):
         str(run.results_dir / "work"))
     # a consistency dump is requested exactly for train-inference mismatch
     assert (run.consistency_request is not None) == (primary == "mismatch")
+
+
+@pytest.mark.grpo
+@pytest.mark.slow
+def test_fail_fast_stops_a_never_synced_layer_within_a_few_steps(tmp_path):
+    run = run_case(load_case("tiny-grpo"), RunOptions(results_root=tmp_path, fault="unsynced-layer",
+                                                       fail_fast=True, with_plots=False, poll_interval_s=0.5))
+    verdict = run.verdict
+    assert verdict.status == "FAIL" and verdict.triage[0].rule == "mismatch"
+    stepwise = next(r for r in verdict.results if r.check_id == "mismatch/mismatch_k3_kl[stepwise]")
+    completion = next(r for r in verdict.results if r.check_id == "run[completion]")
+    assert "fail-fast: mismatch/mismatch_k3_kl" in completion.message
+    last_step = max(p.step for p in stepwise.points)
+    assert last_step <= stepwise.first_breach_step + 3, (last_step, stepwise.first_breach_step)
+    assert verdict.context["time_to_verdict_s"] is not None
+    assert run.consistency_request is not None

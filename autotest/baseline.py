@@ -1,9 +1,30 @@
 """Golden baselines: golden values, the checks to run against them, and their provenance.
 
-A baseline YAML (``baselines/<case>.yaml``) holds either a golden ``table``
-(metric -> {step: value}) or a reference ``tracker`` path (``${ENV}`` expanded), the checks,
-a metric mapping, the expected step count, the calibrated step range and provenance.
-Every parameter a check uses is explicit in the file or shown with its default in the report.
+One YAML file per case in ``baselines/<case>.yaml``, validated on load like a case file (see
+``autotest.schema``): every mistake is one line naming the file and the dotted key. Every parameter
+a check uses is explicit in the file or shown with its default in the report.
+
+Schema::
+
+    schema_version: 1
+    name: str                  default: the file name without .yaml
+    description: str
+    golden:                    exactly one of table and tracker
+      table: {metric: {step: value}}
+      tracker: str             a reference tracker.jsonl; ${ENV} expanded, relative to this file
+      format: str              its format (default auto)
+    checks:                    a non-empty list of
+      - metric, method (absolute|relative|slowdown|value), operator (< <= > >=), threshold,
+        scope (stepwise|percentile|final|points|window; default stepwise), severity (gate|reference),
+        percentile (scope percentile), points: [int] (scope points), window: [first, last] (scope
+        window), relative_floor, derivation, measured_max_deviation
+    metric_aliases, short_names: {str: str}
+    steps: {expected: int, exact: bool}
+    calibrated_range: [first, last]
+    wall_time: {max_s: number}
+    provenance: {...}          free-form: date, commit, runs, versions, hardware
+    calibration: {runs, margin, relative_floor, binomial_z, floors: {metric: number},
+                  eval_set_size: {metric: int}}   see CalibrationSpec
 """
 
 from __future__ import annotations
@@ -13,8 +34,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from autotest.errors import UsageError
-from autotest.schema import Section, expand_env, load_yaml
+from autotest.schema import Section, expand_env, load_section, show
 
 SCHEMA_VERSION = 1
 METHODS = ("absolute", "relative", "slowdown", "value")
@@ -119,109 +139,98 @@ class Baseline:
         return metric
 
 
-def _check(item: Any, path: Path, index: int) -> CheckSpec:
-    sec = Section(item, path, f"checks[{index}]")
-    sec.reject_unknown(
-        {"metric", "method", "operator", "threshold", "scope", "severity", "percentile", "points", "window",
-         "relative_floor", "derivation", "measured_max_deviation"}
-    )
-    scope = sec.string("scope", "stepwise", SCOPES)
+_DOC = "autotest/baseline.py"
+_CHECK_KEYS = ("scope", "severity", "percentile", "points", "window", "relative_floor", "derivation",
+               "measured_max_deviation")
+
+
+def _check(sec: Section) -> CheckSpec:
+    sec.check_keys(required=("metric", "method", "operator", "threshold"), optional=_CHECK_KEYS)
+    scope = sec.choice("scope", SCOPES, default="stepwise")
     percentile = None
     if scope == "percentile":
-        percentile = sec.number("percentile")
+        percentile = sec.number("percentile", fix="write a percentile within 0..100, e.g. 80")
         if not 0 <= percentile <= 100:
-            raise sec.error(f"must be within 0..100, got {percentile:g}", "percentile")
-    elif sec.has("percentile"):
-        raise sec.error("only applies to scope 'percentile'", "percentile")
+            sec.fail("percentile", f"{percentile:g} is outside 0..100", "write a percentile within 0..100, e.g. 80")
+    elif "percentile" in sec.data:
+        sec.fail("percentile", f"only applies to scope 'percentile', not {scope!r}",
+                 "remove it or set scope: percentile")
     points: tuple[int, ...] = ()
     if scope == "points":
-        raw = sec.required("points")
-        if not isinstance(raw, list) or not raw or not all(isinstance(p, int) and not isinstance(p, bool) for p in raw):
-            raise sec.error("must be a non-empty list of integer steps", "points")
-        points = tuple(sorted(set(raw)))
-    window = None
-    if scope == "window":
-        raw = sec.required("window")
-        if not (isinstance(raw, list) and len(raw) == 2 and all(isinstance(p, int) for p in raw) and raw[0] <= raw[1]):
-            raise sec.error("must be [first_step, last_step] with first <= last", "window")
-        window = (raw[0], raw[1])
-    measured = sec.raw("measured_max_deviation")
-    if measured is not None:
-        measured = sec.number("measured_max_deviation")
-    threshold = sec.number("threshold")
-    relative_floor = sec.number("relative_floor", DEFAULT_RELATIVE_FLOOR)
-    if relative_floor <= 0:
-        raise sec.error("must be > 0", "relative_floor")
+        points = tuple(sorted(set(sec.int_list("points"))))
+        if not points:
+            sec.fail("points", "the list is empty", "name the steps to check, e.g. [5, 10]")
     return CheckSpec(
-        metric=sec.string("metric"),
-        method=sec.string("method", choices=METHODS),
-        operator=sec.string("operator", choices=OPERATORS),
-        threshold=threshold,
+        metric=sec.text("metric"),
+        method=sec.choice("method", METHODS),
+        operator=sec.choice("operator", OPERATORS),
+        threshold=sec.number("threshold", fix="write a number, e.g. 0.05 (unquoted)"),
         scope=scope,
-        severity=sec.string("severity", "gate", SEVERITIES),
+        severity=sec.choice("severity", SEVERITIES, default="gate"),
         percentile=percentile,
         points=points,
-        window=window,
-        relative_floor=relative_floor,
-        derivation=sec.string("derivation", ""),
-        measured_max_deviation=measured,
+        window=_step_range(sec, "window") if scope == "window" else None,
+        relative_floor=sec.number("relative_floor", positive=True, default=DEFAULT_RELATIVE_FLOOR,
+                                  fix="write a small positive number, e.g. 1.0e-12"),
+        derivation=sec.text("derivation", ""),
+        measured_max_deviation=sec.number("measured_max_deviation", default=None),
     )
+
+
+def _step_range(sec: Section, name: str) -> tuple[int, int]:
+    steps = sec.int_list(name)
+    if len(steps) != 2 or steps[0] > steps[1]:
+        sec.fail(name, f"{show(list(steps))} is not [first_step, last_step]", "write e.g. [0, 25] (first <= last)")
+    return steps[0], steps[1]
 
 
 def _golden_table(sec: Section) -> dict[str, Mapping[int, float]]:
+    fix = "write whole-number steps: {step: value}, e.g. {5: 0.31}"
     table: dict[str, Mapping[int, float]] = {}
     for metric, values in sec.data.items():
-        where = sec.dotted(str(metric))
         if not isinstance(values, dict):
-            raise UsageError(f"{sec.path}: {where}: must map step -> value")
+            sec.fail(metric, f"{show(values)} is not a mapping of step to value", fix)
         series: dict[int, float] = {}
         for step, value in values.items():
             if isinstance(step, bool) or not isinstance(step, int):
-                raise UsageError(f"{sec.path}: {where}: step {step!r} must be an integer")
+                sec.fail(f"{metric}.{step}", f"step {show(step)} is not a whole number", fix)
             if isinstance(value, str) and value.lower() in {"nan", ".nan", "inf", "-inf"}:
-                value = float(value)
+                value = float(value.lower().replace(".", ""))
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise UsageError(f"{sec.path}: {where}.{step}: value must be a number, got {value!r}")
+                sec.fail(f"{metric}.{step}", f"{show(value)} is not a number", "write e.g. 0.31 (or .nan)")
             series[step] = float(value)
         table[str(metric)] = MappingProxyType(dict(sorted(series.items())))
     return table
 
 
 def _metric_numbers(sec: Section, name: str, integer: bool, checked: set[str]) -> dict[str, float]:
-    mapping = sec.section(name)
+    mapping = sec.section(name, optional=True)
     if mapping is None:
         return {}
     values: dict[str, float] = {}
     for metric in mapping.data:
         if metric not in checked:
-            raise mapping.error("no check uses this metric; fix the name or remove it", str(metric))
-        value = mapping.integer(str(metric)) if integer else mapping.number(str(metric))
-        if value <= 0:
-            raise mapping.error(f"must be > 0, got {value:g}", str(metric))
-        values[str(metric)] = value
+            mapping.fail(metric, "no check uses this metric", "fix the name or remove it")
+        values[metric] = (mapping.integer(metric, minimum=1, fix="write the number of eval items, e.g. 200")
+                          if integer else mapping.number(metric, positive=True,
+                                                         fix="write a positive number in the metric's units"))
     return values
 
 
 def _calibration(sec: Section | None, checked: set[str]) -> CalibrationSpec | None:
     if sec is None:
         return None
-    sec.reject_unknown({"runs", "margin", "relative_floor", "binomial_z", "floors", "eval_set_size"})
+    sec.check_keys(required=(), optional=("runs", "margin", "relative_floor", "binomial_z", "floors",
+                                          "eval_set_size"))
     defaults = CalibrationSpec()
-    runs = sec.integer("runs", defaults.runs)
-    if runs < 2:
-        raise sec.error(f"must be >= 2 (run-to-run noise needs two runs), got {runs}", "runs")
-    margin = sec.number("margin", defaults.margin)
-    if margin < 1:
-        raise sec.error(f"must be >= 1 (a margin below 1 flags the calibration runs themselves), got {margin:g}",
-                        "margin")
-    relative_floor = sec.number("relative_floor", defaults.relative_floor)
-    if relative_floor < 0:
-        raise sec.error(f"must be >= 0, got {relative_floor:g}", "relative_floor")
-    z = sec.number("binomial_z", defaults.binomial_z)
-    if z <= 0:
-        raise sec.error(f"must be > 0, got {z:g}", "binomial_z")
     return CalibrationSpec(
-        runs=runs, margin=margin, relative_floor=relative_floor, binomial_z=z,
+        runs=sec.integer("runs", minimum=2, default=defaults.runs,
+                         fix="write 2 or more (run-to-run noise needs two runs)"),
+        margin=sec.number("margin", minimum=1, default=defaults.margin,
+                          fix="write 1 or more (a margin below 1 flags the calibration runs themselves)"),
+        relative_floor=sec.number("relative_floor", minimum=0, default=defaults.relative_floor,
+                                  fix="write a fraction >= 0, e.g. 0.01"),
+        binomial_z=sec.number("binomial_z", positive=True, default=defaults.binomial_z, fix="write e.g. 2"),
         floors=MappingProxyType(_metric_numbers(sec, "floors", False, checked)),
         eval_set_size=MappingProxyType(
             {k: int(v) for k, v in _metric_numbers(sec, "eval_set_size", True, checked).items()}),
@@ -231,73 +240,62 @@ def _calibration(sec: Section | None, checked: set[str]) -> CalibrationSpec | No
 def load_baseline(path: str | Path, env: dict[str, str] | None = None) -> Baseline:
     """Load and validate a baseline YAML; every mistake is one UsageError naming file and key."""
     path = Path(path)
-    sec = Section(load_yaml(path), path)
-    sec.reject_unknown(
-        {"schema_version", "name", "description", "golden", "checks", "metric_aliases", "short_names", "steps",
-         "calibrated_range", "wall_time", "provenance", "calibration"}
-    )
-    version = sec.integer("schema_version", SCHEMA_VERSION)
+    sec = load_section(path, what="a baseline", doc=_DOC, required=("golden", "checks"), optional=(
+        "schema_version", "name", "description", "metric_aliases", "short_names", "steps", "calibrated_range",
+        "wall_time", "provenance", "calibration"))
+    version = sec.integer("schema_version", default=SCHEMA_VERSION)
     if version != SCHEMA_VERSION:
-        raise sec.error(f"unsupported version {version}; this rl-autotest reads {SCHEMA_VERSION}", "schema_version")
-    golden = sec.section("golden", required=True)
+        sec.fail("schema_version", f"version {version} is not supported (this rl-autotest reads {SCHEMA_VERSION})",
+                 f"write {SCHEMA_VERSION}, or use the rl-autotest that wrote the file")
+    golden = sec.section("golden")
     assert golden is not None
-    golden.reject_unknown({"table", "tracker", "format"})
-    if golden.has("table") == golden.has("tracker"):
-        raise golden.error("give exactly one of 'table' (metric -> {step: value}) or 'tracker' (a path)")
+    golden.check_keys(required=(), optional=("table", "tracker", "format"))
+    if ("table" in golden.data) == ("tracker" in golden.data):
+        sec.fail("golden", f"has {'both' if 'table' in golden.data else 'neither'} 'table' and 'tracker'",
+                 "give exactly one: table (metric -> {step: value}) or tracker (a path)")
     table = None
     tracker = None
-    if golden.has("table"):
-        table_sec = golden.section("table", required=True)
+    if "table" in golden.data:
+        table_sec = golden.section("table")
         assert table_sec is not None
         table = _golden_table(table_sec)
     else:
-        raw_tracker = golden.string("tracker")
-        expanded = expand_env(raw_tracker, f"{path}: golden.tracker", env)
-        tracker = Path(expanded)
+        tracker = Path(expand_env(golden.text("tracker"), f"{path}: golden.tracker", env))
         if not tracker.is_absolute():
             tracker = (path.parent / tracker).resolve()
-    raw_checks = sec.required("checks")
+    raw_checks = sec.get("checks")
     if not isinstance(raw_checks, list) or not raw_checks:
-        raise sec.error("must be a non-empty list of checks", "checks")
-    checks = tuple(_check(item, path, i) for i, item in enumerate(raw_checks))
+        sec.fail("checks", f"{show(raw_checks)} is not a non-empty list",
+                 "write one mapping per check: {metric, method, operator, threshold}")
+    checks = tuple(_check(Section(item, path, f"checks[{i}]", doc=_DOC)) for i, item in enumerate(raw_checks))
     seen: set[str] = set()
     for i, check in enumerate(checks):
         if check.check_id in seen:
-            raise UsageError(f"{path}: checks[{i}]: duplicate check {check.check_id}; merge or remove one")
+            sec.fail(f"checks[{i}]", f"duplicate check {check.check_id}", "merge or remove one")
         seen.add(check.check_id)
 
     steps = StepPolicy()
-    steps_sec = sec.section("steps")
+    steps_sec = sec.section("steps", optional=True)
     if steps_sec is not None:
-        steps_sec.reject_unknown({"expected", "exact"})
-        steps = StepPolicy(expected=steps_sec.integer("expected"), exact=steps_sec.boolean("exact", False))
-    calibrated = None
-    if sec.has("calibrated_range"):
-        raw = sec.raw("calibrated_range")
-        if not (isinstance(raw, list) and len(raw) == 2 and all(isinstance(x, int) for x in raw) and raw[0] <= raw[1]):
-            raise sec.error("must be [first_step, last_step]", "calibrated_range")
-        calibrated = (raw[0], raw[1])
-    wall_time = None
-    wall_sec = sec.section("wall_time")
+        steps_sec.check_keys(required=("expected",), optional=("exact",))
+        steps = StepPolicy(expected=steps_sec.integer("expected"), exact=steps_sec.boolean("exact", default=False))
+    wall_sec = sec.section("wall_time", optional=True)
     if wall_sec is not None:
-        wall_sec.reject_unknown({"max_s"})
-        wall_time = wall_sec.number("max_s")
-    provenance = sec.raw("provenance") or {}
-    if not isinstance(provenance, dict):
-        raise sec.error("must be a mapping", "provenance")
+        wall_sec.check_keys(required=("max_s",), optional=())
+    provenance = sec.section("provenance", optional=True)
     return Baseline(
-        name=sec.string("name", path.stem),
+        name=sec.text("name", path.stem),
         path=path,
         checks=checks,
         golden_table=MappingProxyType(table) if table is not None else None,
         golden_tracker=tracker,
-        golden_format=golden.string("format", "auto"),
-        metric_aliases=MappingProxyType(sec.string_map("metric_aliases")),
-        short_names=MappingProxyType(sec.string_map("short_names")),
+        golden_format=golden.text("format", "auto"),
+        metric_aliases=MappingProxyType(sec.str_map("metric_aliases", default={})),
+        short_names=MappingProxyType(sec.str_map("short_names", default={})),
         steps=steps,
-        calibrated_range=calibrated,
-        wall_time_max_s=wall_time,
-        provenance=MappingProxyType(provenance),
-        description=sec.string("description", ""),
-        calibration=_calibration(sec.section("calibration"), {c.metric for c in checks}),
+        calibrated_range=_step_range(sec, "calibrated_range") if "calibrated_range" in sec.data else None,
+        wall_time_max_s=wall_sec.number("max_s", fix="write seconds, e.g. 2400") if wall_sec else None,
+        provenance=MappingProxyType(provenance.data if provenance else {}),
+        description=sec.text("description", ""),
+        calibration=_calibration(sec.section("calibration", optional=True), {c.metric for c in checks}),
     )

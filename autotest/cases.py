@@ -64,11 +64,10 @@ import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, NoReturn
-
-import yaml
+from typing import Any
 
 from autotest.errors import UsageError
+from autotest.schema import ENV, NAME, Section, expand_env, load_section
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CASES_DIR = Path(__file__).resolve().parent / "cases"
@@ -78,11 +77,10 @@ POLICIES = ("off", "on-breach", "always")
 PLACEHOLDERS = ("python", "repo", "work_dir", "seed", "fault")
 _INPUT_PLACEHOLDERS = ("repo",)
 _PATH_PLACEHOLDERS = ("repo", "work_dir")
+_SECONDS = "write a positive number of seconds"
 
 _BRACES = re.compile(r"(?<!\$)\{([^{}]*)\}")
-_ENV = re.compile(r"\$\{([^{}]*)\}")
 _BARE_ENV = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -178,142 +176,6 @@ def _launch_texts(launch: Launch) -> list[str]:
     return command + list(launch.env.values()) + list(launch.fault_args)
 
 
-# ---------------------------------------------------------------- the validating reader
-
-_MISSING = object()
-
-
-def _fail(path: Path, key: str, problem: str, fix: str) -> NoReturn:
-    raise UsageError(f"{path}: {key}: {problem}; {fix}")
-
-
-def _show(value: Any) -> str:
-    if value is None or isinstance(value, bool):
-        return "null" if value is None else str(value).lower()
-    text = repr(value)
-    return text if len(text) <= 40 else f"a {type(value).__name__}"
-
-
-class _Reader:
-    """One mapping of a case file; every read names the dotted key in its error.
-
-    Stricter than ``autotest.schema.Section``: unknown keys get a did-you-mean, every message
-    ends with what to do.
-    """
-
-    def __init__(self, data: Any, path: Path, where: str, *, required: tuple[str, ...] = (),
-                 optional: tuple[str, ...] = ()) -> None:
-        self.path, self.where = path, where
-        if not isinstance(data, dict):
-            _fail(path, where or "(file)", f"{_show(data)} is not a mapping", "write key: value lines")
-        self.data: dict[str, Any] = data
-        if required or optional:
-            self.check_keys(required=required, optional=optional)
-
-    def key(self, name: str) -> str:
-        return f"{self.where}.{name}" if self.where else name
-
-    def fail(self, name: str, problem: str, fix: str) -> NoReturn:
-        _fail(self.path, self.key(name), problem, fix)
-
-    def check_keys(self, *, required: tuple[str, ...], optional: tuple[str, ...]) -> None:
-        # unknown keys first: a typo also makes the real key look missing
-        allowed = required + optional
-        for name in self.data:
-            if name not in allowed:
-                close = difflib.get_close_matches(str(name), allowed, n=1)
-                fix = f"did you mean {close[0]!r}?" if close else f"allowed: {', '.join(allowed)}"
-                self.fail(str(name), "unknown key", fix)
-        for name in required:
-            if name not in self.data:
-                self.fail(name, "required key is missing", "add it (see autotest/cases.py)")
-
-    def get(self, name: str, default: Any = _MISSING) -> Any:
-        if name in self.data:
-            return self.data[name]
-        if default is _MISSING:
-            self.fail(name, "required key is missing", "add it (see autotest/cases.py)")
-        return default
-
-    def section(self, name: str, *, optional: bool = False) -> _Reader | None:
-        value = self.get(name, None if optional else _MISSING)
-        return None if value is None and optional else _Reader(value, self.path, self.key(name))
-
-    def text(self, name: str, default: Any = _MISSING, *, nullable: bool = False) -> Any:
-        value = self.get(name, default)
-        if value is None and (nullable or default is None):
-            return None
-        if not isinstance(value, str) or not value.strip():
-            self.fail(name, f"{_show(value)} is not a non-empty text", "write a quoted string")
-        return value
-
-    def integer(self, name: str, *, minimum: int, fix: str, default: Any = _MISSING) -> int:
-        value = self.get(name, default)
-        if isinstance(value, bool) or not isinstance(value, int):
-            self.fail(name, f"{_show(value)} is not a whole number", fix)
-        if value < minimum:
-            self.fail(name, f"{value} is below {minimum}", fix)
-        return value
-
-    def number(self, name: str, *, positive: bool, default: Any = _MISSING) -> Any:
-        value = self.get(name, default)
-        if value is None and default is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-            self.fail(name, f"{_show(value)} is not a number", "write seconds, e.g. 300")
-        if positive and value <= 0:
-            self.fail(name, f"{value} is not above 0", "write a positive number of seconds")
-        return float(value)
-
-    def boolean(self, name: str, *, default: Any = _MISSING) -> bool:
-        value = self.get(name, default)
-        if not isinstance(value, bool):
-            self.fail(name, f"{_show(value)} is not true or false", "write true or false")
-        return value
-
-    def choice(self, name: str, choices: tuple[str, ...]) -> str:
-        value = self.get(name)
-        if value not in choices:
-            self.fail(name, f"{_show(value)} is not one of {', '.join(choices)}",
-                      f"write one of {', '.join(choices)} (quote it)")
-        return value
-
-    def str_list(self, name: str, default: Any = _MISSING) -> tuple[str, ...]:
-        return self._items(name, default, str, "a non-empty text", "quote it")
-
-    def int_list(self, name: str, default: Any = _MISSING) -> tuple[int, ...]:
-        return self._items(name, default, int, "a whole number >= 0", "write e.g. 0")
-
-    def _items(self, name: str, default: Any, kind: type, what: str, fix: str) -> tuple:
-        value = self.get(name, default)
-        if not isinstance(value, (list, tuple)):
-            self.fail(name, f"{_show(value)} is not a list", "write [a, b] or one '- a' line each")
-        for i, item in enumerate(value):
-            if isinstance(item, bool) or not isinstance(item, kind) or (
-                    item == "" if kind is str else item < 0):
-                self.fail(f"{name}[{i}]", f"{_show(item)} is not {what}", fix)
-        return tuple(value)
-
-    def str_map(self, name: str, default: Any = _MISSING, *, env_values: bool = False) -> dict[str, str]:
-        value = self.get(name, default)
-        if value is None:
-            value = {}
-        if not isinstance(value, dict):
-            self.fail(name, f"{_show(value)} is not a mapping", "write key: value lines")
-        out: dict[str, str] = {}
-        for key, item in value.items():
-            if not isinstance(key, str) or not key:
-                self.fail(name, f"key {_show(key)} is not a name", "use a text key")
-            # env values may be written as numbers (STEPS: 25); a boolean is ambiguous
-            if env_values and isinstance(item, (int, float)) and not isinstance(item, bool):
-                item = str(item)
-            if not isinstance(item, str) or not item:
-                fix = 'quote it ("1" or "true")' if isinstance(item, bool) else "write a non-empty text"
-                self.fail(f"{name}.{key}", f"{_show(item)} is not a text", fix)
-            out[key] = item
-        return out
-
-
 # ---------------------------------------------------------------- loading
 
 
@@ -335,48 +197,12 @@ def load_case(name_or_path: str | Path) -> Case:
         if not path.is_file():
             known = ", ".join(sorted(p.stem for p in CASES_DIR.glob("*.yaml"))) or "none"
             raise UsageError(f"{text}: no such case; known cases: {known} (files in {CASES_DIR})")
-    return parse_case(_read_yaml(path), path)
+    return _parse_case(path)
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate keys (PyYAML silently keeps the last one)."""
-
-
-def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r}", key_node.start_mark)
-        seen.add(key)
-    return loader.construct_mapping(node, deep=deep)
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
-def _read_yaml(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc}); "
-                         "check the file") from None
-    try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = f":{mark.line + 1}" if mark else ""
-        problem = exc.problem or exc.context or "invalid YAML"
-        fix = "keep one" if problem.startswith("duplicate key") else "fix the YAML syntax"
-        raise UsageError(f"{path}{line}: {problem}; {fix}") from None
-
-
-def parse_case(data: Any, path: Path) -> Case:
-    """Validate the parsed YAML of one case file and build the Case."""
-    if data is None:
-        _fail(path, "(file)", "the file is empty", "write a case (see autotest/cases.py)")
-    top = _Reader(data, path, "", required=(
+def _parse_case(path: Path) -> Case:
+    """Read and validate one case file and build the Case."""
+    top = load_section(path, what="a case", doc="autotest/cases.py", required=(
         "name", "description", "markers", "goal", "minimal_scale", "platform", "launch",
         "tracker", "expected", "baseline"), optional=("inputs", "seed", "consistency"))
     name = top.text("name")
@@ -409,7 +235,7 @@ def parse_case(data: Any, path: Path) -> Case:
     return case
 
 
-def _markers(top: _Reader) -> tuple[str, ...]:
+def _markers(top: Section) -> tuple[str, ...]:
     markers = top.str_list("markers")
     for i, marker in enumerate(markers):
         if marker not in MARKERS:
@@ -420,7 +246,7 @@ def _markers(top: _Reader) -> tuple[str, ...]:
     return markers
 
 
-def _platform(sec: _Reader) -> Platform:
+def _platform(sec: Section) -> Platform:
     sec.check_keys(required=("gpus",), optional=("framework", "python_packages"))
     gpus = sec.integer("gpus", minimum=0, fix="write the GPU count (0 = CPU is enough)")
     framework = None
@@ -428,21 +254,21 @@ def _platform(sec: _Reader) -> Platform:
     if fw is not None:
         fw.check_keys(required=("name", "env"), optional=())
         env = fw.text("env")
-        if not _NAME.fullmatch(env):
+        if not NAME.fullmatch(env):
             fw.fail("env", f"{env!r} is not an environment variable name", "e.g. XTUNER_ROOT")
         framework = Framework(name=fw.text("name"), env=env)
     return Platform(gpus=gpus, framework=framework,
                     python_packages=sec.str_list("python_packages", default=()))
 
 
-def _inputs(top: _Reader) -> dict[str, str]:
+def _inputs(top: Section) -> dict[str, str]:
     inputs = top.str_map("inputs", default={})
     for key, value in inputs.items():
         _check_template(top, f"inputs.{key}", value, _INPUT_PLACEHOLDERS, shell=False)
     return inputs
 
 
-def _launch(sec: _Reader) -> Launch:
+def _launch(sec: Section) -> Launch:
     sec.check_keys(required=("command", "timeout_s"),
                    optional=("cwd", "env", "term_grace_s", "uses_ray", "fault_args"))
     raw = sec.get("command")
@@ -461,7 +287,7 @@ def _launch(sec: _Reader) -> Launch:
     _check_template(sec, "cwd", cwd, _PATH_PLACEHOLDERS, shell=False)
     env = sec.str_map("env", default={}, env_values=True)
     for key, value in env.items():
-        if not _NAME.fullmatch(key):
+        if not NAME.fullmatch(key):
             sec.fail(f"env.{key}", "not an environment variable name", "use letters, digits and _")
         _check_template(sec, f"env.{key}", value, PLACEHOLDERS, shell=False)
     fault_args = sec.str_list("fault_args", default=())
@@ -470,16 +296,16 @@ def _launch(sec: _Reader) -> Launch:
     if fault_args and not any("{fault}" in a for a in fault_args):
         sec.fail("fault_args", "does not use {fault}", "write e.g. ['--fault', '{fault}']")
     return Launch(command=command, cwd=cwd, env=env,
-                  timeout_s=sec.number("timeout_s", positive=True),
-                  term_grace_s=sec.number("term_grace_s", positive=True, default=10.0),
+                  timeout_s=sec.number("timeout_s", positive=True, fix=_SECONDS),
+                  term_grace_s=sec.number("term_grace_s", positive=True, fix=_SECONDS, default=10.0),
                   uses_ray=sec.boolean("uses_ray", default=False), fault_args=fault_args)
 
 
-def _tracker(sec: _Reader) -> Tracker:
+def _tracker(sec: Section) -> Tracker:
     sec.check_keys(required=("format",), optional=("work_dir_env", "work_dir", "path"))
     fmt = sec.choice("format", TRACKER_FORMATS)
     work_dir_env = sec.text("work_dir_env", default="WORK_DIR", nullable=True)
-    if work_dir_env is not None and not _NAME.fullmatch(work_dir_env):
+    if work_dir_env is not None and not NAME.fullmatch(work_dir_env):
         sec.fail("work_dir_env", f"{work_dir_env!r} is not an environment variable name",
                  "e.g. WORK_DIR, or null")
     work_dir = sec.text("work_dir", default=None)
@@ -492,9 +318,9 @@ def _tracker(sec: _Reader) -> Tracker:
     return Tracker(format=fmt, work_dir_env=work_dir_env, work_dir=work_dir, path=path)
 
 
-def _expected(sec: _Reader, launch: Launch) -> Expected:
+def _expected(sec: Section, launch: Launch) -> Expected:
     sec.check_keys(required=("steps",), optional=("exact_steps", "wall_time_s"))
-    wall = sec.number("wall_time_s", positive=True, default=None)
+    wall = sec.number("wall_time_s", positive=True, fix=_SECONDS, default=None)
     if wall is not None and wall >= launch.timeout_s:
         sec.fail("wall_time_s", f"{wall:g} s is not below launch.timeout_s {launch.timeout_s:g} s",
                  "give the run headroom: raise launch.timeout_s")
@@ -502,18 +328,18 @@ def _expected(sec: _Reader, launch: Launch) -> Expected:
                     exact_steps=sec.boolean("exact_steps", default=True), wall_time_s=wall)
 
 
-def _seed(sec: _Reader | None) -> Seed:
+def _seed(sec: Section | None) -> Seed:
     if sec is None:
         return Seed(default=0, calibration=(), env=None)
     sec.check_keys(required=(), optional=("default", "calibration", "env"))
     env = sec.text("env", default=None)
-    if env is not None and not _NAME.fullmatch(env):
+    if env is not None and not NAME.fullmatch(env):
         sec.fail("env", f"{env!r} is not an environment variable name", "e.g. SEED")
     return Seed(default=sec.integer("default", minimum=0, default=0, fix="write a seed >= 0"),
                 calibration=sec.int_list("calibration", default=()), env=env)
 
 
-def _consistency(sec: _Reader | None) -> Consistency:
+def _consistency(sec: Section | None) -> Consistency:
     if sec is None:
         return Consistency(policy="off")
     sec.check_keys(required=("policy",), optional=("diagnostic_args",))
@@ -531,12 +357,12 @@ def _consistency(sec: _Reader | None) -> Consistency:
     return Consistency(policy=sec.choice("policy", POLICIES), diagnostic_args=args)
 
 
-def _check_template(sec: _Reader, key: str, text: str, allowed: tuple[str, ...], *,
+def _check_template(sec: Section, key: str, text: str, allowed: tuple[str, ...], *,
                     shell: bool) -> None:
     """Reject unknown placeholders and env syntax the harness would not expand."""
     for match in _BRACES.finditer(text):
         word = match.group(1)
-        if not _NAME.fullmatch(word):
+        if not NAME.fullmatch(word):
             continue  # JSON or bash brace expansion in a string command, not a placeholder
         if word not in allowed:
             close = difflib.get_close_matches(word, allowed, n=1)
@@ -545,10 +371,10 @@ def _check_template(sec: _Reader, key: str, text: str, allowed: tuple[str, ...],
             sec.fail(key, f"unknown placeholder {{{word}}}", f"{hint}known here: {known}")
     if shell:
         return
-    for match in _ENV.finditer(text):
-        if not _NAME.fullmatch(match.group(1)):
+    for match in ENV.finditer(text):
+        if not NAME.fullmatch(match.group(1)):
             sec.fail(key, f"{match.group(0)!r} is not supported", "write ${NAME} only")
-    rest = _ENV.sub("", text)
+    rest = ENV.sub("", text)
     if "${" in rest:
         sec.fail(key, f"{text!r} has '${{' without a closing '}}'", "write ${NAME}")
     bare = _BARE_ENV.search(rest)
@@ -562,8 +388,8 @@ def _check_template(sec: _Reader, key: str, text: str, allowed: tuple[str, ...],
 
 def unset_variables(text: str, environ: Mapping[str, str]) -> list[str]:
     """The ${NAME} variables in ``text`` that are unset or empty in ``environ``."""
-    return [m.group(1) for m in _ENV.finditer(text)
-            if _NAME.fullmatch(m.group(1)) and not environ.get(m.group(1))]
+    return [m.group(1) for m in ENV.finditer(text)
+            if NAME.fullmatch(m.group(1)) and not environ.get(m.group(1))]
 
 
 def expand(case: Case, key: str, text: str, values: Mapping[str, str],
@@ -575,20 +401,12 @@ def expand(case: Case, key: str, text: str, values: Mapping[str, str],
     """
     quote = shlex.quote if shell else str
 
-    def env_value(match: re.Match[str]) -> str:
-        name = match.group(1)
-        if not _NAME.fullmatch(name):
-            return match.group(0)  # ${X:-default} in a string command: bash's business
-        if not environ.get(name):
-            raise UsageError(f"{case.source}: {key}: ${{{name}}} is not set; "
-                             f"export {name} before running the case")
-        return quote(environ[name])
-
     def placeholder(match: re.Match[str]) -> str:
         word = match.group(1)
         return quote(values[word]) if word in values else match.group(0)
 
-    return _BRACES.sub(placeholder, _ENV.sub(env_value, text))
+    text = expand_env(text, f"{case.source}: {key}", environ, quote=quote, when="before running the case")
+    return _BRACES.sub(placeholder, text)
 
 
 def placeholder_values(*, work_dir: Path | None = None, seed: int | None = None,

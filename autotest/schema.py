@@ -1,127 +1,215 @@
-"""Small helpers to validate YAML documents into typed objects with one-line errors.
+"""The validating YAML reader behind case files and baselines.
 
-Every error names the file and the dotted key, and says what is expected.
+Every mistake is one ``UsageError("<file>: <dotted.key>: <problem>; <what to do>")``. An
+unknown key is an error with a did-you-mean (a typo must not pass silently), and so is a
+duplicate key (PyYAML would silently keep the last one). ``load_section`` reads a file into a
+``Section``, whose methods read typed values; ``expand_env`` substitutes ``${NAME}``.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, NoReturn
+
+import yaml
 
 from autotest.errors import UsageError
 
-_ENV_PATTERN = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+#: ``${...}``; only a NAME inside is ours to expand, other forms (``${X:-d}``) belong to bash
+ENV = re.compile(r"\$\{([^{}]*)\}")
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+_MISSING = object()
 
 
-def load_yaml(path: Path) -> dict[str, Any]:
-    import yaml
+def fail(path: Path, key: str, problem: str, fix: str) -> NoReturn:
+    raise UsageError(f"{path}: {key}: {problem}; {fix}")
 
+
+def show(value: Any) -> str:
+    """A value as the user wrote it in YAML, short enough for one line."""
+    if value is None or isinstance(value, bool):
+        return "null" if value is None else str(value).lower()
+    text = repr(value)
+    return text if len(text) <= 40 else f"a {type(value).__name__}"
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml(path: Path) -> Any:
+    """Parse one YAML file; unreadable files, bad syntax and duplicate keys are one-line errors."""
     try:
         text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read ({exc.strerror}); check the path") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc}); "
+                         "check the file") from None
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise UsageError(f"{path}{where}: invalid YAML ({problem}); fix the syntax") from None
-    if not isinstance(data, dict):
-        raise UsageError(f"{path}: the document must be a mapping of keys, got {type(data).__name__}")
-    return data
+        return yaml.load(text, Loader=_UniqueKeyLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = f":{mark.line + 1}" if mark else ""
+        problem = exc.problem or exc.context or "invalid YAML"
+        fix = "keep one" if problem.startswith("duplicate key") else "fix the YAML syntax"
+        raise UsageError(f"{path}{line}: {problem}; {fix}") from None
+
+
+def load_section(path: Path, *, what: str, doc: str, required: tuple[str, ...] = (),
+                 optional: tuple[str, ...] = ()) -> Section:
+    """The top-level mapping of one YAML file. ``what`` names the document ("a case"), ``doc``
+    where its keys are documented (both for the fix hints)."""
+    data = load_yaml(path)
+    if data is None:
+        fail(path, "(file)", "the file is empty", f"write {what} (see {doc})")
+    return Section(data, path, "", doc=doc, required=required, optional=optional)
 
 
 class Section:
-    """A mapping being validated; remembers its file and dotted location for error messages."""
+    """One mapping of a YAML file; every read names the dotted key in its error."""
 
-    def __init__(self, data: Any, path: Path, key: str = "") -> None:
-        self.path = path
-        self.key = key
+    def __init__(self, data: Any, path: Path, where: str, *, doc: str, required: tuple[str, ...] = (),
+                 optional: tuple[str, ...] = ()) -> None:
+        self.path, self.where, self.doc = path, where, doc
         if not isinstance(data, dict):
-            raise self.error(f"must be a mapping, got {type(data).__name__}")
+            fail(path, where or "(file)", f"{show(data)} is not a mapping", "write key: value lines")
         self.data: dict[str, Any] = data
+        if required or optional:
+            self.check_keys(required=required, optional=optional)
 
-    def dotted(self, name: str) -> str:
-        return f"{self.key}.{name}" if self.key else name
+    def key(self, name: str) -> str:
+        return f"{self.where}.{name}" if self.where else name
 
-    def error(self, message: str, name: str | None = None) -> UsageError:
-        where = self.dotted(name) if name is not None else (self.key or "<top>")
-        return UsageError(f"{self.path}: {where}: {message}")
+    def fail(self, name: str, problem: str, fix: str) -> NoReturn:
+        fail(self.path, self.key(name), problem, fix)
 
-    def reject_unknown(self, allowed: Iterable[str]) -> None:
-        allowed = set(allowed)
+    def check_keys(self, *, required: tuple[str, ...], optional: tuple[str, ...]) -> None:
+        # unknown keys first: a typo also makes the real key look missing
+        allowed = required + optional
         for name in self.data:
             if name not in allowed:
-                raise self.error(f"unknown key; expected one of: {', '.join(sorted(allowed))}", str(name))
+                close = difflib.get_close_matches(str(name), allowed, n=1)
+                fix = f"did you mean {close[0]!r}?" if close else f"allowed: {', '.join(allowed)}"
+                self.fail(str(name), "unknown key", fix)
+        for name in required:
+            self.get(name)
 
-    def has(self, name: str) -> bool:
-        return name in self.data
+    def get(self, name: str, default: Any = _MISSING) -> Any:
+        if name in self.data:
+            return self.data[name]
+        if default is _MISSING:
+            self.fail(name, "required key is missing", f"add it (see {self.doc})")
+        return default
 
-    def raw(self, name: str, default: Any = None) -> Any:
-        return self.data.get(name, default)
+    def section(self, name: str, *, optional: bool = False) -> Section | None:
+        value = self.get(name, None if optional else _MISSING)
+        return None if value is None and optional else Section(value, self.path, self.key(name), doc=self.doc)
 
-    def required(self, name: str) -> Any:
-        if name not in self.data or self.data[name] is None:
-            raise self.error("is required", name)
-        return self.data[name]
-
-    def section(self, name: str, required: bool = False) -> "Section | None":
-        if name not in self.data or self.data[name] is None:
-            if required:
-                raise self.error("is required", name)
+    def text(self, name: str, default: Any = _MISSING, *, nullable: bool = False) -> Any:
+        if name not in self.data and default is not _MISSING:
+            return default  # not validated: a default may be None or ""
+        value = self.get(name)
+        if value is None and (nullable or default is None):
             return None
-        return Section(self.data[name], self.path, self.dotted(name))
-
-    def string(self, name: str, default: str | None = None, choices: Iterable[str] | None = None) -> str:
-        value = self.data.get(name, default)
-        if value is None:
-            raise self.error("is required", name)
-        if not isinstance(value, str):
-            raise self.error(f"must be a string, got {value!r}", name)
-        if choices is not None and value not in set(choices):
-            raise self.error(f"{value!r} is not one of: {', '.join(sorted(choices))}", name)
+        if not isinstance(value, str) or not value.strip():
+            self.fail(name, f"{show(value)} is not a non-empty text", "write a quoted string")
         return value
 
-    def number(self, name: str, default: float | None = None) -> float:
-        value = self.data.get(name, default)
-        if value is None:
-            raise self.error("is required", name)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self.error(f"must be a number, got {value!r}", name)
+    def integer(self, name: str, *, minimum: int | None = None, fix: str = "write a whole number",
+                default: Any = _MISSING) -> int:
+        value = self.get(name, default)
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.fail(name, f"{show(value)} is not a whole number", fix)
+        if minimum is not None and value < minimum:
+            self.fail(name, f"{value} is below {minimum}", fix)
+        return value
+
+    def number(self, name: str, *, fix: str = "write a number", positive: bool = False,
+               minimum: float | None = None, default: Any = _MISSING) -> Any:
+        value = self.get(name, default)
+        if value is None and default is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+            self.fail(name, f"{show(value)} is not a number", fix)
+        if positive and value <= 0:
+            self.fail(name, f"{value:g} is not above 0", fix)
+        if minimum is not None and value < minimum:
+            self.fail(name, f"{value:g} is below {minimum:g}", fix)
         return float(value)
 
-    def integer(self, name: str, default: int | None = None) -> int:
-        value = self.data.get(name, default)
-        if value is None:
-            raise self.error("is required", name)
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise self.error(f"must be an integer, got {value!r}", name)
-        return value
-
-    def boolean(self, name: str, default: bool | None = None) -> bool:
-        value = self.data.get(name, default)
+    def boolean(self, name: str, *, default: Any = _MISSING) -> bool:
+        value = self.get(name, default)
         if not isinstance(value, bool):
-            raise self.error(f"must be true or false, got {value!r}", name)
+            self.fail(name, f"{show(value)} is not true or false", "write true or false")
         return value
 
-    def string_map(self, name: str) -> dict[str, str]:
-        value = self.data.get(name) or {}
-        if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
-            raise self.error("must be a mapping of strings to strings", name)
-        return dict(value)
+    def choice(self, name: str, choices: tuple[str, ...], default: Any = _MISSING) -> str:
+        value = self.get(name, default)
+        if value not in choices:
+            self.fail(name, f"{show(value)} is not one of {', '.join(choices)}",
+                      f"write one of {', '.join(choices)} (quote it)")
+        return value
+
+    def str_list(self, name: str, default: Any = _MISSING) -> tuple[str, ...]:
+        return self._items(name, default, str, "a non-empty text", "quote it")
+
+    def int_list(self, name: str, default: Any = _MISSING) -> tuple[int, ...]:
+        return self._items(name, default, int, "a whole number >= 0", "write e.g. 0")
+
+    def _items(self, name: str, default: Any, kind: type, what: str, fix: str) -> tuple:
+        value = self.get(name, default)
+        if not isinstance(value, (list, tuple)):
+            self.fail(name, f"{show(value)} is not a list", "write [a, b] or one '- a' line each")
+        for i, item in enumerate(value):
+            if isinstance(item, bool) or not isinstance(item, kind) or (
+                    item == "" if kind is str else item < 0):
+                self.fail(f"{name}[{i}]", f"{show(item)} is not {what}", fix)
+        return tuple(value)
+
+    def str_map(self, name: str, default: Any = _MISSING, *, env_values: bool = False) -> dict[str, str]:
+        value = self.get(name, default)
+        if value is None:
+            value = {}
+        if not isinstance(value, dict):
+            self.fail(name, f"{show(value)} is not a mapping", "write key: value lines")
+        out: dict[str, str] = {}
+        for key, item in value.items():
+            if not isinstance(key, str) or not key:
+                self.fail(name, f"key {show(key)} is not a name", "use a text key")
+            # env values may be written as numbers (STEPS: 25); a boolean is ambiguous
+            if env_values and isinstance(item, (int, float)) and not isinstance(item, bool):
+                item = str(item)
+            if not isinstance(item, str) or not item:
+                fix = 'quote it ("1" or "true")' if isinstance(item, bool) else "write a non-empty text"
+                self.fail(f"{name}.{key}", f"{show(item)} is not a text", fix)
+            out[key] = item
+        return out
 
 
-def expand_env(text: str, where: str, env: dict[str, str] | None = None) -> str:
-    """Expand ``${VAR}``; an unset variable is an error naming it and where it was used."""
-    environ = os.environ if env is None else env
+def expand_env(text: str, where: str, environ: Mapping[str, str] | None = None, *,
+               quote: Callable[[str], str] = str, when: str = "first") -> str:
+    """Substitute ``${NAME}`` from ``environ`` (default: the process environment), each value
+    passed through ``quote``. An unset or empty variable is an error naming ``where`` (file and
+    key); ``${X:-d}`` and other forms stay as written."""
+    env = os.environ if environ is None else environ
 
     def substitute(match: re.Match[str]) -> str:
         name = match.group(1)
-        if name not in environ:
-            raise UsageError(f"{where}: environment variable {name} is not set; export it first")
-        return environ[name]
+        if not NAME.fullmatch(name):
+            return match.group(0)
+        if not env.get(name):  # an empty value would silently turn ${ROOT}/x into /x
+            raise UsageError(f"{where}: ${{{name}}} is not set; export {name} {when}")
+        return quote(env[name])
 
-    return _ENV_PATTERN.sub(substitute, text)
+    return ENV.sub(substitute, text)

@@ -48,3 +48,10 @@ def test_seed_grpo_baseline_expands_share_root(monkeypatch, tmp_path):
     assert by_metric["response/rewards/mean"].percentile == 80
     assert by_metric["eval/accuracy"].scope == "final"
     assert by_metric["mismatch/mismatch_k3_kl"].operator == "<="
+
+
+def test_quoted_non_finite_golden_values_are_read(tmp_path):
+    path = tmp_path / "b.yaml"
+    path.write_text('golden: {table: {m: {1: ".nan", 2: "-inf", 3: .inf}}}\n'
+                    'checks: [{metric: m, method: absolute, operator: "<", threshold: 0.1}]\n')
+    assert str(dict(load_baseline(path).golden_table["m"])) == "{1: nan, 2: -inf, 3: inf}"

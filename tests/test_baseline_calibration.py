@@ -39,18 +39,20 @@ def test_absent_section_is_none(tmp_path):
 
 
 @pytest.mark.parametrize("body,message", [
-    ("runs: 1", "calibration.runs: must be >= 2 (run-to-run noise needs two runs), got 1"),
-    ("margin: 0.5", "calibration.margin: must be >= 1 (a margin below 1 flags the calibration runs themselves), "
-                    "got 0.5"),
-    ("relative_floor: -1", "calibration.relative_floor: must be >= 0, got -1"),
-    ("binomial_z: 0", "calibration.binomial_z: must be > 0, got 0"),
-    ("margins: 2", "calibration.margins: unknown key; expected one of: binomial_z, eval_set_size, floors, margin, "
-                   "relative_floor, runs"),
+    ("runs: 1", "calibration.runs: 1 is below 2; write 2 or more (run-to-run noise needs two runs)"),
+    ("margin: 0.5", "calibration.margin: 0.5 is below 1; write 1 or more (a margin below 1 flags the calibration "
+                    "runs themselves)"),
+    ("relative_floor: -1", "calibration.relative_floor: -1 is below 0; write a fraction >= 0, e.g. 0.01"),
+    ("binomial_z: 0", "calibration.binomial_z: 0 is not above 0; write e.g. 2"),
+    ("margins: 2", "calibration.margins: unknown key; did you mean 'margin'?"),
+    ("floorz: {}", "calibration.floorz: unknown key; did you mean 'floors'?"),
     ("floors: {k4: 1.0}", "calibration.floors.k4: no check uses this metric; fix the name or remove it"),
-    ("floors: {k3: 0}", "calibration.floors.k3: must be > 0, got 0"),
-    ("floors: {k3: high}", "calibration.floors.k3: must be a number, got 'high'"),
-    ("eval_set_size: {eval/accuracy: 18.5}", "calibration.eval_set_size.eval/accuracy: must be an integer, got 18.5"),
-    ("floors: [1]", "calibration.floors: must be a mapping, got list"),
+    ("floors: {k3: 0}", "calibration.floors.k3: 0 is not above 0; write a positive number in the metric's units"),
+    ("floors: {k3: high}", "calibration.floors.k3: 'high' is not a number; write a positive number in the metric's "
+                           "units"),
+    ("eval_set_size: {eval/accuracy: 18.5}", "calibration.eval_set_size.eval/accuracy: 18.5 is not a whole number; "
+                                             "write the number of eval items, e.g. 200"),
+    ("floors: [1]", "calibration.floors: [1] is not a mapping; write key: value lines"),
 ])
 def test_bad_calibration_sections_name_the_key(tmp_path, body, message):
     path = write_yaml(tmp_path / "b.yaml", HEAD + "calibration:\n  " + body + "\n")

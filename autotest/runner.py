@@ -224,11 +224,14 @@ def _launch_with_retries(case: Case, options: RunOptions, spec, baseline: Baseli
                        time_to_verdict_s=follower.time_to_verdict_s())
         comparison = _compare_run(case, baseline, golden, artifacts.tracker, artifacts.notes, result, context)
         status = comparison.verdict.status
-        infra = None
+        infra, log_path = None, result.stdout_log
         if status == ERROR:
-            infra = classify_log_file(result.stderr_log, result.exit_code) or \
-                classify_log_file(result.stdout_log, result.exit_code)
-        classification = Classification(status, infra, str(result.stderr_log if infra else result.stdout_log))
+            for log_path in (result.stderr_log, result.stdout_log):
+                infra = classify_log_file(log_path, result.exit_code)
+                if infra is not None:
+                    comparison = _with_infra_finding(comparison, infra, log_path)
+                    break
+        classification = Classification(status, infra, str(log_path))
         trail, decision = trail.record(classification, options.retry_policy)
         if len(trail.attempts) > 1 or decision.retry:
             comparison.verdict.context["retries"] = trail.to_dict()
@@ -243,6 +246,16 @@ def _launch_with_retries(case: Case, options: RunOptions, spec, baseline: Baseli
         if options.progress:
             options.progress(f"[{case.name}] relaunching in {decision.wait_s:g} s: {decision.reason}")
         time.sleep(decision.wait_s)
+
+
+def _with_infra_finding(comparison: Comparison, infra, log_path: Path) -> Comparison:
+    """The recognised infrastructure failure as a result of its own, naming the log line that says so."""
+    lines = infra.excerpt.splitlines()
+    line = lines[min(infra.line_number - 1, 2)].strip() if lines else ""  # the excerpt starts 2 lines before
+    found = _structural("run[infra]", ERROR, f"{infra.kind.value} ({infra.signature}) at {log_path}:"
+                                             f"{infra.line_number}: {line}", kind=infra.kind.value)
+    results = comparison.verdict.results + (found,)
+    return replace(comparison, verdict=replace(comparison.verdict, results=results, status=decide_status(results)))
 
 
 def _start(spec, case: Case, results_dir: Path, follower, options: RunOptions):

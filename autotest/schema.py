@@ -66,6 +66,21 @@ def load_yaml(path: Path) -> Any:
         raise UsageError(f"{path}{line}: {problem}; {fix}") from None
 
 
+def load_document(path: Path, what: str = "file") -> Any:
+    """A JSON (by suffix) or YAML document; a missing file or bad syntax is one line with its line number."""
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"{path}: {what} not found")
+    if path.suffix != ".json":
+        return load_yaml(path)
+    import json
+
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path}: line {exc.lineno}: not valid JSON ({exc.msg})") from None
+
+
 def load_section(path: Path, *, what: str, doc: str, required: tuple[str, ...] = (),
                  optional: tuple[str, ...] = ()) -> Section:
     """The top-level mapping of one YAML file. ``what`` names the document ("a case"), ``doc``

@@ -26,7 +26,6 @@ rollout-only modules are listed as ``0:1``.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from typing import Any
 
 from autotest.consistency.dumps import ModuleEntry
 from autotest.errors import UsageError
+from autotest.schema import load_document
 
 # Applied to module paths of both sides before comparing (training-framework name → HF/vLLM name).
 RENAMES: tuple[tuple[str, str], ...] = (
@@ -98,26 +98,7 @@ class UserRule:
 def load_user_mapping(path: Path) -> tuple[UserRule, ...]:
     """Read a YAML/JSON mapping file; UsageError names the file and key on a mistake."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"{path}: mapping file not found") from None
-    if path.suffix == ".json":
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"{path}: line {exc.lineno}: not valid JSON ({exc.msg})") from None
-    else:
-        import yaml
-
-        try:
-            doc = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f"line {mark.line + 1}: " if mark is not None else ""
-            raise UsageError(
-                f"{path}: {where}not valid YAML ({getattr(exc, 'problem', None) or 'parse error'})"
-            ) from None
+    doc = load_document(path, "mapping file")
     if not isinstance(doc, dict) or not set(doc) <= {"rules", "modules"} or not doc:
         raise UsageError(f"{path}: expected an object with 'rules' and/or 'modules'")
     rules: list[UserRule] = []

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from autotest.errors import UsageError
+from autotest.schema import load_document
 
 PREFIXES = (
     "mismatch/mismatch_",
@@ -77,22 +78,7 @@ def load_run_config(path: Path) -> tuple[dict[str, Any], Path]:
         if not found:
             raise UsageError(f"{path}: no saved run config ({', '.join(CONFIG_NAMES)}) in this folder")
         path = found[0]
-    if not path.is_file():
-        raise UsageError(f"{path}: saved run config not found")
-    text = path.read_text(encoding="utf-8")
-    if path.suffix == ".json":
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"{path}: line {exc.lineno}: not valid JSON ({exc.msg})") from None
-    else:
-        import yaml
-
-        try:
-            doc = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            raise UsageError(f"{path}: {f'line {mark.line + 1}: ' if mark else ''}not valid YAML") from None
+    doc = load_document(path, "saved run config")
     if not isinstance(doc, dict):
         raise UsageError(f"{path}: a run config must be a mapping")
     return doc, path

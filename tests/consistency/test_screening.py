@@ -92,7 +92,7 @@ def test_run_config_from_folder_and_yaml(tmp_path):
     doc, found = load_run_config(path.parent)
     assert found == path and doc == {"trainer": {"recompute_logprobs": True}}
     bad = config(tmp_path, "a: [\n", name="run_config.yaml")
-    with pytest.raises(UsageError, match=r"run_config.yaml: line 2: not valid YAML"):
+    with pytest.raises(UsageError, match=r"run_config.yaml:2: .*; fix the YAML syntax"):
         load_run_config(bad)
     with pytest.raises(UsageError, match="no saved run config"):
         load_run_config(tmp_path)

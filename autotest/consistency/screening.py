@@ -15,7 +15,6 @@ Missing metrics, a missing recompute or a missing config give ``inconclusive``, 
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field

@@ -121,27 +121,7 @@ class DistillTrainer:
     def _update(self, input_ids: torch.Tensor, prompt_len: int, mask: torch.Tensor, old_logp: torch.Tensor,
                 advantages: torch.Tensor, mini_batch: torch.Tensor) -> dict[str, Any]:
         """One optimiser step: token-mean PPO-clip loss with per-token advantages."""
-        import torch
+        from autotest.workloads.trainer import ppo_clip_update
 
-        self.model.train()
-        self.optimizer.zero_grad(set_to_none=True)
-        num_tokens = mask[mini_batch].sum()
-        loss_sum = torch.zeros((), dtype=torch.float64)
-        clipped = torch.zeros((), dtype=torch.float64)
-        eps = self.optim.clip_eps
-        for idx in mini_batch.split(self.optim.micro_batch_size):
-            logp, _ = response_logprobs(self.model, input_ids[idx], prompt_len)
-            m = mask[idx]
-            ratio = torch.exp(logp - old_logp[idx])
-            adv = advantages[idx]
-            per_token = -torch.min(ratio * adv, ratio.clamp(1 - eps, 1 + eps) * adv)
-            loss = torch.where(m > 0, per_token, 0.0).sum() / num_tokens
-            loss.backward()
-            loss_sum += loss.detach().double()
-            clipped += (((ratio - 1).abs() > eps).float() * m).sum().double()
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.optim.max_grad_norm)
-        finite = bool(torch.isfinite(grad_norm))
-        if finite:
-            self.optimizer.step()
-        return {"loss": float(loss_sum), "pg_clipfrac": float(clipped / num_tokens), "grad_norm": float(grad_norm),
-                "lr": self.optim.lr, "skipped": 0.0 if finite else 1.0}
+        return ppo_clip_update(self.model, self.optimizer, self.optim, input_ids, prompt_len, mask, old_logp,
+                               advantages, mini_batch)

@@ -151,43 +151,51 @@ class Trainer:
         ]
         return TrainResult(mini_batch_rows=rows, metrics=metrics)
 
-    def _update(
-        self,
-        input_ids: torch.Tensor,
-        prompt_len: int,
-        mask: torch.Tensor,
-        old_logp: torch.Tensor,
-        advantages: torch.Tensor,
-        mini_batch: torch.Tensor,
-    ) -> dict[str, Any]:
-        """One optimiser step on one mini-batch: token-mean PPO-clip loss."""
-        import torch
+    def _update(self, input_ids: torch.Tensor, prompt_len: int, mask: torch.Tensor, old_logp: torch.Tensor,
+                advantages: torch.Tensor, mini_batch: torch.Tensor) -> dict[str, Any]:
+        """One optimiser step on one mini-batch (one advantage per sample, broadcast over its tokens)."""
+        return ppo_clip_update(self.model, self.optimizer, self.optim, input_ids, prompt_len, mask, old_logp,
+                               advantages.unsqueeze(1), mini_batch, entropy_coef=self.optim.entropy_coef)
 
-        self.model.train()
-        self.optimizer.zero_grad(set_to_none=True)
-        num_tokens = mask[mini_batch].sum()
-        loss_sum = torch.zeros((), dtype=torch.float64)
-        clipped = torch.zeros((), dtype=torch.float64)
-        eps = self.optim.clip_eps
-        for idx in self._chunks(mini_batch):
-            logp, entropy = response_logprobs(self.model, input_ids[idx], prompt_len)
-            m = mask[idx]
-            ratio = torch.exp(logp - old_logp[idx])
-            adv = advantages[idx].unsqueeze(1)
-            per_token = -torch.min(ratio * adv, ratio.clamp(1 - eps, 1 + eps) * adv)
-            per_token = per_token - self.optim.entropy_coef * entropy
-            loss = torch.where(m > 0, per_token, 0.0).sum() / num_tokens
-            loss.backward()
-            loss_sum += loss.detach().double()
-            clipped += (((ratio - 1).abs() > eps).float() * m).sum().double()
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.optim.max_grad_norm)
-        finite = bool(torch.isfinite(grad_norm))
-        if finite:
-            self.optimizer.step()
-        return {
-            "loss": float(loss_sum),
-            "pg_clipfrac": float(clipped / num_tokens),
-            "grad_norm": float(grad_norm),
-            "lr": self.optimizer.param_groups[0]["lr"],
-            "skipped": 0.0 if finite else 1.0,
-        }
+
+def ppo_clip_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, optim: Any,
+                    input_ids: torch.Tensor, prompt_len: int, mask: torch.Tensor, old_logp: torch.Tensor,
+                    advantages: torch.Tensor, mini_batch: torch.Tensor, *, entropy_coef: float = 0.0
+                    ) -> dict[str, Any]:
+    """One optimiser step on one mini-batch: token-mean PPO-clip loss over micro-batches.
+
+    ``optim`` has clip_eps, micro_batch_size and max_grad_norm (OptimConfig or the distillation one).
+    ``advantages`` broadcasts against the per-token log-probs: one per sample (GRPO, shape [B, 1])
+    or one per token (distillation, [B, T]). A non-finite gradient norm skips the step.
+    """
+    import torch
+
+    model.train()
+    optimizer.zero_grad(set_to_none=True)
+    num_tokens = mask[mini_batch].sum()
+    loss_sum = torch.zeros((), dtype=torch.float64)
+    clipped = torch.zeros((), dtype=torch.float64)
+    eps = optim.clip_eps
+    for idx in mini_batch.split(optim.micro_batch_size):
+        logp, entropy = response_logprobs(model, input_ids[idx], prompt_len)
+        m = mask[idx]
+        ratio = torch.exp(logp - old_logp[idx])
+        adv = advantages[idx]
+        per_token = -torch.min(ratio * adv, ratio.clamp(1 - eps, 1 + eps) * adv)
+        if entropy_coef:
+            per_token = per_token - entropy_coef * entropy
+        loss = torch.where(m > 0, per_token, 0.0).sum() / num_tokens
+        loss.backward()
+        loss_sum += loss.detach().double()
+        clipped += (((ratio - 1).abs() > eps).float() * m).sum().double()
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), optim.max_grad_norm)
+    finite = bool(torch.isfinite(grad_norm))
+    if finite:
+        optimizer.step()
+    return {
+        "loss": float(loss_sum),
+        "pg_clipfrac": float(clipped / num_tokens),
+        "grad_norm": float(grad_norm),
+        "lr": optimizer.param_groups[0]["lr"],
+        "skipped": 0.0 if finite else 1.0,
+    }

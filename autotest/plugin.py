@@ -93,11 +93,19 @@ def run_accuracy_case(request: pytest.FixtureRequest) -> Callable[..., "CaseRun"
         if reporter is not None:
             reporter.write_line(line)
 
+    def show_card(card: str) -> bool:
+        """The experiment card is printed before launching (and saved as card.md in the results)."""
+        if reporter is not None:
+            reporter.write_line("")
+            for line in card.splitlines():
+                reporter.write_line(line)
+        return True
+
     def run(case: "Case", *, fault: str | None = None, seed: int | None = None,
             results_root: Path | None = None) -> "CaseRun":
         options = RunOptions(results_root=results_root or _results_root(config), seed=seed, fault=fault,
                              dry_run=config.getoption("--dry-run"), fail_fast=config.getoption("--fail-fast"),
-                             progress=progress,
+                             progress=progress, confirm=show_card,
                              ray_address=config.getoption("--ray-address") or os.environ.get("RAY_ADDRESS"))
         with _gpu_slice(case, config) as env:
             from dataclasses import replace

@@ -37,6 +37,8 @@ def test_suite_outcomes_summary_and_calibration_deselected(pytester, monkeypatch
                                            "no:cacheprovider")
     result.assert_outcomes(passed=1, failed=1, skipped=1, deselected=1)
     result.stdout.fnmatch_lines([
+        "# Experiment card: scripted",
+        "## 判读标准 Pass criteria",
         "*scripted: FAIL*",
         "*FAIL mismatch/mismatch_k3_kl[[]stepwise[]]: mismatch/mismatch_k3_kl at step 3*",
         "*next step: train/inference inconsistency*",

@@ -7,6 +7,7 @@ Heavy modules are imported inside the fixture, so loading the plugin costs nothi
 from __future__ import annotations
 
 import os
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -88,17 +89,22 @@ def run_accuracy_case(request: pytest.FixtureRequest) -> Callable[..., "CaseRun"
 
     config = request.config
     reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+
+    def live(lines: list[str]) -> None:
+        """Write to the terminal (or CI log) while the test runs, past pytest's output capture."""
+        if reporter is None:
+            return
+        with capture.global_and_fixture_disabled() if capture is not None else nullcontext():
+            for line in lines:
+                reporter.write_line(line)
 
     def progress(line: str) -> None:
-        if reporter is not None:
-            reporter.write_line(line)
+        live([line])
 
     def show_card(card: str) -> bool:
         """The experiment card is printed before launching (and saved as card.md in the results)."""
-        if reporter is not None:
-            reporter.write_line("")
-            for line in card.splitlines():
-                reporter.write_line(line)
+        live(["", *card.splitlines()])
         return True
 
     def run(case: "Case", *, fault: str | None = None, seed: int | None = None,

@@ -113,7 +113,7 @@ def run_accuracy_case(request: pytest.FixtureRequest) -> Callable[..., "CaseRun"
                              dry_run=config.getoption("--dry-run"), fail_fast=config.getoption("--fail-fast"),
                              progress=progress, confirm=show_card,
                              ray_address=config.getoption("--ray-address") or os.environ.get("RAY_ADDRESS"))
-        with _gpu_slice(case, config) as env:
+        with _GpuSlice(case, config) as env:
             from dataclasses import replace
 
             outcome = run_case(case, replace(options, env=env))
@@ -125,7 +125,7 @@ def run_accuracy_case(request: pytest.FixtureRequest) -> Callable[..., "CaseRun"
     return run
 
 
-class _gpu_slice:
+class _GpuSlice:
     """Hold a disjoint GPU slice of this node for the case (pytest-xdist workers share the node)."""
 
     def __init__(self, case: "Case", config: pytest.Config) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,6 @@ from autotest.workloads.teachers import Fixture, TeacherRecipe, load_checkpoint,
 from autotest.workloads.tiny_lm import response_logprobs  # noqa: E402
 
 from .test_teacher_server import Served, start_server, stop  # noqa: E402
-from .test_teachers import mopd_fixture  # noqa: E402,F401  (session fixture)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -90,23 +88,10 @@ def test_the_log_prob_difference_is_clamped_as_the_recipe(mopd_fixture: Fixture)
     assert m["distillation/reduced_distillation_kl"] == pytest.approx(20.0)
 
 
-@pytest.fixture(scope="module")
-def served(mopd_fixture: Fixture, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Served]]:
-    folder = tmp_path_factory.mktemp("teachers")
-    started: dict[str, Served] = {}
-    try:
-        for domain in mopd_fixture.domains:
-            started[teacher_name(domain)] = start_server(mopd_fixture.teacher(domain), folder, teacher_name(domain))
-        yield started
-    finally:
-        for server in started.values():
-            stop(server)
-
-
 def test_teacher_logprobs_over_http_line_up_with_the_response_tokens(
-        served: dict[str, Served], mopd_fixture: Fixture) -> None:
+        teacher_servers: dict[str, Served], mopd_fixture: Fixture) -> None:
     batch = student_batch(mopd_fixture, seed=1)
-    client = TeacherClient({name: (s.url,) for name, s in served.items()},
+    client = TeacherClient({name: (s.url,) for name, s in teacher_servers.items()},
                            Routing({d: teacher_name(d) for d in mopd_fixture.domains}))
     try:
         remote = _teacher_logprobs(client, batch, step=1)

@@ -19,7 +19,6 @@ from autotest.workloads.mopd_launch import FAULTS, TEACHER_FAULTS  # noqa: E402
 from autotest.workloads.teachers import Fixture  # noqa: E402
 
 from .test_mopd_launch import assert_nothing_left  # noqa: E402
-from .test_teachers import mopd_cache_env, mopd_fixture  # noqa: E402,F401  (fixtures)
 
 pytestmark = [pytest.mark.mopd, pytest.mark.slow]
 

@@ -21,7 +21,6 @@ torch = pytest.importorskip("torch")
 from autotest.workloads.teacher_client import ENDPOINTS_ENV  # noqa: E402
 from autotest.workloads.teachers import Fixture  # noqa: E402
 
-from .test_teachers import mopd_cache_env, mopd_fixture  # noqa: E402,F401  (fixtures)
 
 pytestmark = pytest.mark.mopd  # real teacher servers and distillation runs
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,6 @@ from autotest.workloads.teacher_client import (  # noqa: E402
 from autotest.workloads.teachers import Fixture, load_checkpoint, teacher_name  # noqa: E402
 
 from .test_teacher_server import Served, local_logprobs, start_server, stop  # noqa: E402
-from .test_teachers import mopd_fixture  # noqa: E402,F401  (session fixture)
 
 ROUTING = Routing({"digit_sum": "digit_sum_teacher", "digit_product": "digit_product_teacher"})
 
@@ -61,19 +59,6 @@ def test_a_closed_port_is_a_teacher_error() -> None:
         request_logprobs(f"http://127.0.0.1:{port}", [[1, 2]], timeout_s=2)
 
 
-@pytest.fixture(scope="module")
-def servers(mopd_fixture: Fixture, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Served]]:
-    folder = tmp_path_factory.mktemp("teachers")
-    started: dict[str, Served] = {}
-    try:
-        for domain in mopd_fixture.domains:
-            started[teacher_name(domain)] = start_server(mopd_fixture.teacher(domain), folder, teacher_name(domain))
-        yield started
-    finally:
-        for served in started.values():
-            stop(served)
-
-
 def _batch() -> tuple[list[str], list[list[int]]]:
     sources, seqs = [], []
     for i, domain in enumerate(["digit_sum", "digit_product", "digit_sum", "digit_product", "digit_sum"]):
@@ -84,10 +69,10 @@ def _batch() -> tuple[list[str], list[list[int]]]:
     return sources, seqs
 
 
-def test_each_sample_is_scored_by_its_domains_teacher(servers: dict[str, Served], mopd_fixture: Fixture) -> None:
+def test_each_sample_is_scored_by_its_domains_teacher(teacher_servers: dict[str, Served], mopd_fixture: Fixture) -> None:
     models = {teacher_name(d): load_checkpoint(mopd_fixture.teacher(d)) for d in mopd_fixture.domains}
     sources, seqs = _batch()
-    client = TeacherClient({name: (s.url,) for name, s in servers.items()}, ROUTING)
+    client = TeacherClient({name: (s.url,) for name, s in teacher_servers.items()}, ROUTING)
     try:
         scored = client.score(sources, seqs, step=1)
     finally:
@@ -98,8 +83,8 @@ def test_each_sample_is_scored_by_its_domains_teacher(servers: dict[str, Served]
         assert got == pytest.approx(own, abs=1e-5)
         assert got != pytest.approx(other, abs=1e-3)
     # swapped endpoints: the same request is answered by the other teacher
-    swapped = TeacherClient({"digit_sum_teacher": (servers["digit_product_teacher"].url,),
-                             "digit_product_teacher": (servers["digit_sum_teacher"].url,)}, ROUTING)
+    swapped = TeacherClient({"digit_sum_teacher": (teacher_servers["digit_product_teacher"].url,),
+                             "digit_product_teacher": (teacher_servers["digit_sum_teacher"].url,)}, ROUTING)
     try:
         crossed = swapped.score(sources, seqs, step=1)
     finally:
@@ -109,10 +94,10 @@ def test_each_sample_is_scored_by_its_domains_teacher(servers: dict[str, Served]
         assert got == pytest.approx(local_logprobs(models[other], seq), abs=1e-5)
 
 
-def test_replicas_are_used_round_robin(servers: dict[str, Served]) -> None:
+def test_replicas_are_used_round_robin(teacher_servers: dict[str, Served]) -> None:
     from autotest.workloads.teacher_client import health
 
-    urls = [served.url for served in servers.values()]  # two servers standing in for two replicas
+    urls = [served.url for served in teacher_servers.values()]  # two servers standing in for two replicas
     before = [health(url)["requests"] for url in urls]
     client = TeacherClient({"digit_sum_teacher": tuple(urls)}, Routing({"digit_sum": "digit_sum_teacher"}))
     try:
@@ -123,15 +108,15 @@ def test_replicas_are_used_round_robin(servers: dict[str, Served]) -> None:
     assert [health(url)["requests"] - b for url, b in zip(urls, before)] == [2, 2]
 
 
-def test_a_rejected_request_is_a_teacher_error_with_the_servers_reason(servers: dict[str, Served]) -> None:
-    url = servers["digit_sum_teacher"].url
+def test_a_rejected_request_is_a_teacher_error_with_the_servers_reason(teacher_servers: dict[str, Served]) -> None:
+    url = teacher_servers["digit_sum_teacher"].url
     with pytest.raises(TeacherError, match=rf'^{url} answered HTTP 400: {{"error": "token_ids\[0\] must be a list '
                                            r'of 2\.\.32 ids"}$'):
         request_logprobs(url, [[1]])
 
 
-def test_an_unknown_data_source_is_a_usage_error(servers: dict[str, Served]) -> None:
-    client = TeacherClient({name: (s.url,) for name, s in servers.items()}, ROUTING)
+def test_an_unknown_data_source_is_a_usage_error(teacher_servers: dict[str, Served]) -> None:
+    client = TeacherClient({name: (s.url,) for name, s in teacher_servers.items()}, ROUTING)
     try:
         with pytest.raises(UsageError, match=r"^data source 'geo3k' has no teacher in the teacher map$"):
             client.score(["geo3k"], [[1, 2]], step=1)

@@ -1,7 +1,6 @@
 """The MOPD teacher fixture: recipe key, cache layout, atomic preparation, and what the models know.
 
-Also home of the session fixtures the other MOPD test modules import: the fixture is trained
-once per test session into a cache shared by pytest-xdist workers (file-locked), never in ~.
+The session fixtures (the trained teacher fixture, its cache) are in conftest.py.
 """
 
 from __future__ import annotations
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+
 torch = pytest.importorskip("torch")
 
 from autotest.errors import UsageError  # noqa: E402
@@ -29,27 +29,6 @@ from autotest.workloads.tiny_lm import DigitTokenizer  # noqa: E402
 #: a recipe small enough to prepare in a few seconds (cold-cache tests)
 QUICK = TeacherRecipe(student_steps=3, teacher_steps=3, eval_samples=1)
 REPO = Path(__file__).resolve().parents[2]
-
-
-def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A cache dir shared by the whole session, xdist workers included."""
-    base = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        base = base.parent
-    return base / "rl-autotest-cache"
-
-
-@pytest.fixture(scope="session")
-def mopd_fixture(tmp_path_factory: pytest.TempPathFactory) -> Fixture:
-    """The default recipe's fixture, prepared once per session."""
-    return ensure_fixture(root=shared_cache(tmp_path_factory), log=lambda line: None)
-
-
-@pytest.fixture
-def mopd_cache_env(monkeypatch: pytest.MonkeyPatch, mopd_fixture: Fixture) -> Fixture:
-    """Point RL_AUTOTEST_CACHE at the session cache, so launched processes find the fixture."""
-    monkeypatch.setenv(CACHE_ENV, str(mopd_fixture.root.parents[1]))
-    return mopd_fixture
 
 
 # ---------------------------------------------------------------- recipe key and cache root

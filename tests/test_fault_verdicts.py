@@ -29,7 +29,6 @@ def _processes_mentioning(text: str) -> list[int]:
     return found
 
 
-@pytest.mark.grpo
 @pytest.mark.slow
 @pytest.mark.parametrize("name,expected", FAULTS, ids=[n for n, _ in FAULTS])
 def test_fault_gives_its_documented_verdict(name, expected, tmp_path):
@@ -55,7 +54,6 @@ def test_fault_gives_its_documented_verdict(name, expected, tmp_path):
     assert (run.consistency_request is not None) == (primary == "mismatch")
 
 
-@pytest.mark.grpo
 @pytest.mark.slow
 def test_fail_fast_stops_a_never_synced_layer_within_a_few_steps(tmp_path):
     run = run_case(load_case("tiny-grpo"), RunOptions(results_root=tmp_path, fault="unsynced-layer",

@@ -282,7 +282,6 @@ def test_keyboard_interrupt_stops_the_job_and_propagates(ray_head: str, tmp_path
 
 
 @pytest.mark.slow
-@pytest.mark.grpo
 def test_tiny_grpo_runs_as_a_ray_job(ray_head: str, tmp_path: Path) -> None:
     from autotest.cases import load_case
     from autotest.readers import read_trace

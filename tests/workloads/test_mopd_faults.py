@@ -20,7 +20,7 @@ from autotest.workloads.teachers import Fixture  # noqa: E402
 
 from .test_mopd_launch import assert_nothing_left  # noqa: E402
 
-pytestmark = [pytest.mark.mopd, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 GATES = ("distillation/reduced_distillation_kl", "distillation/reduced_distillation_abs_loss", "response/rewards/mean",
          "response/response_len/mean", "eval/digit_sum/acc", "eval/digit_product/acc")

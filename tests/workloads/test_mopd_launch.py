@@ -22,7 +22,6 @@ from autotest.workloads.teacher_client import ENDPOINTS_ENV  # noqa: E402
 from autotest.workloads.teachers import Fixture  # noqa: E402
 
 
-pytestmark = pytest.mark.mopd  # real teacher servers and distillation runs
 
 REPO = Path(__file__).resolve().parents[2]
 EVAL_KEYS = {"eval/digit_sum/acc", "eval/digit_product/acc", "eval/score"}

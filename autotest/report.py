@@ -63,8 +63,14 @@ def _table(verdict: Verdict) -> list[str]:
             continue
         golden, current, step = _golden_and_current(r)
         threshold = f"{r.method} {r.operator} {r.threshold:g}" if r.threshold is not None else "-"
+        # the point shown is the first breach or the worst step; a reduced check compares its statistic
+        error = fmt(r.observed)
+        if r.scope == "percentile" and r.observed is not None:
+            error, step = f"p{r.parameters.get('percentile', 0):g} = {error}", f"worst {step}"
+        elif r.scope == "window" and r.observed is not None:
+            error = f"window mean: {error}"
         lines.append(f"| {r.check_id} | {STATUS_MARK[r.status]} | {step} | {golden} | {current} | "
-                     f"{fmt(r.observed)} | {threshold} | {r.severity} |")
+                     f"{error} | {threshold} | {r.severity} |")
     return lines
 
 

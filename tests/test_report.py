@@ -57,3 +57,14 @@ def test_step_summary_appends_are_safe_across_processes(tmp_path):
     # each append of three lines stays contiguous
     for k in range(0, len(lines), 3):
         assert lines[k] == lines[k + 1] == lines[k + 2]
+
+
+def test_reduced_checks_show_their_statistic_beside_the_worst_step():
+    from autotest.report import render_markdown
+    from autotest.results import Verdict
+    from tests.test_checks import check
+
+    golden = {s: 0.0 for s in range(1, 11)}
+    r = check(golden, {s: (0.5 if s == 10 else 0.01) for s in range(1, 11)}, scope="percentile", percentile=80)
+    text = render_markdown(Verdict(r.status, "c", (r,)))
+    assert "| m[percentile] | ✅ PASS | worst 10 | 0 | 0.5 | p80 = 0.01 | absolute < 0.1 | gate |" in text

@@ -34,7 +34,7 @@ def _processes_mentioning(text: str) -> list[int]:
 def test_fault_gives_its_documented_verdict(name, expected, tmp_path):
     case = load_case("tiny-grpo")
     if name == "hang-at":
-        case = replace(case, launch=replace(case.launch, timeout_s=45))
+        case = replace(case, launch=replace(case.launch, timeout_s=30))
     fault = f"{name}:{ARGS[name]}" if name in ARGS else name
     run = run_case(case, RunOptions(results_root=tmp_path, fault=fault, with_plots=False, poll_interval_s=1))
     verdict = run.verdict

@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from autotest.consistency.compare import GroupCompare
+from autotest.consistency.value_compare import GroupCompare
 
 BUCKETS = (
     "module_impl_mismatch",

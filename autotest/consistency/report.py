@@ -1,246 +1,267 @@
-"""The root-cause judgement: one typed result from pairing, comparison and classification.
+"""Write the analysis artifacts (output_1 … output_5). Renders results; computes nothing new.
 
-Verdicts: ``root_cause_found`` (a credible first divergence boundary), ``no_divergence``
-(every compared module aligned), ``cannot_conclude`` (typed reasons; no root cause is ever
-claimed then). Confidence: ``high`` needs elementwise (tensor) evidence at the boundary, a
-high-confidence mapping and clean pairing; statistics alone give at most ``medium``; pairing
-issues or a low-confidence mapping give ``low``.
+- ``output_1_key_mapping.{json,csv}``: train_key, rollout_keys, layer_index, block, cardinality,
+  confidence, kind, notes.
+- ``output_2_mapping.{json,csv}``: train_key → [rollout_keys].
+- ``output_3_value_compare.{json,csv}``: per tensor and statistic {train, rollout, rel_err,
+  status}, shape/dtype status, tensor metrics when dumped, priority.
+- ``output_4_module_analysis.{json,csv}``: per module output/parameters/inputs consistency and bucket.
+- ``output_5_root_cause_report.{json,md}``: the judgement (see :mod:`.verdict`).
 """
 
 from __future__ import annotations
 
-import os
-from collections import Counter
+import csv
+import json
+import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from autotest.consistency.classify import Boundary, ModuleAnalysis
-from autotest.consistency.compare import TensorCompare
-from autotest.consistency.pairing import CannotConclude, ForwardPair
+from autotest.consistency.classify import ModuleAnalysis
+from autotest.consistency.value_compare import GroupCompare
+from autotest.consistency.dumps import STATS, parse_key
+from autotest.consistency.mapping import MappingGroup, block_of, layer_index
+from autotest.consistency.verdict import RootCauseReport
 
-VERDICTS = ("root_cause_found", "no_divergence", "cannot_conclude")
-STEP_STATUSES = ("verified", "executed", "not_run", "failed")
-
-
-@dataclass(frozen=True)
-class Step:
-    """One step of the consistency job and what was really done."""
-
-    name: str
-    status: str
-    """verified (checked against files) | executed | not_run | failed."""
-    detail: str
-
-
-@dataclass(frozen=True)
-class RootCauseReport:
-    """Everything output_5 says; outputs.py only renders it."""
-
-    verdict: str
-    confidence: str | None
-    root_cause: Mapping[str, Any] | None
-    previous_aligned_boundary: str | None
-    suspects: tuple[Mapping[str, Any], ...]
-    excluded: tuple[Mapping[str, Any], ...]
-    hypothesis: Mapping[str, str] | None
-    evidence_chain: tuple[str, ...]
-    next_checks: tuple[str, ...]
-    limitations: tuple[str, ...]
-    cannot_conclude: tuple[CannotConclude, ...]
-    steps: tuple[Step, ...]
-    context: Mapping[str, Any]
-    paths: Mapping[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": 1,
-            "verdict": self.verdict,
-            "confidence": self.confidence,
-            "root_cause": dict(self.root_cause) if self.root_cause else None,
-            "previous_aligned_boundary": self.previous_aligned_boundary,
-            "suspects": [dict(s) for s in self.suspects],
-            "excluded_candidates": [dict(e) for e in self.excluded],
-            "hypothesis": dict(self.hypothesis) if self.hypothesis else None,
-            "evidence_chain": list(self.evidence_chain),
-            "next_checks": list(self.next_checks),
-            "limitations": list(self.limitations),
-            "cannot_conclude": [c.to_dict() for c in self.cannot_conclude],
-            "steps": [{"step": s.name, "status": s.status, "detail": s.detail} for s in self.steps],
-            "context": dict(self.context),
-            "paths": dict(self.paths),
-        }
-
-
-def _worst(module: ModuleAnalysis, component: str) -> TensorCompare | None:
-    found = [t for t in module.compare.tensors if t.component == component]
-    if not found:
-        return None
-    return max(found, key=lambda t: (t.status == "alert", max((v or 0.0) for v in t.stat_rel_err.values())))
-
-
-def _describe(t: TensorCompare | None) -> str:
-    if t is None:
-        return "no tensors"
-    if t.tensor is not None:
-        m = t.tensor
-        return (
-            f"{t.path}: cosine {m.cosine:.6f}, rel_err {m.rel_err:.3e}, max_abs_err {m.max_abs_err:.3e} "
-            f"({t.status}, tensor)"
-        )
-    errs = ", ".join(f"{s} {v:.3e}" for s, v in t.stat_rel_err.items() if v is not None)
-    return f"{t.path}: rel_err {errs} ({t.status}, statistics)"
-
-
-def suspect_row(m: ModuleAnalysis, pair: ForwardPair) -> dict[str, Any]:
-    return {
-        "module": m.module_path,
-        "bucket": m.bucket,
-        "train_keys": list(m.compare.group.train_keys),
-        "rollout_keys": list(m.compare.group.rollout_keys),
-        "output": m.output,
-        "parameters": m.parameters,
-        "inputs": m.inputs,
-        "evidence": m.compare.evidence(),
-        "output_detail": _describe(_worst(m, "output")),
-        "parameter_detail": _describe(_worst(m, "parameter")),
-        "notes": list(m.notes),
-        "pair": pair.pair_id,
-    }
-
-
-def localisation(paths: Sequence[str]) -> str:
-    """The deepest module path enclosing every suspect (``model.layers.1.mlp``)."""
-    parts = [p.split(".") for p in paths]
-    common = os.path.commonprefix(parts)
-    return ".".join(common) if common else "(whole model)"
-
-
-def judge(
-    pairs: Sequence[ForwardPair],
-    analyses: Mapping[str, tuple[ModuleAnalysis, ...]],
-    boundaries: Mapping[str, Boundary | None],
-    issues: Sequence[CannotConclude],
-    mapping_confidence: Mapping[str, str],
-) -> tuple[str, str | None, ModuleAnalysis | None, ForwardPair | None, list[str]]:
-    """(verdict, confidence, boundary module, its pair, notes) across all pairs."""
-    notes: list[str] = []
-    if not pairs:
-        return "cannot_conclude", None, None, None, notes
-    found = {pid: b for pid, b in boundaries.items() if b is not None}
-    if not found:
-        if any(a.output in ("unknown", "none") for mods in analyses.values() for a in mods) and not any(
-            a.output == "aligned" for mods in analyses.values() for a in mods
-        ):
-            return "cannot_conclude", None, None, None, notes
-        return "no_divergence", None, None, None, notes
-    votes = Counter(b.module.module_path for b in found.values())
-    path, count = votes.most_common(1)[0]
-    pair = next(p for p in pairs if found.get(p.pair_id) and found[p.pair_id].module.module_path == path)  # type: ignore[union-attr]
-    boundary = found[pair.pair_id]
-    assert boundary is not None
-    module = boundary.module
-    if count < len(pairs):
-        notes.append(f"{count} of {len(pairs)} forward pairs place the first divergence at {path}")
-    evidence = module.compare.evidence()
-    group_conf = mapping_confidence.get(module.module_path, "medium")
-    if issues or group_conf == "low" or module.bucket == "systemic_misalignment":
-        confidence = "low"
-    elif evidence == "tensor" and group_conf == "high" and count == len(pairs):
-        confidence = "high"
-    else:
-        confidence = "medium"
-    return "root_cause_found", confidence, module, pair, notes
-
-
-HYPOTHESES = {
-    "parameter_sync_mismatch": (
-        "{m} computes with the actor's current weights ({pt}).",
-        "The rollout engine's {m} holds different weights ({pr}): the weight sync to the inference engine "
-        "skipped, truncated or mis-mapped this module (or it was loaded from a stale version).",
-    ),
-    "module_impl_mismatch": (
-        "{m} ({tc}) maps the aligned inputs and weights to its output ({ot}).",
-        "The inference implementation of {m} ({rc}) computes a different function of the same inputs and "
-        "weights ({orr}): epsilon, activation, kernel, fused operator or precision handling differ.",
-    ),
-    "systemic_misalignment": (
-        "The first dumped module receives the actor's inputs.",
-        "The rollout side's inputs already differ before the first dumped module: different model inputs "
-        "(token ids, positions, mask) or a dump narrowed past the real boundary.",
-    ),
-    "upstream_propagation_or_amplification": (
-        "{m} receives inputs that differ only marginally ({it}).",
-        "The inference path of {m} amplifies that difference to a divergent output ({orr}): a numerically "
-        "sensitive operation in lower precision.",
-    ),
+FILES = {
+    "key_mapping": "output_1_key_mapping",
+    "mapping": "output_2_mapping",
+    "value_compare": "output_3_value_compare",
+    "module_analysis": "output_4_module_analysis",
+    "root_cause_report": "output_5_root_cause_report",
 }
 
 
-def hypothesis_for(module: ModuleAnalysis) -> dict[str, str]:
-    out_t, par_t, in_t = _worst(module, "output"), _worst(module, "parameter"), _worst(module, "input")
-    group = module.compare.group
-    fields = {
-        "m": module.module_path,
-        "tc": ",".join(k.split(".")[-3] for k in group.train_keys),
-        "rc": ",".join(k.split(".")[-3] for k in group.rollout_keys),
-        "pt": _stat(par_t, "train"),
-        "pr": _stat(par_t, "rollout"),
-        "ot": _stat(out_t, "train"),
-        "orr": _stat(out_t, "rollout"),
-        "it": _describe(in_t),
-    }
-    train, inference = HYPOTHESES[module.bucket if module.bucket in HYPOTHESES else "module_impl_mismatch"]
-    return {"expected_train_path": train.format(**fields), "inference_path": inference.format(**fields)}
+def _clean(value: Any) -> Any:
+    """Strict JSON: non-finite floats become strings."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
 
 
-def _stat(t: TensorCompare | None, side: str) -> str:
-    if t is None:
-        return "no tensors dumped"
-    s = t.train if side == "train" else t.rollout
-    norm = s.stats.get("Norm")
-    return f"{t.path} {s.dtype} Norm {norm:.6g}" if norm is not None else f"{t.path} {s.dtype}"
+def _write_json(path: Path, doc: Any) -> None:
+    path.write_text(json.dumps(_clean(doc), indent=2, allow_nan=False) + "\n", encoding="utf-8")
 
 
-def next_checks_for(
-    module: ModuleAnalysis | None,
-    boundary: Boundary | None,
-    pair: ForwardPair | None,
-    tensor_evidence: bool,
-) -> list[str]:
-    checks: list[str] = []
-    if module is not None and boundary is not None and pair is not None:
-        m = module.module_path
-        if module.bucket == "parameter_sync_mismatch":
-            checks.append(
-                f"Trace the weight sync for {localisation([s.module_path for s in boundary.suspects])}: compare "
-                f"the actor's parameter with what the rollout engine loaded (weight version {pair.weight_version} "
-                "in both correlation logs)."
+def _write_csv(path: Path, rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> None:
+    with path.open("w", encoding="utf-8", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(columns))
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({c: ";".join(map(str, v)) if isinstance(v, (list, tuple)) else v for c, v in row.items()})
+
+
+def key_mapping_rows(groups: Sequence[MappingGroup]) -> list[dict[str, Any]]:
+    rows = []
+    for g in groups:
+        anchor = (g.train_keys or g.rollout_keys)[0]
+        parsed = parse_key(anchor)
+        module = parsed[0] if parsed else anchor
+        for train_key in g.train_keys or ("",):
+            rows.append(
+                {
+                    "train_key": train_key,
+                    "rollout_keys": list(g.rollout_keys),
+                    "layer_index": layer_index(anchor),
+                    "block": block_of(module),
+                    "cardinality": g.cardinality,
+                    "confidence": g.confidence,
+                    "kind": g.kind,
+                    "notes": list(g.notes),
+                }
             )
-        elif module.bucket == "module_impl_mismatch":
-            checks.append(
-                f"Diff the training and inference implementations of {m} "
-                "(epsilon, activation, kernel, fusion, dtype casts)."
+    return rows
+
+
+def value_rows(pair_id: str, compares: Sequence[GroupCompare]) -> list[dict[str, Any]]:
+    rows = []
+    for order, c in enumerate(compares):
+        for t in c.tensors:
+            rows.append(
+                {
+                    "pair": pair_id,
+                    "order": order,
+                    "module": c.module_path,
+                    "train_keys": list(c.group.train_keys),
+                    "rollout_keys": list(c.group.rollout_keys),
+                    "tensor": t.path,
+                    "component": t.component,
+                    "precision": t.precision,
+                    "stats": {
+                        s: {
+                            "train": t.train.stats.get(s),
+                            "rollout": t.rollout.stats.get(s),
+                            "rel_err": t.stat_rel_err.get(s),
+                            "status": t.stat_status.get(s, "not_comparable"),
+                        }
+                        for s in STATS
+                    },
+                    "shape": {"train": list(t.train.shape), "rollout": list(t.rollout.shape), "status": t.shape_status},
+                    "dtype": {"train": t.train.dtype, "rollout": t.rollout.dtype, "status": t.dtype_status},
+                    "tensor_metrics": None
+                    if t.tensor is None
+                    else {
+                        "cosine": t.tensor.cosine,
+                        "max_abs_err": t.tensor.max_abs_err,
+                        "max_rel_err": t.tensor.max_rel_err,
+                        "rel_err": t.tensor.rel_err,
+                        "status": t.tensor.status,
+                    },
+                    "status": t.status,
+                    "evidence": t.evidence,
+                    "priority": t.priority,
+                }
             )
-        elif module.bucket == "systemic_misalignment":
-            checks.append(
-                "Check the inputs of the first dumped module (token ids, positions, mask) and widen the dump "
-                "list upstream."
-            )
+    return rows
+
+
+def _flat_value_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    flat = {k: row[k] for k in ("pair", "order", "module", "tensor", "component", "precision")}
+    for s in STATS:
+        for field in ("train", "rollout", "rel_err", "status"):
+            flat[f"{s}_{field}"] = row["stats"][s][field]
+    for part in ("shape", "dtype"):
+        for field in ("train", "rollout", "status"):
+            flat[f"{part}_{field}"] = row[part][field]
+    metrics = row["tensor_metrics"] or {}
+    for field in ("cosine", "max_abs_err", "max_rel_err", "rel_err", "status"):
+        flat[f"tensor_{field}"] = metrics.get(field)
+    flat.update(status=row["status"], evidence=row["evidence"], priority=row["priority"])
+    flat["train_keys"], flat["rollout_keys"] = row["train_keys"], row["rollout_keys"]
+    return flat
+
+
+def module_rows(pair_id: str, analyses: Sequence[ModuleAnalysis]) -> list[dict[str, Any]]:
+    return [
+        {
+            "pair": pair_id,
+            "order": a.order,
+            "module": a.module_path,
+            "train_keys": list(a.compare.group.train_keys),
+            "rollout_keys": list(a.compare.group.rollout_keys),
+            "output": a.output,
+            "parameters": a.parameters,
+            "inputs": a.inputs,
+            "bucket": a.bucket,
+            "explained_by": a.explained_by,
+            "credible_boundary_candidate": a.credible,
+            "evidence": a.compare.evidence(),
+            "notes": list(a.notes),
+        }
+        for a in analyses
+    ]
+
+
+def write_outputs(
+    out_dir: Path,
+    groups: Sequence[MappingGroup],
+    compares: Mapping[str, Sequence[GroupCompare]],
+    analyses: Mapping[str, Sequence[ModuleAnalysis]],
+    report: RootCauseReport,
+) -> dict[str, str]:
+    """Write every artifact into ``out_dir``; returns name → path of each file written."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: dict[str, str] = {}
+
+    def emit(name: str, doc: Any, rows: Sequence[Mapping[str, Any]] | None, columns: Sequence[str] = ()) -> None:
+        base = out_dir / FILES[name]
+        _write_json(base.with_suffix(".json"), doc)
+        written[f"{name}_json"] = str(base.with_suffix(".json"))
+        if rows is not None:
+            _write_csv(base.with_suffix(".csv"), rows, columns)
+            written[f"{name}_csv"] = str(base.with_suffix(".csv"))
+
+    km = key_mapping_rows(groups)
+    emit(
+        "key_mapping",
+        km,
+        km,
+        ("train_key", "rollout_keys", "layer_index", "block", "cardinality", "confidence", "kind", "notes"),
+    )
+    simple = {r["train_key"]: r["rollout_keys"] for r in km if r["train_key"]}
+    emit(
+        "mapping",
+        simple,
+        [{"train_key": k, "rollout_keys": v} for k, v in simple.items()],
+        ("train_key", "rollout_keys"),
+    )
+    values = [row for pid, cmps in compares.items() for row in value_rows(pid, cmps)]
+    flat = [_flat_value_row(r) for r in values]
+    emit("value_compare", values, flat, list(flat[0]) if flat else ["pair"])
+    mods = [row for pid, an in analyses.items() for row in module_rows(pid, an)]
+    emit("module_analysis", mods, mods, list(mods[0]) if mods else ["pair"])
+    base = out_dir / FILES["root_cause_report"]
+    _write_json(base.with_suffix(".json"), report.to_dict())
+    base.with_suffix(".md").write_text(render_markdown(report), encoding="utf-8")
+    written["root_cause_report_json"] = str(base.with_suffix(".json"))
+    written["root_cause_report_md"] = str(base.with_suffix(".md"))
+    return written
+
+
+def output_paths(out_dir: Path) -> dict[str, str]:
+    """Where :func:`write_outputs` puts each artifact (known before writing, for the report)."""
+    paths = {}
+    for name, stem in FILES.items():
+        for suffix in ("json", "md") if name == "root_cause_report" else ("json", "csv"):
+            paths[f"{name}_{suffix}"] = str(out_dir / f"{stem}.{suffix}")
+    return paths
+
+
+def _bullets(items: Sequence[str], empty: str = "none") -> str:
+    return "\n".join(f"- {i}" for i in items) if items else f"- {empty}"
+
+
+def render_markdown(report: RootCauseReport) -> str:
+    d = report.to_dict()
+    ctx, rc = d["context"], d["root_cause"]
+    lines = ["# Consistency root-cause report", "", "## Context", ""]
+    lines += [f"- {k}: {v}" for k, v in ctx.items()]
+    lines += ["", "## Final judgement", "", f"- verdict: **{d['verdict']}**"]
+    if rc:
+        lines += [
+            f"- root cause: **{rc['bucket']}** at `{rc['module']}` (localised to `{rc['localisation']}`)",
+            f"- confidence: **{d['confidence']}**",
+            f"- why this is the first credible boundary: {rc['why']}",
+            f"- previous aligned boundary: `{d['previous_aligned_boundary']}`",
+        ]
+    elif d["verdict"] == "no_divergence":
+        lines.append("- every compared module is aligned within the dtype-aware thresholds; no root cause to report")
+    else:
+        lines.append("- no root cause is claimed: the analysis cannot conclude")
+        lines += [
+            f"- **{c['reason']}**: {c['detail']} (evidence: {', '.join(c['evidence']) or 'n/a'})"
+            for c in d["cannot_conclude"]
+        ]
+    lines += ["", "## Evidence chain", "", _bullets(d["evidence_chain"])]
+    lines += ["", "## Key suspects", ""]
+    lines += [
+        f"- `{s['module']}`: {s['bucket']} (output {s['output']}, parameters {s['parameters']}, inputs {s['inputs']}; "
+        f"{s['evidence']}) — output: {s['output_detail']}; parameters: {s['parameter_detail']}"
+        for s in d["suspects"]
+    ] or ["- none"]
+    lines += ["", "## Excluded candidates", ""]
+    lines += [f"- `{e['module']}`: {e['reason']}" for e in d["excluded_candidates"]] or ["- none"]
+    lines += ["", "## Hypothesis", ""]
+    if d["hypothesis"]:
+        lines += [
+            f"- expected train path: {d['hypothesis']['expected_train_path']}",
+            f"- inference path: {d['hypothesis']['inference_path']}",
+        ]
+    else:
+        lines.append("- none (no root cause claimed)")
+    lines += ["", "## Next checks", "", _bullets(d["next_checks"])]
+    lines += ["", "## Steps executed / verified / not run", ""]
+    lines += [f"- {s['step']}: **{s['status']}** — {s['detail']}" for s in d["steps"]]
+    lines += ["", "## Limitations", "", _bullets(d["limitations"])]
+    lines += ["", "## Notes and paths", ""]
+    for key, value in d["paths"].items():
+        if isinstance(value, dict):
+            lines += [f"- {key}:"] + [f"  - {k}: `{v}`" for k, v in value.items()]
         else:
-            checks.append(
-                f"Check numerical sensitivity of {m} in the rollout dtype (accumulation precision, fused kernels)."
-            )
-        if not tensor_evidence:
-            suspects = [s.module_path for s in boundary.suspects]
-            if boundary.previous_aligned is not None:
-                suspects.append(boundary.previous_aligned.module_path)
-            checks.append(
-                "Rerun the same window with task tensor narrowed to the suspects and the previous aligned boundary "
-                f"(msprobe_config.tensor_pass_config): list = {sorted(set(suspects))}; statistics only screen."
-            )
-        checks.append(
-            "Cross-check with MSProbe's own comparison: "
-            f"msprobe compare -tp {pair.actor_dump} -gp {pair.rollout_dump} -o <out>"
-        )
-    return checks
+            lines.append(f"- {key}: `{value}`")
+    return "\n".join(lines) + "\n"

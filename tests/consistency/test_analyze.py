@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from autotest.consistency.analyze import analyze
-from autotest.consistency.report import RootCauseReport
+from autotest.consistency.verdict import RootCauseReport
 from autotest.errors import UsageError
 
 from .scenarios import ScenarioRun

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from autotest.consistency.classify import classify_modules, find_boundary
-from autotest.consistency.compare import compare_group
+from autotest.consistency.value_compare import compare_group
 from autotest.consistency.dumps import ModuleEntry, TensorStat, read_dump
 from autotest.consistency.mapping import map_modules
 

@@ -1,60 +1,85 @@
 from __future__ import annotations
 
-from autotest.consistency.classify import classify_modules, find_boundary
-from autotest.consistency.compare import compare_group
-from autotest.consistency.correlation import read_correlation_log
-from autotest.consistency.dumps import read_dump
-from autotest.consistency.mapping import map_modules
-from autotest.consistency.pairing import CannotConclude, pair_forwards
-from autotest.consistency.report import hypothesis_for, judge, localisation
+import csv
+import json
+
+from autotest.consistency.analyze import analyze
+from autotest.consistency.report import FILES, output_paths
 
 
-def test_localisation_is_the_deepest_common_module():
-    assert localisation(["model.layers.1.mlp.gate_proj", "model.layers.1.mlp.down_proj"]) == "model.layers.1.mlp"
-    assert localisation(["model.layers.1.mlp.gate_proj"]) == "model.layers.1.mlp.gate_proj"
-    assert localisation(["model.layers.1.mlp", "lm_head"]) == "(whole model)"
+def strict_json(path):
+    def refuse(token):
+        raise AssertionError(f"{path}: non-standard JSON constant {token}")
+
+    return json.loads(path.read_text(), parse_constant=refuse)
 
 
-def _judge_inputs(run):
-    pairs = pair_forwards(
-        read_correlation_log(run.rollout_log, "rollout"),
-        read_correlation_log(run.actor_log, "actor"),
-        run.rollout_dump,
-        run.actor_dump,
-    ).pairs
-    analyses, boundaries, conf = {}, {}, {}
-    for pair in pairs:
-        actor, rollout = read_dump(pair.actor_dump).entries, read_dump(pair.rollout_dump).entries
-        compares = [compare_group(g, actor, rollout) for g in map_modules(actor, rollout)]
-        analyses[pair.pair_id] = classify_modules(compares)
-        boundaries[pair.pair_id] = find_boundary(analyses[pair.pair_id])
-        conf.update({c.module_path: c.group.confidence for c in compares})
-    return pairs, analyses, boundaries, conf
-
-
-def test_confidence_follows_evidence_and_pairing(scenario_runs):
-    pairs, analyses, boundaries, conf = _judge_inputs(scenario_runs["mlp_unsynced_tensor"])
-    verdict, confidence, module, pair, notes = judge(pairs, analyses, boundaries, [], conf)
-    assert (verdict, confidence, module.module_path, notes) == (
-        "root_cause_found",
-        "high",
-        "model.layers.1.mlp.gate_proj",
-        [],
+def test_every_artifact_is_written_with_its_columns(scenario_runs, tmp_path):
+    run = scenario_runs["one_matrix"]
+    report = analyze(run.rollout_dump, run.actor_dump, run.rollout_log, run.actor_log, tmp_path)
+    assert set(report.paths["outputs"]) == set(output_paths(tmp_path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        f"{stem}.{ext}"
+        for name, stem in FILES.items()
+        for ext in (("json", "md") if name == "root_cause_report" else ("json", "csv"))
     )
-    issue = CannotConclude("unpaired_samples", "one request had no actor forward")
-    assert judge(pairs, analyses, boundaries, [issue], conf)[1] == "low"
-    # one of two pairs without a boundary: the disagreement is a note and costs confidence
-    split = dict(boundaries)
-    split[pairs[1].pair_id] = None
-    verdict, confidence, _, _, notes = judge(pairs, analyses, split, [], conf)
-    assert confidence == "medium" and notes == [
-        "1 of 2 forward pairs place the first divergence at model.layers.1.mlp.gate_proj"
-    ]
-    assert judge((), {}, {}, [issue], {})[0] == "cannot_conclude"
 
+    key_mapping = strict_json(tmp_path / "output_1_key_mapping.json")
+    assert set(key_mapping[0]) == {
+        "train_key",
+        "rollout_keys",
+        "layer_index",
+        "block",
+        "cardinality",
+        "confidence",
+        "kind",
+        "notes",
+    }
+    row = next(r for r in key_mapping if r["train_key"] == "Module.model.layers.1.mlp.up_proj.Linear.forward.0")
+    assert row["layer_index"] == 1 and row["block"] == "mlp" and row["cardinality"] == "1:1"
 
-def test_hypothesis_names_both_paths(scenario_runs):
-    pairs, analyses, boundaries, _ = _judge_inputs(scenario_runs["rmsnorm_eps"])
-    hypothesis = hypothesis_for(boundaries[pairs[0].pair_id].module)
-    assert "Qwen3RMSNorm" in hypothesis["expected_train_path"]
-    assert "inference implementation of model.layers.1.post_attention_layernorm" in hypothesis["inference_path"]
+    mapping = strict_json(tmp_path / "output_2_mapping.json")
+    assert mapping["Module.lm_head.Linear.forward.0"] == ["Module.lm_head.Linear.forward.0"]
+
+    values = strict_json(tmp_path / "output_3_value_compare.json")
+    o_proj = next(
+        v for v in values if v["module"] == "model.layers.0.self_attn.o_proj" and v["component"] == "parameter"
+    )
+    assert o_proj["status"] == "alert" and o_proj["priority"] == 1
+    assert o_proj["stats"]["Norm"]["rel_err"] > 1e-2 and o_proj["shape"]["status"] == "same"
+    with (tmp_path / "output_3_value_compare.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == len(values)
+    assert {
+        "Max_train",
+        "Norm_rel_err",
+        "Mean_status",
+        "shape_status",
+        "dtype_status",
+        "tensor_cosine",
+        "priority",
+    } <= set(rows[0])
+
+    modules = strict_json(tmp_path / "output_4_module_analysis.json")
+    assert {m["pair"] for m in modules} == {"step2:actor0000~rollout0000", "step2:actor0001~rollout0001"}
+    assert {"output", "parameters", "inputs", "bucket", "explained_by"} <= set(modules[0])
+
+    doc = strict_json(tmp_path / "output_5_root_cause_report.json")
+    assert doc["verdict"] == "root_cause_found" and doc["root_cause"]["module"] == "model.layers.0.self_attn.o_proj"
+    md = (tmp_path / "output_5_root_cause_report.md").read_text()
+    for section in (
+        "## Context",
+        "## Final judgement",
+        "## Evidence chain",
+        "## Key suspects",
+        "## Excluded candidates",
+        "## Hypothesis",
+        "## Next checks",
+        "## Steps executed / verified / not run",
+        "## Limitations",
+        "## Notes and paths",
+    ):
+        assert section in md, section
+    assert "expected train path" in md and "inference path" in md
+    assert str(run.actor_log) in md and "why this is the first credible boundary" in md
+    assert "value comparison (tensor, elementwise): **not_run**" in md

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from autotest.consistency.compare import (
+from autotest.consistency.value_compare import (
     combine,
     compare_group,
     compare_tensor,

@@ -1,0 +1,246 @@
+"""The root-cause judgement: one typed result from pairing, comparison and classification.
+
+Verdicts: ``root_cause_found`` (a credible first divergence boundary), ``no_divergence``
+(every compared module aligned), ``cannot_conclude`` (typed reasons; no root cause is ever
+claimed then). Confidence: ``high`` needs elementwise (tensor) evidence at the boundary, a
+high-confidence mapping and clean pairing; statistics alone give at most ``medium``; pairing
+issues or a low-confidence mapping give ``low``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from autotest.consistency.classify import Boundary, ModuleAnalysis
+from autotest.consistency.value_compare import TensorCompare
+from autotest.consistency.pairing import CannotConclude, ForwardPair
+
+VERDICTS = ("root_cause_found", "no_divergence", "cannot_conclude")
+STEP_STATUSES = ("verified", "executed", "not_run", "failed")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of the consistency job and what was really done."""
+
+    name: str
+    status: str
+    """verified (checked against files) | executed | not_run | failed."""
+    detail: str
+
+
+@dataclass(frozen=True)
+class RootCauseReport:
+    """Everything output_5 says; report.py only renders it."""
+
+    verdict: str
+    confidence: str | None
+    root_cause: Mapping[str, Any] | None
+    previous_aligned_boundary: str | None
+    suspects: tuple[Mapping[str, Any], ...]
+    excluded: tuple[Mapping[str, Any], ...]
+    hypothesis: Mapping[str, str] | None
+    evidence_chain: tuple[str, ...]
+    next_checks: tuple[str, ...]
+    limitations: tuple[str, ...]
+    cannot_conclude: tuple[CannotConclude, ...]
+    steps: tuple[Step, ...]
+    context: Mapping[str, Any]
+    paths: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": 1,
+            "verdict": self.verdict,
+            "confidence": self.confidence,
+            "root_cause": dict(self.root_cause) if self.root_cause else None,
+            "previous_aligned_boundary": self.previous_aligned_boundary,
+            "suspects": [dict(s) for s in self.suspects],
+            "excluded_candidates": [dict(e) for e in self.excluded],
+            "hypothesis": dict(self.hypothesis) if self.hypothesis else None,
+            "evidence_chain": list(self.evidence_chain),
+            "next_checks": list(self.next_checks),
+            "limitations": list(self.limitations),
+            "cannot_conclude": [c.to_dict() for c in self.cannot_conclude],
+            "steps": [{"step": s.name, "status": s.status, "detail": s.detail} for s in self.steps],
+            "context": dict(self.context),
+            "paths": dict(self.paths),
+        }
+
+
+def _worst(module: ModuleAnalysis, component: str) -> TensorCompare | None:
+    found = [t for t in module.compare.tensors if t.component == component]
+    if not found:
+        return None
+    return max(found, key=lambda t: (t.status == "alert", max((v or 0.0) for v in t.stat_rel_err.values())))
+
+
+def _describe(t: TensorCompare | None) -> str:
+    if t is None:
+        return "no tensors"
+    if t.tensor is not None:
+        m = t.tensor
+        return (
+            f"{t.path}: cosine {m.cosine:.6f}, rel_err {m.rel_err:.3e}, max_abs_err {m.max_abs_err:.3e} "
+            f"({t.status}, tensor)"
+        )
+    errs = ", ".join(f"{s} {v:.3e}" for s, v in t.stat_rel_err.items() if v is not None)
+    return f"{t.path}: rel_err {errs} ({t.status}, statistics)"
+
+
+def suspect_row(m: ModuleAnalysis, pair: ForwardPair) -> dict[str, Any]:
+    return {
+        "module": m.module_path,
+        "bucket": m.bucket,
+        "train_keys": list(m.compare.group.train_keys),
+        "rollout_keys": list(m.compare.group.rollout_keys),
+        "output": m.output,
+        "parameters": m.parameters,
+        "inputs": m.inputs,
+        "evidence": m.compare.evidence(),
+        "output_detail": _describe(_worst(m, "output")),
+        "parameter_detail": _describe(_worst(m, "parameter")),
+        "notes": list(m.notes),
+        "pair": pair.pair_id,
+    }
+
+
+def localisation(paths: Sequence[str]) -> str:
+    """The deepest module path enclosing every suspect (``model.layers.1.mlp``)."""
+    parts = [p.split(".") for p in paths]
+    common = os.path.commonprefix(parts)
+    return ".".join(common) if common else "(whole model)"
+
+
+def judge(
+    pairs: Sequence[ForwardPair],
+    analyses: Mapping[str, tuple[ModuleAnalysis, ...]],
+    boundaries: Mapping[str, Boundary | None],
+    issues: Sequence[CannotConclude],
+    mapping_confidence: Mapping[str, str],
+) -> tuple[str, str | None, ModuleAnalysis | None, ForwardPair | None, list[str]]:
+    """(verdict, confidence, boundary module, its pair, notes) across all pairs."""
+    notes: list[str] = []
+    if not pairs:
+        return "cannot_conclude", None, None, None, notes
+    found = {pid: b for pid, b in boundaries.items() if b is not None}
+    if not found:
+        if any(a.output in ("unknown", "none") for mods in analyses.values() for a in mods) and not any(
+            a.output == "aligned" for mods in analyses.values() for a in mods
+        ):
+            return "cannot_conclude", None, None, None, notes
+        return "no_divergence", None, None, None, notes
+    votes = Counter(b.module.module_path for b in found.values())
+    path, count = votes.most_common(1)[0]
+    pair = next(p for p in pairs if found.get(p.pair_id) and found[p.pair_id].module.module_path == path)  # type: ignore[union-attr]
+    boundary = found[pair.pair_id]
+    assert boundary is not None
+    module = boundary.module
+    if count < len(pairs):
+        notes.append(f"{count} of {len(pairs)} forward pairs place the first divergence at {path}")
+    evidence = module.compare.evidence()
+    group_conf = mapping_confidence.get(module.module_path, "medium")
+    if issues or group_conf == "low" or module.bucket == "systemic_misalignment":
+        confidence = "low"
+    elif evidence == "tensor" and group_conf == "high" and count == len(pairs):
+        confidence = "high"
+    else:
+        confidence = "medium"
+    return "root_cause_found", confidence, module, pair, notes
+
+
+HYPOTHESES = {
+    "parameter_sync_mismatch": (
+        "{m} computes with the actor's current weights ({pt}).",
+        "The rollout engine's {m} holds different weights ({pr}): the weight sync to the inference engine "
+        "skipped, truncated or mis-mapped this module (or it was loaded from a stale version).",
+    ),
+    "module_impl_mismatch": (
+        "{m} ({tc}) maps the aligned inputs and weights to its output ({ot}).",
+        "The inference implementation of {m} ({rc}) computes a different function of the same inputs and "
+        "weights ({orr}): epsilon, activation, kernel, fused operator or precision handling differ.",
+    ),
+    "systemic_misalignment": (
+        "The first dumped module receives the actor's inputs.",
+        "The rollout side's inputs already differ before the first dumped module: different model inputs "
+        "(token ids, positions, mask) or a dump narrowed past the real boundary.",
+    ),
+    "upstream_propagation_or_amplification": (
+        "{m} receives inputs that differ only marginally ({it}).",
+        "The inference path of {m} amplifies that difference to a divergent output ({orr}): a numerically "
+        "sensitive operation in lower precision.",
+    ),
+}
+
+
+def hypothesis_for(module: ModuleAnalysis) -> dict[str, str]:
+    out_t, par_t, in_t = _worst(module, "output"), _worst(module, "parameter"), _worst(module, "input")
+    group = module.compare.group
+    fields = {
+        "m": module.module_path,
+        "tc": ",".join(k.split(".")[-3] for k in group.train_keys),
+        "rc": ",".join(k.split(".")[-3] for k in group.rollout_keys),
+        "pt": _stat(par_t, "train"),
+        "pr": _stat(par_t, "rollout"),
+        "ot": _stat(out_t, "train"),
+        "orr": _stat(out_t, "rollout"),
+        "it": _describe(in_t),
+    }
+    train, inference = HYPOTHESES[module.bucket if module.bucket in HYPOTHESES else "module_impl_mismatch"]
+    return {"expected_train_path": train.format(**fields), "inference_path": inference.format(**fields)}
+
+
+def _stat(t: TensorCompare | None, side: str) -> str:
+    if t is None:
+        return "no tensors dumped"
+    s = t.train if side == "train" else t.rollout
+    norm = s.stats.get("Norm")
+    return f"{t.path} {s.dtype} Norm {norm:.6g}" if norm is not None else f"{t.path} {s.dtype}"
+
+
+def next_checks_for(
+    module: ModuleAnalysis | None,
+    boundary: Boundary | None,
+    pair: ForwardPair | None,
+    tensor_evidence: bool,
+) -> list[str]:
+    checks: list[str] = []
+    if module is not None and boundary is not None and pair is not None:
+        m = module.module_path
+        if module.bucket == "parameter_sync_mismatch":
+            checks.append(
+                f"Trace the weight sync for {localisation([s.module_path for s in boundary.suspects])}: compare "
+                f"the actor's parameter with what the rollout engine loaded (weight version {pair.weight_version} "
+                "in both correlation logs)."
+            )
+        elif module.bucket == "module_impl_mismatch":
+            checks.append(
+                f"Diff the training and inference implementations of {m} "
+                "(epsilon, activation, kernel, fusion, dtype casts)."
+            )
+        elif module.bucket == "systemic_misalignment":
+            checks.append(
+                "Check the inputs of the first dumped module (token ids, positions, mask) and widen the dump "
+                "list upstream."
+            )
+        else:
+            checks.append(
+                f"Check numerical sensitivity of {m} in the rollout dtype (accumulation precision, fused kernels)."
+            )
+        if not tensor_evidence:
+            suspects = [s.module_path for s in boundary.suspects]
+            if boundary.previous_aligned is not None:
+                suspects.append(boundary.previous_aligned.module_path)
+            checks.append(
+                "Rerun the same window with task tensor narrowed to the suspects and the previous aligned boundary "
+                f"(msprobe_config.tensor_pass_config): list = {sorted(set(suspects))}; statistics only screen."
+            )
+        checks.append(
+            "Cross-check with MSProbe's own comparison: "
+            f"msprobe compare -tp {pair.actor_dump} -gp {pair.rollout_dump} -o <out>"
+        )
+    return checks

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from autotest.errors import UsageError
-from autotest.results import FAIL, PASS
+from autotest.judge.model import FAIL, PASS
 
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
 
@@ -18,8 +18,8 @@ def exit_code_for(status: str) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from autotest.compare import compare_paths
-    from autotest.publish import publish
+    from autotest.judge.verdict import compare_paths
+    from autotest.report.publish import publish
 
     comparison = compare_paths(args.baseline, args.current, fmt=args.format, wall_time_s=args.wall_time_s)
     verdict = comparison.verdict
@@ -46,8 +46,8 @@ def _confirm_on_terminal(card: str) -> bool:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from autotest.cases import load_case
-    from autotest.runner import DRY_RUN, SKIP, RunOptions, run_case
+    from autotest.inputs.case import load_case
+    from autotest.pipeline import DRY_RUN, SKIP, RunOptions, run_case
 
     def show(card: str) -> bool:
         print(card)
@@ -69,8 +69,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _cases(args: argparse.Namespace) -> int:
-    from autotest.cases import list_cases
-    from autotest.platform import check_platform
+    from autotest.inputs.case import list_cases
+    from autotest.run.platform import check_platform
 
     for case in list_cases():
         check = check_platform(case)

@@ -19,9 +19,9 @@ EXIT_OK, EXIT_REVIEW, EXIT_ERROR = 0, 1, 2
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    from autotest.calibrate import CalibrationError
-    from autotest.calibration_run import CalibrationOptions, calibrate_case
-    from autotest.cases import REPO_ROOT, load_case
+    from autotest.calibration.runs import CalibrationOptions, calibrate_case
+    from autotest.calibration.thresholds import CalibrationError
+    from autotest.inputs.case import REPO_ROOT, load_case
 
     if args.runs is not None and args.runs < 2:
         raise UsageError(f"--runs: {args.runs} is below 2; run-to-run noise needs at least two runs")
@@ -66,8 +66,8 @@ def _command_line(args: argparse.Namespace) -> str:
 
 
 def _promote(args: argparse.Namespace) -> int:
-    from autotest.calibration_run import baseline_files, promote
-    from autotest.cases import load_case
+    from autotest.calibration.runs import baseline_files, promote
+    from autotest.inputs.case import load_case
 
     target, _, _ = baseline_files(load_case(args.case), args.baselines_dir)
     print(f"promoted: {promote(target)}")

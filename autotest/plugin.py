@@ -1,6 +1,6 @@
 """pytest plugin: options, markers, the ``run_accuracy_case`` fixture and the end-of-session summary.
 
-It only wires things up: running a case is :func:`autotest.runner.run_case`, shared with the CLI.
+It only wires things up: running a case is :func:`autotest.pipeline.run_case`, shared with the CLI.
 Heavy modules are imported inside the fixture, so loading the plugin costs nothing.
 """
 
@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Callable
 import pytest
 
 if TYPE_CHECKING:
-    from autotest.cases import Case
-    from autotest.runner import CaseRun
+    from autotest.inputs.case import Case
+    from autotest.pipeline import CaseRun
 
 MARKERS = {
     "grpo": "GRPO accuracy suite (launches a real training run)",
@@ -85,7 +85,7 @@ def _results_root(config: pytest.Config) -> Path:
 @pytest.fixture
 def run_accuracy_case(request: pytest.FixtureRequest) -> Callable[..., "CaseRun"]:
     """Run a case end to end (``run_accuracy_case(case, fault=None, seed=None)``) and return its CaseRun."""
-    from autotest.runner import RunOptions, run_case
+    from autotest.pipeline import RunOptions, run_case
 
     config = request.config
     reporter = config.pluginmanager.get_plugin("terminalreporter")
@@ -138,8 +138,8 @@ class _GpuSlice:
             return {}
         from contextlib import ExitStack
 
-        from autotest.gpu_slots import acquire, cuda_visible_devices, slots_dir_for
-        from autotest.platform import detect_gpus
+        from autotest.run.gpu_slots import acquire, cuda_visible_devices, slots_dir_for
+        from autotest.run.platform import detect_gpus
 
         total = detect_gpus().count
         if total < self.case.platform.gpus:
@@ -159,7 +159,7 @@ class _GpuSlice:
 
 def assert_case_outcome(run: "CaseRun", strict: bool) -> None:
     """Turn a CaseRun into the test's outcome: pass, skip (or fail when strict), or fail with the report."""
-    from autotest.runner import DRY_RUN, SKIP
+    from autotest.pipeline import DRY_RUN, SKIP
 
     if run.status == SKIP:
         if strict:

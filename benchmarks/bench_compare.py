@@ -18,7 +18,6 @@ import tempfile
 import time
 from pathlib import Path
 
-
 SCOPES = ("scope: stepwise", "scope: percentile, percentile: 80", "scope: final",
           "scope: window, window: [100, 4000]", "scope: points, points: [1, 1000, 2500, 5000]")
 
@@ -55,8 +54,8 @@ def main() -> int:
         folder = Path(tmp)
         baseline, tracker = write_inputs(folder, args.steps, args.metrics, args.check_all)
         start = time.perf_counter()
-        from autotest.compare import compare_paths
-        from autotest.publish import publish
+        from autotest.judge.verdict import compare_paths
+        from autotest.report.publish import publish
 
         comparison = compare_paths(baseline, tracker)
         publish(comparison, folder / "out", with_plots=args.plots)

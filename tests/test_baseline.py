@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from autotest.baseline import load_baseline
 from autotest.errors import UsageError
+from autotest.inputs.baseline import load_baseline
 
 ROOT = Path(__file__).resolve().parents[1]
 BAD = Path(__file__).parent / "data" / "bad_baselines"

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from autotest.baseline import CalibrationSpec, load_baseline
 from autotest.errors import UsageError
+from autotest.inputs.baseline import CalibrationSpec, load_baseline
 from tests.helpers import write_yaml
 
 HEAD = """schema_version: 1

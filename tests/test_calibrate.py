@@ -7,13 +7,23 @@ from types import MappingProxyType
 import numpy as np
 import pytest
 
-from autotest.baseline import Baseline, CalibrationSpec, CheckSpec, StepPolicy
-from autotest.calibrate import (CALIBRATED, KEPT, UNCALIBRATED, CalibrationError, calibrate, exceed_chance,
-                                golden_shifts, leave_one_out, round_up, sample_size_warnings)
-from autotest.compare import compare
+from autotest.calibration.thresholds import (
+    CALIBRATED,
+    KEPT,
+    UNCALIBRATED,
+    CalibrationError,
+    calibrate,
+    exceed_chance,
+    golden_shifts,
+    leave_one_out,
+    round_up,
+    sample_size_warnings,
+)
 from autotest.errors import UsageError
-from autotest.results import FAIL, PASS
-from autotest.trace import Trace
+from autotest.inputs.baseline import Baseline, CalibrationSpec, CheckSpec, StepPolicy
+from autotest.judge.model import FAIL, PASS
+from autotest.judge.trace import Trace
+from autotest.judge.verdict import compare
 
 STEPS = range(1, 21)
 

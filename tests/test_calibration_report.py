@@ -5,10 +5,16 @@ from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 
-from autotest.baseline import Baseline, CalibrationSpec, CheckSpec, StepPolicy, load_baseline
-from autotest.calibrate import calibrate, golden_shifts, leave_one_out
-from autotest.calibration_report import baseline_yaml, render_report
-from autotest.trace import Trace
+from autotest.calibration.review import baseline_yaml, render_report
+from autotest.calibration.thresholds import calibrate, golden_shifts, leave_one_out
+from autotest.inputs.baseline import (
+    Baseline,
+    CalibrationSpec,
+    CheckSpec,
+    StepPolicy,
+    load_baseline,
+)
+from autotest.judge.trace import Trace
 
 
 def run(name: str, offset: float) -> Trace:

@@ -8,15 +8,22 @@ from pathlib import Path
 
 import pytest
 
-from autotest.baseline import load_baseline
-from autotest.calibrate import CalibrationError
-from autotest.calibration_run import (CalibrationOptions, baseline_files, calibrate_case, calibration_seeds,
-                                      load_spec, promote, run_once)
-from autotest.cases import load_case
-from autotest.compare import compare
+from autotest.calibration.runs import (
+    CalibrationOptions,
+    baseline_files,
+    calibrate_case,
+    calibration_seeds,
+    load_spec,
+    promote,
+    run_once,
+)
+from autotest.calibration.thresholds import CalibrationError
 from autotest.errors import UsageError
-from autotest.readers import read_trace
-from autotest.results import FAIL, PASS
+from autotest.inputs.baseline import load_baseline
+from autotest.inputs.case import load_case
+from autotest.judge.model import FAIL, PASS
+from autotest.judge.readers import read_trace
+from autotest.judge.verdict import compare
 
 # A small real workload in a git checkout of its own (the "framework"): 10 steps, eval at 0/5/10 on
 # a 20-item eval set, seeded noise; --fault unsynced raises the k3 mismatch as a stale layer would;
@@ -153,7 +160,7 @@ def test_calibrate_writes_a_candidate_with_provenance_and_promote_replaces(fake_
     for seed, fault, status in ((3, None, PASS), (3, "unsynced", FAIL)):
         run_dir = tmp_path / f"check-{seed}-{fault}"
         if fault:
-            from autotest.launcher import artifacts_for, launch, launch_spec
+            from autotest.run.launch import artifacts_for, launch, launch_spec
 
             result = launch(launch_spec(promoted, run_dir / "work", seed=seed, fault=fault), run_dir)
             assert result.exit_code == 0
@@ -227,7 +234,7 @@ def test_runs_as_ray_tasks_on_a_given_cluster(fake_case, tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_tiny_grpo_from_three_runs_passes_a_fresh_seed_and_fails_an_unsynced_layer(tmp_path, request):
     """End to end on the embedded GRPO workload (minutes): calibrate N=3 into a temp folder, promote, check."""
-    from autotest.runner import RunOptions, run_case
+    from autotest.pipeline import RunOptions, run_case
     from autotest.suites.test_calibration import calibration_selected
 
     if not calibration_selected(request.config):

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from autotest.card import render_card
-from autotest.cases import load_case
-from autotest.launcher import LaunchSpec, launch_spec
-from autotest.preflight import run_preflight
+from autotest.inputs.case import load_case
+from autotest.run.card import render_card
+from autotest.run.launch import LaunchSpec, launch_spec
+from autotest.run.preflight import run_preflight
 
 CRITERIA = ["response/rewards/mean: absolute < 0.1, p80 of per-step errors",
             "mismatch/mismatch_k3_kl: absolute <= 0.0001, stepwise"]

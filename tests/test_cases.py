@@ -7,9 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from autotest.cases import (CASES_DIR, REPO_ROOT, expand, list_cases, load_case,
-                            placeholder_values, tracker_location, unset_variables)
 from autotest.errors import UsageError
+from autotest.inputs.case import (
+    CASES_DIR,
+    REPO_ROOT,
+    expand,
+    list_cases,
+    load_case,
+    placeholder_values,
+    tracker_location,
+    unset_variables,
+)
 
 BAD = Path(__file__).parent / "data" / "bad_cases"
 EXPECTED = dict(line.split("\t", 1) for line in (BAD / "EXPECTED.txt").read_text().splitlines())

@@ -6,12 +6,17 @@ from types import MappingProxyType
 
 import pytest
 
-from autotest.baseline import Baseline, CheckSpec, StepPolicy, load_baseline
-from autotest.checks import evaluate_check, point_error, run_checks, structural_checks
-from autotest.compare import compare, golden_trace
-from autotest.readers import read_trace
-from autotest.results import ERROR, FAIL, INFO, PASS, decide_status
-from autotest.trace import Trace
+from autotest.inputs.baseline import Baseline, CheckSpec, StepPolicy, load_baseline
+from autotest.judge.checks import (
+    evaluate_check,
+    point_error,
+    run_checks,
+    structural_checks,
+)
+from autotest.judge.model import ERROR, FAIL, INFO, PASS, decide_status
+from autotest.judge.readers import read_trace
+from autotest.judge.trace import Trace
+from autotest.judge.verdict import compare, golden_trace
 from tests.helpers import write_tracker
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -175,7 +180,7 @@ def test_wall_time():
 
 
 def test_verdict_rules():
-    from autotest.results import CheckResult
+    from autotest.judge.model import CheckResult
 
     def r(status, severity="gate"):
         return CheckResult("x", status, "", severity=severity)

@@ -5,10 +5,10 @@ import shutil
 
 import pytest
 
-from autotest.baseline import load_baseline
-from autotest.calibration_run import baseline_files
+from autotest.calibration.runs import baseline_files
 from autotest.cli_calibrate import add_commands
 from autotest.errors import UsageError
+from autotest.inputs.baseline import load_baseline
 from tests.test_calibration_run import fake_case  # noqa: F401  (fixture)
 
 

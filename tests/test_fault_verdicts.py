@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from autotest.cases import load_case
-from autotest.runner import RunOptions, run_case
+from autotest.inputs.case import load_case
+from autotest.pipeline import RunOptions, run_case
 from autotest.workloads.faults import catalogue
 
 ARGS = {"crash-at": "10", "hang-at": "10", "nan-at": "10", "truncated-tracker": "10"}

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from autotest.errors import UsageError
-from autotest.gpu_slots import (
+from autotest.run.gpu_slots import (
     GpuSlotTimeout,
     acquire,
     cuda_visible_devices,
@@ -25,7 +25,7 @@ from autotest.gpu_slots import (
 _HOLDER = """
 import json, os, sys, time
 from pathlib import Path
-from autotest.gpu_slots import acquire
+from autotest.run.gpu_slots import acquire
 slots, total, need, out, release, label = sys.argv[1:7]
 with acquire(int(need), int(total), timeout_s=60, slots_dir=slots, label=label, poll_s=0.02) as devices:
     tmp = Path(out + ".tmp")

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from autotest.errors import UsageError
-from autotest.infra import (
+from autotest.run.infra import (
     DEFAULT_POLICY,
     Classification,
     InfraFailure,

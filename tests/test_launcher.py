@@ -13,10 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from autotest.cases import REPO_ROOT, load_case
 from autotest.errors import UsageError
-from autotest.launcher import (RAY_CLEANUP, LaunchResult, LaunchSpec, artifacts_for,
-                               collect_artifacts, completion_status, launch, launch_spec)
+from autotest.inputs.case import REPO_ROOT, load_case
+from autotest.run.launch import (
+    RAY_CLEANUP,
+    LaunchResult,
+    LaunchSpec,
+    artifacts_for,
+    collect_artifacts,
+    completion_status,
+    launch,
+    launch_spec,
+)
 
 # A child that starts a background grandchild, prints the grandchild's pid, then sleeps.
 GRANDCHILD = """
@@ -187,7 +195,7 @@ def test_ctrl_c_at_the_harness_kills_the_run(tmp_path: Path) -> None:
     harness = f"""
 import sys
 from pathlib import Path
-from autotest.launcher import LaunchSpec, launch
+from autotest.run.launch import LaunchSpec, launch
 code = {GRANDCHILD.format(kid=SLEEPER, parent_sleep=600)!r}
 launch(LaunchSpec(command=(sys.executable, '-c', code), cwd=Path({str(tmp_path)!r}), env={{}},
                   timeout_s=60, term_grace_s=2), Path({str(results)!r}))
@@ -304,7 +312,7 @@ def last_step(tracker: Path) -> int | None:
 def test_exit_zero_with_fewer_steps_is_incomplete(tmp_path: Path) -> None:
     """A run behind a pipeline: the trainer dies at step 30, tee keeps the exit code 0."""
     work = tmp_path / "work"
-    trainer = (f"import json, os, pathlib, sys; d = pathlib.Path(os.environ['WORK_DIR']) / '20990101000000' / "
+    trainer = ("import json, os, pathlib, sys; d = pathlib.Path(os.environ['WORK_DIR']) / '20990101000000' / "
                "'logs' / 'exp_tracking'; d.mkdir(parents=True); f = (d / 'tracker.jsonl').open('w'); "
                "[f.write(json.dumps({'step': s}) + chr(10)) for s in range(1, 31)]; f.close(); "
                "sys.exit('CUDA error: an illegal memory access was encountered')")

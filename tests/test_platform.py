@@ -12,9 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from autotest.cases import load_case
 from autotest.errors import UsageError
-from autotest.platform import check_platform, detect_gpus, parse_cuda_version, parse_nvidia_smi_list
+from autotest.inputs.case import load_case
+from autotest.run.platform import (
+    check_platform,
+    detect_gpus,
+    parse_cuda_version,
+    parse_nvidia_smi_list,
+)
 
 LISTING = """GPU 0: NVIDIA H200 (UUID: GPU-6f0b5c1e-0000-0000-0000-000000000000)
 GPU 1: NVIDIA H200 (UUID: GPU-6f0b5c1e-0000-0000-0000-000000000001)

@@ -8,7 +8,7 @@ CASE = ROOT / "tests" / "data" / "cases" / "scripted.yaml"
 SUITE = f"""
 from dataclasses import replace
 import pytest
-from autotest.cases import load_case
+from autotest.inputs.case import load_case
 from autotest.plugin import assert_case_outcome
 
 CASE = load_case({str(CASE)!r})
@@ -74,7 +74,7 @@ def test_dry_run_shows_card_and_command(pytester):
 XDIST_SUITE = f"""
 from dataclasses import replace
 import pytest
-from autotest.cases import load_case
+from autotest.inputs.case import load_case
 from autotest.plugin import assert_case_outcome
 
 CASE = load_case({str(CASE)!r})

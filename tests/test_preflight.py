@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from autotest.cases import REPO_ROOT, load_case
 from autotest.errors import UsageError
-from autotest.preflight import (MASK, check_inputs, commit_under_test, redact, require_inputs,
-                                run_preflight, secret_name)
+from autotest.inputs.case import REPO_ROOT, load_case
+from autotest.redaction import MASK, redact, secret_name
+from autotest.run.preflight import check_inputs, commit_under_test, require_inputs, run_preflight
 
 
 def git(repo: Path, *args: str) -> str:
@@ -103,7 +103,7 @@ def test_require_inputs_passes_when_all_exist(tmp_path: Path) -> None:
 
 
 def test_fingerprint_versions_without_importing() -> None:
-    code = ("import json, sys; from autotest.preflight import environment_fingerprint as f; "
+    code = ("import json, sys; from autotest.run.preflight import environment_fingerprint as f; "
             "fp = f({'PATH': '/nonexistent'}); "
             "print(json.dumps([fp, [m for m in ('torch', 'transformers', 'ray', 'msprobe') if m in sys.modules]]))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from autotest.errors import UsageError
-from autotest.launcher import LaunchSpec, _process_table, descendants
-from autotest.ray_jobs import exit_code_of, normalize_address, submit
+from autotest.run.launch import LaunchSpec, _process_table, descendants
+from autotest.run.ray_job import exit_code_of, normalize_address, submit
 
 RAY = shutil.which("ray", path=str(Path(sys.executable).parent)) or shutil.which("ray")
 START_TIMEOUT_S = 120.0  # Ray on 2 shared cores: ~10 s idle, a minute under load
@@ -283,11 +283,9 @@ def test_keyboard_interrupt_stops_the_job_and_propagates(ray_head: str, tmp_path
 
 @pytest.mark.slow
 def test_tiny_grpo_runs_as_a_ray_job(ray_head: str, tmp_path: Path) -> None:
-    from autotest.cases import load_case
-    from autotest.readers import read_trace
-    from autotest.runner import run_case
-
-    from autotest.runner import RunOptions
+    from autotest.inputs.case import load_case
+    from autotest.judge.readers import read_trace
+    from autotest.pipeline import RunOptions, run_case
 
     case = load_case("tiny-grpo")
     run = run_case(case, RunOptions(results_root=tmp_path / "results", ray_address=ray_head, with_plots=False))

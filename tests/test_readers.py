@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from autotest.errors import UsageError
-from autotest.readers import find_tracker, read_trace
+from autotest.judge.readers import find_tracker, read_trace
 from tests.helpers import write_tracker
 
 DATA = Path(__file__).parent / "data" / "bad_logs"

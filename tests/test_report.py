@@ -4,11 +4,11 @@ import json
 import multiprocessing
 from pathlib import Path
 
-from autotest.baseline import load_baseline
-from autotest.compare import compare
-from autotest.publish import publish
-from autotest.readers import read_trace
-from autotest.report import append_step_summary
+from autotest.inputs.baseline import load_baseline
+from autotest.judge.readers import read_trace
+from autotest.judge.verdict import compare
+from autotest.report.markdown import append_step_summary
+from autotest.report.publish import publish
 from tests.test_checks import mopd_tracker
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,8 +60,8 @@ def test_step_summary_appends_are_safe_across_processes(tmp_path):
 
 
 def test_reduced_checks_show_their_statistic_beside_the_worst_step():
-    from autotest.report import render_markdown
-    from autotest.results import Verdict
+    from autotest.judge.model import Verdict
+    from autotest.report.markdown import render_markdown
     from tests.test_checks import check
 
     golden = {s: 0.0 for s in range(1, 11)}

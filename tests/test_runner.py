@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from autotest.cases import load_case
-from autotest.infra import DEFAULT_POLICY, KindPolicy, InfraKind, RetryPolicy
-from autotest.runner import DRY_RUN, SKIP, RunOptions, run_case
+from autotest.inputs.case import load_case
+from autotest.pipeline import DRY_RUN, SKIP, RunOptions, run_case
+from autotest.run.infra import DEFAULT_POLICY, InfraKind, KindPolicy, RetryPolicy
 
 ROOT = Path(__file__).resolve().parents[1]
 CASE = ROOT / "tests" / "data" / "cases" / "scripted.yaml"

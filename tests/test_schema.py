@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from autotest.errors import UsageError
-from autotest.schema import Section, expand_env, load_section, load_yaml, show
+from autotest.inputs.schema import Section, expand_env, load_section, load_yaml, show
 
 
 def section(tmp_path: Path, text: str, **keys: tuple[str, ...]) -> Section:

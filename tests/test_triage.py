@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from autotest.results import ERROR, FAIL, PASS, CheckResult
-from autotest.trace import Trace
-from autotest.triage import triage
+from autotest.judge.model import ERROR, FAIL, PASS, CheckResult
+from autotest.judge.trace import Trace
+from autotest.judge.triage import triage
 
 CURRENT = Trace("t", MappingProxyType({}), train_steps=tuple(range(1, 26)), eval_steps=(0, 5, 10, 15, 20, 25))
 

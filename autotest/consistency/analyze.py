@@ -9,14 +9,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from autotest.consistency.classify import Boundary, ModuleAnalysis, classify_modules, find_boundary
-from autotest.consistency.value_compare import GroupCompare, compare_group
+from autotest.consistency.classify import (
+    Boundary,
+    ModuleAnalysis,
+    classify_modules,
+    find_boundary,
+)
 from autotest.consistency.config import MANIFEST
 from autotest.consistency.correlation import ForwardRecord, read_correlation_log
 from autotest.consistency.dumps import find_dump_dirs, read_dump
 from autotest.consistency.mapping import MappingGroup, load_user_mapping, map_modules
-from autotest.consistency.report import output_paths, write_outputs
 from autotest.consistency.pairing import CannotConclude, ForwardPair, pair_forwards
+from autotest.consistency.report import output_paths, write_outputs
+from autotest.consistency.value_compare import GroupCompare, compare_group
 from autotest.consistency.verdict import (
     RootCauseReport,
     Step,

@@ -44,8 +44,18 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from autotest.consistency.config import LOG_LEVELS, MANIFEST, SIDES, DiagnosticConfig, parse_diagnostic_config
-from autotest.consistency.correlation import ForwardRecord, append_record, token_ranges_of
+from autotest.consistency.config import (
+    LOG_LEVELS,
+    MANIFEST,
+    SIDES,
+    DiagnosticConfig,
+    parse_diagnostic_config,
+)
+from autotest.consistency.correlation import (
+    ForwardRecord,
+    append_record,
+    token_ranges_of,
+)
 from autotest.consistency.msprobe_config import require_msprobe, write_msprobe_configs
 
 

@@ -57,7 +57,7 @@ def _module_path(key: str) -> str:
 
 def write_wrapper(path: Path, spec, diagnostic_config: Path) -> Path:
     """A standalone script that re-runs the case's launch with the diagnostic overrides."""
-    from autotest.preflight import redact
+    from autotest.redaction import redact
 
     lines = ["#!/usr/bin/env bash",
              "# Consistency dump re-run: the case's own launch command plus diagnostic overrides only.",
@@ -81,7 +81,7 @@ def _side_paths(config: dict[str, Any]) -> dict[str, Path]:
 
 def _collect(case, config: dict[str, Any], folder: Path, seed, fault, launcher: Callable) -> tuple[Any, Path, Any]:
     """Write the diagnostic config and wrapper for one pass; run it when ``launcher`` is given."""
-    from autotest.launcher import launch_spec
+    from autotest.run.launch import launch_spec
 
     folder.mkdir(parents=True, exist_ok=True)
     config_path = folder / "diagnostic_config.json"
@@ -96,12 +96,12 @@ def _collect(case, config: dict[str, Any], folder: Path, seed, fault, launcher: 
 def run_consistency_job(results_dir: str | Path, *, execute: bool = True,
                         max_forwards_per_side: int = DEFAULT_MAX_FORWARDS,
                         progress: Callable[[str], None] | None = None) -> JobOutcome:
-    from autotest.cases import load_case
     from autotest.consistency.analyze import analyze
     from autotest.consistency.msprobe_config import tensor_pass_config
     from autotest.consistency.screening import screen_run
-    from autotest.launcher import launch
-    from autotest.platform import check_platform
+    from autotest.inputs.case import load_case
+    from autotest.run.launch import launch
+    from autotest.run.platform import check_platform
 
     results_dir = Path(results_dir).resolve()
     request = load_request(results_dir)

@@ -34,7 +34,7 @@ from typing import Any
 
 from autotest.consistency.dumps import ModuleEntry
 from autotest.errors import UsageError
-from autotest.schema import load_document
+from autotest.inputs.schema import load_document
 
 # Applied to module paths of both sides before comparing (training-framework name → HF/vLLM name).
 RENAMES: tuple[tuple[str, str], ...] = (

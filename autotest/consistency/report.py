@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from autotest.consistency.classify import ModuleAnalysis
-from autotest.consistency.value_compare import GroupCompare
 from autotest.consistency.dumps import STATS, parse_key
 from autotest.consistency.mapping import MappingGroup, block_of, layer_index
+from autotest.consistency.value_compare import GroupCompare
 from autotest.consistency.verdict import RootCauseReport
 
 FILES = {

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from autotest.errors import UsageError
-from autotest.schema import load_document
+from autotest.inputs.schema import load_document
 
 PREFIXES = (
     "mismatch/mismatch_",
@@ -184,8 +184,8 @@ def screen_run(
     breaches: Sequence[Mapping[str, Any]] = (),
     thresholds: Mapping[str, float] | None = None,
 ) -> ScreeningResult:
-    """Read a run's metric log (``autotest.readers.read_trace``) and saved config, then :func:`screen`."""
-    from autotest.readers import read_trace
+    """Read a run's metric log (``autotest.judge.readers.read_trace``) and saved config, then :func:`screen`."""
+    from autotest.judge.readers import read_trace
 
     trace = read_trace(tracker)
     config: dict[str, Any] | None = None

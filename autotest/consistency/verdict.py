@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autotest.consistency.classify import Boundary, ModuleAnalysis
-from autotest.consistency.value_compare import TensorCompare
 from autotest.consistency.pairing import CannotConclude, ForwardPair
+from autotest.consistency.value_compare import TensorCompare
 
 VERDICTS = ("root_cause_found", "no_divergence", "cannot_conclude")
 STEP_STATUSES = ("verified", "executed", "not_run", "failed")

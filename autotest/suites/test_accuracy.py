@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from autotest.cases import list_cases
+from autotest.inputs.case import list_cases
 from autotest.plugin import assert_case_outcome
 
 

@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-from autotest.cases import list_cases
+from autotest.inputs.case import list_cases
 
 
 def calibration_selected(config: pytest.Config) -> bool:
@@ -30,11 +30,15 @@ def test_calibrate_case(case, request):
     config = request.config
     if not calibration_selected(config):
         pytest.skip("calibration writes candidate baselines: run it with `pytest -m calibration`")
-    from autotest.calibrate import CalibrationError
-    from autotest.calibration_run import CalibrationOptions, calibrate_case, promote_command
+    from autotest.calibration.runs import (
+        CalibrationOptions,
+        calibrate_case,
+        promote_command,
+    )
+    from autotest.calibration.thresholds import CalibrationError
     from autotest.errors import UsageError
-    from autotest.platform import check_platform
     from autotest.plugin import _results_root
+    from autotest.run.platform import check_platform
 
     platform = check_platform(case)
     if not platform.runnable:

@@ -8,7 +8,7 @@ loop), ``on_sync`` and ``patch_rollout_model`` (the rollout engine), ``wrap_judg
 training reward), ``on_advantages`` and ``on_actor_logprobs`` (the trainer),
 ``wrap_tracker`` (the metric log).
 
-Each fault carries the verdict and primary triage rule (``autotest.triage``) the harness must give
+Each fault carries the verdict and primary triage rule (``autotest.judge.triage``) the harness must give
 when it holds the run against a healthy baseline (``FaultHooks.expected``; all of them: ``catalogue()``).
 
 | fault | effect | verdict | breached | triage |
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 MISMATCH = "mismatch/mismatch_k3_kl"
 REWARDS = "response/rewards/mean"
 EVAL = "eval/accuracy"
-INCONSISTENCY = "mismatch"  # triage rule ids are autotest.triage's
+INCONSISTENCY = "mismatch"  # triage rule ids are autotest.judge.triage's
 
 
 class FaultHooks:

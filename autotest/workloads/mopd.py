@@ -35,7 +35,13 @@ from typing import Any
 from autotest.errors import UsageError
 from autotest.workloads.faults import make_fault
 from autotest.workloads.tasks import get_task
-from autotest.workloads.teacher_client import ENDPOINTS_ENV, Routing, TeacherClient, TeacherError, parse_endpoints
+from autotest.workloads.teacher_client import (
+    ENDPOINTS_ENV,
+    Routing,
+    TeacherClient,
+    TeacherError,
+    parse_endpoints,
+)
 from autotest.workloads.teachers import teacher_name
 from autotest.workloads.tiny_lm import TinyLMConfig
 from autotest.workloads.tracker import JsonlTracker, make_exp_dir, write_config

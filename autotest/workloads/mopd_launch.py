@@ -49,10 +49,21 @@ from typing import Any
 
 from autotest.errors import UsageError
 from autotest.workloads.mopd import TRAINING_FAULTS
-from autotest.workloads.teacher_client import ENDPOINTS_ENV, TeacherError, dump_endpoints, request_logprobs
-from autotest.workloads.teacher_server import DIED_EXIT_CODE
 from autotest.workloads.tasks import get_task
-from autotest.workloads.teachers import Fixture, correct_pairs, ensure_fixture, open_fixture, teacher_name
+from autotest.workloads.teacher_client import (
+    ENDPOINTS_ENV,
+    TeacherError,
+    dump_endpoints,
+    request_logprobs,
+)
+from autotest.workloads.teacher_server import DIED_EXIT_CODE
+from autotest.workloads.teachers import (
+    Fixture,
+    correct_pairs,
+    ensure_fixture,
+    open_fixture,
+    teacher_name,
+)
 from autotest.workloads.tiny_lm import DigitTokenizer
 
 TEACHER_FAULTS = ("teacher-swap", "teacher-dies")

@@ -13,9 +13,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from autotest.workloads.faults import FaultHooks, make_fault
-from autotest.workloads.observer import ROLLOUT_PHASE, ROLLOUT_SIDE, ForwardObserver, NullObserver
+from autotest.workloads.observer import (
+    ROLLOUT_PHASE,
+    ROLLOUT_SIDE,
+    ForwardObserver,
+    NullObserver,
+)
 from autotest.workloads.tasks import Judge, Prompt
-from autotest.workloads.tiny_lm import DigitTokenizer, TinyLMConfig, build_model, forward_logits, response_logprobs
+from autotest.workloads.tiny_lm import (
+    DigitTokenizer,
+    TinyLMConfig,
+    build_model,
+    forward_logits,
+    response_logprobs,
+)
 
 if TYPE_CHECKING:
     import torch

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    import torch
+    pass
 
 LOGPROBS_PATH = "/v1/logprobs"
 HEALTH_PATH = "/health"

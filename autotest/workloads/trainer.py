@@ -14,8 +14,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from autotest.workloads.faults import FaultHooks, make_fault
-from autotest.workloads.metrics import group_advantages, masked_mean, mismatch_metrics, summary_stats
-from autotest.workloads.observer import ACTOR_PHASE, ACTOR_SIDE, ForwardObserver, NullObserver
+from autotest.workloads.metrics import (
+    group_advantages,
+    masked_mean,
+    mismatch_metrics,
+    summary_stats,
+)
+from autotest.workloads.observer import (
+    ACTOR_PHASE,
+    ACTOR_SIDE,
+    ForwardObserver,
+    NullObserver,
+)
 from autotest.workloads.tiny_lm import TinyLMConfig, build_model, response_logprobs
 
 if TYPE_CHECKING:

@@ -1,9 +1,9 @@
 from __future__ import annotations
 
 from autotest.consistency.classify import classify_modules, find_boundary
-from autotest.consistency.value_compare import compare_group
 from autotest.consistency.dumps import ModuleEntry, TensorStat, read_dump
 from autotest.consistency.mapping import map_modules
+from autotest.consistency.value_compare import compare_group
 
 
 def real_analysis(run):

@@ -4,7 +4,12 @@ import json
 
 import pytest
 
-from autotest.consistency.correlation import ForwardRecord, append_record, read_correlation_log, token_ranges_of
+from autotest.consistency.correlation import (
+    ForwardRecord,
+    append_record,
+    read_correlation_log,
+    token_ranges_of,
+)
 from autotest.errors import UsageError
 
 

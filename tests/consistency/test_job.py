@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from autotest.cases import load_case
 from autotest.consistency.job import REQUEST_FILE, load_request, run_consistency_job
 from autotest.errors import UsageError
 from autotest.workloads.faults import catalogue

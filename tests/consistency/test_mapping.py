@@ -5,7 +5,13 @@ import json
 import pytest
 
 from autotest.consistency.dumps import ModuleEntry, read_dump
-from autotest.consistency.mapping import block_of, canonical, layer_index, load_user_mapping, map_modules
+from autotest.consistency.mapping import (
+    block_of,
+    canonical,
+    layer_index,
+    load_user_mapping,
+    map_modules,
+)
 from autotest.errors import UsageError
 
 

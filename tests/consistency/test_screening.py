@@ -5,7 +5,12 @@ import math
 
 import pytest
 
-from autotest.consistency.screening import check_recompute, load_run_config, screen, screen_run
+from autotest.consistency.screening import (
+    check_recompute,
+    load_run_config,
+    screen,
+    screen_run,
+)
 from autotest.errors import UsageError
 from tests.helpers import write_tracker
 

@@ -4,6 +4,8 @@ import math
 
 import pytest
 
+from autotest.consistency.dumps import ModuleEntry, TensorStat, read_dump
+from autotest.consistency.mapping import map_modules
 from autotest.consistency.value_compare import (
     combine,
     compare_group,
@@ -12,8 +14,6 @@ from autotest.consistency.value_compare import (
     stat_rel_err,
     status_of,
 )
-from autotest.consistency.dumps import ModuleEntry, TensorStat, read_dump
-from autotest.consistency.mapping import map_modules
 
 
 def stat_of(tensor, path="output.0", component="output", dtype="torch.float32") -> TensorStat:

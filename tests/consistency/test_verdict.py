@@ -1,11 +1,11 @@
 from __future__ import annotations
 
 from autotest.consistency.classify import classify_modules, find_boundary
-from autotest.consistency.value_compare import compare_group
 from autotest.consistency.correlation import read_correlation_log
 from autotest.consistency.dumps import read_dump
 from autotest.consistency.mapping import map_modules
 from autotest.consistency.pairing import CannotConclude, pair_forwards
+from autotest.consistency.value_compare import compare_group
 from autotest.consistency.verdict import hypothesis_for, judge, localisation
 
 

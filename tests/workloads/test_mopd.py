@@ -12,15 +12,25 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from autotest.workloads.metrics import masked_mean  # noqa: E402
-from autotest.workloads.mopd import MOPDConfig, _sample_prompts, _teacher_logprobs, model_config_of  # noqa: E402
+from autotest.workloads.mopd import (  # noqa: E402
+    MOPDConfig,
+    _sample_prompts,
+    _teacher_logprobs,
+    model_config_of,
+)
 from autotest.workloads.mopd_trainer import DistillOptim, DistillTrainer  # noqa: E402
 from autotest.workloads.rollout import RolloutEngine  # noqa: E402
 from autotest.workloads.tasks import get_task  # noqa: E402
 from autotest.workloads.teacher_client import ENDPOINTS_ENV, Routing, TeacherClient  # noqa: E402
-from autotest.workloads.teachers import Fixture, TeacherRecipe, load_checkpoint, teacher_name  # noqa: E402
+from autotest.workloads.teachers import (  # noqa: E402
+    Fixture,
+    TeacherRecipe,
+    load_checkpoint,
+    teacher_name,
+)
 from autotest.workloads.tiny_lm import response_logprobs  # noqa: E402
 
-from .test_teacher_server import Served, start_server, stop  # noqa: E402
+from .test_teacher_server import Served  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 

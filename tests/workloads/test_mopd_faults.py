@@ -11,9 +11,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from autotest.cases import load_case  # noqa: E402
-from autotest.infra import RetryPolicy  # noqa: E402
-from autotest.runner import CaseRun, RunOptions, run_case  # noqa: E402
+from autotest.inputs.case import load_case  # noqa: E402
+from autotest.pipeline import CaseRun, RunOptions, run_case  # noqa: E402
+from autotest.run.infra import RetryPolicy  # noqa: E402
 from autotest.workloads.mopd import TRAINING_FAULTS  # noqa: E402
 from autotest.workloads.mopd_launch import FAULTS, TEACHER_FAULTS  # noqa: E402
 from autotest.workloads.teachers import Fixture  # noqa: E402

@@ -12,7 +12,14 @@ torch = pytest.importorskip("torch")
 from autotest.errors import UsageError  # noqa: E402
 from autotest.workloads.tasks import get_task  # noqa: E402
 from autotest.workloads.teacher_client import (  # noqa: E402
-    ENDPOINTS_ENV, Routing, TeacherClient, TeacherError, dump_endpoints, parse_endpoints, request_logprobs)
+    ENDPOINTS_ENV,
+    Routing,
+    TeacherClient,
+    TeacherError,
+    dump_endpoints,
+    parse_endpoints,
+    request_logprobs,
+)
 from autotest.workloads.teachers import Fixture, load_checkpoint, teacher_name  # noqa: E402
 
 from .test_teacher_server import Served, local_logprobs, start_server, stop  # noqa: E402

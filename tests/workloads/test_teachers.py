@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import subprocess
 import sys
 import time
@@ -15,15 +14,23 @@ from pathlib import Path
 
 import pytest
 
-
 torch = pytest.importorskip("torch")
 
 from autotest.errors import UsageError  # noqa: E402
 from autotest.workloads import teachers  # noqa: E402
 from autotest.workloads.tasks import get_task  # noqa: E402
 from autotest.workloads.teachers import (  # noqa: E402
-    CACHE_ENV, FIXTURE_FILE, Fixture, TeacherRecipe, cache_root, ensure_fixture, load_checkpoint, neutral_digit,
-    open_fixture, teacher_name)
+    CACHE_ENV,
+    FIXTURE_FILE,
+    Fixture,
+    TeacherRecipe,
+    cache_root,
+    ensure_fixture,
+    load_checkpoint,
+    neutral_digit,
+    open_fixture,
+    teacher_name,
+)
 from autotest.workloads.tiny_lm import DigitTokenizer  # noqa: E402
 
 #: a recipe small enough to prepare in a few seconds (cold-cache tests)

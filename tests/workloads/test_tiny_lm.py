@@ -6,7 +6,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from autotest.workloads.tiny_lm import DigitTokenizer, TinyLMConfig, build_model, response_logprobs  # noqa: E402
+from autotest.workloads.tiny_lm import (  # noqa: E402
+    DigitTokenizer,
+    TinyLMConfig,
+    build_model,
+    response_logprobs,
+)
 
 
 def test_tokenizer_round_trip_and_ids() -> None:

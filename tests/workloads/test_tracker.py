@@ -9,7 +9,12 @@ from pathlib import Path
 import pytest
 
 from autotest.errors import UsageError
-from autotest.workloads.tracker import TRACKER_RELPATH, JsonlTracker, make_exp_dir, write_config
+from autotest.workloads.tracker import (
+    TRACKER_RELPATH,
+    JsonlTracker,
+    make_exp_dir,
+    write_config,
+)
 
 
 def test_exp_dir_is_a_fresh_14_digit_timestamp(tmp_path: Path) -> None:

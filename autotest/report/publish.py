@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from autotest.compare import Comparison
-from autotest.report import append_step_summary, render_markdown, render_step_summary, write_atomic, write_results_json
+from autotest.judge.verdict import Comparison
+from autotest.report.markdown import append_step_summary, render_markdown, render_step_summary, write_results_json
+from autotest.files import write_atomic
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,7 @@ def publish(comparison: Comparison, out_dir: str | Path, *, with_plots: bool = T
     out.mkdir(parents=True, exist_ok=True)
     plots: dict[str, str] = {}
     if with_plots:
-        from autotest.plots import plot_checks
+        from autotest.report.plots import plot_checks
 
         plots = plot_checks(comparison.verdict, comparison.golden, comparison.current, out)
     results_json = write_results_json(comparison.verdict, out, {"plots": plots})

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from autotest.errors import UsageError
 
 if TYPE_CHECKING:
-    from autotest.cases import Case
+    from autotest.inputs.case import Case
 
 GPU_COUNT_ENV = "RL_AUTOTEST_GPU_COUNT"
 NVIDIA_SMI_TIMEOUT_S = 20.0

@@ -4,34 +4,21 @@ Results folder layout::
 
     results.json   schema-versioned verdict (every check, its parameters, points and triage)
     report.md      verdict → metric table → failing points → paths → commit → next step
-    plots/*.png    one per checked metric (see autotest.plots)
+    plots/*.png    one per checked metric (see autotest.report.plots)
 """
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from autotest.checks import fmt
-from autotest.results import ERROR, FAIL, INFO, PASS, CheckResult, Verdict
+from autotest.files import write_atomic
+from autotest.judge.checks import fmt
+from autotest.judge.model import ERROR, FAIL, INFO, PASS, CheckResult, Verdict
 
 STATUS_MARK = {PASS: "✅ PASS", FAIL: "❌ FAIL", ERROR: "⚠️ ERROR", INFO: "ℹ️ INFO"}
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write via a temp file and rename, so a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_results_json(verdict: Verdict, out_dir: Path, extra: dict[str, Any] | None = None) -> Path:

@@ -11,11 +11,12 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING
 
-from autotest.preflight import Preflight, redact
+from autotest.redaction import redact
+from autotest.run.preflight import Preflight
 
 if TYPE_CHECKING:
-    from autotest.cases import Case
-    from autotest.launcher import LaunchSpec
+    from autotest.inputs.case import Case
+    from autotest.run.launch import LaunchSpec
 
 
 def _cell(text: object) -> str:

@@ -1,6 +1,6 @@
 """Run one training command as a Ray job on an existing cluster, and always stop it after.
 
-``submit`` is the Ray twin of :func:`autotest.launcher.launch`: same ``LaunchSpec`` in, same
+``submit`` is the Ray twin of :func:`autotest.run.launch.launch`: same ``LaunchSpec`` in, same
 ``LaunchResult`` out, same files (``logs/stdout.log``, ``logs/stderr.log``, ``logs/launch.json``)
 and the same poll-callback contract. The command runs as the job's entrypoint
 (``cd <cwd> && exec <command>``) with ``spec.env`` as ``runtime_env.env_vars`` and the case's
@@ -44,8 +44,8 @@ from pathlib import Path
 from typing import Any
 
 from autotest.errors import UsageError
-from autotest.launcher import LaunchResult, LaunchSpec, PollCallback
-from autotest.preflight import redact
+from autotest.run.launch import LaunchResult, LaunchSpec, PollCallback
+from autotest.redaction import redact
 
 EXTRA_HINT = "pip install 'rl-autotest[workloads]'"
 START_HINT = "start one with `ray start --head --dashboard-host 127.0.0.1`"

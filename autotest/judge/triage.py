@@ -21,8 +21,8 @@ from __future__ import annotations
 import math
 from typing import Iterable
 
-from autotest.results import ERROR, FAIL, CheckResult, TriageFinding
-from autotest.trace import Trace
+from autotest.judge.model import ERROR, FAIL, CheckResult, TriageFinding
+from autotest.judge.trace import Trace
 
 #: metric families that measure train–inference consistency (xtuner, verl, slime, NeMo-RL)
 CONSISTENCY_PREFIXES = ("mismatch/", "rollout_corr/", "training/rollout_probs_diff",

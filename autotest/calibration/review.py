@@ -1,6 +1,6 @@
 """Render a calibration: the candidate baseline as YAML, and the markdown report a reviewer reads.
 
-Rendering only; every number comes from :mod:`autotest.calibrate`'s objects and the provenance.
+Rendering only; every number comes from :mod:`autotest.calibration.thresholds`'s objects and the provenance.
 """
 
 from __future__ import annotations
@@ -9,9 +9,21 @@ import math
 from pathlib import Path
 from typing import Any, Sequence
 
-from autotest.baseline import DEFAULT_RELATIVE_FLOOR, SCHEMA_VERSION, Baseline, CalibrationSpec, CheckSpec
-from autotest.calibrate import (CALIBRATED, SIGNIFICANT_DIGITS, Calibration, GoldenShift, SelfCheck,
-                                exceed_chance)
+from autotest.calibration.thresholds import (
+    CALIBRATED,
+    SIGNIFICANT_DIGITS,
+    Calibration,
+    GoldenShift,
+    SelfCheck,
+    exceed_chance,
+)
+from autotest.inputs.baseline import (
+    DEFAULT_RELATIVE_FLOOR,
+    SCHEMA_VERSION,
+    Baseline,
+    CalibrationSpec,
+    CheckSpec,
+)
 
 #: golden values keep this many significant digits (far below any threshold)
 GOLDEN_DIGITS = 6

@@ -15,22 +15,22 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from autotest.baseline import Baseline, load_baseline
-from autotest.cases import Case
-from autotest.compare import Comparison, compare, golden_trace
 from autotest.errors import UsageError
-from autotest.results import ERROR, FAIL, PASS, CheckResult, Verdict, decide_status
-from autotest.triage import is_consistency_metric, triage
+from autotest.inputs.baseline import Baseline, load_baseline
+from autotest.inputs.case import Case
+from autotest.judge.model import ERROR, FAIL, PASS, CheckResult, Verdict, decide_status
+from autotest.judge.triage import is_consistency_metric, triage
+from autotest.judge.verdict import Comparison, compare, golden_trace
 
 if TYPE_CHECKING:
-    from autotest.infra import RetryPolicy
+    from autotest.run.infra import RetryPolicy
 
 SKIP = "SKIP"
 DRY_RUN = "DRY-RUN"
 
 
 def _default_retry_policy() -> "RetryPolicy":
-    from autotest.infra import DEFAULT_POLICY
+    from autotest.run.infra import DEFAULT_POLICY
 
     return DEFAULT_POLICY
 
@@ -140,10 +140,10 @@ def _criteria(baseline: Baseline | None, error: str | None) -> list[str]:
 
 
 def run_case(case: Case, options: RunOptions) -> CaseRun:
-    from autotest.card import render_card
-    from autotest.launcher import launch_spec
-    from autotest.platform import check_platform
-    from autotest.preflight import run_preflight
+    from autotest.run.card import render_card
+    from autotest.run.launch import launch_spec
+    from autotest.run.platform import check_platform
+    from autotest.run.preflight import run_preflight
 
     platform = check_platform(case)
     if not platform.runnable:
@@ -208,9 +208,9 @@ def _launch_with_retries(case: Case, options: RunOptions, spec, baseline: Baseli
 
     Earlier attempts' logs and work dirs are kept under ``attempts/<n>/``; the trail is in the report.
     """
-    from autotest.follow import Follower
-    from autotest.infra import Classification, RetryTrail, classify_log_file
-    from autotest.launcher import artifacts_for
+    from autotest.run.follow import Follower
+    from autotest.run.infra import Classification, RetryTrail, classify_log_file
+    from autotest.run.launch import artifacts_for
 
     trail = RetryTrail()
     while True:
@@ -261,19 +261,19 @@ def _with_infra_finding(comparison: Comparison, infra, log_path: Path) -> Compar
 def _start(spec, case: Case, results_dir: Path, follower, options: RunOptions):
     """A local process group, or a Ray job on the cluster given by ``ray_address``."""
     if options.ray_address:
-        from autotest.ray_jobs import submit
+        from autotest.run.ray_job import submit
 
         return submit(spec, results_dir, address=options.ray_address, num_gpus=case.platform.gpus,
                       poll=follower.poll, poll_interval_s=options.poll_interval_s)
-    from autotest.launcher import launch
+    from autotest.run.launch import launch
 
     return launch(spec, results_dir, poll=follower.poll, poll_interval_s=options.poll_interval_s)
 
 
 def _compare_run(case, baseline, golden, tracker, notes, result, context) -> Comparison:
-    from autotest.launcher import completion_status
-    from autotest.readers import read_trace
-    from autotest.trace import Trace
+    from autotest.judge.readers import read_trace
+    from autotest.judge.trace import Trace
+    from autotest.run.launch import completion_status
 
     trace = None
     read_error = None
@@ -302,8 +302,9 @@ def _compare_run(case, baseline, golden, tracker, notes, result, context) -> Com
 
 
 def _publish_verdict(verdict: Verdict, results_dir: Path, comparison: Comparison | None, options: RunOptions) -> None:
-    from autotest.publish import publish
-    from autotest.report import render_markdown, write_atomic, write_results_json
+    from autotest.report.markdown import render_markdown, write_results_json
+    from autotest.files import write_atomic
+    from autotest.report.publish import publish
 
     if comparison is not None:
         publish(comparison, results_dir, with_plots=options.with_plots)

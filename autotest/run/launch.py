@@ -27,9 +27,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from autotest.cases import Case, expand, placeholder_values, tracker_location
 from autotest.errors import UsageError
-from autotest.preflight import json_ready, redact
+from autotest.inputs.case import Case, expand, placeholder_values, tracker_location
+from autotest.redaction import json_ready, redact
 
 RAY_CLEANUP = ("ray", "stop", "--force")
 EXP_DIR_PATTERN = "[0-9]" * 14  # xtuner's exp dirs: <work_dir>/<YYYYmmddHHMMSS>/

@@ -1,7 +1,7 @@
 """Golden baselines: golden values, the checks to run against them, and their provenance.
 
 One YAML file per case in ``baselines/<case>.yaml``, validated on load like a case file (see
-``autotest.schema``): every mistake is one line naming the file and the dotted key. Every parameter
+``autotest.inputs.schema``): every mistake is one line naming the file and the dotted key. Every parameter
 a check uses is explicit in the file or shown with its default in the report.
 
 Schema::
@@ -34,7 +34,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from autotest.schema import Section, expand_env, load_section, show
+from autotest.inputs.schema import Section, expand_env, load_section, show
 
 SCHEMA_VERSION = 1
 METHODS = ("absolute", "relative", "slowdown", "value")

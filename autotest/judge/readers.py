@@ -1,4 +1,4 @@
-"""Readers that turn a framework's metric log into a :class:`~autotest.trace.Trace`.
+"""Readers that turn a framework's metric log into a :class:`~autotest.judge.trace.Trace`.
 
 Readers are pluggable: each is a function ``(path) -> Trace`` registered by format
 name in :data:`READERS`. ``read_trace`` picks one by name or by sniffing the first row.
@@ -20,7 +20,7 @@ from types import MappingProxyType
 from typing import Callable, Iterator
 
 from autotest.errors import UsageError
-from autotest.trace import Trace
+from autotest.judge.trace import Trace
 
 MINIBATCH_PREFIX = "train_metrics/"
 EVAL_PREFIX = "eval/"

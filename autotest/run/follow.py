@@ -13,13 +13,13 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from autotest.baseline import Baseline
-from autotest.cases import Case, tracker_location
-from autotest.checks import evaluate_check, fmt
 from autotest.errors import UsageError
-from autotest.readers import read_trace
-from autotest.results import FAIL
-from autotest.trace import Trace
+from autotest.inputs.baseline import Baseline
+from autotest.inputs.case import Case, tracker_location
+from autotest.judge.checks import evaluate_check, fmt
+from autotest.judge.model import FAIL
+from autotest.judge.readers import read_trace
+from autotest.judge.trace import Trace
 
 EARLY_SCOPES = ("stepwise", "points")
 

@@ -67,10 +67,10 @@ from pathlib import Path
 from typing import Any
 
 from autotest.errors import UsageError
-from autotest.schema import ENV, NAME, Section, expand_env, load_section
+from autotest.inputs.schema import ENV, NAME, Section, expand_env, load_section
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-CASES_DIR = Path(__file__).resolve().parent / "cases"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CASES_DIR = REPO_ROOT / "autotest" / "cases"
 MARKERS = ("grpo", "mopd", "gpu", "calibration")
 TRACKER_FORMATS = ("xtuner", "verl")
 POLICIES = ("off", "on-breach", "always")

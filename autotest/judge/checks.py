@@ -14,9 +14,9 @@ import operator as op
 from dataclasses import replace
 from typing import Callable, Mapping
 
-from autotest.baseline import Baseline, CheckSpec
-from autotest.results import ERROR, FAIL, INFO, PASS, CheckResult, Points, StepPoint
-from autotest.trace import Trace
+from autotest.inputs.baseline import Baseline, CheckSpec
+from autotest.judge.model import ERROR, FAIL, INFO, PASS, CheckResult, Points, StepPoint
+from autotest.judge.trace import Trace
 
 OPERATORS: dict[str, Callable[[float, float], bool]] = {"<": op.lt, "<=": op.le, ">": op.gt, ">=": op.ge}
 PERCENTILE_INTERPOLATION = "linear"

@@ -19,11 +19,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from autotest.baseline import Baseline, CalibrationSpec, load_baseline
-from autotest.calibrate import (Calibration, CalibrationError, SelfCheck, calibrate, golden_shifts, leave_one_out,
-                                sample_size_warnings)
-from autotest.cases import REPO_ROOT, Case
+from autotest.calibration.thresholds import (
+    Calibration,
+    CalibrationError,
+    SelfCheck,
+    calibrate,
+    golden_shifts,
+    leave_one_out,
+    sample_size_warnings,
+)
 from autotest.errors import UsageError
+from autotest.inputs.baseline import Baseline, CalibrationSpec, load_baseline
+from autotest.inputs.case import REPO_ROOT, Case
 
 GPU_WAIT_S = 6 * 3600.0
 CONFIG_NAME = "config.json"
@@ -121,8 +128,13 @@ def calibration_seeds(case: Case, runs: int) -> tuple[int, ...]:
 
 def run_once(case: Case, index: int, seed: int, run_dir: Path, env: Mapping[str, str] | None = None) -> RunRecord:
     """Launch one run of ``case`` into ``run_dir`` and collect its tracker and saved config."""
-    from autotest.launcher import artifacts_for, completion_status, launch, launch_spec
-    from autotest.readers import read_trace
+    from autotest.judge.readers import read_trace
+    from autotest.run.launch import (
+        artifacts_for,
+        completion_status,
+        launch,
+        launch_spec,
+    )
 
     env = dict(env or {})
     work_dir = run_dir / "work"
@@ -153,7 +165,7 @@ def run_once(case: Case, index: int, seed: int, run_dir: Path, env: Mapping[str,
 
 
 def _local_run(case: Case, index: int, seed: int, run_dir: Path, slots_dir: Path, total_gpus: int) -> RunRecord:
-    from autotest.gpu_slots import acquire, cuda_visible_devices
+    from autotest.run.gpu_slots import acquire, cuda_visible_devices
 
     with acquire(case.platform.gpus, total_gpus, GPU_WAIT_S, slots_dir, label=f"{case.name} calibration") as devices:
         # a run that takes the whole node places its processes by GPU index itself
@@ -164,7 +176,7 @@ def _local_run(case: Case, index: int, seed: int, run_dir: Path, slots_dir: Path
 def default_jobs(case: Case, runs: int) -> int:
     """Runs side by side on this node: one per CPU (embedded cases cap torch threads), or per GPU slice."""
     if case.platform.gpus > 0:
-        from autotest.platform import detect_gpus
+        from autotest.run.platform import detect_gpus
 
         return max(1, min(runs, detect_gpus().count // case.platform.gpus))
     return max(1, min(runs, os.cpu_count() or 1))
@@ -176,8 +188,8 @@ def run_all(case: Case, seeds: Sequence[int], folder: Path, options: Calibration
     say = options.progress or (lambda line: None)
     if options.ray_address:
         return _run_on_ray(case, seeds, dirs, options.ray_address, say)
-    from autotest.gpu_slots import slots_dir_for
-    from autotest.platform import detect_gpus
+    from autotest.run.gpu_slots import slots_dir_for
+    from autotest.run.platform import detect_gpus
 
     jobs = options.jobs or default_jobs(case, len(seeds))
     total = detect_gpus().count if case.platform.gpus > 0 else 0
@@ -255,12 +267,12 @@ def _eval_set_sizes(records: Sequence[RunRecord], metrics: set[str]) -> dict[str
 
 def calibrate_case(case: Case, options: CalibrationOptions) -> CalibrationOutcome:
     """Run ``case`` N times and write a candidate baseline with its diff report (see the module doc)."""
-    from autotest.calibration_report import baseline_yaml, render_report
-    from autotest.compare import golden_trace
-    from autotest.platform import check_platform
-    from autotest.preflight import run_preflight
-    from autotest.readers import read_trace
-    from autotest.report import write_atomic
+    from autotest.calibration.review import baseline_yaml, render_report
+    from autotest.judge.readers import read_trace
+    from autotest.judge.verdict import golden_trace
+    from autotest.files import write_atomic
+    from autotest.run.platform import check_platform
+    from autotest.run.preflight import run_preflight
 
     platform = check_platform(case)
     if not platform.runnable:
@@ -327,7 +339,7 @@ def calibrate_case(case: Case, options: CalibrationOptions) -> CalibrationOutcom
 def _provenance(case: Case, options: CalibrationOptions, preflight: Any, records: Sequence[RunRecord],
                 settings: CalibrationSpec, self_check: SelfCheck, calibration: Calibration,
                 folder: Path) -> dict[str, Any]:
-    from autotest.preflight import json_ready
+    from autotest.redaction import json_ready
 
     commit = preflight.commit
     data: dict[str, Any] = {

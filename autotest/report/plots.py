@@ -6,8 +6,8 @@ import math
 import re
 from pathlib import Path
 
-from autotest.results import CheckResult, Verdict
-from autotest.trace import Trace
+from autotest.judge.model import CheckResult, Verdict
+from autotest.judge.trace import Trace
 
 
 def plot_name(metric: str) -> str:

@@ -7,13 +7,13 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from autotest.baseline import Baseline, load_baseline
-from autotest.checks import run_checks
 from autotest.errors import UsageError
-from autotest.readers import EVAL_PREFIX, read_trace
-from autotest.results import Verdict, decide_status
-from autotest.trace import Trace
-from autotest.triage import triage
+from autotest.inputs.baseline import Baseline, load_baseline
+from autotest.judge.checks import run_checks
+from autotest.judge.model import Verdict, decide_status
+from autotest.judge.readers import EVAL_PREFIX, read_trace
+from autotest.judge.trace import Trace
+from autotest.judge.triage import triage
 
 
 @dataclass(frozen=True)

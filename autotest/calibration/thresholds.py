@@ -1,6 +1,6 @@
 """Calibration: N runs of a case -> golden values and thresholds measured from run-to-run noise.
 
-Pure logic over :class:`~autotest.trace.Trace` objects; launching the runs and writing files is
+Pure logic over :class:`~autotest.judge.trace.Trace` objects; launching the runs and writing files is
 ``calibration_run``. The spec (which metrics, methods, scopes, severities; the ``calibration:``
 settings) is the current baseline; calibration fills its golden table and thresholds:
 
@@ -26,10 +26,10 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Mapping, Sequence
 
-from autotest.baseline import Baseline, CalibrationSpec, CheckSpec
 from autotest.errors import UsageError
-from autotest.results import ERROR, FAIL, INFO
-from autotest.trace import Trace
+from autotest.inputs.baseline import Baseline, CalibrationSpec, CheckSpec
+from autotest.judge.model import ERROR, FAIL, INFO
+from autotest.judge.trace import Trace
 
 SIGNIFICANT_DIGITS = 2
 #: below this N the max deviation is one or two differences: the margin multiplies luck
@@ -153,7 +153,7 @@ def _measure(check: CheckSpec, baseline: Baseline, runs: Sequence[Trace]):
     """Run-to-run deviation: the check's own statistic (the check engine's) for every ordered pair of
     runs, one as current and the other as golden. Returns each run's largest, and the compared steps.
     """
-    from autotest.checks import evaluate_check
+    from autotest.judge.checks import evaluate_check
 
     probe = replace(check, threshold=math.inf, operator="<", severity="gate")
     per_run, steps = [], ()
@@ -216,7 +216,7 @@ def calibrate(spec: Baseline, traces: Sequence[Trace], *, settings: CalibrationS
     ``eval_set_size`` (eval metric -> items, e.g. read from the runs' saved config) is used where
     the spec's ``calibration.eval_set_size`` does not say.
     """
-    from autotest.compare import golden_trace as to_trace
+    from autotest.judge.verdict import golden_trace as to_trace
 
     if not traces:
         raise CalibrationError("no calibration runs to calibrate from")
@@ -241,7 +241,7 @@ def leave_one_out(spec: Baseline, traces: Sequence[Trace], labels: Sequence[str]
                   settings: CalibrationSpec | None = None,
                   eval_set_size: Mapping[str, int] | None = None) -> SelfCheck:
     """Check each run against a baseline calibrated from the other N-1: how often would it false-alarm?"""
-    from autotest.compare import compare
+    from autotest.judge.verdict import compare
 
     labels = list(labels or [t.source for t in traces])
     rounds = []

@@ -1,0 +1,1 @@
+"""Calibration: N runs of a case into a candidate baseline with provenance; review and promote."""

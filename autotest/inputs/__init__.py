@@ -1,0 +1,1 @@
+"""Inputs: case files, baselines and their validating reader and writer."""

@@ -1,14 +1,33 @@
-"""The ``rl-autotest`` command: a thin shell over the library. Exit 0 pass, 1 fail, 2 error or bad usage."""
+"""The ``rl-autotest`` command: a thin shell over the library. Exit 0 pass, 1 fail, 2 error or bad usage.
+
+``calibrate`` exits 0 when the candidate is written (and promoted when asked), 1 when it is
+written but the leave-one-out self-check raised false alarms (review it), 2 on error.
+"""
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 from typing import Callable, Sequence
 
+from autotest.calibration.runs import (
+    CalibrationOptions,
+    baseline_files,
+    calibrate_case,
+    promote,
+)
+from autotest.calibration.thresholds import CalibrationError
+from autotest.consistency.job import run_consistency_job
 from autotest.errors import UsageError
+from autotest.inputs.case import list_cases, load_case
 from autotest.judge.model import FAIL, PASS
+from autotest.judge.verdict import compare_paths
+from autotest.pipeline import DRY_RUN, SKIP, RunOptions, run_case
+from autotest.report.publish import publish
+from autotest.run.platform import check_platform
+from autotest.run.results_dir import DEFAULT_ROOT_HELP
 
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
 
@@ -18,9 +37,6 @@ def exit_code_for(status: str) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from autotest.judge.verdict import compare_paths
-    from autotest.report.publish import publish
-
     comparison = compare_paths(args.baseline, args.current, fmt=args.format, wall_time_s=args.wall_time_s)
     verdict = comparison.verdict
     if args.out:
@@ -45,18 +61,16 @@ def _confirm_on_terminal(card: str) -> bool:
     return input("Launch this run? [y/N] ").strip().lower() in ("y", "yes")
 
 
+def _show(card: str) -> bool:
+    print(card)
+    return True
+
+
 def _run(args: argparse.Namespace) -> int:
-    from autotest.inputs.case import load_case
-    from autotest.pipeline import DRY_RUN, SKIP, RunOptions, run_case
-
-    def show(card: str) -> bool:
-        print(card)
-        return True
-
     run = run_case(load_case(args.case), RunOptions(
-        results_root=args.results_dir.resolve(), seed=args.seed, fault=args.fault, dry_run=args.dry_run,
+        results_root=args.results_dir, seed=args.seed, fault=args.fault, dry_run=args.dry_run,
         fail_fast=args.fail_fast, progress=print, ray_address=args.ray_address,
-        confirm=show if args.yes else _confirm_on_terminal))
+        confirm=_show if args.yes else _confirm_on_terminal))
     if run.status == DRY_RUN and args.dry_run:
         print(run.card)
     if run.verdict is not None:
@@ -69,9 +83,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _cases(args: argparse.Namespace) -> int:
-    from autotest.inputs.case import list_cases
-    from autotest.run.platform import check_platform
-
     for case in list_cases():
         check = check_platform(case)
         where = "runnable here" if check.runnable else f"skips here: {check.skip_reason}"
@@ -80,8 +91,6 @@ def _cases(args: argparse.Namespace) -> int:
 
 
 def _consistency(args: argparse.Namespace) -> int:
-    from autotest.consistency.job import run_consistency_job
-
     outcome = run_consistency_job(args.results_dir, execute=not args.no_execute,
                                   max_forwards_per_side=args.max_forwards, progress=print)
     print(f"root-cause report: {outcome.report_md}")
@@ -89,13 +98,62 @@ def _consistency(args: argparse.Namespace) -> int:
     return EXIT_PASS if outcome.executed and outcome.verdict != "cannot_conclude" else EXIT_ERROR
 
 
+def _calibrate(args: argparse.Namespace) -> int:
+    if args.runs is not None and args.runs < 2:
+        raise UsageError(f"--runs: {args.runs} is below 2; run-to-run noise needs at least two runs")
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError(f"--jobs: {args.jobs} is below 1")
+    options = CalibrationOptions(
+        results_root=args.results_dir, runs=args.runs, jobs=args.jobs, ray_address=args.ray_address,
+        baselines_dir=args.baselines_dir, allow_dirty=args.allow_dirty, promote=args.promote,
+        command=_calibrate_command_line(args), progress=lambda line: print(line, flush=True))
+    try:
+        outcome = calibrate_case(load_case(args.case), options)
+    except CalibrationError as exc:
+        print(f"rl-autotest: calibration failed: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    for warning in outcome.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    for c in outcome.calibration.checks:
+        print(f"{c.check.check_id}: {c.previous.threshold:g} -> {c.check.threshold:g} ({c.status})")
+    rate = outcome.self_check.false_alarm_rate
+    print(f"self-check: leave-one-out false alarms {outcome.self_check.false_alarms}/"
+          f"{len(outcome.self_check.held_out)}" + ("" if rate is None else f" ({rate:.0%})"))
+    print(f"candidate: {outcome.candidate}")
+    print(f"report: {outcome.report}")
+    if outcome.promoted_to is not None:
+        print(f"promoted: {outcome.promoted_to}")
+    elif args.promote:
+        print("not promoted: the self-check raised false alarms; review the report, then promote explicitly")
+    return outcome.exit_code
+
+
+def _calibrate_command_line(args: argparse.Namespace) -> str:
+    """The calibrate command as given (recorded in the baseline's provenance)."""
+    words = ["rl-autotest", "calibrate", args.case]
+    for flag, value in (("--runs", args.runs), ("--jobs", args.jobs), ("--ray-address", args.ray_address),
+                        ("--results-dir", args.results_dir), ("--baselines-dir", args.baselines_dir)):
+        if value is not None:
+            words += [flag, str(value)]
+    words += [flag for flag, on in (("--promote", args.promote), ("--allow-dirty", args.allow_dirty)) if on]
+    return shlex.join(words)
+
+
+def _baseline(args: argparse.Namespace) -> int:
+    target, _, _ = baseline_files(load_case(args.case), args.baselines_dir)
+    print(f"promoted: {promote(target)}")
+    return EXIT_PASS
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "compare": _compare, "run": _run, "cases": _cases, "consistency": _consistency}
+    "compare": _compare, "run": _run, "cases": _cases, "consistency": _consistency, "calibrate": _calibrate,
+    "baseline": _baseline}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rl-autotest", description=__doc__)
+    parser = argparse.ArgumentParser(prog="rl-autotest", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    results_help = f"root of the per-case results folders (default: {DEFAULT_ROOT_HELP})"
 
     p = sub.add_parser("compare", help="check a run's metric log against a golden baseline")
     p.add_argument("--baseline", required=True, type=Path, help="baseline YAML (baselines/<case>.yaml)")
@@ -107,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="run one case end to end (card, launch, compare, report)")
     p.add_argument("case", help="case name (autotest/cases/<name>.yaml) or a case file")
-    p.add_argument("--results-dir", type=Path, default=Path("results"), help="root of the per-case results folders")
+    p.add_argument("--results-dir", type=Path, help=results_help)
     p.add_argument("--seed", type=int, help="seed for cases that take one (default: the case's)")
     p.add_argument("--fault", help="inject a fault NAME[:ARG] (embedded workloads)")
     p.add_argument("--fail-fast", action="store_true", help="stop the run at the first per-step gate failure")
@@ -122,9 +180,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-execute", action="store_true", help="generate the wrapper and configs; collect nothing")
     p.add_argument("--max-forwards", type=int, default=2, help="forwards dumped per side in the window")
 
-    from autotest.cli_calibrate import add_commands
+    p = sub.add_parser("calibrate", help="run a case N times and write a candidate baseline from the noise",
+                       description="Run CASE N times, set golden = mean and threshold = max run-to-run deviation x "
+                                   "margin (floors apply), and write <baseline>.candidate.yaml with a diff report "
+                                   "beside the baseline.")
+    p.add_argument("case", help="case name (autotest/cases/<name>.yaml) or a case file")
+    p.add_argument("--runs", type=int, help="number of runs (default: the baseline's calibration.runs, else 3)")
+    p.add_argument("--jobs", type=int, help="runs side by side here (default: as CPUs or GPU slices allow)")
+    p.add_argument("--ray-address", help="run each calibration run as a Ray task on this cluster "
+                                         "(shared filesystem; 'local' starts a private one)")
+    p.add_argument("--results-dir", type=Path, help=results_help)
+    p.add_argument("--baselines-dir", "--out", dest="baselines_dir", type=Path,
+                   help="folder for the candidate (and the baseline --promote replaces); default: beside the "
+                        "case's baseline")
+    p.add_argument("--promote", action="store_true",
+                   help="also replace the baseline with the candidate (only when the self-check is clean)")
+    p.add_argument("--allow-dirty", action="store_true", help="calibrate from an uncommitted tree (recorded)")
 
-    add_commands(sub, COMMANDS)
+    b = sub.add_parser("baseline", help="manage golden baselines")
+    actions = b.add_subparsers(dest="baseline_command", required=True, metavar="ACTION")
+    p = actions.add_parser("promote", help="replace a case's baseline with its reviewed candidate (atomic)")
+    p.add_argument("case", help="case name or case file")
+    p.add_argument("--baselines-dir", "--out", dest="baselines_dir", type=Path,
+                   help="folder holding the baseline and its candidate (default: beside the case's baseline)")
     return parser
 
 

@@ -1,7 +1,7 @@
 """pytest plugin: options, markers, the ``run_accuracy_case`` fixture and the end-of-session summary.
 
 It only wires things up: running a case is :func:`autotest.pipeline.run_case`, shared with the CLI.
-Heavy modules are imported inside the fixture, so loading the plugin costs nothing.
+Nothing heavy is imported at load (matplotlib, torch and ray load only where used).
 """
 
 from __future__ import annotations
@@ -9,13 +9,12 @@ from __future__ import annotations
 import os
 from contextlib import nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 import pytest
 
-if TYPE_CHECKING:
-    from autotest.inputs.case import Case
-    from autotest.pipeline import CaseRun
+from autotest.inputs.case import Case
+from autotest.pipeline import DRY_RUN, SKIP, CaseRun, RunOptions, run_case
 
 MARKERS = {
     "grpo": "GRPO accuracy suite (launches a real training run)",
@@ -28,7 +27,8 @@ MARKERS = {
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("rl-autotest", "RL accuracy regression harness")
     group.addoption("--results-dir", default=None,
-                    help="root folder for per-case results (default: <rootdir>/results)")
+                    help="root folder for per-case results (default: $RL_AUTOTEST_RESULTS, else results/ "
+                         "in the harness checkout)")
     group.addoption("--strict-cases", action="store_true",
                     help="a case that cannot run here fails instead of skipping (nightly)")
     group.addoption("--dry-run", action="store_true",
@@ -66,7 +66,7 @@ class CaseSummary:
         self.config = config
         self.runs: list[CaseRun] = []
 
-    def add(self, run: "CaseRun") -> None:
+    def add(self, run: CaseRun) -> None:
         self.runs.append(run)
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
@@ -77,16 +77,15 @@ class CaseSummary:
             terminalreporter.write_line(run.summary_line())
 
 
-def _results_root(config: pytest.Config) -> Path:
+def results_root_option(config: pytest.Config) -> Path | None:
+    """--results-dir, else None: the pipeline's one default (see autotest.run.results_dir)."""
     option = config.getoption("--results-dir")
-    return Path(option).resolve() if option else config.rootpath / "results"
+    return Path(option).resolve() if option else None
 
 
 @pytest.fixture
-def run_accuracy_case(request: pytest.FixtureRequest) -> Callable[..., "CaseRun"]:
+def run_accuracy_case(request: pytest.FixtureRequest) -> Callable[..., CaseRun]:
     """Run a case end to end (``run_accuracy_case(case, fault=None, seed=None)``) and return its CaseRun."""
-    from autotest.pipeline import RunOptions, run_case
-
     config = request.config
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     capture = config.pluginmanager.get_plugin("capturemanager")
@@ -107,16 +106,14 @@ def run_accuracy_case(request: pytest.FixtureRequest) -> Callable[..., "CaseRun"
         live(["", *card.splitlines()])
         return True
 
-    def run(case: "Case", *, fault: str | None = None, seed: int | None = None,
-            results_root: Path | None = None) -> "CaseRun":
-        options = RunOptions(results_root=results_root or _results_root(config), seed=seed, fault=fault,
+    def run(case: Case, *, fault: str | None = None, seed: int | None = None,
+            results_root: Path | None = None) -> CaseRun:
+        options = RunOptions(results_root=results_root or results_root_option(config), seed=seed, fault=fault,
                              dry_run=config.getoption("--dry-run"), fail_fast=config.getoption("--fail-fast"),
                              progress=progress, confirm=show_card,
-                             ray_address=config.getoption("--ray-address") or os.environ.get("RAY_ADDRESS"))
-        with _GpuSlice(case, config) as env:
-            from dataclasses import replace
-
-            outcome = run_case(case, replace(options, env=env))
+                             ray_address=config.getoption("--ray-address") or os.environ.get("RAY_ADDRESS"),
+                             gpu_wait_s=config.getoption("--gpu-wait-s"))
+        outcome = run_case(case, options)
         summary = config.pluginmanager.get_plugin("rl-autotest-summary")
         if summary is not None:
             summary.add(outcome)
@@ -125,42 +122,8 @@ def run_accuracy_case(request: pytest.FixtureRequest) -> Callable[..., "CaseRun"
     return run
 
 
-class _GpuSlice:
-    """Hold a disjoint GPU slice of this node for the case (pytest-xdist workers share the node)."""
-
-    def __init__(self, case: "Case", config: pytest.Config) -> None:
-        self.case = case
-        self.config = config
-        self.stack = None
-
-    def __enter__(self) -> dict[str, str]:
-        if self.case.platform.gpus <= 0:
-            return {}
-        from contextlib import ExitStack
-
-        from autotest.run.gpu_slots import acquire, cuda_visible_devices, slots_dir_for
-        from autotest.run.platform import detect_gpus
-
-        total = detect_gpus().count
-        if total < self.case.platform.gpus:
-            return {}  # the platform check skips the case with its reason
-        self.stack = ExitStack()
-        devices = self.stack.enter_context(acquire(self.case.platform.gpus, total,
-                                                   self.config.getoption("--gpu-wait-s"),
-                                                   slots_dir_for(_results_root(self.config)),
-                                                   label=self.case.name))
-        # a case that takes the whole node places its own processes by GPU index (the MOPD script does)
-        return {} if len(devices) == total else {"CUDA_VISIBLE_DEVICES": cuda_visible_devices(devices)}
-
-    def __exit__(self, *exc) -> None:
-        if self.stack is not None:
-            self.stack.close()
-
-
-def assert_case_outcome(run: "CaseRun", strict: bool) -> None:
+def assert_case_outcome(run: CaseRun, strict: bool) -> None:
     """Turn a CaseRun into the test's outcome: pass, skip (or fail when strict), or fail with the report."""
-    from autotest.pipeline import DRY_RUN, SKIP
-
     if run.status == SKIP:
         if strict:
             pytest.fail(f"{run.case} cannot run here (strict mode): {run.reason}", pytrace=False)

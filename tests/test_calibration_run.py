@@ -24,6 +24,9 @@ from autotest.inputs.case import load_case
 from autotest.judge.model import FAIL, PASS
 from autotest.judge.readers import read_trace
 from autotest.judge.verdict import compare
+from autotest.run.artifacts import artifacts_for
+from autotest.run.launch import launch_spec
+from autotest.run.process_group import launch
 
 # A small real workload in a git checkout of its own (the "framework"): 10 steps, eval at 0/5/10 on
 # a 20-item eval set, seeded noise; --fault unsynced raises the k3 mismatch as a stale layer would;
@@ -160,8 +163,6 @@ def test_calibrate_writes_a_candidate_with_provenance_and_promote_replaces(fake_
     for seed, fault, status in ((3, None, PASS), (3, "unsynced", FAIL)):
         run_dir = tmp_path / f"check-{seed}-{fault}"
         if fault:
-            from autotest.run.launch import artifacts_for, launch, launch_spec
-
             result = launch(launch_spec(promoted, run_dir / "work", seed=seed, fault=fault), run_dir)
             assert result.exit_code == 0
             tracker = artifacts_for(promoted, run_dir / "work", run_dir).tracker

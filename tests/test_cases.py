@@ -15,9 +15,9 @@ from autotest.inputs.case import (
     list_cases,
     load_case,
     placeholder_values,
-    tracker_location,
     unset_variables,
 )
+from autotest.inputs.tracker_layout import tracker_location
 
 BAD = Path(__file__).parent / "data" / "bad_cases"
 EXPECTED = dict(line.split("\t", 1) for line in (BAD / "EXPECTED.txt").read_text().splitlines())

@@ -11,10 +11,10 @@ from autotest.judge.checks import (
     evaluate_check,
     point_error,
     run_checks,
-    structural_checks,
 )
 from autotest.judge.model import ERROR, FAIL, INFO, PASS, decide_status
 from autotest.judge.readers import read_trace
+from autotest.judge.structural import shape_results as structural_checks
 from autotest.judge.trace import Trace
 from autotest.judge.verdict import compare, golden_trace
 from tests.helpers import write_tracker

@@ -13,7 +13,12 @@ import pytest
 from autotest.errors import UsageError
 from autotest.inputs.case import REPO_ROOT, load_case
 from autotest.redaction import MASK, redact, secret_name
-from autotest.run.preflight import check_inputs, commit_under_test, require_inputs, run_preflight
+from autotest.run.preflight import (
+    check_inputs,
+    commit_under_test,
+    require_inputs,
+    run_preflight,
+)
 
 
 def git(repo: Path, *args: str) -> str:

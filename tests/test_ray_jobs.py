@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from autotest.errors import UsageError
-from autotest.run.launch import LaunchSpec, _process_table, descendants
+from autotest.run.launch import LaunchSpec
+from autotest.run.process_group import _process_table, descendants
 from autotest.run.ray_job import exit_code_of, normalize_address, submit
 
 RAY = shutil.which("ray", path=str(Path(sys.executable).parent)) or shutil.which("ray")

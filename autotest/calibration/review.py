@@ -1,4 +1,4 @@
-"""Render a calibration: the candidate baseline as YAML, and the markdown report a reviewer reads.
+"""Render a calibration into the markdown report a reviewer reads (the YAML is inputs.baseline_writer's).
 
 Rendering only; every number comes from :mod:`autotest.calibration.thresholds`'s objects and the provenance.
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 from autotest.calibration.thresholds import (
     CALIBRATED,
@@ -18,112 +18,10 @@ from autotest.calibration.thresholds import (
     exceed_chance,
 )
 from autotest.inputs.baseline import (
-    DEFAULT_RELATIVE_FLOOR,
-    SCHEMA_VERSION,
     Baseline,
-    CalibrationSpec,
-    CheckSpec,
 )
 
 #: golden values keep this many significant digits (far below any threshold)
-GOLDEN_DIGITS = 6
-
-
-class _Flow(list):
-    """A short list written on one line (points, windows, ranges)."""
-
-
-class _FlowMap(dict):
-    """A golden series written as one wrapped ``{step: value, ...}`` mapping."""
-
-
-def _dumper():
-    import yaml
-
-    class Dumper(yaml.SafeDumper):
-        pass
-
-    Dumper.add_representer(_Flow, lambda d, v: d.represent_sequence("tag:yaml.org,2002:seq", v, flow_style=True))
-    Dumper.add_representer(_FlowMap, lambda d, v: d.represent_mapping("tag:yaml.org,2002:map", v, flow_style=True))
-    return Dumper
-
-
-def _number(value: float) -> float | int:
-    return int(value) if float(value).is_integer() and abs(value) < 1e15 else value
-
-
-def _check_doc(check: CheckSpec) -> dict[str, Any]:
-    doc: dict[str, Any] = {"metric": check.metric, "method": check.method, "operator": check.operator,
-                           "threshold": check.threshold, "scope": check.scope}
-    if check.severity != "gate":
-        doc["severity"] = check.severity
-    if check.percentile is not None:
-        doc["percentile"] = _number(check.percentile)
-    if check.points:
-        doc["points"] = _Flow(check.points)
-    if check.window:
-        doc["window"] = _Flow(check.window)
-    if check.relative_floor != DEFAULT_RELATIVE_FLOOR:
-        doc["relative_floor"] = check.relative_floor
-    if check.measured_max_deviation is not None:
-        doc["measured_max_deviation"] = check.measured_max_deviation
-    if check.derivation:
-        doc["derivation"] = check.derivation
-    return doc
-
-
-def _calibration_doc(settings: CalibrationSpec) -> dict[str, Any]:
-    doc: dict[str, Any] = {"runs": settings.runs, "margin": settings.margin,
-                           "relative_floor": settings.relative_floor, "binomial_z": settings.binomial_z}
-    if settings.floors:
-        doc["floors"] = _FlowMap(settings.floors)
-    if settings.eval_set_size:
-        doc["eval_set_size"] = _FlowMap(settings.eval_set_size)
-    return doc
-
-
-def baseline_document(baseline: Baseline) -> dict[str, Any]:
-    """``baseline`` as the plain mapping ``load_baseline`` reads back."""
-    doc: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "name": baseline.name}
-    if baseline.description:
-        doc["description"] = baseline.description
-    table = {m: _FlowMap({s: float(f"{v:.{GOLDEN_DIGITS}g}") for s, v in series.items()})
-             for m, series in (baseline.golden_table or {}).items()}
-    doc["golden"] = {"table": table}
-    if baseline.metric_aliases:
-        doc["metric_aliases"] = dict(baseline.metric_aliases)
-    if baseline.short_names:
-        doc["short_names"] = dict(baseline.short_names)
-    if baseline.steps.expected is not None:
-        doc["steps"] = _FlowMap(expected=baseline.steps.expected, exact=baseline.steps.exact)
-    if baseline.calibrated_range is not None:
-        doc["calibrated_range"] = _Flow(baseline.calibrated_range)
-    if baseline.wall_time_max_s is not None:
-        doc["wall_time"] = {"max_s": baseline.wall_time_max_s}
-    if baseline.calibration is not None:
-        doc["calibration"] = _calibration_doc(baseline.calibration)
-    doc["checks"] = [_check_doc(c) for c in baseline.checks]
-    doc["provenance"] = _short_lists_flow(dict(baseline.provenance))
-    return doc
-
-
-def _short_lists_flow(value: Any) -> Any:
-    """Lists of numbers (seeds) on one line; everything else as it is."""
-    if isinstance(value, dict):
-        return {k: _short_lists_flow(v) for k, v in value.items()}
-    if isinstance(value, list):
-        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
-            return _Flow(value)
-        return [_short_lists_flow(v) for v in value]
-    return value
-
-
-def baseline_yaml(baseline: Baseline, header: str = "") -> str:
-    import yaml
-
-    text = yaml.dump(baseline_document(baseline), Dumper=_dumper(), sort_keys=False, default_flow_style=False,
-                     width=110, allow_unicode=True)
-    return (f"# {header}\n" if header else "") + text
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:

@@ -1,8 +1,9 @@
 """Calibrate a case: preflight, N runs (in parallel), calibrate, self-check, write a candidate; promote.
 
-The runs reuse the launcher (one process group each, in ``<results>/<case>/calibration-*/run*/``)
-and run side by side: threads locally (GPU cases each hold a disjoint slice of the node), or one
-Ray task per run when a Ray address is given (results folder on a shared filesystem). The
+Each run goes through the same pipeline as ``rl-autotest run`` (:func:`autotest.pipeline.run_case`,
+into ``<results>/<case>/calibration-*/run<i>-seed<s>/``), so its folder, verdict, GPU slice and
+retries are those of any run. Runs go side by side: threads locally, or one Ray task per run when
+a Ray address is given (results folder on a shared filesystem). The
 candidate goes beside the current baseline (``<name>.candidate.yaml`` and a ``.candidate.md``
 diff report), written atomically; ``promote`` replaces the baseline with it, also atomically.
 """
@@ -13,12 +14,12 @@ import datetime as dt
 import json
 import os
 import shutil
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from autotest.calibration.review import render_report
 from autotest.calibration.thresholds import (
     Calibration,
     CalibrationError,
@@ -29,17 +30,26 @@ from autotest.calibration.thresholds import (
     sample_size_warnings,
 )
 from autotest.errors import UsageError
+from autotest.files import write_atomic
 from autotest.inputs.baseline import Baseline, CalibrationSpec, load_baseline
+from autotest.inputs.baseline_writer import baseline_yaml
 from autotest.inputs.case import REPO_ROOT, Case
+from autotest.judge.readers import read_trace
+from autotest.judge.verdict import golden_trace
+from autotest.pipeline import RunOptions, run_case
+from autotest.redaction import json_ready
+from autotest.run.platform import check_platform, detect_gpus
+from autotest.run.preflight import run_preflight
+from autotest.run.results_dir import default_results_root
 
-GPU_WAIT_S = 6 * 3600.0
 CONFIG_NAME = "config.json"
 PRODUCED_BY = "rl-autotest calibrate"
 
 
 @dataclass(frozen=True)
 class CalibrationOptions:
-    results_root: Path
+    #: root of the per-case results folders; None: the one default (autotest.run.results_dir)
+    results_root: Path | None = None
     #: number of runs; None: the spec's calibration.runs (default 3)
     runs: int | None = None
     #: runs side by side on this node; None: as many as the CPUs (or the node's GPU slices) allow
@@ -126,58 +136,33 @@ def calibration_seeds(case: Case, runs: int) -> tuple[int, ...]:
     return tuple(listed[:runs])
 
 
-def run_once(case: Case, index: int, seed: int, run_dir: Path, env: Mapping[str, str] | None = None) -> RunRecord:
-    """Launch one run of ``case`` into ``run_dir`` and collect its tracker and saved config."""
-    from autotest.judge.readers import read_trace
-    from autotest.run.launch import (
-        artifacts_for,
-        completion_status,
-        launch,
-        launch_spec,
-    )
-
-    env = dict(env or {})
-    work_dir = run_dir / "work"
-    work_dir.mkdir(parents=True, exist_ok=True)
-    spec = launch_spec(case, work_dir, seed=seed, environ={**os.environ, **env})
-    spec = replace(spec, env={**env, **spec.env})
-    started = time.time()
-    result = launch(spec, run_dir)
-    artifacts = artifacts_for(case, work_dir, run_dir, since=started - 2)
-    observed, reasons = None, list(artifacts.notes if artifacts.tracker is None else ())
-    if artifacts.tracker is not None:
-        try:
-            observed = read_trace(artifacts.tracker, case.tracker.format).last_train_step
-        except UsageError as exc:
-            reasons.append(str(exc))
-    completion = completion_status(result, observed, case.expected.steps, case.expected.exact_steps)
-    reasons = list(completion.reasons) + reasons
+def run_once(case: Case, index: int, seed: int, run_dir: Path, results_root: Path | None = None,
+             progress: Callable[[str], None] | None = None) -> RunRecord:
+    """One calibration run: the same pipeline as ``rl-autotest run``, into ``run_dir``."""
+    run = run_case(case, RunOptions(results_root=results_root, results_dir=run_dir, seed=seed, progress=progress))
+    verdict = run.verdict
+    assert verdict is not None  # the platform was checked and preflight passed before any run
+    # calibration needs complete runs; their verdict against the old baseline is for the record only
+    broken = [r for r in verdict.results if r.check_id.startswith(("run[", "preflight")) and r.status == "ERROR"]
+    tracker = run_dir / "tracker.jsonl"
     config: dict[str, Any] = {}
-    saved = next((p for p in artifacts.run_config if p.name == CONFIG_NAME), None)
+    reasons = [r.message for r in broken]
+    saved = next(iter(sorted(run_dir.glob(f"run_config/*/{CONFIG_NAME}"))), None)
     if saved is not None:
         try:
             loaded = json.loads(saved.read_text(encoding="utf-8"))
             config = loaded if isinstance(loaded, dict) else {}
         except (OSError, json.JSONDecodeError):
             reasons.append(f"{saved}: saved config is not readable JSON")
-    status = "PASS" if completion.complete and artifacts.tracker is not None else "ERROR"
-    return RunRecord(index, seed, run_dir, artifacts.tracker, status, tuple(reasons), result.wall_s, config)
-
-
-def _local_run(case: Case, index: int, seed: int, run_dir: Path, slots_dir: Path, total_gpus: int) -> RunRecord:
-    from autotest.run.gpu_slots import acquire, cuda_visible_devices
-
-    with acquire(case.platform.gpus, total_gpus, GPU_WAIT_S, slots_dir, label=f"{case.name} calibration") as devices:
-        # a run that takes the whole node places its processes by GPU index itself
-        env = {"CUDA_VISIBLE_DEVICES": cuda_visible_devices(devices)} if 0 < len(devices) < total_gpus else {}
-        return run_once(case, index, seed, run_dir, env)
+    wall_s = float((verdict.context.get("launch") or {}).get("wall_s") or 0.0)
+    status = "PASS" if not reasons and tracker.is_file() else "ERROR"
+    return RunRecord(index, seed, run_dir, tracker if tracker.is_file() else None, status, tuple(reasons), wall_s,
+                     config)
 
 
 def default_jobs(case: Case, runs: int) -> int:
     """Runs side by side on this node: one per CPU (embedded cases cap torch threads), or per GPU slice."""
     if case.platform.gpus > 0:
-        from autotest.run.platform import detect_gpus
-
         return max(1, min(runs, detect_gpus().count // case.platform.gpus))
     return max(1, min(runs, os.cpu_count() or 1))
 
@@ -188,16 +173,11 @@ def run_all(case: Case, seeds: Sequence[int], folder: Path, options: Calibration
     say = options.progress or (lambda line: None)
     if options.ray_address:
         return _run_on_ray(case, seeds, dirs, options.ray_address, say)
-    from autotest.run.gpu_slots import slots_dir_for
-    from autotest.run.platform import detect_gpus
-
     jobs = options.jobs or default_jobs(case, len(seeds))
-    total = detect_gpus().count if case.platform.gpus > 0 else 0
-    slots = slots_dir_for(options.results_root)
     say(f"{case.name}: {len(seeds)} calibration runs, {jobs} at a time, in {folder}")
 
     def one(i: int) -> RunRecord:
-        record = _local_run(case, i + 1, seeds[i], dirs[i], slots, total)
+        record = run_once(case, i + 1, seeds[i], dirs[i], options.results_root)
         say(f"{case.name}: {record.label}: {record.status} in {record.wall_s:.0f} s"
             + (f" ({'; '.join(record.reasons)})" if record.reasons else ""))
         return record
@@ -267,13 +247,6 @@ def _eval_set_sizes(records: Sequence[RunRecord], metrics: set[str]) -> dict[str
 
 def calibrate_case(case: Case, options: CalibrationOptions) -> CalibrationOutcome:
     """Run ``case`` N times and write a candidate baseline with its diff report (see the module doc)."""
-    from autotest.calibration.review import baseline_yaml, render_report
-    from autotest.judge.readers import read_trace
-    from autotest.judge.verdict import golden_trace
-    from autotest.files import write_atomic
-    from autotest.run.platform import check_platform
-    from autotest.run.preflight import run_preflight
-
     platform = check_platform(case)
     if not platform.runnable:
         raise UsageError(f"{case.name}: cannot calibrate here: {platform.skip_reason}")
@@ -294,7 +267,7 @@ def calibrate_case(case: Case, options: CalibrationOptions) -> CalibrationOutcom
     seeds = calibration_seeds(case, runs)
     target, candidate_path, report_path = baseline_files(case, options.baselines_dir)
 
-    folder = _new_folder(Path(options.results_root).resolve() / case.name, "calibration")
+    folder = _new_folder(Path(options.results_root or default_results_root()).resolve() / case.name, "calibration")
     write_atomic(folder / "preflight.json", json.dumps(preflight.to_dict(), indent=2) + "\n")
     records = run_all(case, seeds, folder, options)
     broken = [r for r in records if r.status != "PASS"]
@@ -339,8 +312,6 @@ def calibrate_case(case: Case, options: CalibrationOptions) -> CalibrationOutcom
 def _provenance(case: Case, options: CalibrationOptions, preflight: Any, records: Sequence[RunRecord],
                 settings: CalibrationSpec, self_check: SelfCheck, calibration: Calibration,
                 folder: Path) -> dict[str, Any]:
-    from autotest.redaction import json_ready
-
     commit = preflight.commit
     data: dict[str, Any] = {
         "produced_by": PRODUCED_BY,

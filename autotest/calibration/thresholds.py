@@ -28,8 +28,10 @@ from typing import Mapping, Sequence
 
 from autotest.errors import UsageError
 from autotest.inputs.baseline import Baseline, CalibrationSpec, CheckSpec
+from autotest.judge.checks import evaluate_check
 from autotest.judge.model import ERROR, FAIL, INFO
 from autotest.judge.trace import Trace
+from autotest.judge.verdict import compare, golden_trace
 
 SIGNIFICANT_DIGITS = 2
 #: below this N the max deviation is one or two differences: the margin multiplies luck
@@ -153,8 +155,6 @@ def _measure(check: CheckSpec, baseline: Baseline, runs: Sequence[Trace]):
     """Run-to-run deviation: the check's own statistic (the check engine's) for every ordered pair of
     runs, one as current and the other as golden. Returns each run's largest, and the compared steps.
     """
-    from autotest.judge.checks import evaluate_check
-
     probe = replace(check, threshold=math.inf, operator="<", severity="gate")
     per_run, steps = [], ()
     for i, current in enumerate(runs):
@@ -181,7 +181,7 @@ def _covered(trace: Trace, table: Mapping[str, Mapping[int, float]]) -> Trace:
     return replace(trace, series=MappingProxyType(series))
 
 
-def _calibrate_check(check: CheckSpec, baseline: Baseline, golden_trace: Trace, runs: Sequence[Trace],
+def _calibrate_check(check: CheckSpec, baseline: Baseline, golden: Trace, runs: Sequence[Trace],
                      settings: CalibrationSpec, eval_set_size: Mapping[str, int]) -> CalibratedCheck:
     if check.method == "value" or check.operator not in ("<", "<="):
         why = "method 'value' is a bound, not a distance to golden" if check.method == "value" else \
@@ -193,7 +193,7 @@ def _calibrate_check(check: CheckSpec, baseline: Baseline, golden_trace: Trace, 
         return CalibratedCheck(check_out, check, UNCALIBRATED, why)
     measured = max(per_run)
     proposed = measured * settings.margin
-    floors = _floors(check, golden_trace.get(check.metric) or {}, steps, settings, eval_set_size)
+    floors = _floors(check, golden.get(check.metric) or {}, steps, settings, eval_set_size)
     floor, floor_source = max(floors, default=(0.0, "none"))
     if max(proposed, floor) <= 0:
         raise UsageError(f"{baseline.path}: calibration.floors.{check.metric}: the runs agree exactly and the "
@@ -216,8 +216,6 @@ def calibrate(spec: Baseline, traces: Sequence[Trace], *, settings: CalibrationS
     ``eval_set_size`` (eval metric -> items, e.g. read from the runs' saved config) is used where
     the spec's ``calibration.eval_set_size`` does not say.
     """
-    from autotest.judge.verdict import golden_trace as to_trace
-
     if not traces:
         raise CalibrationError("no calibration runs to calibrate from")
     settings = settings or spec.calibration or CalibrationSpec()
@@ -230,7 +228,7 @@ def calibrate(spec: Baseline, traces: Sequence[Trace], *, settings: CalibrationS
     frozen = MappingProxyType({m: MappingProxyType(v) for m, v in table.items()})
     draft = replace(spec, golden_table=frozen, golden_tracker=None, golden_format="auto",
                     calibrated_range=(min(steps), max(steps)) if steps else None, calibration=settings)
-    golden = to_trace(draft)
+    golden = golden_trace(draft)
     runs = [_covered(t, table) for t in traces]
     checks = tuple(_calibrate_check(c, draft, golden, runs, settings, sizes) for c in spec.checks)
     baseline = replace(draft, checks=tuple(c.check for c in checks))
@@ -241,8 +239,6 @@ def leave_one_out(spec: Baseline, traces: Sequence[Trace], labels: Sequence[str]
                   settings: CalibrationSpec | None = None,
                   eval_set_size: Mapping[str, int] | None = None) -> SelfCheck:
     """Check each run against a baseline calibrated from the other N-1: how often would it false-alarm?"""
-    from autotest.judge.verdict import compare
-
     labels = list(labels or [t.source for t in traces])
     rounds = []
     for i, held in enumerate(traces):

@@ -100,8 +100,8 @@ def run_consistency_job(results_dir: str | Path, *, execute: bool = True,
     from autotest.consistency.msprobe_config import tensor_pass_config
     from autotest.consistency.screening import screen_run
     from autotest.inputs.case import load_case
-    from autotest.run.launch import launch
     from autotest.run.platform import check_platform
+    from autotest.run.process_group import launch
 
     results_dir = Path(results_dir).resolve()
     request = load_request(results_dir)

@@ -417,14 +417,3 @@ def placeholder_values(*, work_dir: Path | None = None, seed: int | None = None,
     if seed is not None:
         values["seed"] = str(seed)
     return values
-
-
-def tracker_location(case: Case, work_dir: Path, environ: Mapping[str, str]) -> tuple[Path, Path | None]:
-    """(folder where the run's exp dirs appear, explicit tracker file or None)."""
-    values = placeholder_values(work_dir=work_dir)
-    if case.tracker.path is not None:
-        path = Path(expand(case, "tracker.path", case.tracker.path, values, environ))
-        return path.parent, path
-    if case.tracker.work_dir is not None:
-        return Path(expand(case, "tracker.work_dir", case.tracker.work_dir, values, environ)), None
-    return Path(work_dir).resolve(), None

@@ -313,60 +313,6 @@ def evaluate_check(spec: CheckSpec, baseline: Baseline, golden: Trace, current: 
     return result
 
 
-def structural_checks(baseline: Baseline, current: Trace, wall_time_s: float | None) -> list[CheckResult]:
-    """Step count, wall time and the uncalibrated tail, reported as results rather than crashes."""
-    results: list[CheckResult] = []
-    steps = current.train_steps
-    last = steps[-1] if steps else None
-    policy = baseline.steps
-    if policy.expected is not None:
-        count = len(steps)
-        params = {"expected": policy.expected, "exact": policy.exact}
-        if policy.exact and count == policy.expected or not policy.exact and count >= policy.expected:
-            status, message = PASS, f"{count} training steps ({'exactly' if policy.exact else 'at least'} " \
-                                    f"{policy.expected} required)"
-        elif count < policy.expected:
-            status, message = ERROR, (f"run is incomplete: {count} training steps (last step {last}), "
-                                      f"expected {policy.expected}; see the run's logs")
-        else:
-            status, message = FAIL, (f"{count} training steps but the baseline requires exactly "
-                                     f"{policy.expected}; the run's shape changed (epochs, batch size, data)")
-        results.append(CheckResult("steps[count]", status, message, kind="structural", parameters=params,
-                                   observed=float(count)))
-    elif baseline.calibrated_range is not None:
-        needed = baseline.calibrated_range[1]
-        reached = max(list(steps) + list(current.eval_steps), default=None)
-        ok = reached is not None and reached >= needed
-        message = (f"run reached step {reached}, covering the calibrated range up to {needed}" if ok
-                   else f"run is incomplete: reached step {reached}, the calibrated range needs step {needed}")
-        results.append(CheckResult("steps[range]", PASS if ok else ERROR, message, kind="structural",
-                                   parameters={"calibrated_range": list(baseline.calibrated_range)},
-                                   observed=None if reached is None else float(reached)))
-    if baseline.calibrated_range is not None:
-        beyond = sorted({s for s in list(steps) + list(current.eval_steps) if s > baseline.calibrated_range[1]})
-        if beyond:
-            results.append(CheckResult(
-                "steps[uncalibrated]", INFO,
-                f"steps {beyond[0]}-{beyond[-1]} are beyond the calibrated range "
-                f"{baseline.calibrated_range[0]}-{baseline.calibrated_range[1]}: uncalibrated, not checked",
-                kind="structural", parameters={"calibrated_range": list(baseline.calibrated_range)}))
-    if baseline.wall_time_max_s is not None:
-        params = {"max_s": baseline.wall_time_max_s}
-        if wall_time_s is None:
-            results.append(CheckResult("wall_time", INFO, "end-to-end wall time not measured here (comparing an "
-                                       "existing log); the launcher measures it", kind="structural",
-                                       parameters=params))
-        else:
-            ok = wall_time_s < baseline.wall_time_max_s
-            results.append(CheckResult(
-                "wall_time", PASS if ok else FAIL,
-                f"end-to-end wall time {wall_time_s:.0f} s {'<' if ok else 'not <'} {baseline.wall_time_max_s:.0f} s",
-                kind="structural", parameters=params, observed=wall_time_s))
-    return results
-
-
-def run_checks(baseline: Baseline, golden: Trace, current: Trace, golden_is_table: bool,
-               wall_time_s: float | None = None) -> list[CheckResult]:
-    results = structural_checks(baseline, current, wall_time_s)
-    results.extend(evaluate_check(spec, baseline, golden, current, golden_is_table) for spec in baseline.checks)
-    return results
+def run_checks(baseline: Baseline, golden: Trace, current: Trace, golden_is_table: bool) -> list[CheckResult]:
+    """Every declared check of ``baseline`` on ``current`` (structural results come from judge.structural)."""
+    return [evaluate_check(spec, baseline, golden, current, golden_is_table) for spec in baseline.checks]

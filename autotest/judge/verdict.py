@@ -1,8 +1,13 @@
-"""Compare one run's metric log with a golden baseline: read, check, triage, decide."""
+"""Build the verdict, once: structural results, checks, status and triage from one list.
+
+Every ending goes through :func:`judge` — a comparison of an existing log (``compare``), a
+finished run, a run stopped by fail-fast, a crash, a preflight error — so the status is decided
+in one place (:func:`autotest.judge.model.decide_status`) and triage runs once.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -10,20 +15,26 @@ from typing import Any
 from autotest.errors import UsageError
 from autotest.inputs.baseline import Baseline, load_baseline
 from autotest.judge.checks import run_checks
-from autotest.judge.model import Verdict, decide_status
+from autotest.judge.model import ERROR, FAIL, INFO, CheckResult, Verdict, decide_status
 from autotest.judge.readers import EVAL_PREFIX, read_trace
+from autotest.judge.structural import (
+    RunFacts,
+    not_reached_message,
+    run_results,
+    shape_results,
+)
 from autotest.judge.trace import Trace
 from autotest.judge.triage import triage
 
 
 @dataclass(frozen=True)
 class Comparison:
-    """A verdict together with the traces it was made from (plots draw the full series)."""
+    """A verdict together with what it was made from (plots draw the full series)."""
 
     verdict: Verdict
-    baseline: Baseline
-    golden: Trace
-    current: Trace
+    baseline: Baseline | None
+    golden: Trace | None
+    current: Trace | None
 
 
 def golden_trace(baseline: Baseline) -> Trace:
@@ -46,25 +57,59 @@ def checked_metrics(baseline: Baseline) -> set[str]:
     return {c.metric for c in baseline.checks}
 
 
-def compare(baseline: Baseline, current: Trace, *, case: str | None = None, wall_time_s: float | None = None,
-            context: dict[str, Any] | None = None, golden: Trace | None = None) -> Comparison:
-    if golden is None:
-        golden = golden_trace(baseline)
-    if baseline.metric_aliases:
-        current = current.with_aliases(dict(baseline.metric_aliases))
-    results = tuple(run_checks(baseline, golden, current, baseline.golden_table is not None, wall_time_s))
+def empty_trace(source: str) -> Trace:
+    return Trace(source, MappingProxyType({}))
+
+
+def _not_reached(results: list[CheckResult], facts: RunFacts) -> list[CheckResult]:
+    """After a fail-fast stop, what the shortened run could not decide is 'not reached', not ERROR."""
+    stop = facts.fail_fast
+    if stop is None or not any(r.is_gate and r.status == FAIL for r in results):
+        return results
+    message = not_reached_message(stop)
+    return [replace(r, status=INFO, message=f"{message} ({r.message})") if r.is_gate and r.status == ERROR else r
+            for r in results]
+
+
+def judge(baseline: Baseline | None, current: Trace | None, *, golden: Trace | None = None,
+          facts: RunFacts | None = None, case: str | None = None, wall_time_s: float | None = None,
+          context: dict[str, Any] | None = None) -> Comparison:
+    """The one verdict for ``current`` against ``baseline`` given how the run went (``facts``).
+
+    ``baseline`` may be None only when ``facts`` carries the preflight problem that explains it.
+    """
+    results: list[CheckResult] = run_results(facts, current) if facts is not None else []
+    checked = baseline is not None and current is not None and not (facts and facts.preflight_problems)
+    if checked:
+        if golden is None:
+            golden = golden_trace(baseline)
+        if baseline.metric_aliases:
+            current = current.with_aliases(dict(baseline.metric_aliases))
+        if wall_time_s is None and facts is not None:
+            wall_time_s = facts.wall_s
+        results += shape_results(baseline, current, wall_time_s)
+        results += run_checks(baseline, golden, current, baseline.golden_table is not None)
+    if facts is not None:
+        results = _not_reached(results, facts)
+    frozen = tuple(results)
     verdict = Verdict(
-        status=decide_status(results),
-        case=case or baseline.name,
-        results=results,
-        triage=triage(results, current),
-        current_source=current.source,
-        baseline_source=golden.source,
-        baseline_file=str(baseline.path),
-        warnings=tuple(golden.warnings) + tuple(current.warnings),
+        status=decide_status(frozen),
+        case=case or (baseline.name if baseline is not None else "?"),
+        results=frozen,
+        triage=triage(frozen, current),
+        current_source=current.source if current is not None else "",
+        baseline_source=golden.source if golden is not None else "",
+        baseline_file=str(baseline.path) if baseline is not None else "",
+        warnings=tuple(golden.warnings if golden is not None else ()) + tuple(current.warnings if current else ()),
         context=dict(context or {}),
     )
     return Comparison(verdict, baseline, golden, current)
+
+
+def compare(baseline: Baseline, current: Trace, *, case: str | None = None, wall_time_s: float | None = None,
+            context: dict[str, Any] | None = None, golden: Trace | None = None) -> Comparison:
+    """An existing log against a baseline (no run facts): ``rl-autotest compare``."""
+    return judge(baseline, current, golden=golden, case=case, wall_time_s=wall_time_s, context=context)
 
 
 def compare_paths(baseline_path: str | Path, current_path: str | Path, *, fmt: str = "auto",

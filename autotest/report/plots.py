@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import math
 import re
 from pathlib import Path
 
+from autotest.files import write_bytes_atomic
 from autotest.judge.model import CheckResult, Verdict
 from autotest.judge.trace import Trace
 
@@ -73,7 +75,13 @@ def plot_checks(verdict: Verdict, golden: Trace, current: Trace, out_dir: Path) 
         ax.legend(fontsize=7, loc="best")
         fig.tight_layout()
         name = plot_name(metric)
-        fig.savefig(plots_dir / name)
+        write_bytes_atomic(plots_dir / name, _png(fig))
         plt.close(fig)
         written[metric] = f"plots/{name}"
     return written
+
+
+def _png(fig) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    return buffer.getvalue()

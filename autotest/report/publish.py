@@ -1,13 +1,19 @@
-"""Write a comparison into its results folder: results.json, report.md, plots and the CI step summary."""
+"""Publish a verdict, whatever the ending: results.json, report.md, plots and the CI step summary."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from autotest.judge.verdict import Comparison
-from autotest.report.markdown import append_step_summary, render_markdown, render_step_summary, write_results_json
 from autotest.files import write_atomic
+from autotest.judge.verdict import Comparison
+from autotest.report.markdown import (
+    append_step_summary,
+    render_markdown,
+    render_step_summary,
+    write_results_json,
+)
+from autotest.report.plots import plot_checks
 
 
 @dataclass(frozen=True)
@@ -22,9 +28,7 @@ def publish(comparison: Comparison, out_dir: str | Path, *, with_plots: bool = T
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     plots: dict[str, str] = {}
-    if with_plots:
-        from autotest.report.plots import plot_checks
-
+    if with_plots and comparison.golden is not None and comparison.current is not None:
         plots = plot_checks(comparison.verdict, comparison.golden, comparison.current, out)
     results_json = write_results_json(comparison.verdict, out, {"plots": plots})
     report_md = out / "report.md"

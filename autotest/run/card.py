@@ -9,14 +9,11 @@ pass criteria strings come from the baseline (the caller passes them in).
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING
 
+from autotest.inputs.case import Case
 from autotest.redaction import redact
+from autotest.run.launch import LaunchSpec
 from autotest.run.preflight import Preflight
-
-if TYPE_CHECKING:
-    from autotest.inputs.case import Case
-    from autotest.run.launch import LaunchSpec
 
 
 def _cell(text: object) -> str:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autotest.errors import UsageError
+from autotest.run.platform import detect_gpus
 
 _ALLOCATOR_LOCK = "allocator.lock"
 _DEFAULT_POLL_S = 0.2
@@ -199,3 +200,19 @@ def acquire(
     finally:
         for lock in locks:
             lock.release()
+
+
+@contextlib.contextmanager
+def case_slice(num_gpus: int, results_root: Path, wait_s: float, label: str = "") -> Iterator[dict[str, str]]:
+    """Hold a disjoint GPU slice of this node for one run; yields the environment that pins it.
+
+    A case that takes the whole node gets no ``CUDA_VISIBLE_DEVICES`` (the MOPD launch script
+    places teachers by GPU index itself); a node with too few GPUs gets {} (the platform check
+    skips the case with its reason).
+    """
+    total = detect_gpus().count if num_gpus > 0 else 0
+    if num_gpus <= 0 or total < num_gpus:
+        yield {}
+        return
+    with acquire(num_gpus, total, wait_s, slots_dir_for(results_root), label=label) as devices:
+        yield {} if len(devices) == total else {"CUDA_VISIBLE_DEVICES": cuda_visible_devices(devices)}

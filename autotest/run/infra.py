@@ -307,6 +307,17 @@ class RetryTrail:
         attempt = Attempt(len(self.attempts) + 1, classification, decision)
         return replace(self, attempts=(*self.attempts, attempt)), decision
 
+    def relocated(self, number: int, results_dir: Path, kept: Path) -> RetryTrail:
+        """The trail with attempt ``number``'s log path moved from ``results_dir`` into ``kept``."""
+        attempts = []
+        for a in self.attempts:
+            path = a.classification.log_path
+            if a.number == number and path and Path(path).is_relative_to(results_dir):
+                moved = str(kept / Path(path).relative_to(results_dir))
+                a = replace(a, classification=replace(a.classification, log_path=moved))
+            attempts.append(a)
+        return replace(self, attempts=tuple(attempts))
+
     def to_dict(self) -> list[dict[str, Any]]:
         return [
             {

@@ -18,12 +18,10 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from autotest.errors import UsageError
-
-if TYPE_CHECKING:
-    from autotest.inputs.case import Case
+from autotest.inputs.case import Case
 
 GPU_COUNT_ENV = "RL_AUTOTEST_GPU_COUNT"
 NVIDIA_SMI_TIMEOUT_S = 20.0

@@ -44,8 +44,8 @@ from pathlib import Path
 from typing import Any
 
 from autotest.errors import UsageError
-from autotest.run.launch import LaunchResult, LaunchSpec, PollCallback
 from autotest.redaction import redact
+from autotest.run.launch import LaunchResult, LaunchSpec, PollCallback
 
 EXTRA_HINT = "pip install 'rl-autotest[workloads]'"
 START_HINT = "start one with `ray start --head --dashboard-host 127.0.0.1`"

@@ -14,7 +14,16 @@ import os
 
 import pytest
 
+from autotest.calibration.runs import (
+    CalibrationOptions,
+    calibrate_case,
+    promote_command,
+)
+from autotest.calibration.thresholds import CalibrationError
+from autotest.errors import UsageError
 from autotest.inputs.case import list_cases
+from autotest.plugin import results_root_option
+from autotest.run.platform import check_platform
 
 
 def calibration_selected(config: pytest.Config) -> bool:
@@ -30,16 +39,6 @@ def test_calibrate_case(case, request):
     config = request.config
     if not calibration_selected(config):
         pytest.skip("calibration writes candidate baselines: run it with `pytest -m calibration`")
-    from autotest.calibration.runs import (
-        CalibrationOptions,
-        calibrate_case,
-        promote_command,
-    )
-    from autotest.calibration.thresholds import CalibrationError
-    from autotest.errors import UsageError
-    from autotest.plugin import _results_root
-    from autotest.run.platform import check_platform
-
     platform = check_platform(case)
     if not platform.runnable:
         if config.getoption("--strict-cases"):
@@ -47,7 +46,7 @@ def test_calibrate_case(case, request):
         pytest.skip(f"{case.name}: {platform.skip_reason}")
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     options = CalibrationOptions(
-        results_root=_results_root(config), allow_dirty=config.getoption("--allow-dirty"),
+        results_root=results_root_option(config), allow_dirty=config.getoption("--allow-dirty"),
         ray_address=config.getoption("--ray-address") or os.environ.get("RAY_ADDRESS"),
         command=f"pytest -m calibration -k {case.name}",
         progress=reporter.write_line if reporter is not None else None)

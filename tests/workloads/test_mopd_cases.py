@@ -11,7 +11,8 @@ from pathlib import Path
 
 from autotest.inputs.baseline import load_baseline
 from autotest.inputs.case import REPO_ROOT, load_case
-from autotest.run.launch import LaunchResult, completion_status, launch_spec
+from autotest.judge.structural import completion_status
+from autotest.run.launch import LaunchResult, launch_spec
 
 SEED_ENV = {  # seed 003 §2, verbatim
     "MODEL_PATH": "/share/models/models--Qwen--Qwen3-VL-2B-Instruct/snapshots/89644892e4d85e24eaac8bacfd4f463576704203",

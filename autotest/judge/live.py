@@ -1,8 +1,11 @@
-"""Follow a run's tracker while it grows: progress lines, and fail-fast on per-step gate checks.
+"""Judge a run while its tracker grows: progress lines, and fail-fast on what a prefix can decide.
 
-Only checks that a prefix of the run can decide are evaluated early: stepwise and points
-checks (a breach at a step already logged stays a breach) and non-finite values. Percentile,
-final and window checks wait for the end. With ``fail_fast`` a decided FAIL stops the run.
+Only checks that a prefix of the run can decide are evaluated early: stepwise and points checks
+(a breach at a step already logged stays a breach) and non-finite values. Percentile, final and
+window checks wait for the end. With ``fail_fast`` a decided FAIL stops the run.
+
+The launcher calls :meth:`Follower.poll` often (every 0.1 s); a poll costs one ``stat`` of the
+tracker unless the file grew, so the follower reacts within one logged step.
 """
 
 from __future__ import annotations
@@ -15,10 +18,12 @@ from typing import Callable
 
 from autotest.errors import UsageError
 from autotest.inputs.baseline import Baseline
-from autotest.inputs.case import Case, tracker_location
+from autotest.inputs.case import Case
+from autotest.inputs.tracker_layout import tracker_location
 from autotest.judge.checks import evaluate_check, fmt
 from autotest.judge.model import FAIL
-from autotest.judge.readers import read_trace
+from autotest.judge.readers import find_tracker, read_trace
+from autotest.judge.structural import FailFastStop
 from autotest.judge.trace import Trace
 
 EARLY_SCOPES = ("stepwise", "points")
@@ -40,16 +45,30 @@ class Follower:
         self.last_step: int | None = None
         self.first_fail: str | None = None
         self.first_fail_at: float | None = None
+        self.first_breach_step: int | None = None
+        self.fail_decided_step: int | None = None
+        self._seen: tuple[str, int, int] | None = None  # (path, size, mtime_ns) last read
 
-    def _trace(self) -> Trace | None:
+    def _grown_trace(self) -> Trace | None:
+        """The trace when the tracker changed since the last poll, else None (one stat per poll)."""
         folder, explicit = tracker_location(self.case, self.work_dir, os.environ)
         try:
-            return read_trace(explicit or folder, self.case.tracker.format)
+            path = explicit if explicit is not None else find_tracker(folder)
+            stat = os.stat(path)
+        except (UsageError, OSError):
+            return None  # not written yet
+        seen = (str(path), stat.st_size, stat.st_mtime_ns)
+        if seen == self._seen:
+            return None
+        try:
+            trace = read_trace(path, self.case.tracker.format, metrics={c.metric for c in self.baseline.checks})
         except UsageError:
-            return None  # not written yet, or a line mid-write: try again at the next poll
+            return None  # a line mid-write: read again at the next poll
+        self._seen = seen
+        return trace
 
-    def decided_failure(self, trace: Trace) -> str | None:
-        """The first gate check a prefix of the run already fails, as one line."""
+    def decided_failure(self, trace: Trace) -> tuple[str, int | None] | None:
+        """The first gate check a prefix of the run already fails: (one line, its first breached step)."""
         is_table = self.baseline.golden_table is not None
         for spec in self.baseline.checks:
             if spec.severity != "gate":
@@ -59,12 +78,12 @@ class Follower:
                 continue
             nonfinite = next((s for s, v in series.items() if not math.isfinite(v)), None)
             if nonfinite is not None:
-                return f"{spec.metric} is non-finite ({fmt(series[nonfinite])}) at step {nonfinite}"
+                return f"{spec.metric} is non-finite ({fmt(series[nonfinite])}) at step {nonfinite}", nonfinite
             if spec.scope not in EARLY_SCOPES:
                 continue
             result = evaluate_check(spec, self.baseline, self.golden, trace, is_table)
             if result.status == FAIL:
-                return result.message
+                return result.message, result.first_breach_step
         return None
 
     def _progress_line(self, trace: Trace, step: int) -> str:
@@ -82,24 +101,33 @@ class Follower:
         return f"[{self.case.name}] step {step}/{total} {elapsed:.0f}s {eta_text} " + " ".join(latest[:4])
 
     def poll(self) -> str | None:
-        trace = self._trace()
-        if trace is None or not trace.train_steps:
-            return None
+        trace = self._grown_trace()
+        if trace is not None and trace.train_steps:
+            self._observe(trace)
+        if self.fail_fast and self.first_fail:
+            return f"fail-fast: {self.first_fail}"
+        return None
+
+    def _observe(self, trace: Trace) -> None:
         step = trace.train_steps[-1]
         if step != self.last_step:
             self.last_step = step
             if self.progress:
                 self.progress(self._progress_line(trace, step))
         if self.first_fail is None:
-            failure = self.decided_failure(trace)
-            if failure:
-                self.first_fail = failure
+            decided = self.decided_failure(trace)
+            if decided:
+                self.first_fail, self.first_breach_step = decided
                 self.first_fail_at = self.clock()
+                self.fail_decided_step = step
                 if self.progress:
-                    self.progress(f"[{self.case.name}] FAIL decided at step {step}: {failure}")
-        if self.fail_fast and self.first_fail:
-            return f"fail-fast: {self.first_fail}"
-        return None
+                    self.progress(f"[{self.case.name}] FAIL decided at step {step}: {self.first_fail}")
+
+    def stop(self) -> FailFastStop | None:
+        """The fail-fast stop, for the judge, when this follower stopped the run."""
+        if not (self.fail_fast and self.first_fail):
+            return None
+        return FailFastStop(self.fail_decided_step, self.first_breach_step, self.first_fail)
 
     def time_to_verdict_s(self) -> float | None:
         """Seconds from the start of following to the first decided FAIL (None if none was decided early)."""

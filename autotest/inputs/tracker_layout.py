@@ -1,0 +1,57 @@
+"""Where a run's metric log appears: xtuner's ``<work_dir>/<YYYYmmddHHMMSS>/logs/exp_tracking/``.
+
+One place for the layout: the launcher's artifact collection, the live follower and the reader
+all resolve the tracker through these functions.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from autotest.inputs.case import Case, expand, placeholder_values
+
+EXP_DIR_NAME = re.compile(r"^\d{14}$")  # xtuner's exp dirs: <work_dir>/<YYYYmmddHHMMSS>/
+TRACKER_RELATIVE = Path("logs") / "exp_tracking" / "tracker.jsonl"
+SFT_TRACKER_RELATIVE = Path("logs") / "exp_tracking" / "rank0" / "tracker.jsonl"
+
+
+def exp_dirs(work_dir: Path) -> list[Path]:
+    """The timestamped exp dirs directly under ``work_dir``, oldest first."""
+    return sorted(p for p in Path(work_dir).iterdir() if p.is_dir() and EXP_DIR_NAME.match(p.name))
+
+
+def newest_exp_dir(work_dir: Path, since: float | None = None) -> Path | None:
+    """The newest exp dir, ignoring those named before ``since`` (a Unix time)."""
+    found = []
+    for path in exp_dirs(work_dir) if Path(work_dir).is_dir() else ():
+        started = time.mktime(time.strptime(path.name, "%Y%m%d%H%M%S")) if _valid(path.name) else None
+        if started is not None and (since is None or started >= int(since) - 1):  # whole seconds, local time
+            found.append(path)
+    return found[-1] if found else None
+
+
+def _valid(name: str) -> bool:
+    try:
+        time.strptime(name, "%Y%m%d%H%M%S")
+    except ValueError:
+        return False
+    return True
+
+
+def tracker_in(exp_dir: Path) -> Path | None:
+    """The tracker of one exp dir (RL runs, or ``rank0/`` for SFT), None when absent."""
+    return next((p for p in (exp_dir / TRACKER_RELATIVE, exp_dir / SFT_TRACKER_RELATIVE) if p.is_file()), None)
+
+
+def tracker_location(case: Case, work_dir: Path, environ: Mapping[str, str]) -> tuple[Path, Path | None]:
+    """(folder where the run's exp dirs appear, explicit tracker file or None)."""
+    values = placeholder_values(work_dir=work_dir)
+    if case.tracker.path is not None:
+        path = Path(expand(case, "tracker.path", case.tracker.path, values, environ))
+        return path.parent, path
+    if case.tracker.work_dir is not None:
+        return Path(expand(case, "tracker.work_dir", case.tracker.work_dir, values, environ)), None
+    return Path(work_dir).resolve(), None

@@ -79,6 +79,8 @@ class RunOptions:
     progress: Callable[[str], None] | None = None
     #: how long a GPU case waits for a free slice of this node
     gpu_wait_s: float = GPU_WAIT_S
+    #: judge against this baseline file instead of the case's (calibration's baselines dir)
+    baseline_path: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -161,7 +163,7 @@ def _prepare(case: Case, options: RunOptions, framework_dir: Path | None) -> _Pr
     write_atomic(results_dir / "preflight.json", json.dumps(preflight.to_dict(), indent=2) + "\n")
     baseline, golden, baseline_error = None, None, None
     try:
-        baseline = load_baseline(case.baseline_path)
+        baseline = load_baseline(options.baseline_path or case.baseline_path)
         golden = golden_trace(baseline)
     except UsageError as exc:
         baseline_error = str(exc)

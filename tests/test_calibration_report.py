@@ -5,7 +5,8 @@ from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 
-from autotest.calibration.review import baseline_yaml, render_report
+from autotest.calibration.review import render_report
+from autotest.inputs.baseline_writer import baseline_yaml
 from autotest.calibration.thresholds import calibrate, golden_shifts, leave_one_out
 from autotest.inputs.baseline import (
     Baseline,

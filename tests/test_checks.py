@@ -10,7 +10,6 @@ from autotest.inputs.baseline import Baseline, CheckSpec, StepPolicy, load_basel
 from autotest.judge.checks import (
     evaluate_check,
     point_error,
-    run_checks,
 )
 from autotest.judge.model import ERROR, FAIL, INFO, PASS, decide_status
 from autotest.judge.readers import read_trace
@@ -261,8 +260,8 @@ def test_grpo_baseline_from_reference_tracker(tmp_path, monkeypatch):
     assert verdict.triage[0].rule == "mismatch" and "step 20" in verdict.triage[0].evidence
 
 
-def test_run_checks_orders_structural_first():
+def test_the_verdict_lists_structural_results_first():
     c = CheckSpec("m", "absolute", "<", 0.1)
     b = baseline(c, steps=StepPolicy(2, True))
-    results = run_checks(b, trace({"m": {1: 0.0, 2: 0.0}}), trace({"m": {1: 0.0, 2: 0.0}}), True)
+    results = compare(b, trace({"m": {1: 0.0, 2: 0.0}}), golden=trace({"m": {1: 0.0, 2: 0.0}})).verdict.results
     assert [r.check_id for r in results] == ["steps[count]", "m[stepwise]"]

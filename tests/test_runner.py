@@ -67,7 +67,12 @@ def test_fail_fast_stops_the_run_at_the_first_decided_breach(case, tmp_path):
     run = run_case(slow, options(tmp_path, fault="mismatch-from:2", fail_fast=True))
     assert run.status == "FAIL"
     completion = next(r for r in run.verdict.results if r.check_id == "run[completion]")
-    assert "fail-fast: mismatch/mismatch_k3_kl at step 2" in completion.message
+    assert completion.status == "INFO"
+    assert completion.message.startswith("run stopped by fail-fast at step 2: mismatch/mismatch_k3_kl at step 2")
+    # what the stopped run could not decide is reported as not reached, never as ERROR
+    assert not [r for r in run.verdict.results if r.status == "ERROR"]
+    assert any(r.message.startswith("not reached: stopped by fail-fast at step 2, after the first breach at step 2")
+               for r in run.verdict.results if r.status == "INFO")
     steps = json.loads((run.results_dir / "results.json").read_text())["context"]["time_to_verdict_s"]
     assert steps is not None and steps < 8
 

@@ -137,9 +137,10 @@ def calibration_seeds(case: Case, runs: int) -> tuple[int, ...]:
 
 
 def run_once(case: Case, index: int, seed: int, run_dir: Path, results_root: Path | None = None,
-             progress: Callable[[str], None] | None = None) -> RunRecord:
+             baseline_path: Path | None = None) -> RunRecord:
     """One calibration run: the same pipeline as ``rl-autotest run``, into ``run_dir``."""
-    run = run_case(case, RunOptions(results_root=results_root, results_dir=run_dir, seed=seed, progress=progress))
+    run = run_case(case, RunOptions(results_root=results_root, results_dir=run_dir, seed=seed,
+                                    baseline_path=baseline_path))
     verdict = run.verdict
     assert verdict is not None  # the platform was checked and preflight passed before any run
     # calibration needs complete runs; their verdict against the old baseline is for the record only
@@ -167,17 +168,18 @@ def default_jobs(case: Case, runs: int) -> int:
     return max(1, min(runs, os.cpu_count() or 1))
 
 
-def run_all(case: Case, seeds: Sequence[int], folder: Path, options: CalibrationOptions) -> list[RunRecord]:
+def run_all(case: Case, seeds: Sequence[int], folder: Path, options: CalibrationOptions,
+            baseline_path: Path | None = None) -> list[RunRecord]:
     """Every calibration run, in parallel where resources allow; results in seed order."""
     dirs = [folder / f"run{i + 1}-seed{seed}" for i, seed in enumerate(seeds)]
     say = options.progress or (lambda line: None)
     if options.ray_address:
-        return _run_on_ray(case, seeds, dirs, options.ray_address, say)
+        return _run_on_ray(case, seeds, dirs, options.ray_address, say, baseline_path)
     jobs = options.jobs or default_jobs(case, len(seeds))
     say(f"{case.name}: {len(seeds)} calibration runs, {jobs} at a time, in {folder}")
 
     def one(i: int) -> RunRecord:
-        record = run_once(case, i + 1, seeds[i], dirs[i], options.results_root)
+        record = run_once(case, i + 1, seeds[i], dirs[i], options.results_root, baseline_path)
         say(f"{case.name}: {record.label}: {record.status} in {record.wall_s:.0f} s"
             + (f" ({'; '.join(record.reasons)})" if record.reasons else ""))
         return record
@@ -187,7 +189,7 @@ def run_all(case: Case, seeds: Sequence[int], folder: Path, options: Calibration
 
 
 def _run_on_ray(case: Case, seeds: Sequence[int], dirs: Sequence[Path], address: str,
-                say: Callable[[str], None]) -> list[RunRecord]:
+                say: Callable[[str], None], baseline_path: Path | None) -> list[RunRecord]:
     import tempfile
 
     import ray
@@ -202,7 +204,7 @@ def _run_on_ray(case: Case, seeds: Sequence[int], dirs: Sequence[Path], address:
     try:
         task = ray.remote(num_cpus=1, num_gpus=case.platform.gpus, max_retries=0)(run_once)
         say(f"{case.name}: {len(seeds)} calibration runs as Ray tasks on {address}")
-        refs = [task.remote(case, i + 1, seed, dirs[i]) for i, seed in enumerate(seeds)]
+        refs = [task.remote(case, i + 1, seed, dirs[i], None, baseline_path) for i, seed in enumerate(seeds)]
         return list(ray.get(refs))
     finally:
         ray.shutdown()
@@ -269,7 +271,7 @@ def calibrate_case(case: Case, options: CalibrationOptions) -> CalibrationOutcom
 
     folder = _new_folder(Path(options.results_root or default_results_root()).resolve() / case.name, "calibration")
     write_atomic(folder / "preflight.json", json.dumps(preflight.to_dict(), indent=2) + "\n")
-    records = run_all(case, seeds, folder, options)
+    records = run_all(case, seeds, folder, options, spec.path)
     broken = [r for r in records if r.status != "PASS"]
     if broken:
         detail = "; ".join(f"{r.label}: {'; '.join(r.reasons) or 'failed'} (logs: {r.results_dir / 'logs'})"

@@ -30,9 +30,8 @@ EXP_DIR_PATTERN = re.compile(r"^\d{14}$")
 TRACKER_RELATIVE = Path("logs") / "exp_tracking" / "tracker.jsonl"
 
 
-def _step_of(path: Path, number: int, row: dict) -> int:
-    step = row.get("step")
-    if isinstance(step, bool) or not isinstance(step, (int, float)) or step != int(step):
+def _step_of(path: Path, number: int, step: object) -> int:
+    if isinstance(step, bool) or not (isinstance(step, int) or isinstance(step, float) and step.is_integer()):
         raise UsageError(f"{path}:{number}: key 'step' is missing or not an integer ({step!r}); every row needs one")
     return int(step)
 
@@ -116,8 +115,9 @@ def read_xtuner(path: Path, keep: frozenset[str] | None = None) -> Trace:
     rows = iter_rows(path, builder.file_warnings)
     try:
         for number, values, line in rows:
-            step = _step_of(path, number, values)
-            del values["step"]
+            step = values.pop("step", None)
+            if type(step) is not int:
+                step = _step_of(path, number, step)
             if not values:
                 continue
             if all(map(str.startswith, values, repeat(MINIBATCH_PREFIX))):
@@ -138,8 +138,9 @@ def read_xtuner(path: Path, keep: frozenset[str] | None = None) -> Trace:
             if not eval_only:
                 builder.train_steps.add(step)
                 # mini-batch rows precede their summary row and share its step
-                builder.put_row(step, {k: sum(v) / len(v) for k, v in pending_minibatch.items()}, number)
-                pending_minibatch.clear()
+                if pending_minibatch:
+                    builder.put_row(step, {k: sum(v) / len(v) for k, v in pending_minibatch.items()}, number)
+                    pending_minibatch.clear()
                 minibatch_unmatched = False
             if eval_only or any_key_starts_with(values, line, EVAL_PREFIX):
                 builder.eval_steps.add(step)
@@ -159,7 +160,7 @@ def read_verl(path: Path, keep: frozenset[str] | None = None) -> Trace:
     rows = iter_rows(path, builder.file_warnings)
     try:
         for number, row, _ in rows:
-            step = _step_of(path, number, row)
+            step = _step_of(path, number, row.get("step"))
             data = row.get("data")
             if not isinstance(data, dict):
                 raise UsageError(f"{path}:{number}: key 'data' must be an object in verl format")

@@ -109,3 +109,45 @@ def test_only_requested_metrics_are_kept_but_steps_still_classified(tmp_path):
     assert set(trace.series) == {"a", "b", "k3"}
     assert dict(trace.series["k3"]) == {1: 2.0, 2: 2.5}
     assert trace.train_steps == (1, 2) and trace.eval_steps == (0, 2)
+
+
+# The reader streams the log line by line; these pin that it reads as the whole-file text read did.
+
+def test_line_endings_number_lines_as_text_mode_does(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b'{"a": 1.0, "step": 1}\r\n{"a": 2.0, "step": 2}\r{"a": 3.0, "step": 3}\n')
+    trace = read_trace(path)
+    assert dict(trace.series["a"]) == {1: 1.0, 2: 2.0, 3: 3.0}
+    assert dict(trace.step_lines) == {1: 1, 2: 2, 3: 3}
+
+
+def test_truncated_line_followed_only_by_blank_lines_is_the_tail(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"a": 1.0, "step": 1}\n{"a": 2.0, "st\n\n  \n', encoding="utf-8")
+    trace = read_trace(path)
+    assert trace.train_steps == (1,)
+    assert trace.warnings == (f"{path}:2: truncated final line dropped (the run was probably killed)",)
+
+
+def test_file_errors_come_before_row_errors(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"a": 1.0}\n{"a": 2.0, "step": 2}\n{"a": \n{"a": 3.0, "step": 3}\n', encoding="utf-8")
+    with pytest.raises(UsageError, match=r":3: malformed JSON"):
+        read_trace(path)
+    path.write_bytes(b'{"a": 1.0, "step": 1}\n{"a": \n{"a": 3.0, "step": 3}\n\xff\n')
+    with pytest.raises(UsageError, match="not a UTF-8 text file"):
+        read_trace(path, "xtuner")
+
+
+def test_non_finite_step_is_a_usage_error(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"a": 1.0, "step": NaN}\n', encoding="utf-8")
+    with pytest.raises(UsageError, match=r":1: key 'step' is missing or not an integer \(nan\)"):
+        read_trace(path)
+
+
+def test_escaped_eval_key_still_marks_an_eval_step(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"a": 1.0, "\\u0065val/accuracy": 0.5, "step": 1}\n', encoding="utf-8")
+    trace = read_trace(path, metrics={"a"})
+    assert trace.eval_steps == (1,) and set(trace.series) == {"a"}

@@ -287,8 +287,8 @@ def _window(spec, display, cur, gold) -> CheckResult:
     if missing or not len(points):
         return _base_result(spec, ERROR, f"{display}: window {first}-{last} lacks current values at steps "
                                          f"{_steps(missing) or 'all'}; cannot decide", **extra)
-    cur_mean = sum(p.current for p in points) / len(points)
-    gold_mean = None if gold is None else sum(p.baseline for p in points) / len(points)
+    cur_mean = sum(points.current) / len(points)
+    gold_mean = None if gold is None else sum(points.baseline) / len(points)
     error = point_error(spec.method, cur_mean, gold_mean, spec.relative_floor) if math.isfinite(cur_mean) else math.nan
     extra["observed"] = error
     ok = passes(error, spec.operator, spec.threshold)

@@ -17,9 +17,10 @@ from collections import defaultdict
 from itertools import repeat
 from pathlib import Path
 from types import MappingProxyType
-from typing import Callable, Iterator
+from typing import Callable
 
 from autotest.errors import UsageError
+from autotest.judge.jsonl import any_key_starts_with, iter_rows, raise_file_error
 from autotest.judge.trace import Trace
 
 MINIBATCH_PREFIX = "train_metrics/"
@@ -29,56 +30,8 @@ EXP_DIR_PATTERN = re.compile(r"^\d{14}$")
 TRACKER_RELATIVE = Path("logs") / "exp_tracking" / "tracker.jsonl"
 
 
-def _rows(path: Path) -> Iterator[tuple[int, dict]]:
-    """Yield ``(line_number, row)``; tolerates blank lines and a truncated final line only."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read metric log ({exc.strerror}); check the path") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"{path}: not a UTF-8 text file; pass a JSONL metric log") from None
-    lines = text.split("\n")
-    last_content = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
-    fast_loads = _fast_loads()
-    for index, line in enumerate(lines):
-        if not line.strip():
-            continue
-        number = index + 1
-        try:
-            try:
-                row = fast_loads(line)
-            except ValueError:  # orjson rejects the NaN/Infinity literals trackers contain
-                row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            if index == last_content:
-                # A killed run leaves a half-written last line: keep everything before it.
-                raise _TruncatedTail(number) from None
-            raise UsageError(
-                f"{path}:{number}: malformed JSON ({exc.msg} at column {exc.colno}); "
-                "fix or remove the line"
-            ) from None
-        if not isinstance(row, dict):
-            raise UsageError(f"{path}:{number}: a row must be a JSON object, got {type(row).__name__}")
-        yield number, row
-
-
-def _fast_loads():
-    """orjson when installed (about 7x faster on wide rows), else the standard library."""
-    try:
-        import orjson
-    except ImportError:
-        return json.loads
-    return orjson.loads
-
-
-class _TruncatedTail(Exception):
-    def __init__(self, line_number: int) -> None:
-        self.line_number = line_number
-
-
-def _step_of(path: Path, number: int, row: dict) -> int:
-    step = row.get("step")
-    if isinstance(step, bool) or not isinstance(step, (int, float)) or step != int(step):
+def _step_of(path: Path, number: int, step: object) -> int:
+    if isinstance(step, bool) or not (isinstance(step, int) or isinstance(step, float) and step.is_integer()):
         raise UsageError(f"{path}:{number}: key 'step' is missing or not an integer ({step!r}); every row needs one")
     return int(step)
 
@@ -109,13 +62,15 @@ class _Builder:
         self.step_lines: dict[int, int] = {}
         self.train_steps: set[int] = set()
         self.eval_steps: set[int] = set()
+        #: the file's warnings (a truncated final line) come before the rows' (resumed steps)
+        self.file_warnings: list[str] = []
         self.warnings: list[str] = []
 
     def put_row(self, step: int, values: dict[str, object], number: int) -> None:
         """Store the row's numeric values at ``step`` (one pass: rows can carry hundreds of metrics)."""
         series = self.series
         if self.keep is not None:
-            values = {k: values[k] for k in self.keep.intersection(values)}
+            values = {k: values[k] for k in self.keep if k in values}
         if set(map(type, values.values())) == _FLOAT_ONLY:  # the common case, checked at C speed
             for key, value in values.items():
                 series[key][step] = value
@@ -138,7 +93,7 @@ class _Builder:
             series=MappingProxyType(ordered),
             train_steps=tuple(sorted(self.train_steps)),
             eval_steps=tuple(sorted(self.eval_steps)),
-            warnings=tuple(self.warnings),
+            warnings=tuple(self.file_warnings + self.warnings),
             format=self.fmt,
             step_lines=MappingProxyType(dict(sorted(self.step_lines.items()))),
         )
@@ -151,76 +106,76 @@ def _sorted_by_step(series: dict[int, float]) -> dict[int, float]:
     return dict(sorted(series.items()))
 
 
-def _read_rows_tolerant(path: Path) -> tuple[list[tuple[int, dict]], list[str]]:
-    rows: list[tuple[int, dict]] = []
-    warnings: list[str] = []
-    try:
-        for item in _rows(path):
-            rows.append(item)
-    except _TruncatedTail as tail:
-        warnings.append(f"{path}:{tail.line_number}: truncated final line dropped (the run was probably killed)")
-    return rows, warnings
-
-
 def read_xtuner(path: Path, keep: frozenset[str] | None = None) -> Trace:
-    rows, warnings = _read_rows_tolerant(path)
     builder = _Builder(path, "xtuner", keep)
-    builder.warnings.extend(warnings)
-    pending_minibatch: dict[str, list[float]] = defaultdict(list)
+    pending_minibatch: dict[str, list[float]] = defaultdict(list)  # of the kept metrics
+    minibatch_unmatched = False  # any metric's mini-batch value waits for its summary row
     seen_summary: set[int] = set()
     seen_eval_only: set[int] = set()
-    for number, row in rows:
-        step = _step_of(path, number, row)
-        values = row
-        del values["step"]
-        if not values:
-            continue
-        if all(map(str.startswith, values, repeat(MINIBATCH_PREFIX))):
-            for key, value in values.items():
-                number_value = _number(value)
-                if number_value is not None:
-                    pending_minibatch[key].append(number_value)
-            continue
-        eval_only = all(map(str.startswith, values, repeat(EVAL_PREFIX)))
-        seen = seen_eval_only if eval_only else seen_summary
-        if step in seen:
-            builder.warnings.append(
-                f"{path}:{number}: step {step} logged again (resumed run?); the later row wins"
-            )
-        seen.add(step)
-        if not eval_only:
-            builder.train_steps.add(step)
-            # mini-batch rows precede their summary row and share its step
-            builder.put_row(step, {k: sum(v) / len(v) for k, v in pending_minibatch.items()}, number)
-            pending_minibatch.clear()
-        if eval_only or any(map(str.startswith, values, repeat(EVAL_PREFIX))):
-            builder.eval_steps.add(step)
-        builder.put_row(step, values, number)
-    if pending_minibatch:
+    rows = iter_rows(path, builder.file_warnings)
+    try:
+        for number, values, line in rows:
+            step = values.pop("step", None)
+            if type(step) is not int:
+                step = _step_of(path, number, step)
+            if not values:
+                continue
+            if all(map(str.startswith, values, repeat(MINIBATCH_PREFIX))):
+                for key in values if keep is None else [k for k in keep if k in values]:
+                    number_value = _number(values[key])
+                    if number_value is not None:
+                        pending_minibatch[key].append(number_value)
+                if not minibatch_unmatched:
+                    minibatch_unmatched = any(_number(v) is not None for v in values.values())
+                continue
+            eval_only = all(map(str.startswith, values, repeat(EVAL_PREFIX)))
+            seen = seen_eval_only if eval_only else seen_summary
+            if step in seen:
+                builder.warnings.append(
+                    f"{path}:{number}: step {step} logged again (resumed run?); the later row wins"
+                )
+            seen.add(step)
+            if not eval_only:
+                builder.train_steps.add(step)
+                # mini-batch rows precede their summary row and share its step
+                if pending_minibatch:
+                    builder.put_row(step, {k: sum(v) / len(v) for k, v in pending_minibatch.items()}, number)
+                    pending_minibatch.clear()
+                minibatch_unmatched = False
+            if eval_only or any_key_starts_with(values, line, EVAL_PREFIX):
+                builder.eval_steps.add(step)
+            builder.put_row(step, values, number)
+    except UsageError:
+        raise_file_error(rows)
+        raise
+    if minibatch_unmatched:
         builder.warnings.append(f"{path}: mini-batch rows at the end have no step-summary row; ignored")
     return builder.build()
 
 
 def read_verl(path: Path, keep: frozenset[str] | None = None) -> Trace:
     """verl's JSONL logger: ``{"step": N, "data": {metric: value, ...}}`` per step."""
-    rows, warnings = _read_rows_tolerant(path)
     builder = _Builder(path, "verl", keep)
-    builder.warnings.extend(warnings)
     seen: set[int] = set()
-    for number, row in rows:
-        step = _step_of(path, number, row)
-        data = row.get("data")
-        if not isinstance(data, dict):
-            raise UsageError(f"{path}:{number}: key 'data' must be an object in verl format")
-        if step in seen:
-            builder.warnings.append(f"{path}:{number}: step {step} logged again (resumed run?); the later row wins")
-        seen.add(step)
-        values = data
-        if any(not k.startswith(("val", "eval")) for k in values):
-            builder.train_steps.add(step)
-        if any(k.startswith(("val", "eval")) for k in values):
-            builder.eval_steps.add(step)
-        builder.put_row(step, values, number)
+    rows = iter_rows(path, builder.file_warnings)
+    try:
+        for number, row, _ in rows:
+            step = _step_of(path, number, row.get("step"))
+            data = row.get("data")
+            if not isinstance(data, dict):
+                raise UsageError(f"{path}:{number}: key 'data' must be an object in verl format")
+            if step in seen:
+                builder.warnings.append(f"{path}:{number}: step {step} logged again (resumed run?); the later row wins")
+            seen.add(step)
+            kinds = set(map(str.startswith, data, repeat(("val", "eval"))))  # True: an eval key
+            if False in kinds:
+                builder.train_steps.add(step)
+            if True in kinds:
+                builder.eval_steps.add(step)
+            builder.put_row(step, data, number)
+    except UsageError:
+        raise_file_error(rows)
+        raise
     return builder.build()
 
 

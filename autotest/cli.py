@@ -125,6 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
     from autotest.cli_calibrate import add_commands
 
     add_commands(sub, COMMANDS)
+    from autotest.history.cli import add_history_parser
+
+    add_history_parser(sub, COMMANDS)
     return parser
 
 

@@ -27,7 +27,7 @@ class DriftParams:
     #: a change must hold for this many runs (also the shortest regime a split may leave)
     min_runs_after: int = 3
     #: report a change only when it started within the latest this-many runs
-    lookback_runs: int = 15
+    lookback_runs: int = 20
     #: largest permutation-test p-value that counts as significant
     alpha: float = 0.01
     #: smallest shift, in units of the check's threshold, worth reporting

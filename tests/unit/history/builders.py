@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -33,7 +34,7 @@ def write_results_folder(root: Path, case: str, night: int, observed: dict[str, 
                         "threshold": THRESHOLDS[check_id], "scope": "percentile", "severity": "gate",
                         "observed": value, "message": "", "points": {}})
     verdict = status or ("PASS" if all(r["status"] == "PASS" for r in results) else "FAIL")
-    commit = {"sha": sha or f"{night:040x}", "branch": "main", "dirty": False}
+    commit = {"sha": sha or hashlib.sha1(f"night {night}".encode()).hexdigest(), "branch": "main", "dirty": False}
     data = {"status": verdict, "case": case, "schema_version": 1, "results": results, "triage": [],
             "context": {"commit": commit, "harness_commit": {"sha": "a" * 40, "dirty": False},
                         "launch": {"started_at": started.isoformat()}}}

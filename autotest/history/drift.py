@@ -116,3 +116,20 @@ def render_drift_lines(findings: list[DriftFinding]) -> list[str]:
             f"since run {f.since.started_at}{commit} at {f.since.results_dir}, {f.runs_since} runs; "
             f"p = {f.p_value:.3g} (permutation test, {f.permutations} permutations)")
     return lines
+
+
+def record_and_detect(results_dir: str | Path, url: str | None = None,
+                      params: DriftParams = DriftParams()) -> tuple[bool, list[DriftFinding]]:
+    """After a verdict: record its results folder, then the case's drift (for report.md and the step summary).
+
+    Returns (newly recorded, findings). The history is ``url``, else $RL_AUTOTEST_HISTORY, else
+    ``<results root>/history.sqlite``.
+    """
+    from autotest.history.record import read_results_folder
+    from autotest.history.schema import resolve_url
+    from autotest.history.store import HistoryStore, default_root_of
+
+    record = read_results_folder(results_dir)
+    with HistoryStore.open(resolve_url(url, default_root_of(Path(record.results_dir), record.case))) as store:
+        recorded = store.add(record)
+        return recorded, drift_in(store, record.case, params)

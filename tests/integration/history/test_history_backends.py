@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from autotest.history.drift import drift_in, render_drift_lines
+from autotest.history.drift import drift_in, record_and_detect, render_drift_lines
 from autotest.history.store import HistoryStore, ingest, passing_runs, record_results
 from tests.unit.history.builders import REWARDS, STEP_TIME, nightly_values, write_nightlies, write_results_folder
 
@@ -121,3 +121,13 @@ def test_sqlite_and_postgresql_give_the_same_answers(tmp_path, both_urls) -> Non
     assert sqlite["drift"], "the shifted history should show drift on both back ends"
     assert len(sqlite["points"]) == 120 and len(sqlite["metrics"]) == 80
     assert sqlite == postgresql
+
+
+def test_record_and_detect_after_each_verdict(tmp_path, history_url) -> None:
+    folders = write_nightlies(tmp_path / "results", "grpo-nightly", nights=30, shift_at=SHIFT_NIGHT, seed=9)
+    outcomes = [record_and_detect(f, history_url) for f in folders]
+    assert all(recorded for recorded, _ in outcomes)
+    assert [bool(findings) for _, findings in outcomes[:SHIFT_NIGHT - 1]] == [False] * (SHIFT_NIGHT - 1)
+    recorded, findings = outcomes[-1]
+    assert [f.check_id for f in findings] == [REWARDS]
+    assert record_and_detect(folders[-1], history_url)[0] is False

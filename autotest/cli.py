@@ -21,6 +21,7 @@ from autotest.calibration.runs import (
 from autotest.calibration.thresholds import CalibrationError
 from autotest.consistency.job import run_consistency_job
 from autotest.errors import UsageError
+from autotest.history.cli import add_history_parser
 from autotest.inputs.case import list_cases, load_case
 from autotest.judge.model import FAIL, PASS
 from autotest.judge.verdict import compare_paths
@@ -203,6 +204,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("case", help="case name or case file")
     p.add_argument("--baselines-dir", "--out", dest="baselines_dir", type=Path,
                    help="folder holding the baseline and its candidate (default: beside the case's baseline)")
+
+    add_history_parser(sub, COMMANDS)
     return parser
 
 

@@ -1,0 +1,142 @@
+"""Change points in one statistic's history, each with a permutation-test significance.
+
+Pure numerics on a chronological series (a gated check's observed statistic divided by its
+threshold, one value per run). Candidates come from ruptures' binary segmentation (least-
+squares cost, a BIC-like penalty on a robust noise scale); each candidate is then tested
+against its neighbouring regimes with a permutation test whose statistic is the best split's
+cost reduction over the whole stretch, so the search itself is accounted for (as Apache
+Otava's E-Divisive does). A change is kept when it is significant and at least
+``min_shift`` threshold-units large: the threshold is the scale that matters to a gate.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Sequence
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class DriftParams:
+    """How drift is judged; every default is what ``benchmarks/bench_drift.py`` measured."""
+
+    #: the latest runs examined per statistic
+    window_runs: int = 60
+    #: a change must hold for this many runs (also the shortest regime a split may leave)
+    min_runs_after: int = 3
+    #: report a change only when it started within the latest this-many runs
+    lookback_runs: int = 20
+    #: largest permutation-test p-value that counts as significant
+    alpha: float = 0.01
+    #: smallest shift, in units of the check's threshold, worth reporting
+    min_shift: float = 0.2
+    #: permutations per test (p-value resolution 1/(permutations+1))
+    permutations: int = 999
+    #: the permutation generator's seed, so answers are reproducible
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.min_runs_after < 2 or self.window_runs < 2 * self.min_runs_after:
+            raise ValueError("drift needs min_runs_after >= 2 and window_runs >= 2 x min_runs_after")
+        if not 0 < self.alpha < 1 or self.permutations < 19:
+            raise ValueError("drift needs 0 < alpha < 1 and at least 19 permutations")
+
+
+@dataclass(frozen=True)
+class ChangePoint:
+    #: index of the first value of the new regime
+    index: int
+    before_mean: float
+    after_mean: float
+    p_value: float
+    #: values in the old regime (from the previous change point or the window's start)
+    runs_before: int
+    #: values in the new regime (up to the next change point or the end)
+    runs_after: int
+
+    @property
+    def shift(self) -> float:
+        return self.after_mean - self.before_mean
+
+
+def robust_sigma(values: np.ndarray) -> float:
+    """Noise scale from the median absolute first difference: a level shift barely moves it."""
+    if len(values) < 3:
+        return float(np.std(values))
+    diffs = np.abs(np.diff(values))
+    return float(np.median(diffs) / (0.6745 * math.sqrt(2)))
+
+
+def split_statistics(rows: np.ndarray, min_size: int) -> np.ndarray:
+    """Per row, the largest least-squares cost reduction of one split leaving >= ``min_size`` each side."""
+    n = rows.shape[1]
+    k = np.arange(min_size, n - min_size + 1)
+    cums = np.cumsum(rows, axis=1)
+    total = cums[:, -1:]
+    left = cums[:, k - 1] / k
+    right = (total - cums[:, k - 1]) / (n - k)
+    return (k * (n - k) / n * (left - right) ** 2).max(axis=1)
+
+
+def permutation_p_value(stretch: np.ndarray, min_size: int, permutations: int, rng: np.random.Generator) -> float:
+    """P(best split of a shuffled stretch reduces the cost at least as much as the real one)."""
+    observed = split_statistics(stretch[None, :], min_size)[0]
+    if observed <= 0:
+        return 1.0
+    shuffled = rng.permuted(np.broadcast_to(stretch, (permutations, len(stretch))), axis=1)
+    exceed = int((split_statistics(shuffled, min_size) >= observed * (1 - 1e-12)).sum())
+    return (1 + exceed) / (1 + permutations)
+
+
+def candidates(values: np.ndarray, min_size: int) -> list[int]:
+    """ruptures' binary segmentation with a penalty of 2 sigma^2 log n (sigma: robust noise scale)."""
+    import ruptures
+
+    n = len(values)
+    sigma = robust_sigma(values)
+    scale = max(sigma**2, 1e-12 * max(float(np.var(values)), 1e-300))
+    penalty = 2 * scale * math.log(n)
+    breaks = ruptures.Binseg(model="l2", min_size=min_size, jump=1).fit(values).predict(pen=penalty)
+    return [b for b in breaks if b < n]
+
+
+def change_points(values: Sequence[float], params: DriftParams = DriftParams()) -> list[ChangePoint]:
+    """Significant change points of a chronological series, oldest first."""
+    x = np.asarray(values, dtype=float)[-params.window_runs:]
+    offset = len(values) - len(x)
+    min_size = params.min_runs_after
+    if len(x) < 2 * min_size or not np.all(np.isfinite(x)):
+        return []
+    cands = candidates(x, min_size)
+    rng = np.random.default_rng(params.seed)
+    while True:
+        # test every candidate against its neighbouring regimes; drop the weakest failure and retest,
+        # so the regimes left are bounded by significant changes only
+        bounds = [0, *cands, len(x)]
+        tested = [_test(x, bounds[i - 1], cp, bounds[i + 1], params, rng) for i, cp in enumerate(cands, start=1)]
+        failures = [i for i, t in enumerate(tested) if t is None or t.p_value > params.alpha]
+        if not failures:
+            return [replace(t, index=t.index + offset) for t in tested if t is not None]
+        weakest = max(failures, key=lambda i: (tested[i] is None, tested[i].p_value if tested[i] else 0.0))
+        del cands[weakest]
+
+
+def _test(x: np.ndarray, start: int, cp: int, end: int, params: DriftParams,
+          rng: np.random.Generator) -> ChangePoint | None:
+    before, after = x[start:cp], x[cp:end]
+    shift = float(after.mean() - before.mean())
+    if abs(shift) < params.min_shift:
+        return None
+    p = permutation_p_value(x[start:end], params.min_runs_after, params.permutations, rng)
+    return ChangePoint(cp, float(before.mean()), float(after.mean()), p, cp - start, end - cp)
+
+
+def latest_change(values: Sequence[float], params: DriftParams = DriftParams()) -> ChangePoint | None:
+    """The change into the current regime, if significant, large enough and recent (``lookback_runs``)."""
+    found = change_points(values, params)
+    if not found:
+        return None
+    last = found[-1]
+    return last if last.index >= len(values) - params.lookback_runs else None

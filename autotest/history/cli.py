@@ -1,0 +1,150 @@
+"""``rl-autotest history ingest|show|drift|dashboard``: a thin shell over the history functions.
+
+Exit codes as everywhere: 0 fine, 1 drift found (``drift``), 2 bad input (one line, no traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Callable
+
+from autotest.errors import UsageError
+from autotest.history.schema import HISTORY_ENV
+
+EXIT_OK, EXIT_DRIFT = 0, 1
+DEFAULT_ROOT = Path("results")
+
+
+def _ingest(args: argparse.Namespace) -> int:
+    from autotest.history.store import ingest
+
+    outcome = ingest(args.paths, args.history or (_sqlite_under(args.results_dir) if args.results_dir else None))
+    for warning in outcome.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    from autotest.history.schema import describe
+
+    print(f"history {describe(outcome.url)}: recorded {len(outcome.recorded)} run(s), "
+          f"{len(outcome.already_recorded)} already recorded")
+    return EXIT_OK
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _sqlite_under(root: Path) -> str:
+    return str((root / "history.sqlite").resolve())
+
+
+def _open(args: argparse.Namespace):
+    from autotest.history.store import open_for_reading
+
+    return open_for_reading(args.history, args.results_dir or DEFAULT_ROOT)
+
+
+def _check_case(store, case: str) -> None:
+    cases = store.cases()
+    if case not in cases:
+        raise UsageError(f"no runs of case {case!r} in the history (cases: {', '.join(cases) or 'none yet'})")
+
+
+def _show(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    with _open(args) as store:
+        _check_case(store, args.case)
+        if args.metric:
+            rows = store.metric_rows(args.case, args.metric)
+            if not rows:
+                raise UsageError(f"no summaries of metric {args.metric!r} for {args.case!r} in the history")
+            points = [p for p in store.check_points(args.case) if p.metric == args.metric]
+            table = pd.DataFrame(rows)
+            for check_id in sorted({p.check_id for p in points}):
+                by_run = {p.run.run_id: p.observed for p in points if p.check_id == check_id}
+                table[check_id] = table["run_id"].map(by_run)
+            table = table.drop(columns=["metric", "run_id"])
+        else:
+            runs = store.runs(args.case)
+            points = store.check_points(args.case)
+            failing: dict[int, list[str]] = {}
+            for p in points:
+                if p.status != "PASS":
+                    failing.setdefault(p.run.run_id, []).append(p.check_id)
+            table = pd.DataFrame([{
+                "started_at": r.started_at, "status": r.status, "framework": (r.framework_sha or "-")[:10],
+                "harness": (r.harness_sha or "-")[:10], "hardware": r.hardware,
+                "not passing": ", ".join(failing.get(r.run_id, [])) or "-", "results": r.results_dir}
+                for r in runs])
+    if args.last:
+        table = table.tail(args.last)
+    with pd.option_context("display.max_columns", None, "display.width", 200, "display.max_colwidth", 80):
+        print(table.to_string(index=False))
+    return EXIT_OK
+
+
+def _drift(args: argparse.Namespace) -> int:
+    from autotest.history.drift import drift_in, render_drift_lines, statistic_histories
+
+    with _open(args) as store:
+        cases = [args.case] if args.case else store.cases()
+        if args.case:
+            _check_case(store, args.case)
+        found = False
+        for case in cases:
+            findings = drift_in(store, case)
+            for line in render_drift_lines(findings):
+                print(line)
+            if not findings:
+                histories = statistic_histories(store, case)
+                runs = max((len(h.points) for h in histories), default=0)
+                print(f"no drift: {case}, {len(histories)} gated statistics over {runs} runs")
+            found = found or bool(findings)
+    return EXIT_DRIFT if found else EXIT_OK
+
+
+def _dashboard(args: argparse.Namespace) -> int:
+    from autotest.history.dashboard import write_dashboard
+
+    with _open(args) as store:
+        page = write_dashboard(store, args.out)
+    print(f"dashboard: {page}")
+    return EXIT_OK
+
+
+def add_history_parser(subparsers: argparse._SubParsersAction,
+                       commands: dict[str, Callable[[argparse.Namespace], int]]) -> None:
+    """Register ``history`` and its actions; store the dispatcher in ``commands``."""
+    h = subparsers.add_parser("history", help="record verdicts, show them, detect drift, build the dashboard")
+    sub = h.add_subparsers(dest="history_command", required=True, metavar="ACTION")
+
+    def common(p: argparse.ArgumentParser, root_help: str) -> None:
+        p.add_argument("--history", metavar="URL",
+                       help=f"history database: sqlite:///PATH or postgresql://USER@HOST/DB (default: ${HISTORY_ENV}, "
+                            "else <results root>/history.sqlite)")
+        p.add_argument("--results-dir", type=Path, help=root_help)
+
+    p = sub.add_parser("ingest", help="record results folders (idempotent; a results root is walked)")
+    p.add_argument("paths", nargs="+", type=Path, metavar="RESULTS_DIR", help="results folder or results root")
+    common(p, "results root whose history.sqlite to use (default: the root ingested)")
+
+    p = sub.add_parser("show", help="a case's runs as a table (or one metric's summaries with --metric)")
+    p.add_argument("case", help="case name")
+    p.add_argument("--metric", help="show this metric's per-run summaries and check statistics")
+    p.add_argument("--last", type=_positive, help="only the latest N runs")
+    common(p, f"results root holding history.sqlite (default: {DEFAULT_ROOT})")
+
+    p = sub.add_parser("drift", help="exit 1 when a gated statistic changed persistently in the latest runs")
+    p.add_argument("--case", help="only this case (default: every case in the history)")
+    common(p, f"results root holding history.sqlite (default: {DEFAULT_ROOT})")
+
+    p = sub.add_parser("dashboard", help="write a static HTML dashboard (no server needed)")
+    p.add_argument("--out", type=Path, required=True, help="folder to write index.html into")
+    common(p, f"results root holding history.sqlite (default: {DEFAULT_ROOT})")
+
+    actions = {"ingest": _ingest, "show": _show, "drift": _drift, "dashboard": _dashboard}
+    commands["history"] = lambda args: actions[args.history_command](args)

@@ -1,0 +1,158 @@
+"""A static HTML dashboard of the history: one self-contained page, no server, no network.
+
+Per case: the latest verdicts, drift lines, and per gated statistic an inline SVG trend over
+runs with the allowed band (up to the threshold, run by run), detected change points
+marked, and each point linking to its results folder's report.md. Rendering only: the
+numbers come from the store and the change points from :mod:`autotest.history.drift`.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+from html import escape
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from autotest.history.drift import (LOWER_IS_BETTER, StatisticHistory, all_change_points, drift_in,
+                                    render_drift_lines, statistic_histories)
+
+if TYPE_CHECKING:
+    from autotest.history.store import HistoryStore, RunRow
+
+LATEST_VERDICTS = 10
+WIDTH, HEIGHT = 560, 210
+LEFT, RIGHT, TOP, BOTTOM = 58, 12, 14, 30
+
+STYLE = """
+body { font: 14px/1.4 system-ui, sans-serif; margin: 24px; color: #1b1f24; }
+h1 { margin-top: 0; } h2 { border-bottom: 1px solid #d0d7de; padding-bottom: 4px; margin-top: 32px; }
+table.verdicts { border-collapse: collapse; margin-bottom: 12px; }
+table.verdicts td, table.verdicts th { border: 1px solid #d0d7de; padding: 2px 8px; text-align: left; }
+.PASS { color: #1a7f37; font-weight: 600; } .FAIL { color: #cf222e; font-weight: 600; }
+.ERROR { color: #9a6700; font-weight: 600; }
+.drift { background: #fff8c5; border: 1px solid #d4a72c; padding: 6px 10px; margin: 8px 0; }
+.plots { display: flex; flex-wrap: wrap; gap: 16px; }
+figure.trend { margin: 0; border: 1px solid #d0d7de; padding: 6px; }
+figcaption { font-family: ui-monospace, monospace; font-size: 12px; }
+svg text { font: 10px ui-monospace, monospace; fill: #57606a; }
+circle.PASS { fill: #1a7f37; } circle.FAIL { fill: #cf222e; } circle.ERROR { fill: #9a6700; }
+"""
+
+
+def _href(results_dir: str, out_dir: Path) -> str:
+    target = Path(results_dir) / "report.md"
+    try:
+        return escape(os.path.relpath(target, out_dir).replace(os.sep, "/"))
+    except ValueError:  # another drive (Windows): an absolute link still works
+        return escape(target.as_uri())
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.3g}"
+
+
+def trend_svg(history: StatisticHistory, out_dir: Path) -> str:
+    """An inline SVG of one statistic over runs: allowed band, points (linked) and change points."""
+    points = history.points
+    n = len(points)
+    observed = [p.observed for p in points]
+    thresholds = [p.threshold for p in points]
+    lower_is_better = history.operator in LOWER_IS_BETTER or history.operator is None
+    y_lo = min(0.0, *observed)
+    y_hi = max(*observed, *thresholds) * 1.15 if max(*observed, *thresholds) > 0 else 1.0
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+
+    def x(i: float) -> float:
+        return LEFT + (plot_w * (i + 0.5) / n)
+
+    def y(v: float) -> float:
+        return TOP + plot_h * (1 - (v - y_lo) / ((y_hi - y_lo) or 1.0))
+
+    edge = y_lo if lower_is_better else y_hi
+    band = [f"{x(-0.5):.1f},{y(edge):.1f}"]
+    for i, t in enumerate(thresholds):
+        band += [f"{x(i - 0.5):.1f},{y(t):.1f}", f"{x(i + 0.5):.1f},{y(t):.1f}"]
+    band.append(f"{x(n - 0.5):.1f},{y(edge):.1f}")
+    threshold_line = " ".join(band[1:-1])
+    parts = [f'<svg class="trend" xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
+             f'viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{escape(history.check_id)}">',
+             f'<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" fill="#ffffff" stroke="#d0d7de"/>',
+             f'<polygon class="band" points="{" ".join(band)}" fill="#dafbe1" stroke="none"/>',
+             f'<polyline class="threshold" points="{threshold_line}" fill="none" stroke="#cf222e" '
+             'stroke-dasharray="4 3"/>']
+    for v in (y_lo, (y_lo + y_hi) / 2, y_hi):
+        parts.append(f'<text x="{LEFT - 4}" y="{y(v) + 3:.1f}" text-anchor="end">{_fmt(v)}</text>')
+    parts.append(f'<text x="{LEFT}" y="{HEIGHT - 8}">{escape(points[0].run.started_at[:10])}</text>')
+    parts.append(f'<text x="{WIDTH - RIGHT}" y="{HEIGHT - 8}" text-anchor="end">'
+                 f'{escape(points[-1].run.started_at[:10])} ({n} runs)</text>')
+    for change in all_change_points(history):
+        cx = x(change.index - 0.5)
+        parts.append(f'<line class="change" x1="{cx:.1f}" x2="{cx:.1f}" y1="{TOP}" y2="{TOP + plot_h}" '
+                     'stroke="#bf8700" stroke-width="2" stroke-dasharray="6 3"/>')
+        parts.append(f'<text x="{cx + 3:.1f}" y="{TOP + 10}">change {change.shift:+.2f}x thr, '
+                     f'p={change.p_value:.2g}</text>')
+    path = " ".join(f"{'M' if i == 0 else 'L'}{x(i):.1f},{y(v):.1f}" for i, v in enumerate(observed))
+    parts.append(f'<path d="{path}" fill="none" stroke="#8c959f"/>')
+    for i, p in enumerate(points):
+        tip = (f"{p.run.started_at} {p.status}: observed {_fmt(p.observed)} (threshold {_fmt(p.threshold)}), "
+               f"commit {(p.run.framework_sha or '-')[:10]}")
+        parts.append(f'<a href="{_href(p.run.results_dir, out_dir)}"><circle class="point {escape(p.status)}" '
+                     f'cx="{x(i):.1f}" cy="{y(p.observed):.1f}" r="3.5"><title>{escape(tip)}</title></circle></a>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _verdicts_table(runs: list["RunRow"], out_dir: Path) -> str:
+    rows = ["<tr><th>started (UTC)</th><th>verdict</th><th>framework</th><th>harness</th><th>hardware</th>"
+            "<th>report</th></tr>"]
+    for r in reversed(runs[-LATEST_VERDICTS:]):
+        rows.append(f"<tr><td>{escape(r.started_at)}</td><td class=\"{escape(r.status)}\">{escape(r.status)}</td>"
+                    f"<td>{escape((r.framework_sha or '-')[:10])}</td><td>{escape((r.harness_sha or '-')[:10])}</td>"
+                    f"<td>{escape(r.hardware)}</td><td><a href=\"{_href(r.results_dir, out_dir)}\">report.md</a></td></tr>")
+    return f'<table class="verdicts">{"".join(rows)}</table>'
+
+
+def _case_section(store: "HistoryStore", case: str, out_dir: Path) -> str:
+    histories = statistic_histories(store, case)
+    drift = render_drift_lines(drift_in(store, case))
+    parts = [f'<section class="case" id="case-{escape(case)}" data-case="{escape(case)}">',
+             f"<h2>{escape(case)}</h2>", _verdicts_table(store.runs(case), out_dir)]
+    parts += [f'<div class="drift">{escape(line)}</div>' for line in drift]
+    if not histories:
+        parts.append("<p>No gated statistic with a threshold recorded yet.</p>")
+    parts.append('<div class="plots">')
+    for h in histories:
+        caption = f"{h.check_id}: observed {h.operator or ''} threshold"
+        parts.append(f'<figure class="trend" data-check="{escape(h.check_id)}">'
+                     f"<figcaption>{escape(caption)}</figcaption>{trend_svg(h, out_dir)}</figure>")
+    parts.append("</div></section>")
+    return "\n".join(parts)
+
+
+def render_dashboard(store: "HistoryStore", out_dir: Path) -> str:
+    from autotest.history.schema import describe
+
+    cases = store.cases()
+    generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    nav = " · ".join(f'<a href="#case-{escape(c)}">{escape(c)}</a>' for c in cases)
+    sections = [_case_section(store, case, out_dir) for case in cases]
+    return "\n".join([
+        "<!doctype html>", '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        "<title>rl-autotest history</title>", f"<style>{STYLE}</style>", "</head><body>",
+        "<h1>rl-autotest history</h1>",
+        f"<p>{len(cases)} case(s) from {escape(describe(store.url))}; generated {generated}. Green band: allowed "
+        "side of the threshold; dashed amber line: a detected change point; each point links to its report.</p>",
+        f"<nav>{nav}</nav>", *sections, "</body></html>", ""])
+
+
+def write_dashboard(store: "HistoryStore", out_dir: str | Path) -> Path:
+    """Write ``<out_dir>/index.html``; returns its path."""
+    out = Path(out_dir).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    page = out / "index.html"
+    tmp = page.with_suffix(".html.tmp")
+    tmp.write_text(render_dashboard(store, out), encoding="utf-8")
+    tmp.replace(page)
+    return page

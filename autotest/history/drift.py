@@ -1,0 +1,135 @@
+"""Drift: a persistent change in a gated statistic across a case's latest runs.
+
+Each gated check with a threshold gives one series, its observed statistic divided by its
+threshold (so a shift reads "0.5 of the threshold" whatever the metric), oldest run first.
+``drift_for_case`` returns typed findings; ``render_drift_lines`` turns them into the lines
+the report, the step summary and ``history drift`` print.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from autotest.history.changepoint import ChangePoint, DriftParams, change_points, latest_change
+
+if TYPE_CHECKING:
+    from autotest.history.store import CheckPoint, HistoryStore, RunRow
+
+LOWER_IS_BETTER = ("<", "<=")
+
+
+@dataclass(frozen=True)
+class StatisticHistory:
+    """One gated check's statistic over a case's runs (runs without a finite value left out)."""
+
+    case: str
+    check_id: str
+    metric: str | None
+    operator: str | None
+    points: tuple["CheckPoint", ...]
+
+    @property
+    def normalised(self) -> tuple[float, ...]:
+        return tuple(p.observed / p.threshold for p in self.points)
+
+
+@dataclass(frozen=True)
+class DriftFinding:
+    case: str
+    check_id: str
+    metric: str | None
+    #: the first run of the new regime
+    since: "RunRow"
+    runs_since: int
+    #: regime means of the observed statistic, raw and in threshold units
+    before_observed: float
+    after_observed: float
+    threshold: float
+    shift_thresholds: float
+    p_value: float
+    permutations: int
+    #: "toward the threshold" (worse) or "away from the threshold"
+    direction: str
+
+
+def statistic_histories(store: "HistoryStore", case: str) -> list[StatisticHistory]:
+    """Every gated statistic of a case that has a positive threshold, oldest run first."""
+    by_check: dict[str, list[CheckPoint]] = {}
+    for point in store.check_points(case, gates_only=True):
+        if point.observed is not None and point.threshold is not None and point.threshold > 0:
+            by_check.setdefault(point.check_id, []).append(point)
+    return [StatisticHistory(case, check_id, points[-1].metric, points[-1].operator, tuple(points))
+            for check_id, points in sorted(by_check.items())]
+
+
+def _direction(operator: str | None, shift: float) -> str:
+    worse = shift > 0 if operator in LOWER_IS_BETTER else shift < 0
+    return "toward the threshold" if worse else "away from the threshold"
+
+
+def finding_for(history: StatisticHistory, change: ChangePoint, params: DriftParams) -> DriftFinding:
+    since = history.points[change.index]
+    threshold = history.points[-1].threshold or 1.0
+    before = history.points[change.index - change.runs_before:change.index]
+    after = history.points[change.index:change.index + change.runs_after]
+    mean = lambda pts: sum(p.observed for p in pts) / len(pts)  # noqa: E731
+    return DriftFinding(
+        case=history.case, check_id=history.check_id, metric=history.metric, since=since.run,
+        runs_since=len(history.points) - change.index, before_observed=mean(before), after_observed=mean(after), threshold=threshold,
+        shift_thresholds=change.shift, p_value=change.p_value, permutations=params.permutations,
+        direction=_direction(history.operator, change.shift))
+
+
+def drift_in(store: "HistoryStore", case: str, params: DriftParams = DriftParams()) -> list[DriftFinding]:
+    findings = []
+    for history in statistic_histories(store, case):
+        change = latest_change(history.normalised, params)
+        if change is not None:
+            findings.append(finding_for(history, change, params))
+    return findings
+
+
+def all_change_points(history: StatisticHistory, params: DriftParams = DriftParams()) -> list[ChangePoint]:
+    """Every significant change in the examined window (the dashboard marks them all)."""
+    return change_points(history.normalised, params)
+
+
+def drift_for_case(case: str, url: str | None = None, results_root: str | Path | None = None,
+                   params: DriftParams = DriftParams()) -> list[DriftFinding]:
+    """Drift findings for one case from the history at ``url`` (else $RL_AUTOTEST_HISTORY, else the root's)."""
+    from autotest.history.store import open_for_reading
+
+    with open_for_reading(url, results_root) as store:
+        return drift_in(store, case, params)
+
+
+def render_drift_lines(findings: list[DriftFinding]) -> list[str]:
+    """One line per finding: statistic, from which run, by how much, significance."""
+    lines = []
+    for f in findings:
+        commit = f" (commit {f.since.framework_sha[:10]})" if f.since.framework_sha else ""
+        lines.append(
+            f"drift: {f.case} {f.check_id}: {f.before_observed:.4g} -> {f.after_observed:.4g} "
+            f"({f.shift_thresholds:+.2f} x threshold {f.threshold:.4g}, {f.direction}) "
+            f"since run {f.since.started_at}{commit} at {f.since.results_dir}, {f.runs_since} runs; "
+            f"p = {f.p_value:.3g} (permutation test, {f.permutations} permutations)")
+    return lines
+
+
+def record_and_detect(results_dir: str | Path, url: str | None = None,
+                      params: DriftParams = DriftParams()) -> tuple[bool, list[DriftFinding]]:
+    """After a verdict: record its results folder, then the case's drift (for report.md and the step summary).
+
+    Returns (newly recorded, findings). The history is ``url``, else $RL_AUTOTEST_HISTORY, else
+    ``<results root>/history.sqlite``.
+    """
+    from autotest.history.record import read_results_folder
+    from autotest.history.schema import resolve_url
+    from autotest.history.store import HistoryStore, default_root_of
+
+    record = read_results_folder(results_dir)
+    with HistoryStore.open(resolve_url(url, default_root_of(Path(record.results_dir), record.case))) as store:
+        recorded = store.add(record)
+        return recorded, drift_in(store, record.case, params)

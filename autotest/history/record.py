@@ -1,0 +1,233 @@
+"""Read one results folder into a :class:`RunRecord`: what the history store keeps of a verdict.
+
+Pure reading: results.json (the verdict, its checks and run context), preflight.json when the
+run wrote one (hardware), and the tracker copy (per-metric summaries of the checked metrics).
+A run's identity (``run_key``) is its case, start time and the hash of its results.json, so
+the same folder ingested twice, or moved to another path, is recorded once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from autotest.errors import UsageError
+
+#: the last quarter of a run's steps (at least one) is its closing window
+LAST_WINDOW_FRACTION = 0.25
+
+
+@dataclass(frozen=True)
+class CheckRecord:
+    """One check of one run: the statistic compared with its threshold."""
+
+    check_id: str
+    status: str
+    severity: str
+    metric: str | None = None
+    method: str | None = None
+    operator: str | None = None
+    scope: str | None = None
+    #: the number compared with the threshold; None when missing or not finite
+    observed: float | None = None
+    threshold: float | None = None
+
+    @property
+    def is_gate(self) -> bool:
+        return self.severity == "gate"
+
+
+@dataclass(frozen=True)
+class MetricSummary:
+    """A checked metric's series in one run, summarised."""
+
+    metric: str
+    num_steps: int
+    final: float | None
+    mean: float | None
+    #: mean over the last quarter of the steps
+    last_window_mean: float | None
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    run_key: str
+    case: str
+    results_dir: str
+    #: ISO 8601, UTC, seconds: launch start, else preflight time, else results.json's mtime
+    started_at: str
+    status: str
+    framework_sha: str | None
+    framework_branch: str | None
+    framework_dirty: bool | None
+    harness_sha: str | None
+    hardware: str
+    checks: tuple[CheckRecord, ...]
+    metrics: tuple[MetricSummary, ...]
+    #: what could not be read (tracker copy missing ...): recorded anyway, said aloud
+    warnings: tuple[str, ...] = ()
+
+
+def _finite(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None  # results.json writes NaN/inf as strings: not a usable statistic
+    return float(value) if math.isfinite(value) else None
+
+
+def _utc_iso(text: str | None) -> str | None:
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(str(text))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).isoformat(timespec="seconds")
+
+
+def _load_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_bytes())
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror})") from None
+    except ValueError as exc:
+        raise UsageError(f"{path}: not valid JSON ({exc}); the results folder is corrupt") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: expected a JSON object, found {type(data).__name__}")
+    return data
+
+
+def _commit(context: dict[str, Any], key: str) -> dict[str, Any]:
+    value = context.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def hardware_fingerprint(preflight: dict[str, Any]) -> str:
+    """A short readable description of the machine: GPUs (model, driver, CUDA), CPUs, architecture."""
+    env = preflight.get("environment")
+    if not isinstance(env, dict):
+        return "unknown"
+    gpu = env.get("gpu") if isinstance(env.get("gpu"), dict) else {}
+    models = [str(m) for m in gpu.get("models") or []]
+    parts = []
+    if models:
+        names = sorted(set(models))
+        parts.append(f"{len(models)}x {'/'.join(names)}")
+        parts.extend(f"{k} {gpu[k]}" for k in ("driver", "cuda") if gpu.get(k))
+    else:
+        parts.append("no GPU")
+    if env.get("cpu_count"):
+        parts.append(f"{env['cpu_count']} CPUs")
+    if env.get("machine"):
+        parts.append(str(env["machine"]))
+    return ", ".join(parts)
+
+
+def _checks(results: Any, path: Path) -> tuple[CheckRecord, ...]:
+    if not isinstance(results, list):
+        raise UsageError(f"{path}: key 'results' must be a list of checks")
+    checks = []
+    for index, item in enumerate(results):
+        if not isinstance(item, dict) or not item.get("check_id") or not item.get("status"):
+            raise UsageError(f"{path}: results[{index}] has no check_id/status; the results folder is corrupt")
+        checks.append(CheckRecord(
+            check_id=str(item["check_id"]), status=str(item["status"]),
+            severity=str(item.get("severity") or "gate"), metric=item.get("metric"), method=item.get("method"),
+            operator=item.get("operator"), scope=item.get("scope"),
+            observed=_finite(item.get("observed")), threshold=_finite(item.get("threshold"))))
+    ids = [c.check_id for c in checks]
+    if len(set(ids)) != len(ids):
+        raise UsageError(f"{path}: a check_id appears twice; the results folder is corrupt")
+    return tuple(checks)
+
+
+def summarise_series(metric: str, series: dict[int, float]) -> MetricSummary:
+    values = [float(series[s]) for s in sorted(series) if math.isfinite(series[s])]
+    if not values:
+        return MetricSummary(metric, len(series), None, None, None)
+    window = max(1, round(len(values) * LAST_WINDOW_FRACTION))
+    return MetricSummary(metric, len(series), values[-1], sum(values) / len(values),
+                         sum(values[-window:]) / window)
+
+
+def _tracker_of(folder: Path, data: dict[str, Any]) -> Path | None:
+    copy = folder / "tracker.jsonl"
+    if copy.is_file():
+        return copy
+    source = Path(str(data.get("current_source") or ""))
+    return source if source.name and source.is_file() else None
+
+
+def _metric_summaries(folder: Path, data: dict[str, Any], checks: tuple[CheckRecord, ...]
+                      ) -> tuple[tuple[MetricSummary, ...], tuple[str, ...]]:
+    from autotest.judge.readers import read_trace
+
+    metrics = sorted({c.metric for c in checks if c.metric})
+    tracker = _tracker_of(folder, data)
+    if not metrics:
+        return (), ()
+    if tracker is None:
+        return (), (f"{folder}: no tracker copy (tracker.jsonl); per-metric summaries not recorded",)
+    try:
+        trace = read_trace(tracker, metrics=set(metrics))
+    except UsageError as exc:
+        return (), (f"per-metric summaries not recorded: {exc}",)
+    summaries = tuple(summarise_series(m, dict(trace.get(m) or {})) for m in metrics if trace.get(m) is not None)
+    return summaries, ()
+
+
+def read_results_folder(folder: str | Path) -> RunRecord:
+    """Read a results folder (it holds results.json) into a RunRecord; a bad folder is a UsageError."""
+    folder = Path(folder).resolve()
+    path = folder / "results.json"
+    if not folder.is_dir():
+        raise UsageError(f"{folder}: no such results folder")
+    if not path.is_file():
+        raise UsageError(f"{folder}: no results.json; pass a results folder (or a results root holding them)")
+    raw = path.read_bytes()
+    data = _load_json(path)
+    case = data.get("case")
+    status = data.get("status")
+    if not isinstance(case, str) or not case or not isinstance(status, str) or not status:
+        raise UsageError(f"{path}: no 'case'/'status'; is this a rl-autotest results.json?")
+    checks = _checks(data.get("results", []), path)
+    context = data.get("context") if isinstance(data.get("context"), dict) else {}
+    preflight_path = folder / "preflight.json"
+    preflight = _load_json(preflight_path) if preflight_path.is_file() else {}
+    launch = context.get("launch") if isinstance(context.get("launch"), dict) else {}
+    started_at = (_utc_iso(launch.get("started_at")) or _utc_iso(preflight.get("created_at"))
+                  or datetime.fromtimestamp(path.stat().st_mtime, timezone.utc).isoformat(timespec="seconds"))
+    framework = _commit(context, "commit") or _commit(preflight, "commit")
+    harness = _commit(context, "harness_commit") or _commit(preflight, "harness")
+    digest = hashlib.sha256(raw).hexdigest()
+    run_key = hashlib.sha256(f"{case}\0{started_at}\0{digest}".encode()).hexdigest()[:32]
+    metrics, warnings = _metric_summaries(folder, data, checks)
+    return RunRecord(
+        run_key=run_key, case=case, results_dir=str(folder), started_at=started_at, status=status,
+        framework_sha=framework.get("sha"), framework_branch=framework.get("branch"),
+        framework_dirty=framework.get("dirty"), harness_sha=harness.get("sha"),
+        hardware=hardware_fingerprint(preflight), checks=checks, metrics=metrics, warnings=warnings)
+
+
+def find_results_folders(path: str | Path) -> list[Path]:
+    """A results folder itself, or every results folder under a results root (sorted)."""
+    path = Path(path)
+    if not path.exists():
+        raise UsageError(f"{path}: no such file or directory; pass a results folder or a results root")
+    if path.is_file():
+        raise UsageError(f"{path}: is a file; pass the results folder that holds results.json")
+    if (path / "results.json").is_file():
+        return [path.resolve()]
+    folders = sorted({p.parent.resolve() for p in path.rglob("results.json")})
+    # a results folder's own subfolders (consistency/ ...) are part of it, not runs of their own
+    found = set(folders)
+    folders = [f for f in folders if not any(parent in found for parent in f.parents)]
+    if not folders:
+        raise UsageError(f"{path}: no results.json in it or below; pass a results folder or a results root")
+    return folders

@@ -1,0 +1,77 @@
+"""The dashboard in a real headless Chromium: renders without console errors, every case's plots shown."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from autotest.history.dashboard import write_dashboard
+from autotest.history.store import HistoryStore, ingest
+from tests.integration.history.browser import Browser, find_chromium
+from tests.unit.history.builders import write_nightlies
+
+CASES_JS = """[...document.querySelectorAll('section.case')].map(s => ({
+  case: s.dataset.case,
+  plots: [...s.querySelectorAll('svg.trend')].filter(g => g.getBoundingClientRect().width > 100).length,
+  points: s.querySelectorAll('svg.trend a[href] circle').length,
+  changes: s.querySelectorAll('svg.trend line.change').length,
+  drift: s.querySelectorAll('.drift').length,
+  verdicts: s.querySelectorAll('table.verdicts tr').length - 1}))"""
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    found = find_chromium()
+    if found is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("chromium not found (apt-get install chromium); CI must run the dashboard test")
+        pytest.skip("chromium not found (apt-get install chromium)")
+    return found
+
+
+def test_dashboard_renders_every_case_without_console_errors(tmp_path, history_url, chromium) -> None:
+    results = tmp_path / "results"
+    write_nightlies(results, "grpo-nightly", nights=40, shift_at=25, seed=11)
+    write_nightlies(results, "mopd-nightly", nights=12, seed=12)
+    ingest([results], history_url)
+    with HistoryStore.open(history_url) as store:
+        page = write_dashboard(store, tmp_path / "dashboard")
+    with Browser(chromium) as browser:
+        browser.load(page)
+        cases = browser.evaluate(CASES_JS)
+        errors = browser.errors()
+        screenshot = browser.screenshot(tmp_path / "dashboard.png")
+    assert errors == []
+    assert cases == [
+        {"case": "grpo-nightly", "plots": 2, "points": 80, "changes": 1, "drift": 1, "verdicts": 10},
+        {"case": "mopd-nightly", "plots": 2, "points": 24, "changes": 0, "drift": 0, "verdicts": 10}]
+    assert screenshot.stat().st_size > 10_000
+    if os.environ.get("RL_AUTOTEST_DASHBOARD_SCREENSHOT"):  # how docs/history-dashboard.png is made
+        Path(os.environ["RL_AUTOTEST_DASHBOARD_SCREENSHOT"]).write_bytes(screenshot.read_bytes())
+
+
+def test_each_point_links_to_its_results_folder(tmp_path, chromium) -> None:
+    url = f"sqlite:///{tmp_path / 'history.sqlite'}"
+    folders = write_nightlies(tmp_path / "results", "one", nights=3, seed=1)
+    ingest([tmp_path / "results"], url)
+    with HistoryStore.open(url) as store:
+        page = write_dashboard(store, tmp_path / "site")
+    with Browser(chromium) as browser:
+        browser.load(page)
+        hrefs = browser.evaluate(
+            "[...document.querySelectorAll('svg.trend a')].map(a => new URL(a.href.baseVal, document.baseURI).href)")
+        assert browser.errors() == []
+    reports = [(f / "report.md").as_uri() for f in folders]
+    assert hrefs == reports + reports  # two statistics, three runs each, oldest first
+
+
+def test_the_browser_check_sees_console_errors_and_broken_resources(tmp_path, chromium) -> None:
+    page = tmp_path / "broken.html"
+    page.write_text('<!doctype html><img src="missing.png"><script>console.error("boom")</script>', encoding="utf-8")
+    with Browser(chromium) as browser:
+        browser.load(page)
+        errors = browser.errors()
+    assert any("boom" in e for e in errors)
+    assert any("missing.png" in e or "ERR_FILE_NOT_FOUND" in e for e in errors), errors

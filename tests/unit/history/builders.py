@@ -1,0 +1,66 @@
+"""Write results folders shaped like the harness's own (results.json, preflight.json, tracker copy)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+
+from tests.helpers import write_tracker
+
+#: two gated statistics with thresholds (as tiny-grpo's baseline has them) and a structural gate
+REWARDS = "response/rewards/mean[percentile]"
+STEP_TIME = "time/step[percentile]"
+THRESHOLDS = {REWARDS: 0.19, STEP_TIME: 1.0}
+METRICS = {REWARDS: "response/rewards/mean", STEP_TIME: "time/step"}
+FIRST_NIGHT = datetime(2026, 1, 1, 2, 0, tzinfo=timezone.utc)
+
+
+def write_results_folder(root: Path, case: str, night: int, observed: dict[str, float],
+                         status: str | None = None, sha: str | None = None, tracker: bool = True) -> Path:
+    """One nightly's results folder at ``<root>/<case>/night-NN``; status follows the thresholds."""
+    started = FIRST_NIGHT + timedelta(days=night)
+    folder = root / case / f"night-{night:02d}"
+    folder.mkdir(parents=True, exist_ok=True)
+    results = [{"check_id": "steps[count]", "status": "PASS", "kind": "structural", "severity": "gate",
+                "observed": 10.0, "threshold": None, "message": "10 training steps", "points": {}}]
+    for check_id, value in observed.items():
+        passed = value < THRESHOLDS[check_id]
+        results.append({"check_id": check_id, "status": "PASS" if passed else "FAIL", "kind": "metric",
+                        "metric": METRICS[check_id], "method": "absolute", "operator": "<",
+                        "threshold": THRESHOLDS[check_id], "scope": "percentile", "severity": "gate",
+                        "observed": value, "message": "", "points": {}})
+    verdict = status or ("PASS" if all(r["status"] == "PASS" for r in results) else "FAIL")
+    commit = {"sha": sha or hashlib.sha1(f"night {night}".encode()).hexdigest(), "branch": "main", "dirty": False}
+    data = {"status": verdict, "case": case, "schema_version": 1, "results": results, "triage": [],
+            "context": {"commit": commit, "harness_commit": {"sha": "a" * 40, "dirty": False},
+                        "launch": {"started_at": started.isoformat()}}}
+    (folder / "results.json").write_text(json.dumps(data), encoding="utf-8")
+    (folder / "preflight.json").write_text(json.dumps({"created_at": started.isoformat(), "environment": {
+        "machine": "x86_64", "cpu_count": 16, "gpu": {"models": ["NVIDIA H200"] * 8, "driver": "560.35",
+                                                       "cuda": "12.6"}}}), encoding="utf-8")
+    if tracker:
+        write_tracker(folder / "tracker.jsonl", {
+            s: {"response/rewards/mean": 0.1 * s, "time/step": 1.0 + 0.01 * s} for s in range(1, 11)})
+    return folder
+
+
+def nightly_values(nights: int, shift_at: int | None, shift_thresholds: float, seed: int) -> list[dict[str, float]]:
+    """Per night the two statistics: noise of 0.1 threshold around 0.3 threshold; one shift on rewards."""
+    rng = np.random.default_rng(seed)
+    values = []
+    for night in range(1, nights + 1):
+        rewards = 0.3 + rng.normal(0, 0.1) + (shift_thresholds if shift_at and night >= shift_at else 0.0)
+        step_time = 0.3 + rng.normal(0, 0.1)
+        values.append({REWARDS: max(rewards, 0.0) * THRESHOLDS[REWARDS],
+                       STEP_TIME: max(step_time, 0.0) * THRESHOLDS[STEP_TIME]})
+    return values
+
+
+def write_nightlies(root: Path, case: str, nights: int = 40, shift_at: int | None = None,
+                    shift_thresholds: float = 0.5, seed: int = 0) -> list[Path]:
+    return [write_results_folder(root, case, night, observed)
+            for night, observed in enumerate(nightly_values(nights, shift_at, shift_thresholds, seed), start=1)]

@@ -1,0 +1,72 @@
+"""Change points with a permutation-test significance, on synthetic series."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from autotest.history.changepoint import (DriftParams, change_points, latest_change, permutation_p_value,
+                                          robust_sigma, split_statistics)
+
+
+def _series(n: int = 40, shift_at: int | None = None, shift: float = 0.5, sd: float = 0.1, seed: int = 0):
+    x = 0.3 + np.random.default_rng(seed).normal(0, sd, n)
+    if shift_at is not None:
+        x[shift_at:] += shift
+    return x
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_no_shift_gives_no_change(seed) -> None:
+    assert change_points(_series(seed=seed)) == []
+    assert latest_change(_series(seed=seed)) is None
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_half_threshold_shift_is_found_where_it_starts(seed) -> None:
+    change = latest_change(_series(shift_at=24, seed=seed))
+    assert change is not None and abs(change.index - 24) <= 1  # a noisy run at the edge may move it by one
+    assert change.shift == pytest.approx(0.5, abs=0.1) and change.p_value <= 0.01
+    assert (change.runs_before, change.runs_after) == (change.index, 40 - change.index)
+
+
+def test_a_shift_below_min_shift_is_not_reported_however_significant() -> None:
+    x = _series(shift_at=20, shift=0.1, sd=0.001)
+    assert change_points(x) == []
+    assert latest_change(x, DriftParams(min_shift=0.05)).index == 20
+
+
+def test_a_change_older_than_the_lookback_is_no_longer_reported() -> None:
+    x = _series(shift_at=10)
+    assert [c.index for c in change_points(x)] == [10]
+    assert latest_change(x) is None
+    assert latest_change(x, DriftParams(lookback_runs=30)).index == 10
+
+
+def test_the_latest_of_two_changes_is_reported() -> None:
+    x = _series(n=60, shift_at=20)
+    x[45:] -= 1.0
+    assert [c.index for c in change_points(x)] == [20, 45]
+    assert latest_change(x).shift == pytest.approx(-1.0, abs=0.1)
+
+
+def test_short_and_constant_series_give_nothing() -> None:
+    assert latest_change([0.3] * 40) is None
+    assert latest_change([0.3, 0.9, 0.9]) is None
+    assert latest_change([0.3] * 30 + [float("nan")] + [0.3] * 9) is None
+
+
+def test_split_statistic_and_p_value() -> None:
+    step = np.array([0.0] * 10 + [1.0] * 10)
+    assert split_statistics(step[None, :], 3)[0] == pytest.approx(5.0)  # 10*10/20 * 1^2
+    rng = np.random.default_rng(0)
+    assert permutation_p_value(step, 3, 999, rng) <= 0.002
+    assert permutation_p_value(np.zeros(20), 3, 99, rng) == 1.0
+    assert robust_sigma(np.array([0.0, 1.0] * 10)) == pytest.approx(1 / (0.6745 * np.sqrt(2)))
+
+
+def test_nonsense_parameters_are_refused() -> None:
+    with pytest.raises(ValueError, match="min_runs_after >= 2"):
+        DriftParams(min_runs_after=1)
+    with pytest.raises(ValueError, match="at least 19 permutations"):
+        DriftParams(permutations=5)

@@ -1,0 +1,103 @@
+"""Reading a results folder into a RunRecord, and every way a folder can be bad."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from autotest.errors import UsageError
+from autotest.history.record import find_results_folders, read_results_folder, summarise_series
+from tests.unit.history.builders import REWARDS, STEP_TIME, write_results_folder
+
+
+def test_a_nightly_folder_is_read_with_commits_hardware_checks_and_summaries(tmp_path) -> None:
+    folder = write_results_folder(tmp_path, "c", 3, {REWARDS: 0.05, STEP_TIME: 2.0})
+    record = read_results_folder(folder)
+    assert (record.case, record.status, record.started_at) == ("c", "FAIL", "2026-01-04T02:00:00+00:00")
+    assert record.harness_sha == "a" * 40 and record.framework_branch == "main" and record.framework_dirty is False
+    assert record.hardware == "8x NVIDIA H200, driver 560.35, cuda 12.6, 16 CPUs, x86_64"
+    assert [(c.check_id, c.status, c.observed, c.threshold) for c in record.checks] == [
+        ("steps[count]", "PASS", 10.0, None), (REWARDS, "PASS", 0.05, 0.19), (STEP_TIME, "FAIL", 2.0, 1.0)]
+    rewards = {m.metric: m for m in record.metrics}["response/rewards/mean"]
+    assert (rewards.num_steps, rewards.final) == (10, pytest.approx(1.0))
+    assert rewards.mean == pytest.approx(0.55) and rewards.last_window_mean == pytest.approx((0.9 + 1.0) / 2)
+    assert record.warnings == ()
+
+
+def test_the_identity_survives_a_move_and_differs_between_runs(tmp_path) -> None:
+    folder = write_results_folder(tmp_path, "c", 1, {REWARDS: 0.05})
+    moved = Path(shutil.copytree(folder, tmp_path / "elsewhere"))
+    other = write_results_folder(tmp_path, "c", 2, {REWARDS: 0.05})
+    assert read_results_folder(folder).run_key == read_results_folder(moved).run_key
+    assert read_results_folder(folder).run_key != read_results_folder(other).run_key
+
+
+def test_non_finite_statistics_are_kept_as_missing(tmp_path) -> None:
+    folder = write_results_folder(tmp_path, "c", 1, {REWARDS: 0.05})
+    data = json.loads((folder / "results.json").read_text())
+    data["results"][1]["observed"] = "nan"
+    (folder / "results.json").write_text(json.dumps(data))
+    assert read_results_folder(folder).checks[1].observed is None
+
+
+def test_a_folder_without_its_tracker_copy_is_recorded_with_a_warning(tmp_path) -> None:
+    record = read_results_folder(write_results_folder(tmp_path, "c", 1, {REWARDS: 0.05}, tracker=False))
+    assert record.metrics == ()
+    assert record.warnings == (f"{tmp_path / 'c' / 'night-01'}: no tracker copy (tracker.jsonl); "
+                               "per-metric summaries not recorded",)
+
+
+def test_the_start_falls_back_to_preflight_time(tmp_path) -> None:
+    folder = write_results_folder(tmp_path, "c", 1, {})
+    data = json.loads((folder / "results.json").read_text())
+    del data["context"]["launch"]
+    (folder / "results.json").write_text(json.dumps(data))
+    assert read_results_folder(folder).started_at == "2026-01-02T02:00:00+00:00"
+
+
+def test_summaries_skip_non_finite_values() -> None:
+    summary = summarise_series("m", {1: 1.0, 2: float("nan"), 3: 3.0, 4: 5.0})
+    assert (summary.num_steps, summary.final, summary.mean, summary.last_window_mean) == (4, 5.0, 3.0, 5.0)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("{", "not valid JSON"),
+    ("[1, 2]", "expected a JSON object, found list"),
+    ('{"status": "PASS"}', "no 'case'/'status'; is this a rl-autotest results.json?"),
+    ('{"case": "c", "status": "PASS", "results": {}}', "key 'results' must be a list of checks"),
+    ('{"case": "c", "status": "PASS", "results": [{"status": "PASS"}]}', "results[0] has no check_id/status"),
+    ('{"case": "c", "status": "PASS", "results": [{"check_id": "a", "status": "PASS"}, '
+     '{"check_id": "a", "status": "FAIL"}]}', "a check_id appears twice"),
+])
+def test_a_corrupt_results_json_is_one_clear_error(tmp_path, text, message) -> None:
+    (tmp_path / "results.json").write_text(text)
+    with pytest.raises(UsageError, match=rf"^{tmp_path / 'results.json'}: .*") as caught:
+        read_results_folder(tmp_path)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_folder_without_results_json_is_named(tmp_path) -> None:
+    with pytest.raises(UsageError, match=r"no results.json; pass a results folder"):
+        read_results_folder(tmp_path)
+
+
+def test_a_results_root_is_walked_and_a_folder_s_own_subfolders_are_not_runs(tmp_path) -> None:
+    a = write_results_folder(tmp_path, "c", 1, {})
+    b = write_results_folder(tmp_path, "d", 2, {})
+    (a / "consistency").mkdir()
+    (a / "consistency" / "results.json").write_text("{}")
+    assert find_results_folders(tmp_path) == [a.resolve(), b.resolve()]
+    assert find_results_folders(a) == [a.resolve()]
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda p: p / "missing", "no such file or directory"),
+    (lambda p: (p / "f.txt", (p / "f.txt").write_text("x"))[0], "is a file"),
+    (lambda p: p, "no results.json in it or below"),
+])
+def test_bad_ingest_paths_are_one_clear_error(tmp_path, make, message) -> None:
+    with pytest.raises(UsageError, match=message):
+        find_results_folders(make(tmp_path))

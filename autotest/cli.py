@@ -117,7 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("cases", help="list the cases and whether each can run here")
 
-    p = sub.add_parser("consistency", help="run the consistency dump job an accuracy run requested")
+    p = sub.add_parser("consistency", help="run the consistency dump job an accuracy run requested "
+                       "('consistency analyze --help': analyse MSProbe dumps made anywhere)")
     p.add_argument("results_dir", type=Path, help="the accuracy run's results folder (has consistency_request.json)")
     p.add_argument("--no-execute", action="store_true", help="generate the wrapper and configs; collect nothing")
     p.add_argument("--max-forwards", type=int, default=2, help="forwards dumped per side in the window")
@@ -129,6 +130,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:2] == ["consistency", "analyze"]:  # its own options beside the job's RESULTS_DIR form
+        from autotest.consistency.cli import main as analyze_main
+
+        return analyze_main(argv[2:])
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[3]
 MAKE_DUMP = Path(__file__).with_name("make_dump.py")
 RANK_REQUESTS = ("r0,r1", "r2,r3")

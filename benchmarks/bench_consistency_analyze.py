@@ -56,7 +56,7 @@ def make_dump(side: str, out: Path, layers: int, hidden: int, seq: int) -> None:
 
 def _timed(cmd: list[str], env: dict[str, str]) -> float:
     start = time.perf_counter()
-    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
+    result = subprocess.run(cmd, check=False, env=env, capture_output=True, text=True, timeout=1800)
     elapsed = time.perf_counter() - start
     if result.returncode != 0:
         raise SystemExit(f"{cmd[:4]} failed ({result.returncode}):\n{result.stderr[-3000:]}")

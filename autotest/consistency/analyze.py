@@ -9,15 +9,20 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from autotest.consistency.classify import Boundary, ModuleAnalysis, classify_modules, find_boundary
-from autotest.consistency.value_compare import GroupCompare, compare_group
+from autotest.consistency.classify import (
+    Boundary,
+    ModuleAnalysis,
+    classify_modules,
+    find_boundary,
+)
 from autotest.consistency.config import MANIFEST
 from autotest.consistency.correlation import ForwardRecord
 from autotest.consistency.dumps import parse_key, read_dump
 from autotest.consistency.mapping import MappingGroup, load_user_mapping, map_modules
-from autotest.consistency.report import output_paths, write_outputs
 from autotest.consistency.pairing import CannotConclude, ForwardPair
+from autotest.consistency.report import output_paths, write_outputs
 from autotest.consistency.sources import resolve_inputs
+from autotest.consistency.value_compare import GroupCompare, compare_group
 from autotest.consistency.verdict import (
     RootCauseReport,
     Step,

@@ -168,9 +168,11 @@ def assumed_pair(train: DumpSide, rollout: DumpSide, step: int | None) -> tuple[
     r_unit = by_key.get(t_unit.key, r_units[0])
     how = "the same name" if t_unit.key == r_unit.key else "the first of each side (no common name)"
     notes = [
-        f"no correlation logs: train {_rel(train, t_unit)} and rollout {_rel(rollout, r_unit)} (paired by {how}) "
-        "are assumed to hold the same samples in the same order, with the same weights; pass "
-        "--train-correlation and --rollout-correlation to pair by request id"
+        (
+            f"no correlation logs: train {_rel(train, t_unit)} and rollout {_rel(rollout, r_unit)} (paired by "
+            f"{how}) are assumed to hold the same samples in the same order, with the same weights; pass "
+            "--train-correlation and --rollout-correlation to pair by request id"
+        )
     ]
     for side, units, used in ((train, t_units, t_unit), (rollout, r_units, r_unit)):
         rest = [_rel(side, u) for u in units if u is not used]

@@ -77,7 +77,7 @@ def analyze(tmp_path: Path, train: Side, rollout: Side, *extra: str, logs: bool 
            "--rollout-dump", str(rollout.dump), "--out", str(tmp_path / "out"), *extra]
     if logs:
         cmd += ["--train-correlation", str(train.log), "--rollout-correlation", str(rollout.log)]
-    return subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
+    return subprocess.run(cmd, check=False, env=_env(), capture_output=True, text=True, timeout=300)
 
 
 def report(tmp_path: Path) -> dict:

@@ -19,6 +19,7 @@ from autotest.calibration.runs import (
     promote,
 )
 from autotest.calibration.thresholds import CalibrationError
+from autotest.consistency.cli import main as analyze_main
 from autotest.consistency.job import run_consistency_job
 from autotest.errors import UsageError
 from autotest.history.cli import add_history_parser
@@ -176,7 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("cases", help="list the cases and whether each can run here")
 
-    p = sub.add_parser("consistency", help="run the consistency dump job an accuracy run requested")
+    p = sub.add_parser("consistency", help="run the consistency dump job an accuracy run requested "
+                       "('consistency analyze --help': analyse MSProbe dumps made anywhere)")
     p.add_argument("results_dir", type=Path, help="the accuracy run's results folder (has consistency_request.json)")
     p.add_argument("--no-execute", action="store_true", help="generate the wrapper and configs; collect nothing")
     p.add_argument("--max-forwards", type=int, default=2, help="forwards dumped per side in the window")
@@ -210,6 +212,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:2] == ["consistency", "analyze"]:  # its own options beside the job's RESULTS_DIR form
+        return analyze_main(argv[2:])
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

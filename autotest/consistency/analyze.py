@@ -16,11 +16,12 @@ from autotest.consistency.classify import (
     find_boundary,
 )
 from autotest.consistency.config import MANIFEST
-from autotest.consistency.correlation import ForwardRecord, read_correlation_log
-from autotest.consistency.dumps import find_dump_dirs, read_dump
+from autotest.consistency.correlation import ForwardRecord
+from autotest.consistency.dumps import parse_key, read_dump
 from autotest.consistency.mapping import MappingGroup, load_user_mapping, map_modules
-from autotest.consistency.pairing import CannotConclude, ForwardPair, pair_forwards
+from autotest.consistency.pairing import CannotConclude, ForwardPair
 from autotest.consistency.report import output_paths, write_outputs
+from autotest.consistency.sources import resolve_inputs
 from autotest.consistency.value_compare import GroupCompare, compare_group
 from autotest.consistency.verdict import (
     RootCauseReport,
@@ -50,27 +51,46 @@ def analyze(
     actor_corr_log: Path,
     out_dir: Path,
     mapping_file: Path | None = None,
+    **kwargs: Any,
+) -> RootCauseReport:
+    """:func:`analyze_dumps` in the collection's own order (rollout first, both logs given)."""
+    return analyze_dumps(actor_dump_dir, rollout_dump_dir, out_dir, train_correlation=actor_corr_log,
+                         rollout_correlation=rollout_corr_log, mapping_file=mapping_file, **kwargs)
+
+
+def analyze_dumps(
+    train_dump: Path,
+    rollout_dump: Path,
+    out_dir: Path,
     *,
+    train_correlation: Path | None = None,
+    rollout_correlation: Path | None = None,
+    mapping_file: Path | None = None,
+    step: int | None = None,
+    strict: bool = False,
     wrapper_path: Path | None = None,
     context: Mapping[str, Any] | None = None,
     use_tensors: bool = True,
 ) -> RootCauseReport:
     """Analyse one diagnostic window and write output_1 … output_5 into ``out_dir``.
 
-    ``context`` adds caller facts to the report (e.g. ``{"screening": {...}}`` from the screening
-    step); ``wrapper_path`` is the diagnostic wrapper script the dumps came from.
+    The dumps may come from the consistency job or from any framework (layouts: :mod:`.sources`).
+    ``strict`` (``consistency analyze``): unusable inputs — a missing or empty folder, mismatched
+    steps, nothing to pair, no module in common — raise a one-line UsageError; otherwise they are
+    reported as "cannot conclude". ``context`` adds caller facts to the report (e.g. the screening
+    result); ``wrapper_path`` is the diagnostic wrapper the dumps came from.
     """
-    rollout_dump_dir, actor_dump_dir, out_dir = Path(rollout_dump_dir), Path(actor_dump_dir), Path(out_dir)
+    actor_dump_dir, rollout_dump_dir, out_dir = Path(train_dump), Path(rollout_dump), Path(out_dir)
     if rollout_dump_dir.resolve() == actor_dump_dir.resolve():
-        raise UsageError(f"{rollout_dump_dir}: the rollout and actor dump folders are the same; pass one per side")
+        raise UsageError(f"{rollout_dump_dir}: the rollout and train dump folders are the same; pass one per side")
     user_rules = load_user_mapping(Path(mapping_file)) if mapping_file else ()
     context = dict(context or {})
     paths: dict[str, Any] = {
         "wrapper": str(wrapper_path) if wrapper_path else "not provided",
         "rollout_dump": str(rollout_dump_dir),
         "actor_dump": str(actor_dump_dir),
-        "rollout_correlation_log": str(rollout_corr_log),
-        "actor_correlation_log": str(actor_corr_log),
+        "rollout_correlation_log": str(rollout_correlation) if rollout_correlation else "not provided",
+        "actor_correlation_log": str(train_correlation) if train_correlation else "not provided",
         "mapping_file": str(mapping_file) if mapping_file else "built-in rules only",
         "outputs": output_paths(out_dir),
     }
@@ -81,49 +101,11 @@ def analyze(
             "screening (previous run metrics)", "not_run", "not part of analyze(); no screening result was passed in"
         )
     ]
-    issues: list[CannotConclude] = []
-
-    dumps_ok = True
-    for side, root in (("rollout", rollout_dump_dir), ("actor", actor_dump_dir)):
-        found = find_dump_dirs(root) if root.is_dir() else []
-        if found:
-            steps.append(Step(f"collection: {side} dump", "verified", f"{len(found)} dump.json folder(s) under {root}"))
-        else:
-            dumps_ok = False
-            issues.append(
-                CannotConclude("missing_dump_side", f"no MSProbe dump.json under the {side} dump folder", (str(root),))
-            )
-            steps.append(Step(f"collection: {side} dump", "failed", f"no dump.json under {root}"))
-
-    records: dict[str, tuple[ForwardRecord, ...]] = {}
-    for side, log in (("rollout", Path(rollout_corr_log)), ("actor", Path(actor_corr_log))):
-        recs = read_correlation_log(log, side) if log.is_file() else ()
-        if not recs:
-            what = "is empty" if log.is_file() else "does not exist"
-            issues.append(CannotConclude("missing_correlation_log", f"the {side} correlation log {what}", (str(log),)))
-        records[side] = recs
-    logs_ok = all(records.values())
-    steps.append(
-        Step(
-            "correlation logs",
-            "verified" if logs_ok else "failed",
-            f"{len(records['rollout'])} rollout and {len(records['actor'])} actor forward record(s)",
-        )
-    )
-
-    pairs: tuple[ForwardPair, ...] = ()
-    if dumps_ok and logs_ok:
-        result = pair_forwards(records["rollout"], records["actor"], rollout_dump_dir, actor_dump_dir)
-        pairs, issues = result.pairs, issues + list(result.issues)
-        detail = (
-            f"{len(pairs)} forward pair(s) over {sum(len(p.request_ids) for p in pairs)} request(s); "
-            "checked: same requests in the same batch order, same token ids, same weight version"
-        )
-        if result.issues:
-            detail += f"; {len(result.issues)} problem(s): " + ", ".join(sorted({i.reason for i in result.issues}))
-        steps.append(Step("pairing by request id", "verified" if pairs else "failed", detail))
-    else:
-        steps.append(Step("pairing by request id", "not_run", "a side's dump or correlation log is missing"))
+    inputs = resolve_inputs(actor_dump_dir, rollout_dump_dir, _path(train_correlation), _path(rollout_correlation),
+                            step, strict)
+    steps += inputs.steps
+    issues: list[CannotConclude] = list(inputs.issues)
+    records, pairs = inputs.records, inputs.pairs
 
     groups_by_pair: dict[str, tuple[MappingGroup, ...]] = {}
     compares: dict[str, list[GroupCompare]] = {}
@@ -135,6 +117,8 @@ def analyze(
         tensor_data = tensor_data or (use_tensors and rdump.has_tensor_data() and adump.has_tensor_data())
         groups = map_modules(adump.entries, rdump.entries, user_rules)
         if not any(g.comparable for g in groups):
+            if strict and len(pairs) == 1:
+                raise UsageError(_no_common_modules(adump, rdump))
             issues.append(
                 CannotConclude(
                     "no_comparable_modules",
@@ -151,6 +135,8 @@ def analyze(
         analyses[pair.pair_id] = classify_modules(compares[pair.pair_id])
         boundaries[pair.pair_id] = find_boundary(analyses[pair.pair_id])
     analysed = [p for p in pairs if p.pair_id in analyses]
+    if strict and pairs and not analysed:
+        raise UsageError(_no_common_modules(read_dump(pairs[0].actor_dump), read_dump(pairs[0].rollout_dump)))
 
     ran = bool(analysed)
     if ran:
@@ -209,6 +195,7 @@ def analyze(
         steps=tuple(steps),
         context=_context(context, records, analysed, tensor_data, rollout_dump_dir, actor_dump_dir),
         paths=paths,
+        assumptions=inputs.assumptions + tuple(_mapping_assumptions(groups_by_pair)),
     )
     pid = report_pair.pair_id if report_pair else None
     write_outputs(
@@ -219,6 +206,34 @@ def analyze(
         report,
     )
     return report
+
+
+def _path(value: Path | str | None) -> Path | None:
+    return Path(value) if value is not None else None
+
+
+def _no_common_modules(train: Any, rollout: Any) -> str:
+    t = [e.path for e in train.entries.values()][:2]
+    r = [e.path for e in rollout.entries.values()][:2]
+    return (f"{train.root}: no common modules: none of the {len(train.entries)} train modules (e.g. {', '.join(t)}) "
+            f"maps onto the {len(rollout.entries)} rollout modules in {rollout.root} (e.g. {', '.join(r)}); "
+            "pass --mapping FILE (rules: train regex -> rollout name)")
+
+
+def _mapping_assumptions(groups: Mapping[str, tuple[MappingGroup, ...]]) -> list[str]:
+    kinds = {g.kind for gs in groups.values() for g in gs}
+    notes = []
+    if "rename" in kinds:
+        notes.append("module names matched by known renames (Megatron decoder.layers / self_attention / linear_* "
+                     "to HF / engine names): the renamed modules are assumed to compute the same thing")
+    if "fused" in kinds:
+        notes.append("fused engine modules (qkv_proj, gate_up_proj) are assumed to concatenate their parts in "
+                     "the order q, k, v / gate, up along the output dim (vLLM/SGLang layout, one tensor-parallel "
+                     "shard)")
+    if "engine_class" in kinds or "class_differs" in kinds:
+        notes.append("modules with the same path but another class (engine kernels) are assumed to implement "
+                     "the same layer")
+    return notes
 
 
 def _root_cause(module: ModuleAnalysis, boundary: Boundary, pair: ForwardPair) -> dict[str, Any]:
@@ -240,10 +255,18 @@ def _root_cause(module: ModuleAnalysis, boundary: Boundary, pair: ForwardPair) -
         "localisation": localisation([s.module_path for s in boundary.suspects if s.bucket == module.bucket]),
         "train_keys": list(module.compare.group.train_keys),
         "rollout_keys": list(module.compare.group.rollout_keys),
+        "train_modules": [_key_path(k) for k in module.compare.group.train_keys],
+        "rollout_modules": [_key_path(k) for k in module.compare.group.rollout_keys],
+        "divergent_parts": list(module.compare.divergent_parts),
         "evidence": module.compare.evidence(),
         "pair": pair.pair_id,
         "why": why,
     }
+
+
+def _key_path(key: str) -> str:
+    parsed = parse_key(key)
+    return parsed[0] if parsed else key
 
 
 def _excluded(analyses: tuple[ModuleAnalysis, ...], limit: int = 30) -> tuple[dict[str, Any], ...]:
@@ -261,13 +284,16 @@ def _excluded(analyses: tuple[ModuleAnalysis, ...], limit: int = 30) -> tuple[di
 def _evidence(
     pair: ForwardPair, analyses: tuple[ModuleAnalysis, ...], boundary: Boundary | None, num_pairs: int
 ) -> list[str]:
-    chain = [
-        f"pairing: {num_pairs} forward pair(s); reported pair {pair.pair_id} holds {len(pair.request_ids)} request(s) "
-        f"({', '.join(pair.request_ids[:4])}{', ...' if len(pair.request_ids) > 4 else ''}) with identical token ids "
-        f"and weight version {pair.weight_version} "
-        f"({pair.rollout.log_path}:{pair.rollout.line}, {pair.actor.log_path}:{pair.actor.line})",
-        f"dumps: actor {pair.actor_dump}/dump.json, rollout {pair.rollout_dump}/dump.json",
-    ]
+    if pair.rollout is not None and pair.actor is not None:
+        pairing = (
+            f"pairing: {num_pairs} forward pair(s); reported pair {pair.pair_id} holds {len(pair.request_ids)} "
+            f"request(s) ({', '.join(pair.request_ids[:4])}{', ...' if len(pair.request_ids) > 4 else ''}) with "
+            f"identical token ids and weight version {pair.weight_version} (where logged) "
+            f"({pair.rollout.log_path}:{pair.rollout.line}, {pair.actor.log_path}:{pair.actor.line})"
+        )
+    else:
+        pairing = f"pairing: {pair.pair_id} by assumption (no correlation logs; see Assumptions)"
+    chain = [pairing, f"dumps: actor {pair.actor_dump}/dump.json, rollout {pair.rollout_dump}/dump.json"]
     if boundary is None:
         levels = Counter(a.output for a in analyses)
         chain.append(
@@ -332,7 +358,8 @@ def _limitations(
     if pairs and not tensor_data:
         notes.append("statistics only (task statistics): they screen; elementwise conclusions need the tensor pass")
     if any(g.kind == "fused" for gs in groups.values() for g in gs):
-        notes.append("fused module groups are compared through combined statistics only")
+        notes.append("fused module groups: statistics are combined over the parts; only tensor dumps split the "
+                     "fused output and weight by layout for an elementwise comparison per part")
     if pairs:
         notes.append("module statistics cover a whole forward batch, not a single request")
     notes.append("forward pass only; level L0 attributes code between submodules to the enclosing module")
@@ -353,7 +380,7 @@ def _context(
         "forwards": {side: len(recs) for side, recs in records.items()},
         "paired_forwards": len(pairs),
         "paired_requests": sum(len(p.request_ids) for p in pairs),
-        "weight_versions": sorted({p.weight_version for p in pairs}),
+        "weight_versions": sorted({p.weight_version for p in pairs if p.weight_version is not None}),
         "tasks": sorted({r.task for recs in records.values() for r in recs}),
         "evidence": "tensor" if tensor_data else "statistics",
     }

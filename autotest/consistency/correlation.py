@@ -17,6 +17,13 @@ Actor side (the ``update_actor`` shape, extended)::
 ``token_range`` is the request's [start, end) in the forward's packed token order (row
 ``batch_index`` of a padded batch holds tokens 0..end-start). ``dump_subdir`` is relative to the
 side's dump root so moved result folders still resolve.
+
+Logs written by other frameworks carry only the seed's keys (``source``, ``pid``, ``rank``,
+``step``, ``phase``, ``requests`` / ``request_ids``): the rest is optional. A missing
+``forward_index`` is the record's position among its process's records of that step (MSProbe's
+call index ``forward.K`` counts the same way), a missing ``weight_version`` is unknown (pairing
+then states the assumption), a missing dump folder is found from ``step`` and ``rank``/``pid``
+(``step{N}/rank{R}`` or ``step{N}/proc{pid}``), and missing actor ``token_ids`` are not checked.
 """
 
 from __future__ import annotations
@@ -29,7 +36,8 @@ from typing import Any
 from autotest.errors import UsageError
 
 SOURCES = {"rollout": "dispatch_logger", "actor": "update_actor"}
-_COMMON = ("pid", "step", "phase", "forward_index", "weight_version", "msprobe_step", "dump_path", "dump_subdir")
+_REQUIRED = ("pid", "step")
+DEFAULT_PHASE = {"rollout": "prefill", "actor": "recompute_logprob"}
 
 
 @dataclass(frozen=True)
@@ -42,13 +50,14 @@ class ForwardRecord:
     step: int
     phase: str
     forward_index: int
-    weight_version: int
+    weight_version: int | None
+    """None when the log does not say (other frameworks' logs)."""
     msprobe_step: int
     task: str
     dump_path: str
-    """Absolute MSProbe rank/proc folder (holds dump.json) at collection time."""
+    """Absolute MSProbe rank/proc folder (holds dump.json) at collection time; empty if not logged."""
     dump_subdir: str
-    """The same folder relative to the side's dump root."""
+    """The same folder relative to the side's dump root; empty if not logged."""
     request_ids: tuple[str, ...]
     token_ids: tuple[tuple[int, ...], ...]
     token_ranges: tuple[tuple[int, int], ...]
@@ -103,11 +112,11 @@ def append_record(path: Path, record: ForwardRecord) -> None:
         fh.flush()
 
 
-def _parse(obj: dict[str, Any], side: str, where: str, path: Path, line: int) -> ForwardRecord:
+def _parse(obj: dict[str, Any], side: str, where: str, path: Path, line: int, ordinal: int) -> ForwardRecord:
     expected = SOURCES[side]
     if obj.get("source") != expected:
         raise UsageError(f"{where}: key 'source': expected {expected!r} on the {side} side, got {obj.get('source')!r}")
-    for key in _COMMON:
+    for key in _REQUIRED:
         if key not in obj:
             raise UsageError(f"{where}: key '{key}' is missing")
     if side == "rollout":
@@ -121,26 +130,28 @@ def _parse(obj: dict[str, Any], side: str, where: str, path: Path, line: int) ->
         token_ids = tuple(tuple(int(t) for t in r["tokens"]) for r in reqs)
         ranges = tuple(tuple(r["token_range"]) for r in reqs) if all("token_range" in r for r in reqs) else None
     else:
-        for key in ("request_ids", "token_ids"):
-            if not isinstance(obj.get(key), list):
-                raise UsageError(f"{where}: key '{key}' must be a list")
-        if len(obj["request_ids"]) != len(obj["token_ids"]):
-            raise UsageError(f"{where}: keys 'request_ids' and 'token_ids' have different lengths")
+        if not isinstance(obj.get("request_ids"), list):
+            raise UsageError(f"{where}: key 'request_ids' must be a list")
+        if "token_ids" in obj and (
+            not isinstance(obj["token_ids"], list) or len(obj["request_ids"]) != len(obj["token_ids"])
+        ):
+            raise UsageError(f"{where}: key 'token_ids' must be a list as long as 'request_ids'")
         request_ids = tuple(str(r) for r in obj["request_ids"])
-        token_ids = tuple(tuple(int(t) for t in toks) for toks in obj["token_ids"])
+        token_ids = tuple(tuple(int(t) for t in toks) for toks in obj.get("token_ids", []))
         ranges = tuple(tuple(r) for r in obj["token_ranges"]) if "token_ranges" in obj else None
+    version = obj.get("weight_version")
     return ForwardRecord(
         side=side,
         pid=int(obj["pid"]),
         rank=obj.get("rank"),
         step=int(obj["step"]),
-        phase=str(obj["phase"]),
-        forward_index=int(obj["forward_index"]),
-        weight_version=int(obj["weight_version"]),
-        msprobe_step=int(obj["msprobe_step"]),
+        phase=str(obj.get("phase", DEFAULT_PHASE[side])),
+        forward_index=int(obj.get("forward_index", ordinal)),
+        weight_version=None if version is None else int(version),
+        msprobe_step=int(obj.get("msprobe_step", obj["step"])),
         task=str(obj.get("task", "statistics")),
-        dump_path=str(obj["dump_path"]),
-        dump_subdir=str(obj["dump_subdir"]),
+        dump_path=str(obj.get("dump_path", "")),
+        dump_subdir=str(obj.get("dump_subdir", "")),
         request_ids=request_ids,
         token_ids=token_ids,
         token_ranges=ranges if ranges is not None else token_ranges_of(token_ids),  # type: ignore[arg-type]
@@ -157,6 +168,7 @@ def read_correlation_log(path: Path, side: str) -> tuple[ForwardRecord, ...]:
     path = Path(path)
     lines = path.read_text(encoding="utf-8").splitlines()
     records = []
+    seen: dict[tuple[Any, ...], int] = {}  # (pid, rank, step) -> forwards so far: the default forward_index
     for number, text in enumerate(lines, start=1):
         if not text.strip():
             continue
@@ -169,5 +181,7 @@ def read_correlation_log(path: Path, side: str) -> tuple[ForwardRecord, ...]:
             raise UsageError(f"{where}: not valid JSON; fix or remove the line") from None
         if not isinstance(obj, dict):
             raise UsageError(f"{where}: expected a JSON object per line")
-        records.append(_parse(obj, side, where, path, number))
+        unit = (obj.get("pid"), obj.get("rank"), obj.get("step"))
+        records.append(_parse(obj, side, where, path, number, seen.get(unit, 0)))
+        seen[unit] = seen.get(unit, 0) + 1
     return tuple(records)

@@ -40,6 +40,8 @@ class TensorStat:
     """Max, Min, Mean, Norm as dumped (Mean/Norm are None for integer tensors)."""
     data_file: Path | None
     """The ``.pt`` file (task tensor) or None (task statistics)."""
+    part: tuple[int, int, int] | None = None
+    """(dim, start, length): this stat is that slice of ``data_file`` (one part of a fused output)."""
 
     @property
     def numel(self) -> int:
@@ -188,4 +190,8 @@ def load_tensor(stat: TensorStat) -> Any:
 
     if stat.data_file is None:
         raise ValueError(f"{stat.path}: no tensor data (task statistics)")
-    return torch.load(stat.data_file, map_location="cpu", weights_only=True).detach().to(torch.float64)
+    tensor = torch.load(stat.data_file, map_location="cpu", weights_only=True).detach().to(torch.float64)
+    if stat.part is not None:
+        dim, start, length = stat.part
+        tensor = tensor.narrow(dim, start, length)
+    return tensor

@@ -96,7 +96,7 @@ def _collect(case, config: dict[str, Any], folder: Path, seed, fault, launcher: 
 def run_consistency_job(results_dir: str | Path, *, execute: bool = True,
                         max_forwards_per_side: int = DEFAULT_MAX_FORWARDS,
                         progress: Callable[[str], None] | None = None) -> JobOutcome:
-    from autotest.consistency.analyze import analyze
+    from autotest.consistency.analyze import analyze_dumps
     from autotest.consistency.msprobe_config import tensor_pass_config
     from autotest.consistency.screening import screen_run
     from autotest.inputs.case import load_case
@@ -146,13 +146,13 @@ def run_consistency_job(results_dir: str | Path, *, execute: bool = True,
                    "window_step": window, "seed": seed, "fault": fault,
                    "diagnostic_overrides": {k: v for k, v in stats_config.items() if k != "output_dir"},
                    "not_executed": reasons_not_run, "statistics_pass": _launch_summary(stats_run)}
-    report = analyze(paths["rollout_dump"], paths["actor_dump"], paths["rollout_log"], paths["actor_log"],
-                     out / "statistics" / "analysis", wrapper_path=wrapper, context=job_context, use_tensors=False)
+    report = _analyze(analyze_dumps, paths, out / "statistics" / "analysis", wrapper, job_context, use_tensors=False)
 
     final_dir, final_wrapper = out / "statistics" / "analysis", wrapper
     suspects = [s for s in report.suspects if s.get("module")]
     if runnable and report.verdict == "root_cause_found" and suspects:
-        actor_modules = sorted({s["module"] for s in suspects})
+        # From the keys, not the module label: a fused group's label names all its parts at once.
+        actor_modules = sorted({_module_path(k) for s in suspects for k in s.get("train_keys", [])})
         rollout_modules = sorted({_module_path(k) for s in suspects for k in s.get("rollout_keys", [])})
         tensor_config = tensor_pass_config(stats_config, out / "tensor", rollout_modules or actor_modules,
                                            actor_modules)
@@ -160,17 +160,23 @@ def run_consistency_job(results_dir: str | Path, *, execute: bool = True,
         _, final_wrapper, tensor_run = _collect(case, tensor_config, out / "tensor", seed, fault, launch)
         job_context["tensor_pass"] = _launch_summary(tensor_run)
         paths = _side_paths(tensor_config)
-        report = analyze(paths["rollout_dump"], paths["actor_dump"], paths["rollout_log"], paths["actor_log"], out,
-                         wrapper_path=final_wrapper, context=job_context, use_tensors=True)
+        report = _analyze(analyze_dumps, paths, out, final_wrapper, job_context, use_tensors=True)
         final_dir = out
     elif final_dir != out:
-        report = analyze(paths["rollout_dump"], paths["actor_dump"], paths["rollout_log"], paths["actor_log"], out,
-                         wrapper_path=wrapper, context=job_context, use_tensors=False)
+        report = _analyze(analyze_dumps, paths, out, wrapper, job_context, use_tensors=False)
         final_dir = out
     outcome = JobOutcome(out, report.verdict, runnable, out / "output_5_root_cause_report.md",
                          out / "output_5_root_cause_report.json", _summary(report, reasons_not_run))
     _link_from_accuracy_report(results_dir, outcome)
     return outcome
+
+
+def _analyze(analyze_dumps: Callable[..., Any], paths: dict[str, Path], out: Path, wrapper: Path,
+             context: dict[str, Any], use_tensors: bool) -> Any:
+    """The same analysis ``consistency analyze`` runs, on this job's collection (its logs pair the sides)."""
+    return analyze_dumps(paths["actor_dump"], paths["rollout_dump"], out, train_correlation=paths["actor_log"],
+                         rollout_correlation=paths["rollout_log"], wrapper_path=wrapper, context=context,
+                         use_tensors=use_tensors)
 
 
 def _summary(report, reasons_not_run: list[str]) -> str:

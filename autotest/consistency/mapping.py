@@ -10,14 +10,17 @@ In order of precedence:
        modules:                     # exact train path -> rollout path or list of paths
          model.layers.0.self_attn.qkv: [model.layers.0.self_attn.q, model.layers.0.self_attn.k]
 
-2. exact module path (high; medium with a note when the classes differ, e.g. an inference
-   engine's own RMSNorm class),
+2. exact module path (high; also high when the classes differ only as a training framework's
+   and an inference engine's classes for the same layer do, e.g. ``Linear`` ↔ ``RowParallelLinear``,
+   ``Qwen3RMSNorm`` ↔ ``RMSNorm``; medium with a note for any other class difference),
 3. known renames (Megatron ``decoder.layers`` / ``self_attention`` / ``linear_qkv`` →
    ``qkv_proj`` / ``linear_fc1`` → ``gate_up_proj`` / ``linear_fc2`` → ``down_proj`` /
    ``linear_proj`` → ``o_proj``), medium,
 4. known fusions: q/k/v_proj ↔ qkv_proj, gate/up_proj ↔ gate_up_proj, medium. A fused group's
-   statistics are combined over the concatenation; elementwise comparison is not attempted
-   (the fused layout may interleave heads).
+   statistics are combined over the concatenation; with tensors the fused output and weight are
+   split by the engines' layout (``[q | k | v]``, ``[gate | up]`` along the output dim, sizes
+   from the parts' shapes) and compared part by part. Megatron's ``linear_qkv`` interleaves q/k/v
+   per query group instead, so it is compared by (order-free) statistics only.
 
 Cardinality per train key: ``1:1``, ``1:N`` (one train module, several rollout modules),
 ``N:1`` (several train modules fused into one rollout module), ``1:0`` (no rollout module);
@@ -56,8 +59,19 @@ FUSIONS: dict[str, tuple[str, ...]] = {
 }
 FUSED_NOTE = (
     "fused: statistics combined over the concatenation (Max=max, Min=min, Mean numel-weighted, "
-    "Norm=sqrt(sum of squares)); no elementwise comparison"
+    "Norm=sqrt(sum of squares)); tensors split by the layout [parts in order] along the output dim"
 )
+INTERLEAVED_NOTE = (
+    "Megatron linear_qkv interleaves q/k/v per query group while engines concatenate [q | k | v]: "
+    "statistics only (order-free), no elementwise comparison"
+)
+# Class families: a training framework and an inference engine use different classes for one layer.
+_FAMILIES = (
+    ("linear", ("Linear", "ParallelLinear", "ReplicatedLinear", "ParallelLMHead", "TELinear",
+                "TELayerNormColumnParallelLinear")),
+    ("rmsnorm", ("RMSNorm",)),
+    ("embedding", ("Embedding",)),
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -67,10 +81,14 @@ class MappingGroup:
     train_keys: tuple[str, ...]
     rollout_keys: tuple[str, ...]
     kind: str
-    """exact | class_differs | rename | fused | user | train_only | rollout_only."""
+    """exact | engine_class | class_differs | rename | fused | user | train_only | rollout_only."""
     confidence: str
     """high | medium | low."""
     notes: tuple[str, ...] = ()
+    layout: tuple[str, ...] = ()
+    """Fused groups: the parts' leaf names in the fused tensor's order (empty: no split)."""
+    elementwise: bool = True
+    """False where the two sides order elements differently (elementwise comparison meaningless)."""
 
     @property
     def cardinality(self) -> str:
@@ -165,7 +183,10 @@ def map_modules(
             parts = [by_rollout_canon.get((f"{parent}.{p}", entry.call_index)) for p in FUSIONS[leaf]]
             if all(parts):
                 keys = tuple(p.key for p in parts if p is not None)
-                groups.append(MappingGroup((entry.key,), keys, "fused", "medium", (FUSED_NOTE,)))
+                interleaved = entry.path.endswith("linear_qkv")
+                notes = (FUSED_NOTE, INTERLEAVED_NOTE) if interleaved else (FUSED_NOTE,)
+                layout = () if interleaved else FUSIONS[leaf]
+                groups.append(MappingGroup((entry.key,), keys, "fused", "medium", notes, layout))
                 used.update(keys)
                 continue
         groups.append(
@@ -177,6 +198,7 @@ def map_modules(
     for (fused_path, index), members in fused_train.items():
         target = by_rollout_canon[(fused_path, index)]
         expected = FUSIONS[fused_path.rpartition(".")[2]]
+        members.sort(key=lambda m: expected.index(canonical(m.path).rpartition(".")[2]))
         names = {canonical(m.path).rpartition(".")[2] for m in members}
         notes = [FUSED_NOTE]
         confidence = "medium"
@@ -185,7 +207,10 @@ def map_modules(
                 f"only {sorted(names)} of {list(expected)} found on the train side; combined statistics cover a part"
             )
             confidence = "low"
-        groups.append(MappingGroup(tuple(m.key for m in members), (target.key,), "fused", confidence, tuple(notes)))
+        layout = expected if names == set(expected) else ()
+        groups.append(
+            MappingGroup(tuple(m.key for m in members), (target.key,), "fused", confidence, tuple(notes), layout)
+        )
         used.add(target.key)
 
     order = {k: e.order for k, e in train.items()}
@@ -225,6 +250,11 @@ def _direct_group(
     if exact is not None:
         if exact.cls == entry.cls:
             return MappingGroup((entry.key,), (exact.key,), "exact", "high")
+        if class_family(exact.cls) == class_family(entry.cls):
+            return MappingGroup(
+                (entry.key,), (exact.key,), "engine_class", "high",
+                (f"engine class {exact.cls} for train class {entry.cls} (same layer kind)",),
+            )  # fmt: skip
         return MappingGroup(
             (entry.key,),
             (exact.key,),
@@ -234,10 +264,20 @@ def _direct_group(
         )
     renamed = by_canon.get((canonical(entry.path), entry.call_index))
     if renamed is not None:
-        return MappingGroup(
-            (entry.key,), (renamed.key,), "rename", "medium", (f"known rename: {entry.path} -> {renamed.path}",)
-        )
+        notes = [f"known rename: {entry.path} -> {renamed.path}"]
+        interleaved = entry.path.endswith("linear_qkv") and not renamed.path.endswith("linear_qkv")
+        if interleaved:
+            notes.append(INTERLEAVED_NOTE)
+        return MappingGroup((entry.key,), (renamed.key,), "rename", "medium", tuple(notes), elementwise=not interleaved)
     return None
+
+
+def class_family(cls: str) -> str:
+    """``linear``, ``rmsnorm``, ``embedding`` or the class name itself."""
+    for family, suffixes in _FAMILIES:
+        if cls.endswith(suffixes):
+            return family
+    return cls
 
 
 def layer_index(key_or_path: str) -> int | None:

@@ -55,9 +55,12 @@ class ForwardPair:
     pair_id: str
     step: int
     request_ids: tuple[str, ...]
-    weight_version: int
-    rollout: ForwardRecord
-    actor: ForwardRecord
+    """Empty when paired by assumption (no correlation logs)."""
+    weight_version: int | None
+    """None when no log says which weights ran."""
+    rollout: ForwardRecord | None
+    """The correlation record; None when paired by assumption."""
+    actor: ForwardRecord | None
     rollout_dump: Path
     actor_dump: Path
 
@@ -68,6 +71,8 @@ class PairingResult:
     issues: tuple[CannotConclude, ...]
     num_requests: dict[str, int]
     """Distinct request ids seen per side."""
+    assumptions: tuple[str, ...] = ()
+    """What pairing could not check and took on trust (logs without token ids or weight versions)."""
 
 
 def _where(rec: ForwardRecord) -> str:
@@ -81,7 +86,10 @@ def _short(ids: Sequence[str], limit: int = 5) -> str:
 
 def resolve_dump(root: Path, rec: ForwardRecord) -> Path | None:
     """The record's dump folder under the side root (moved results), else its logged path."""
-    for candidate in (Path(root) / rec.dump_subdir, Path(rec.dump_path)):
+    candidates = ([Path(root) / rec.dump_subdir] if rec.dump_subdir else []) + (
+        [Path(rec.dump_path)] if rec.dump_path else []
+    )
+    for candidate in candidates:
         if candidate.is_dir() and find_dump_dirs(candidate):
             return candidate
     return None
@@ -113,6 +121,7 @@ def pair_forwards(
         )
 
     pairs: list[ForwardPair] = []
+    assumptions: set[str] = set()
     for arec in actor:
         missing = [rid for rid in arec.request_ids if rid not in where_rollout]
         if missing:
@@ -139,9 +148,13 @@ def pair_forwards(
                 )
             )
             continue
+        if not (arec.token_ids and rrec.token_ids):
+            assumptions.add(
+                "the actor correlation log has no token_ids: paired requests are assumed to hold the same tokens"
+            )
         bad_tokens = [
             (rid, _first_difference(rt, at))
-            for rid, rt, at in zip(arec.request_ids, rrec.token_ids, arec.token_ids, strict=True)
+            for rid, rt, at in zip(arec.request_ids, rrec.token_ids, arec.token_ids, strict=False)
             if rt != at
         ]
         if bad_tokens:
@@ -155,7 +168,12 @@ def pair_forwards(
                 )
             )
             continue
-        if rrec.weight_version != arec.weight_version:
+        if rrec.weight_version is None or arec.weight_version is None:
+            assumptions.add(
+                "a correlation log has no weight_version: paired forwards are assumed to run the same weights "
+                "(the weight sync of that step completed before the rollout)"
+            )
+        elif rrec.weight_version != arec.weight_version:
             issues.append(
                 CannotConclude(
                     "weight_version_mismatch",
@@ -195,6 +213,7 @@ def pair_forwards(
         pairs=tuple(pairs),
         issues=tuple(issues),
         num_requests={"rollout": len(set(rollout_ids)), "actor": len(set(actor_ids))},
+        assumptions=tuple(sorted(assumptions)),
     )
 
 

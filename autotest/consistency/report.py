@@ -221,10 +221,15 @@ def render_markdown(report: RootCauseReport) -> str:
     ctx, rc = d["context"], d["root_cause"]
     lines = ["# Consistency root-cause report", "", "## Context", ""]
     lines += [f"- {k}: {v}" for k, v in ctx.items()]
+    lines += ["", "## Assumptions", "", _bullets(d["assumptions"])]
     lines += ["", "## Final judgement", "", f"- verdict: **{d['verdict']}**"]
     if rc:
         lines += [
             f"- root cause: **{rc['bucket']}** at `{rc['module']}` (localised to `{rc['localisation']}`)",
+            f"- train-side module(s): {', '.join(f'`{m}`' for m in rc.get('train_modules', [])) or 'n/a'}; "
+            f"rollout-side module(s): {', '.join(f'`{m}`' for m in rc.get('rollout_modules', [])) or 'n/a'}"
+            + (f"; diverging part(s) of the fused module: {', '.join(rc['divergent_parts'])}"
+               if rc.get("divergent_parts") else ""),
             f"- confidence: **{d['confidence']}**",
             f"- why this is the first credible boundary: {rc['why']}",
             f"- previous aligned boundary: `{d['previous_aligned_boundary']}`",

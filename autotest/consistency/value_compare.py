@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from autotest.consistency.dumps import STATS, ModuleEntry, TensorStat, load_tensor
 from autotest.consistency.mapping import MappingGroup
@@ -96,6 +96,8 @@ class GroupCompare:
     tensors: tuple[TensorCompare, ...]
     unmatched: tuple[str, ...] = field(default=())
     """Tensor paths present on one side only."""
+    divergent_parts: tuple[str, ...] = field(default=())
+    """Fused groups compared part by part: the train-side modules whose slice alerts."""
 
     def component_status(self, component: str) -> str:
         """Worst status of a component's tensors, or ``none`` when it has no tensors."""
@@ -243,6 +245,68 @@ def _side_tensors(entries: Sequence[ModuleEntry]) -> dict[str, TensorStat]:
     return out
 
 
+def _slice(stat: TensorStat, dim: int, start: int, length: int, label: str) -> TensorStat:
+    """One part of a fused tensor, its statistics computed from the dumped data."""
+    dim = dim % len(stat.shape)
+    part = replace(stat, part=(dim, start, length))
+    values = load_tensor(part)
+    shape = list(stat.shape)
+    shape[dim] = length
+    stats = {"Max": float(values.max()), "Min": float(values.min()), "Mean": float(values.mean()),
+             "Norm": float(values.norm())}  # fmt: skip
+    return replace(part, path=f"{stat.path}[{label}]", shape=tuple(shape), stats=stats)
+
+
+def _compare_split(
+    group: MappingGroup, t_entries: list[ModuleEntry], r_entries: list[ModuleEntry]
+) -> GroupCompare:
+    """A fused group with tensors: slice the fused side by the layout, compare each part elementwise."""
+    train_parts = len(t_entries) > 1
+    parts, fused = (t_entries, r_entries[0]) if train_parts else (r_entries, t_entries[0])
+    fused_by_path = {t.path: t for t in fused.tensors}
+    results: list[TensorCompare] = []
+    unmatched: list[str] = []
+    divergent: list[str] = []
+    offsets = {"output": 0, "parameter": 0}
+    for index, (leaf, entry) in enumerate(zip(group.layout, parts, strict=True)):
+        part_alerts = False
+        for stat in entry.tensors:
+            whole = fused_by_path.get(stat.path)
+            if whole is None or whole.data_file is None or stat.data_file is None:
+                unmatched.append(f"{'train' if train_parts else 'rollout'}:{stat.path}[{leaf}]")
+                continue
+            if stat.component == "input":
+                if index:
+                    continue  # the parts share one input: compared once
+                piece, other = whole, stat
+            else:
+                dim = 0 if stat.component == "parameter" else -1
+                length = stat.shape[dim]
+                piece = _slice(whole, dim, offsets[stat.component], length, leaf)
+                other = replace(stat, path=piece.path)
+            t, r = (other, piece) if train_parts else (piece, other)
+            result = compare_tensor(piece.path, stat.component, t, r, True)
+            results.append(result)
+            part_alerts = part_alerts or (stat.component != "input" and result.status == "alert")
+        for component, dim in (("output", -1), ("parameter", 0)):
+            sized = [s for s in entry.tensors if s.component == component]
+            offsets[component] += sized[0].shape[dim] if sized else 0
+        if part_alerts:
+            divergent.append((t_entries[index] if train_parts else t_entries[0]).path)
+    module_path = t_entries[0].path
+    if train_parts:
+        module_path = divergent[0] if len(divergent) == 1 else _fused_label(t_entries)
+    return GroupCompare(group, module_path, tuple(results), tuple(unmatched), tuple(divergent if train_parts else ()))
+
+
+def _fused_label(entries: Sequence[ModuleEntry]) -> str:
+    """``model.layers.0.self_attn.{q_proj,k_proj,v_proj}``: every train part of a fused group."""
+    if len(entries) == 1:
+        return entries[0].path
+    parent = entries[0].path.rpartition(".")[0]
+    return f"{parent}.{{{','.join(e.path.rpartition('.')[2] for e in entries)}}}"
+
+
 def compare_group(
     group: MappingGroup,
     train: Mapping[str, ModuleEntry],
@@ -252,10 +316,13 @@ def compare_group(
     """Compare every tensor path the two sides share; match leftovers by position."""
     t_entries = [train[k] for k in group.train_keys]
     r_entries = [rollout[k] for k in group.rollout_keys]
-    module_path = t_entries[0].path if t_entries else r_entries[0].path
+    module_path = _fused_label(t_entries) if t_entries else r_entries[0].path
     if not (t_entries and r_entries):
         return GroupCompare(group, module_path, ())
-    elementwise = use_tensors and len(t_entries) == 1 and len(r_entries) == 1
+    has_data = all(t.data_file is not None for e in t_entries + r_entries for t in e.tensors)
+    if use_tensors and group.kind == "fused" and group.layout and has_data:
+        return _compare_split(group, t_entries, r_entries)
+    elementwise = use_tensors and group.elementwise and len(t_entries) == 1 and len(r_entries) == 1
     t_side, r_side = _side_tensors(t_entries), _side_tensors(r_entries)
     results: list[TensorCompare] = []
     unmatched: list[str] = []

@@ -51,6 +51,8 @@ class RootCauseReport:
     steps: tuple[Step, ...]
     context: Mapping[str, Any]
     paths: Mapping[str, Any] = field(default_factory=dict)
+    assumptions: tuple[str, ...] = ()
+    """What the analysis took on trust (pairing without logs, step choice, name mapping, fused layout)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -68,6 +70,7 @@ class RootCauseReport:
             "cannot_conclude": [c.to_dict() for c in self.cannot_conclude],
             "steps": [{"step": s.name, "status": s.status, "detail": s.detail} for s in self.steps],
             "context": dict(self.context),
+            "assumptions": list(self.assumptions),
             "paths": dict(self.paths),
         }
 
@@ -214,8 +217,9 @@ def next_checks_for(
         if module.bucket == "parameter_sync_mismatch":
             checks.append(
                 f"Trace the weight sync for {localisation([s.module_path for s in boundary.suspects])}: compare "
-                f"the actor's parameter with what the rollout engine loaded (weight version {pair.weight_version} "
-                "in both correlation logs)."
+                "the actor's parameter with what the rollout engine loaded"
+                + (f" (weight version {pair.weight_version} in both correlation logs)." if pair.weight_version
+                   is not None else " (no weight version was logged: check which sync the rollout ran with).")
             )
         elif module.bucket == "module_impl_mismatch":
             checks.append(

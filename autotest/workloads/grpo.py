@@ -59,6 +59,8 @@ class GRPOConfig:
     """Sampling temperature (fixed: the rollout log-probs are those of the model itself)."""
     rollout_dtype: str = "fp32"
     """Dtype of the rollout engine's model copy: fp32 or bf16."""
+    rollout_layout: str = "engine"
+    """Module tree of the rollout copy: ``engine`` (fused qkv_proj/gate_up_proj, vLLM names) or ``hf``."""
     lr: float = 1e-3
     """Adam learning rate at step 1."""
     final_lr_ratio: float = 0.1
@@ -112,6 +114,7 @@ def run(config: GRPOConfig, work_dir: Path, diagnostic: dict[str, Any] | None = 
         "max_new_tokens": config.max_new_tokens,
         "fault": config.fault,
         "num_threads": config.num_threads,
+        "layout": config.rollout_layout,
     }
     optim = OptimConfig(
         lr=config.lr,

@@ -4,6 +4,11 @@ It keeps its own copy of the model, in its own dtype (fp32 or bf16), receives we
 from the trainer through ``load_weights`` every step (the hook point for sync faults),
 samples responses with a KV cache and returns the log-probs of the sampled tokens as it
 computed them, which is what the mismatch metrics compare the trainer's recompute with.
+
+``layout="engine"`` (GRPO) gives the copy an inference engine's module tree (fused ``qkv_proj``
+and ``gate_up_proj``, engine class names; :mod:`.engine_lm`) and converts the trainer's weights
+on every sync, as vLLM/SGLang do; ``layout="hf"`` (MOPD students and teachers) keeps the
+trainer's own ``transformers`` tree.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ if TYPE_CHECKING:
     import torch
 
 DTYPES = ("fp32", "bf16")
+LAYOUTS = ("hf", "engine")
 
 
 @dataclass(frozen=True)
@@ -79,14 +85,23 @@ class RolloutEngine:
         fault: str | None = None,
         observer: ForwardObserver | None = None,
         num_threads: int = 1,
+        layout: str = "hf",
     ) -> None:
         import torch
 
         torch.set_num_threads(num_threads)
         self.tokenizer = DigitTokenizer()
         self.torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+        self.layout = layout
         # Placeholder weights: the first load_weights (version 0) overwrites every parameter.
-        self.model = build_model(model_config, seed=0, dtype=self.torch_dtype).eval()
+        if layout == "engine":
+            from autotest.workloads.engine_lm import build_engine_model
+
+            self.model = build_engine_model(model_config, dtype=self.torch_dtype).eval()
+        else:
+            self.model = build_model(model_config, seed=0, dtype=self.torch_dtype).eval()
         self.hooks: FaultHooks = make_fault(fault, seed)
         self.hooks.patch_rollout_model(self.model)
         self.max_new_tokens = max_new_tokens
@@ -99,6 +114,10 @@ class RolloutEngine:
         import torch
 
         state_dict = self.hooks.on_sync(state_dict, version)
+        if self.layout == "engine":  # converts training names and layouts into the fused ones
+            self.model.load_weights(state_dict.items())
+            self.weight_version = version
+            return
         params = dict(self.model.named_parameters())
         with torch.no_grad():
             for name, tensor in state_dict.items():

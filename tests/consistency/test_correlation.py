@@ -65,7 +65,23 @@ def test_malformed_lines_name_file_line_and_key(tmp_path):
     with pytest.raises(UsageError, match=r"c.jsonl:1: key 'source': expected 'dispatch_logger' on the rollout side"):
         read_correlation_log(path, "rollout")
     doc = record("actor").to_json()
-    del doc["weight_version"]
+    del doc["step"]
     path.write_text(json.dumps(doc) + "\n")
-    with pytest.raises(UsageError, match=r"c.jsonl:1: key 'weight_version' is missing"):
+    with pytest.raises(UsageError, match=r"c.jsonl:1: key 'step' is missing"):
         read_correlation_log(path, "actor")
+
+
+def test_seed_format_lines_from_other_frameworks_parse_with_defaults(tmp_path):
+    """Only the seed's keys: forward_index counts per process and step, the rest is unknown."""
+    rollout, actor = tmp_path / "r.jsonl", tmp_path / "a.jsonl"
+    rollout.write_text("".join(json.dumps({"source": "dispatch_logger", "pid": 7, "rank": 0, "step": 3,
+                                            "phase": "prefill", "requests": [{"request_id": f"r{i}", "type": "prefill",
+                                                                              "tokens": [1, 2, i]}]}) + "\n"
+                               for i in range(2)))
+    actor.write_text(json.dumps({"source": "update_actor", "pid": 9, "rank": 1, "step": 3,
+                                 "request_ids": ["r0", "r1"]}) + "\n")
+    r = read_correlation_log(rollout, "rollout")
+    a = read_correlation_log(actor, "actor")[0]
+    assert [x.forward_index for x in r] == [0, 1] and r[1].token_ids == ((1, 2, 1),)
+    assert r[0].weight_version is None and r[0].dump_subdir == "" and r[0].msprobe_step == 3
+    assert a.token_ids == () and a.phase == "recompute_logprob" and a.rank == 1

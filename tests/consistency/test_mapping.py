@@ -91,6 +91,10 @@ def test_megatron_names_map_by_known_renames_and_fusions():
         g = groups[train_key]
         assert g.kind == "rename" and g.cardinality == "1:1" and g.confidence == "medium", train_key
         assert g.rollout_keys[0].startswith(f"Module.{rollout_path}."), train_key
+    # Megatron's linear_qkv interleaves q/k/v per query group: no elementwise comparison against [q | k | v]
+    qkv = groups["Module.decoder.layers.0.self_attention.linear_qkv.ColumnParallelLinear.forward.0"]
+    assert not qkv.elementwise and "interleaves" in qkv.notes[1]
+    assert groups["Module.decoder.layers.0.mlp.linear_fc1.ColumnParallelLinear.forward.0"].elementwise
     router = groups["Module.decoder.layers.0.mlp.router.TopKRouter.forward.0"]
     assert router.cardinality == "1:0" and router.kind == "train_only"
     assert groups[""].cardinality == "0:1" and "mlp.gate." in groups[""].rollout_keys[0]
@@ -106,6 +110,9 @@ def test_unfused_training_modules_map_onto_a_fused_rollout_module_and_back():
         ((q, k, v), (qkv,), "N:1", "fused"),
         ((gate, up), (gate_up,), "N:1", "fused"),
     ]
+    assert [g.layout for g in groups] == [("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj")]
+    shuffled = map_modules(entries(v, q, k), entries(qkv))  # parts sorted into the fused layout's order
+    assert shuffled[0].train_keys == (q, k, v)
     back = map_modules(entries(qkv), entries(q, k, v))
     assert [(g.train_keys, g.rollout_keys, g.cardinality) for g in back] == [((qkv,), (q, k, v), "1:N")]
     megatron = map_modules(
@@ -114,6 +121,18 @@ def test_unfused_training_modules_map_onto_a_fused_rollout_module_and_back():
     assert [(g.rollout_keys, g.cardinality, g.kind) for g in megatron] == [((gate, up), "1:N", "fused")]
     partial = map_modules(entries(q, k), entries(qkv))
     assert partial[0].confidence == "low" and "only" in partial[0].notes[1]
+
+
+def test_engine_classes_at_the_same_path_map_with_high_confidence():
+    train = entries("Module.model.layers.0.self_attn.o_proj.Linear.forward.0",
+                    "Module.model.norm.Qwen3RMSNorm.forward.0", "Module.model.embed_tokens.Embedding.forward.0",
+                    "Module.model.layers.0.mlp.act_fn.SiLUActivation.forward.0")
+    rollout = entries("Module.model.layers.0.self_attn.o_proj.RowParallelLinear.forward.0",
+                      "Module.model.norm.RMSNorm.forward.0",
+                      "Module.model.embed_tokens.VocabParallelEmbedding.forward.0",
+                      "Module.model.layers.0.mlp.act_fn.ReLU.forward.0")
+    kinds = [(g.kind, g.confidence) for g in map_modules(train, rollout)]
+    assert kinds == [("engine_class", "high")] * 3 + [("class_differs", "medium")]
 
 
 def test_user_mapping_file_takes_precedence(tmp_path):

@@ -1,0 +1,69 @@
+"""``rl-autotest consistency analyze``: the analysis on MSProbe dumps made outside the harness.
+
+Exit 0 when the analysis ran, whatever it found (the verdict is in output_5); 2 with one line
+when the inputs cannot be analysed (which folder, what was expected). The options are the
+analysis' own inputs; everything else (thresholds, mapping rules) lives in files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+EXIT_OK, EXIT_USAGE = 0, 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="rl-autotest consistency analyze",
+        description="Localise a train/inference divergence from a pair of MSProbe L0 dumps (any framework).",
+    )
+    p.add_argument("--train-dump", required=True, type=Path,
+                   help="training side: an MSProbe dump_path (step{N}/rank{R}|proc{pid}/dump.json), a step or rank folder")
+    p.add_argument("--rollout-dump", required=True, type=Path, help="inference side, same layouts")
+    p.add_argument("--train-correlation", type=Path,
+                   help="training-side correlation log (JSON lines, source update_actor): pairs ranks by request id")
+    p.add_argument("--rollout-correlation", type=Path,
+                   help="rollout-side correlation log (JSON lines, source dispatch_logger)")
+    p.add_argument("--mapping", type=Path,
+                   help="YAML/JSON module mapping for names the built-in rules do not know (rules / modules)")
+    p.add_argument("--step", type=int, help="the step to compare (default: the step both dumps hold)")
+    p.add_argument("--out", required=True, type=Path, help="folder for output_1 … output_5")
+    p.add_argument("--statistics-only", action="store_true", help="ignore dumped tensors (faster screening)")
+    return p  # fmt: skip
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from autotest.errors import UsageError
+
+    args = build_parser().parse_args(argv)
+    try:
+        from autotest.consistency.analyze import analyze_dumps
+
+        report = analyze_dumps(
+            args.train_dump, args.rollout_dump, args.out,
+            train_correlation=args.train_correlation, rollout_correlation=args.rollout_correlation,
+            mapping_file=args.mapping, step=args.step, strict=True, use_tensors=not args.statistics_only,
+        )  # fmt: skip
+    except UsageError as exc:
+        print(f"rl-autotest consistency analyze: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    cause = report.root_cause
+    if cause:
+        parts = f" (diverging part: {', '.join(cause['divergent_parts'])})" if cause.get("divergent_parts") else ""
+        print(f"first divergence: {cause['module']}{parts}: {cause['bucket']}, {report.confidence} confidence, "
+              f"{cause['evidence']} evidence")
+        print(f"  train module(s): {', '.join(cause['train_modules'])}")
+        print(f"  rollout module(s): {', '.join(cause['rollout_modules'])}")
+    else:
+        print(f"verdict: {report.verdict.replace('_', ' ')}")
+    for note in report.assumptions:
+        print(f"assumption: {note}")
+    print(f"root-cause report: {args.out / 'output_5_root_cause_report.md'}")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -23,6 +23,8 @@ from autotest.consistency.cli import main as analyze_main
 from autotest.consistency.job import run_consistency_job
 from autotest.errors import UsageError
 from autotest.history.cli import add_history_parser
+from autotest.history.database import HISTORY_ENV
+from autotest.history.drift import history_recorder
 from autotest.inputs.case import list_cases, load_case
 from autotest.judge.model import FAIL, PASS
 from autotest.judge.verdict import compare_paths
@@ -42,7 +44,8 @@ def _compare(args: argparse.Namespace) -> int:
     comparison = compare_paths(args.baseline, args.current, fmt=args.format, wall_time_s=args.wall_time_s)
     verdict = comparison.verdict
     if args.out:
-        published = publish(comparison, args.out, with_plots=not args.no_plots)
+        recorder = None if args.no_history else history_recorder(args.history)
+        published = publish(comparison, args.out, with_plots=not args.no_plots, after_results=recorder)
         print(f"report: {published.report_md}")
     for warning in verdict.warnings:
         print(f"warning: {warning}", file=sys.stderr)
@@ -72,7 +75,8 @@ def _run(args: argparse.Namespace) -> int:
     run = run_case(load_case(args.case), RunOptions(
         results_root=args.results_dir, seed=args.seed, fault=args.fault, dry_run=args.dry_run,
         fail_fast=args.fail_fast, progress=print, ray_address=args.ray_address,
-        confirm=_show if args.yes else _confirm_on_terminal))
+        confirm=_show if args.yes else _confirm_on_terminal,
+        after_results=None if args.no_history else history_recorder(args.history)))
     if run.status == DRY_RUN and args.dry_run:
         print(run.card)
     if run.verdict is not None:
@@ -101,13 +105,19 @@ def _consistency(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
+    if args.last is not None:
+        if not args.from_history:
+            raise UsageError("--last: only with --from-history (the number of passing runs to take)")
+        args.runs = args.last
     if args.runs is not None and args.runs < 2:
-        raise UsageError(f"--runs: {args.runs} is below 2; run-to-run noise needs at least two runs")
+        flag = "--last" if args.last is not None else "--runs"
+        raise UsageError(f"{flag}: {args.runs} is below 2; run-to-run noise needs at least two runs")
     if args.jobs is not None and args.jobs < 1:
         raise UsageError(f"--jobs: {args.jobs} is below 1")
     options = CalibrationOptions(
         results_root=args.results_dir, runs=args.runs, jobs=args.jobs, ray_address=args.ray_address,
         baselines_dir=args.baselines_dir, allow_dirty=args.allow_dirty, promote=args.promote,
+        from_history=args.from_history, history=args.history, after_results=history_recorder(args.history),
         command=_calibrate_command_line(args), progress=lambda line: print(line, flush=True))
     try:
         outcome = calibrate_case(load_case(args.case), options)
@@ -137,7 +147,8 @@ def _calibrate_command_line(args: argparse.Namespace) -> str:
                         ("--results-dir", args.results_dir), ("--baselines-dir", args.baselines_dir)):
         if value is not None:
             words += [flag, str(value)]
-    words += [flag for flag, on in (("--promote", args.promote), ("--allow-dirty", args.allow_dirty)) if on]
+    words += [flag for flag, on in (("--promote", args.promote), ("--allow-dirty", args.allow_dirty),
+                                    ("--from-history", args.from_history)) if on]
     return shlex.join(words)
 
 
@@ -156,6 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rl-autotest", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     results_help = f"root of the per-case results folders (default: {DEFAULT_ROOT_HELP})"
+    history_help = f"run history database URL (default: ${HISTORY_ENV}, else <results root>/history.sqlite)"
 
     p = sub.add_parser("compare", help="check a run's metric log against a golden baseline")
     p.add_argument("--baseline", required=True, type=Path, help="baseline YAML (baselines/<case>.yaml)")
@@ -164,6 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", default="auto", choices=["auto", "xtuner", "verl"], help="metric-log format")
     p.add_argument("--wall-time-s", type=float, help="measured end-to-end wall time, for the wall-time check")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--history", metavar="URL", help="with --out: " + history_help)
+    p.add_argument("--no-history", action="store_true", help="with --out: do not record the verdict in the history")
 
     p = sub.add_parser("run", help="run one case end to end (card, launch, compare, report)")
     p.add_argument("case", help="case name (autotest/cases/<name>.yaml) or a case file")
@@ -174,6 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ray-address", help="submit the launch as a Ray job to this cluster")
     p.add_argument("--dry-run", action="store_true", help="show the card and the exact command; launch nothing")
     p.add_argument("--yes", action="store_true", help="launch without asking for confirmation")
+    p.add_argument("--history", metavar="URL", help=history_help)
+    p.add_argument("--no-history", action="store_true", help="do not record this verdict in the run history")
 
     sub.add_parser("cases", help="list the cases and whether each can run here")
 
@@ -199,6 +215,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--promote", action="store_true",
                    help="also replace the baseline with the candidate (only when the self-check is clean)")
     p.add_argument("--allow-dirty", action="store_true", help="calibrate from an uncommitted tree (recorded)")
+    p.add_argument("--from-history", action="store_true",
+                   help="build the candidate from the last passing runs in the run history; run nothing")
+    p.add_argument("--last", type=int, metavar="N", help="with --from-history: how many passing runs (default: --runs)")
+    p.add_argument("--history", metavar="URL", help=history_help)
 
     b = sub.add_parser("baseline", help="manage golden baselines")
     actions = b.add_subparsers(dest="baseline_command", required=True, metavar="ACTION")

@@ -29,7 +29,7 @@ from autotest.judge.structural import LogFinding, RunFacts
 from autotest.judge.trace import Trace
 from autotest.judge.triage import is_consistency_metric
 from autotest.judge.verdict import Comparison, checked_metrics, golden_trace, judge
-from autotest.report.publish import publish
+from autotest.report.publish import AfterResults, publish
 from autotest.run.artifacts import artifacts_for
 from autotest.run.backends import start
 from autotest.run.card import render_card
@@ -81,6 +81,9 @@ class RunOptions:
     gpu_wait_s: float = GPU_WAIT_S
     #: judge against this baseline file instead of the case's (calibration's baselines dir)
     baseline_path: Path | None = None
+    #: called with the results folder once results.json is written (the shells record the run in
+    #: the history this way); the lines it returns go into report.md and the step summary
+    after_results: AfterResults | None = None
 
 
 @dataclass(frozen=True)
@@ -138,7 +141,7 @@ def run_case(case: Case, options: RunOptions) -> CaseRun:
                          launched=False)
         comparison = judge(prep.baseline, None, golden=prep.golden, facts=facts, case=case.name,
                            context=prep.context)
-        publish(comparison, prep.results_dir, with_plots=options.with_plots)
+        publish(comparison, prep.results_dir, with_plots=options.with_plots, after_results=options.after_results)
         return replace(shown, status=comparison.verdict.status, reason="; ".join(prep.problems),
                        verdict=comparison.verdict)
     slots_root = options.results_root or default_results_root()
@@ -146,7 +149,7 @@ def run_case(case: Case, options: RunOptions) -> CaseRun:
         spec = replace(prep.spec, env={**env, **prep.spec.env})
         comparison = _attempts(case, options, spec, prep)
     request_path = _write_consistency_request(case, comparison.verdict, prep)
-    publish(comparison, prep.results_dir, with_plots=options.with_plots)
+    publish(comparison, prep.results_dir, with_plots=options.with_plots, after_results=options.after_results)
     status = comparison.verdict.status
     primary = next((f.suggestion for f in comparison.verdict.triage if f.primary), "")
     return replace(shown, status=status, reason=primary if status != PASS else "", verdict=comparison.verdict,

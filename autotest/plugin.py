@@ -13,6 +13,7 @@ from typing import Callable
 
 import pytest
 
+from autotest.history.drift import history_recorder
 from autotest.inputs.case import Case
 from autotest.pipeline import DRY_RUN, SKIP, CaseRun, RunOptions, run_case
 
@@ -39,6 +40,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="submit each case as a Ray job to this cluster (default: $RAY_ADDRESS when set)")
     group.addoption("--gpu-wait-s", type=float, default=6 * 3600.0,
                     help="how long a case waits for free GPUs on this node")
+    group.addoption("--history", default=None, metavar="URL",
+                    help="run history database URL (default: $RL_AUTOTEST_HISTORY, else <results root>/history.sqlite)")
+    group.addoption("--no-history", action="store_true", help="do not record verdicts in the run history")
     group.addoption("--allow-dirty", action="store_true",
                     help="calibration: accept uncommitted changes (recorded in the provenance)")
 
@@ -77,6 +81,11 @@ class CaseSummary:
             terminalreporter.write_line(run.summary_line())
 
 
+def recorder_option(config: pytest.Config):
+    """Record every verdict in the run history unless --no-history."""
+    return None if config.getoption("--no-history") else history_recorder(config.getoption("--history"))
+
+
 def results_root_option(config: pytest.Config) -> Path | None:
     """--results-dir, else None: the pipeline's one default (see autotest.run.results_dir)."""
     option = config.getoption("--results-dir")
@@ -112,7 +121,7 @@ def run_accuracy_case(request: pytest.FixtureRequest) -> Callable[..., CaseRun]:
                              dry_run=config.getoption("--dry-run"), fail_fast=config.getoption("--fail-fast"),
                              progress=progress, confirm=show_card,
                              ray_address=config.getoption("--ray-address") or os.environ.get("RAY_ADDRESS"),
-                             gpu_wait_s=config.getoption("--gpu-wait-s"))
+                             gpu_wait_s=config.getoption("--gpu-wait-s"), after_results=recorder_option(config))
         outcome = run_case(case, options)
         summary = config.pluginmanager.get_plugin("rl-autotest-summary")
         if summary is not None:

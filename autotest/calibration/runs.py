@@ -31,6 +31,7 @@ from autotest.calibration.thresholds import (
 )
 from autotest.errors import UsageError
 from autotest.files import write_atomic
+from autotest.history.store import passing_runs
 from autotest.inputs.baseline import Baseline, CalibrationSpec, load_baseline
 from autotest.inputs.baseline_writer import baseline_yaml
 from autotest.inputs.case import REPO_ROOT, Case
@@ -38,6 +39,7 @@ from autotest.judge.readers import read_trace
 from autotest.judge.verdict import golden_trace
 from autotest.pipeline import RunOptions, run_case
 from autotest.redaction import json_ready
+from autotest.report.publish import AfterResults
 from autotest.run.platform import check_platform, detect_gpus
 from autotest.run.preflight import run_preflight
 from autotest.run.results_dir import default_results_root
@@ -61,6 +63,12 @@ class CalibrationOptions:
     allow_dirty: bool = False
     #: replace the baseline with the candidate when the self-check raised no false alarm
     promote: bool = False
+    #: build the candidate from the last N passing runs in the history instead of running N times
+    from_history: bool = False
+    #: the history database URL (None: $RL_AUTOTEST_HISTORY, else <results root>/history.sqlite)
+    history: str | None = None
+    #: passed to each run's pipeline (the shells record every run in the history this way)
+    after_results: AfterResults | None = None
     #: the command line, recorded in the provenance
     command: str = ""
     progress: Callable[[str], None] | None = None
@@ -78,6 +86,9 @@ class RunRecord:
     reasons: tuple[str, ...]
     wall_s: float
     config: Mapping[str, Any] = field(default_factory=dict)
+    #: for a run taken from the history: the commits it ran
+    framework_sha: str | None = None
+    harness_sha: str | None = None
 
     @property
     def label(self) -> str:
@@ -137,28 +148,55 @@ def calibration_seeds(case: Case, runs: int) -> tuple[int, ...]:
 
 
 def run_once(case: Case, index: int, seed: int, run_dir: Path, results_root: Path | None = None,
-             baseline_path: Path | None = None) -> RunRecord:
+             baseline_path: Path | None = None, after_results: AfterResults | None = None) -> RunRecord:
     """One calibration run: the same pipeline as ``rl-autotest run``, into ``run_dir``."""
     run = run_case(case, RunOptions(results_root=results_root, results_dir=run_dir, seed=seed,
-                                    baseline_path=baseline_path))
+                                    baseline_path=baseline_path, after_results=after_results))
     verdict = run.verdict
     assert verdict is not None  # the platform was checked and preflight passed before any run
     # calibration needs complete runs; their verdict against the old baseline is for the record only
     broken = [r for r in verdict.results if r.check_id.startswith(("run[", "preflight")) and r.status == "ERROR"]
     tracker = run_dir / "tracker.jsonl"
-    config: dict[str, Any] = {}
     reasons = [r.message for r in broken]
-    saved = next(iter(sorted(run_dir.glob(f"run_config/*/{CONFIG_NAME}"))), None)
-    if saved is not None:
-        try:
-            loaded = json.loads(saved.read_text(encoding="utf-8"))
-            config = loaded if isinstance(loaded, dict) else {}
-        except (OSError, json.JSONDecodeError):
-            reasons.append(f"{saved}: saved config is not readable JSON")
+    config = _saved_config(run_dir, reasons)
     wall_s = float((verdict.context.get("launch") or {}).get("wall_s") or 0.0)
     status = "PASS" if not reasons and tracker.is_file() else "ERROR"
     return RunRecord(index, seed, run_dir, tracker if tracker.is_file() else None, status, tuple(reasons), wall_s,
                      config)
+
+
+def _saved_config(run_dir: Path, problems: list[str]) -> dict[str, Any]:
+    """The workload's saved config.json from a results folder ({} when absent; a problem when unreadable)."""
+    saved = next(iter(sorted(Path(run_dir).glob(f"run_config/*/{CONFIG_NAME}"))), None)
+    if saved is None:
+        return {}
+    try:
+        loaded = json.loads(saved.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        problems.append(f"{saved}: saved config is not readable JSON")
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def history_records(case: Case, runs: int, options: CalibrationOptions) -> list[RunRecord]:
+    """The last ``runs`` passing runs of ``case`` recorded in the history, as calibration runs."""
+    root = options.results_root or default_results_root()
+    records = []
+    for index, run in enumerate(passing_runs(case.name, runs, options.history, root), start=1):
+        problems: list[str] = []
+        config = _saved_config(run.results_dir, problems)
+        try:
+            context = json.loads((run.results_dir / "results.json").read_text(encoding="utf-8")).get("context", {})
+        except (OSError, json.JSONDecodeError, AttributeError):
+            context = {}
+        seed = context.get("seed") if isinstance(context.get("seed"), int) else case.seed.default
+        wall_s = float((context.get("launch") or {}).get("wall_s") or 0.0)
+        records.append(RunRecord(index, seed, run.results_dir, run.tracker, "ERROR" if problems else "PASS",
+                                 tuple(problems), wall_s, config, run.framework_sha, run.harness_sha))
+    if len(records) < 2:
+        raise UsageError(f"{case.name}: the history holds {len(records)} passing run(s) with trackers on disk; "
+                         "calibration needs at least two")
+    return records
 
 
 def default_jobs(case: Case, runs: int) -> int:
@@ -179,7 +217,8 @@ def run_all(case: Case, seeds: Sequence[int], folder: Path, options: Calibration
     say(f"{case.name}: {len(seeds)} calibration runs, {jobs} at a time, in {folder}")
 
     def one(i: int) -> RunRecord:
-        record = run_once(case, i + 1, seeds[i], dirs[i], options.results_root, baseline_path)
+        record = run_once(case, i + 1, seeds[i], dirs[i], options.results_root, baseline_path,
+                          options.after_results)
         say(f"{case.name}: {record.label}: {record.status} in {record.wall_s:.0f} s"
             + (f" ({'; '.join(record.reasons)})" if record.reasons else ""))
         return record
@@ -254,7 +293,8 @@ def calibrate_case(case: Case, options: CalibrationOptions) -> CalibrationOutcom
         raise UsageError(f"{case.name}: cannot calibrate here: {platform.skip_reason}")
     preflight = run_preflight(case, platform.framework_dir)
     commit = preflight.commit
-    if (commit.dirty or commit.sha is None) and not options.allow_dirty:
+    # from the history, each run names its own commit; the tree here runs nothing
+    if (commit.dirty or commit.sha is None) and not (options.allow_dirty or options.from_history):
         state = "has uncommitted changes" if commit.dirty else f"is unknown ({commit.reason})"
         raise UsageError(f"{commit.repo_dir}: the commit under test {state}; a baseline must name the exact "
                          "code it came from: commit first, or pass --allow-dirty")
@@ -266,12 +306,14 @@ def calibrate_case(case: Case, options: CalibrationOptions) -> CalibrationOutcom
     runs = options.runs or settings.runs
     if runs < 2:
         raise UsageError(f"--runs: {runs} is below 2; run-to-run noise needs at least two runs")
-    seeds = calibration_seeds(case, runs)
     target, candidate_path, report_path = baseline_files(case, options.baselines_dir)
 
     folder = _new_folder(Path(options.results_root or default_results_root()).resolve() / case.name, "calibration")
     write_atomic(folder / "preflight.json", json.dumps(preflight.to_dict(), indent=2) + "\n")
-    records = run_all(case, seeds, folder, options, spec.path)
+    if options.from_history:
+        records = history_records(case, runs, options)
+    else:
+        records = run_all(case, calibration_seeds(case, runs), folder, options, spec.path)
     broken = [r for r in records if r.status != "PASS"]
     if broken:
         detail = "; ".join(f"{r.label}: {'; '.join(r.reasons) or 'failed'} (logs: {r.results_dir / 'logs'})"
@@ -332,6 +374,9 @@ def _provenance(case: Case, options: CalibrationOptions, preflight: Any, records
         "self_check": {"method": "leave-one-out", "false_alarm_rate": self_check.false_alarm_rate,
                        "held_out": {h.label: h.status for h in self_check.held_out}},
     }
+    if options.from_history:
+        data["from_history"] = [{"results_dir": str(r.results_dir), "framework_commit": r.framework_sha,
+                                 "harness_commit": r.harness_sha} for r in records]
     if preflight.harness.sha != commit.sha:
         data["harness_commit"] = {"sha": preflight.harness.sha, "dirty": preflight.harness.dirty}
     if calibration.uncovered:

@@ -12,6 +12,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from autotest.consistency.analyze import analyze_dumps
+from autotest.errors import UsageError
+
 EXIT_OK, EXIT_USAGE = 0, 2
 
 
@@ -36,11 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from autotest.errors import UsageError
 
     args = build_parser().parse_args(argv)
     try:
-        from autotest.consistency.analyze import analyze_dumps
 
         report = analyze_dumps(
             args.train_dump, args.rollout_dump, args.out,

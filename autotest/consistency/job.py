@@ -16,7 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from autotest.consistency.analyze import analyze_dumps
+from autotest.consistency.config import parse_diagnostic_config
+from autotest.consistency.msprobe_config import tensor_pass_config
+from autotest.consistency.screening import screen_run
 from autotest.errors import UsageError
+from autotest.inputs.case import load_case
+from autotest.redaction import redact
+from autotest.run.launch import launch_spec
+from autotest.run.platform import check_platform
+from autotest.run.process_group import launch
 
 REQUEST_FILE = "consistency_request.json"
 DEFAULT_MAX_FORWARDS = 2
@@ -57,7 +66,6 @@ def _module_path(key: str) -> str:
 
 def write_wrapper(path: Path, spec, diagnostic_config: Path) -> Path:
     """A standalone script that re-runs the case's launch with the diagnostic overrides."""
-    from autotest.redaction import redact
 
     lines = ["#!/usr/bin/env bash",
              "# Consistency dump re-run: the case's own launch command plus diagnostic overrides only.",
@@ -72,7 +80,6 @@ def write_wrapper(path: Path, spec, diagnostic_config: Path) -> Path:
 
 
 def _side_paths(config: dict[str, Any]) -> dict[str, Path]:
-    from autotest.consistency.config import parse_diagnostic_config
 
     cfg = parse_diagnostic_config(config)
     return {"rollout_dump": cfg.rollout.dump_path, "actor_dump": cfg.actor.dump_path,
@@ -81,7 +88,6 @@ def _side_paths(config: dict[str, Any]) -> dict[str, Path]:
 
 def _collect(case, config: dict[str, Any], folder: Path, seed, fault, launcher: Callable) -> tuple[Any, Path, Any]:
     """Write the diagnostic config and wrapper for one pass; run it when ``launcher`` is given."""
-    from autotest.run.launch import launch_spec
 
     folder.mkdir(parents=True, exist_ok=True)
     config_path = folder / "diagnostic_config.json"
@@ -96,12 +102,6 @@ def _collect(case, config: dict[str, Any], folder: Path, seed, fault, launcher: 
 def run_consistency_job(results_dir: str | Path, *, execute: bool = True,
                         max_forwards_per_side: int = DEFAULT_MAX_FORWARDS,
                         progress: Callable[[str], None] | None = None) -> JobOutcome:
-    from autotest.consistency.analyze import analyze_dumps
-    from autotest.consistency.msprobe_config import tensor_pass_config
-    from autotest.consistency.screening import screen_run
-    from autotest.inputs.case import load_case
-    from autotest.run.platform import check_platform
-    from autotest.run.process_group import launch
 
     results_dir = Path(results_dir).resolve()
     request = load_request(results_dir)

@@ -27,9 +27,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from autotest.consistency.correlation import ForwardRecord
-from autotest.consistency.pairing import CannotConclude, ForwardPair
+from autotest.consistency.correlation import ForwardRecord, read_correlation_log
+from autotest.consistency.dumps import find_dump_dirs
+from autotest.consistency.pairing import CannotConclude, ForwardPair, pair_forwards
 from autotest.consistency.verdict import Step
+from autotest.errors import UsageError
 
 LAYOUTS = "step{N}/rank{R}/dump.json or step{N}/proc{pid}/dump.json (an MSProbe dump_path), a step folder or a rank folder"
 _STEP = re.compile(r"^step(\d+)$")
@@ -69,8 +71,6 @@ class DumpSide:
 
 def scan_side(root: Path, side: str, usage_errors: bool = True) -> DumpSide:
     """Every dump unit under ``root``; with ``usage_errors`` a missing or empty folder raises UsageError."""
-    from autotest.consistency.dumps import find_dump_dirs
-    from autotest.errors import UsageError
 
     root = Path(root)
     if not root.is_dir():
@@ -101,7 +101,6 @@ def _unit(root: Path, folder: Path) -> DumpUnit:
 
 def choose_step(train: DumpSide, rollout: DumpSide, step: int | None) -> tuple[int | None, list[str]]:
     """The step to compare and the assumptions made choosing it; UsageError when there is none."""
-    from autotest.errors import UsageError
 
     t_steps, r_steps = train.steps, rollout.steps
     assumptions: list[str] = []
@@ -220,9 +219,6 @@ def resolve_inputs(
     """Scan both sides, choose the step and pair them. ``strict`` (the CLI): unusable inputs raise a
     one-line UsageError; otherwise (the job, whose collection may not have run) they become
     typed "cannot conclude" reasons in the report."""
-    from autotest.consistency.correlation import read_correlation_log
-    from autotest.consistency.pairing import pair_forwards
-    from autotest.errors import UsageError
 
     if (train_log is None) != (rollout_log is None) and strict:
         given, other = ("--train-correlation", "--rollout-correlation")[:: 1 if train_log else -1]

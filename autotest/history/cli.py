@@ -11,19 +11,20 @@ from pathlib import Path
 from typing import Callable
 
 from autotest.errors import UsageError
-from autotest.history.schema import HISTORY_ENV
+from autotest.history.dashboard import write_dashboard
+from autotest.history.database import HISTORY_ENV, describe
+from autotest.history.drift import drift_in, render_drift_lines, statistic_histories
+from autotest.history.store import ingest, open_for_reading
 
 EXIT_OK, EXIT_DRIFT = 0, 1
 DEFAULT_ROOT = Path("results")
 
 
 def _ingest(args: argparse.Namespace) -> int:
-    from autotest.history.store import ingest
 
     outcome = ingest(args.paths, args.history or (_sqlite_under(args.results_dir) if args.results_dir else None))
     for warning in outcome.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    from autotest.history.schema import describe
 
     print(f"history {describe(outcome.url)}: recorded {len(outcome.recorded)} run(s), "
           f"{len(outcome.already_recorded)} already recorded")
@@ -42,7 +43,6 @@ def _sqlite_under(root: Path) -> str:
 
 
 def _open(args: argparse.Namespace):
-    from autotest.history.store import open_for_reading
 
     return open_for_reading(args.history, args.results_dir or DEFAULT_ROOT)
 
@@ -88,7 +88,6 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _drift(args: argparse.Namespace) -> int:
-    from autotest.history.drift import drift_in, render_drift_lines, statistic_histories
 
     with _open(args) as store:
         cases = [args.case] if args.case else store.cases()
@@ -108,7 +107,6 @@ def _drift(args: argparse.Namespace) -> int:
 
 
 def _dashboard(args: argparse.Namespace) -> int:
-    from autotest.history.dashboard import write_dashboard
 
     with _open(args) as store:
         page = write_dashboard(store, args.out)

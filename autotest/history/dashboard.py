@@ -14,8 +14,15 @@ from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from autotest.history.drift import (LOWER_IS_BETTER, StatisticHistory, all_change_points, drift_in,
-                                    render_drift_lines, statistic_histories)
+from autotest.history.database import describe
+from autotest.history.drift import (
+    LOWER_IS_BETTER,
+    StatisticHistory,
+    all_change_points,
+    drift_in,
+    render_drift_lines,
+    statistic_histories,
+)
 
 if TYPE_CHECKING:
     from autotest.history.store import HistoryStore, RunRow
@@ -131,7 +138,6 @@ def _case_section(store: "HistoryStore", case: str, out_dir: Path) -> str:
 
 
 def render_dashboard(store: "HistoryStore", out_dir: Path) -> str:
-    from autotest.history.schema import describe
 
     cases = store.cases()
     generated = datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -10,9 +10,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
-from autotest.history.changepoint import ChangePoint, DriftParams, change_points, latest_change
+from autotest.errors import UsageError
+from autotest.history.changepoint import (
+    ChangePoint,
+    DriftParams,
+    change_points,
+    latest_change,
+)
+from autotest.history.database import resolve_url
+from autotest.history.record import read_results_folder
+from autotest.history.store import HistoryStore, default_root_of, open_for_reading
 
 if TYPE_CHECKING:
     from autotest.history.store import CheckPoint, HistoryStore, RunRow
@@ -99,7 +108,6 @@ def all_change_points(history: StatisticHistory, params: DriftParams = DriftPara
 def drift_for_case(case: str, url: str | None = None, results_root: str | Path | None = None,
                    params: DriftParams = DriftParams()) -> list[DriftFinding]:
     """Drift findings for one case from the history at ``url`` (else $RL_AUTOTEST_HISTORY, else the root's)."""
-    from autotest.history.store import open_for_reading
 
     with open_for_reading(url, results_root) as store:
         return drift_in(store, case, params)
@@ -125,11 +133,24 @@ def record_and_detect(results_dir: str | Path, url: str | None = None,
     Returns (newly recorded, findings). The history is ``url``, else $RL_AUTOTEST_HISTORY, else
     ``<results root>/history.sqlite``.
     """
-    from autotest.history.record import read_results_folder
-    from autotest.history.schema import resolve_url
-    from autotest.history.store import HistoryStore, default_root_of
 
     record = read_results_folder(results_dir)
     with HistoryStore.open(resolve_url(url, default_root_of(Path(record.results_dir), record.case))) as store:
         recorded = store.add(record)
         return recorded, drift_in(store, record.case, params)
+
+
+def history_recorder(url: str | None = None) -> Callable[[Path], list[str]]:
+    """The pipeline's ``after_results`` hook: record the run, return its case's drift lines for the report.
+
+    A history that cannot be written is said in the report, never fatal: the verdict stands.
+    """
+
+    def record(results_dir: Path) -> list[str]:
+        try:
+            _, findings = record_and_detect(results_dir, url)
+        except UsageError as exc:
+            return [f"not recorded in the run history: {exc}"]
+        return render_drift_lines(findings)
+
+    return record

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from autotest.errors import UsageError
+from autotest.judge.readers import read_trace
 
 #: the last quarter of a run's steps (at least one) is its closing window
 LAST_WINDOW_FRACTION = 0.25
@@ -166,7 +167,6 @@ def _tracker_of(folder: Path, data: dict[str, Any]) -> Path | None:
 
 def _metric_summaries(folder: Path, data: dict[str, Any], checks: tuple[CheckRecord, ...]
                       ) -> tuple[tuple[MetricSummary, ...], tuple[str, ...]]:
-    from autotest.judge.readers import read_trace
 
     metrics = sorted({c.metric for c in checks if c.metric})
     tracker = _tracker_of(folder, data)

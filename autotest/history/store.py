@@ -14,8 +14,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from autotest.errors import UsageError
+from autotest.history.database import (
+    create_history_engine,
+    describe,
+    migrate,
+    resolve_url,
+    tables,
+)
 from autotest.history.record import RunRecord, find_results_folders, read_results_folder
-from autotest.history.schema import create_history_engine, describe, migrate, resolve_url, tables
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine

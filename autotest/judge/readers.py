@@ -12,7 +12,6 @@ eval-only rows whose keys all start with ``eval/`` (step 0 before training).
 from __future__ import annotations
 
 import json
-import re
 from collections import defaultdict
 from itertools import repeat
 from pathlib import Path
@@ -20,14 +19,13 @@ from types import MappingProxyType
 from typing import Callable
 
 from autotest.errors import UsageError
+from autotest.inputs.tracker_layout import TRACKER_RELATIVE, exp_dirs
 from autotest.judge.jsonl import any_key_starts_with, iter_rows, raise_file_error
 from autotest.judge.trace import Trace
 
 MINIBATCH_PREFIX = "train_metrics/"
 EVAL_PREFIX = "eval/"
 #: xtuner exp dirs are named by a 14-digit timestamp (YYYYmmddHHMMSS)
-EXP_DIR_PATTERN = re.compile(r"^\d{14}$")
-TRACKER_RELATIVE = Path("logs") / "exp_tracking" / "tracker.jsonl"
 
 
 def _step_of(path: Path, number: int, step: object) -> int:
@@ -230,9 +228,9 @@ def find_tracker(path: Path) -> Path:
     for candidate in (path / "tracker.jsonl", path / "exp_tracking" / "tracker.jsonl"):
         if candidate.is_file():
             return candidate
-    exp_dirs = sorted(p for p in path.iterdir() if p.is_dir() and EXP_DIR_PATTERN.match(p.name))
-    if exp_dirs:
-        newest = exp_dirs[-1]
+    found_dirs = exp_dirs(path)
+    if found_dirs:
+        newest = found_dirs[-1]
         tracker = newest / TRACKER_RELATIVE
         if tracker.is_file():
             return tracker

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +76,8 @@ def _failing_points(verdict: Verdict) -> list[str]:
     return lines
 
 
-def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None) -> str:
+def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, history: Sequence[str] = ()) -> str:
+    """report.md; ``history`` lines (drift across earlier runs) sit right under the verdict."""
     ctx = verdict.context
     lines = [f"# {verdict.case}: {STATUS_MARK[verdict.status]}", ""]
     problems = [r for r in verdict.results if r.status in (FAIL, ERROR) and r.is_gate]
@@ -83,6 +85,8 @@ def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None) -> st
         lines.append(f"- **{r.status}** {r.message}")
     if problems:
         lines.append("")
+    if history:
+        lines += ["## History (earlier runs of this case)", "", *[f"- {line}" for line in history], ""]
     lines += ["## Checks (measured)", "", *_table(verdict), *_failing_points(verdict), ""]
     lines += ["## Messages", ""] + [f"- `{r.check_id}` {r.status}: {r.message}" for r in verdict.results] + [""]
     lines += ["## Suggested next step (inferred from the breach pattern)", ""]
@@ -126,10 +130,11 @@ def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None) -> st
     return "\n".join(lines) + "\n"
 
 
-def render_step_summary(verdict: Verdict, report_path: Path | None = None) -> str:
+def render_step_summary(verdict: Verdict, report_path: Path | None = None, history: Sequence[str] = ()) -> str:
     failing = [r for r in verdict.results if r.status in (FAIL, ERROR) and r.is_gate]
     lines = [f"### {verdict.case}: {STATUS_MARK[verdict.status]}", ""]
     lines += [f"- {r.status}: {r.message}" for r in failing[:10]]
+    lines += [f"- {line}" for line in history]
     primary = next((f for f in verdict.triage if f.primary), None)
     if primary:
         lines.append(f"- next step: {primary.suggestion}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,14 +25,21 @@ class Published:
     step_summary_written: bool
 
 
-def publish(comparison: Comparison, out_dir: str | Path, *, with_plots: bool = True) -> Published:
+#: called once results.json is written (e.g. to record the run in the history); returns lines for the report
+AfterResults = Callable[[Path], Sequence[str]]
+
+
+def publish(comparison: Comparison, out_dir: str | Path, *, with_plots: bool = True,
+            after_results: AfterResults | None = None) -> Published:
+    """Render the verdict into ``out_dir``; every file is written atomically."""
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     plots: dict[str, str] = {}
     if with_plots and comparison.golden is not None and comparison.current is not None:
         plots = plot_checks(comparison.verdict, comparison.golden, comparison.current, out)
     results_json = write_results_json(comparison.verdict, out, {"plots": plots})
+    history = list(after_results(out)) if after_results is not None else []
     report_md = out / "report.md"
-    write_atomic(report_md, render_markdown(comparison.verdict, plots))
-    summary = append_step_summary(render_step_summary(comparison.verdict, report_md))
+    write_atomic(report_md, render_markdown(comparison.verdict, plots, history))
+    summary = append_step_summary(render_step_summary(comparison.verdict, report_md, history))
     return Published(results_json, report_md, plots, summary)

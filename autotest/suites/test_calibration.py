@@ -22,7 +22,7 @@ from autotest.calibration.runs import (
 from autotest.calibration.thresholds import CalibrationError
 from autotest.errors import UsageError
 from autotest.inputs.case import list_cases
-from autotest.plugin import results_root_option
+from autotest.plugin import recorder_option, results_root_option
 from autotest.run.platform import check_platform
 
 
@@ -46,7 +46,7 @@ def test_calibrate_case(case, request):
         pytest.skip(f"{case.name}: {platform.skip_reason}")
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     options = CalibrationOptions(
-        results_root=results_root_option(config), allow_dirty=config.getoption("--allow-dirty"),
+        results_root=results_root_option(config), after_results=recorder_option(config), allow_dirty=config.getoption("--allow-dirty"),
         ray_address=config.getoption("--ray-address") or os.environ.get("RAY_ADDRESS"),
         command=f"pytest -m calibration -k {case.name}",
         progress=reporter.write_line if reporter is not None else None)

@@ -6,7 +6,7 @@ import pytest
 import sqlalchemy as sa
 
 from autotest.errors import UsageError
-from autotest.history.schema import (HISTORY_ENV, SCHEMA_VERSION, create_history_engine, describe, migrate,
+from autotest.history.database import (HISTORY_ENV, SCHEMA_VERSION, create_history_engine, describe, migrate,
                                      resolve_url, tables)
 
 

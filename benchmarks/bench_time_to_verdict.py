@@ -1,0 +1,48 @@
+"""Time to verdict under --fail-fast, as a fraction of a full run (tiny-grpo, a never-synced layer).
+
+    python benchmarks/bench_time_to_verdict.py [--fault unsynced-layer] [--seed 0]
+
+Runs the clean case to its end (the reference wall time), then the faulty case with fail-fast,
+both through the one pipeline, and prints the first breached step, the step at which the run
+was stopped and the time from launch to the decided FAIL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+from autotest.inputs.case import load_case
+from autotest.pipeline import RunOptions, run_case
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--fault", default="unsynced-layer")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    case = load_case("tiny-grpo")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        t0 = time.monotonic()
+        clean = run_case(case, RunOptions(results_root=root, seed=args.seed, with_plots=False))
+        full_s = time.monotonic() - t0
+        t0 = time.monotonic()
+        faulty = run_case(case, RunOptions(results_root=root, seed=args.seed, fault=args.fault, fail_fast=True,
+                                           with_plots=False))
+        stopped_s = time.monotonic() - t0
+    assert faulty.verdict is not None
+    ttv = faulty.verdict.context.get("time_to_verdict_s")
+    completion = next(r for r in faulty.verdict.results if r.check_id == "run[completion]")
+    first = next((r.first_breach_step for r in faulty.verdict.results if r.first_breach_step is not None), None)
+    print(f"clean run: {clean.status} in {full_s:.1f} s (45 steps)")
+    print(f"{args.fault} with --fail-fast: {faulty.status} in {stopped_s:.1f} s; first breach at step {first}; "
+          f"{completion.message.split(':')[0]}")
+    if ttv is not None:
+        print(f"time to verdict: {ttv:.1f} s = {ttv / full_s:.0%} of a full run")
+
+
+if __name__ == "__main__":
+    main()

@@ -72,7 +72,8 @@ def _run(args: argparse.Namespace) -> int:
     run = run_case(load_case(args.case), RunOptions(
         results_root=args.results_dir, seed=args.seed, fault=args.fault, dry_run=args.dry_run,
         fail_fast=args.fail_fast, progress=print, ray_address=args.ray_address,
-        confirm=_show if args.yes else _confirm_on_terminal))
+        confirm=_show if args.yes else _confirm_on_terminal,
+        framework_repo=args.framework_repo, framework_ref=args.framework_ref))
     if run.status == DRY_RUN and args.dry_run:
         print(run.card)
     if run.verdict is not None:
@@ -174,6 +175,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ray-address", help="submit the launch as a Ray job to this cluster")
     p.add_argument("--dry-run", action="store_true", help="show the card and the exact command; launch nothing")
     p.add_argument("--yes", action="store_true", help="launch without asking for confirmation")
+    p.add_argument("--framework-ref", help="framework ref to test: branch, tag, sha or refs/pull/N/head "
+                   "(default: $RL_AUTOTEST_FRAMEWORK_REF, else the case's platform.framework.ref)")
+    p.add_argument("--framework-repo", help="framework repository URL or local path to fetch the ref from "
+                   "(default: $RL_AUTOTEST_FRAMEWORK_REPO, else the case's, else the local clone in its env var)")
 
     sub.add_parser("cases", help="list the cases and whether each can run here")
 

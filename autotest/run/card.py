@@ -42,9 +42,14 @@ def _prerequisites(case: Case, preflight: Preflight) -> list[str]:
     gpus = (f"{plat.gpus_needed} GPUs (found {plat.gpus_found}: {plat.gpu_source})"
             if plat.gpus_needed else "CPU only (no GPU needed)")
     lines.append(f"- platform: {gpus}")
-    if fw is not None:
+    if preflight.framework is not None:
+        fwc = preflight.framework
+        lines.append(f"- framework under test: {fwc['name']} `{fwc['sha']}` = {fwc['ref']} of {fwc['repo']} "
+                     f"(ref from {fwc['origin']}), {'reused' if fwc['reused'] else 'checked out'} at "
+                     f"`{fwc['path']}` and exported as ${fw.env if fw else '?'}")
+    elif fw is not None:
         lines.append(f"- framework: {fw.name} checkout from ${fw.env}: "
-                     f"`{plat.framework_dir or 'not found'}`")
+                     f"`{plat.framework_dir or 'not found'}` (as found; no ref asked)")
     if case.platform.python_packages:
         lines.append(f"- Python packages: {', '.join(case.platform.python_packages)}")
     verdict = "runnable here" if plat.runnable else f"**SKIP**: {plat.skip_reason}"

@@ -162,7 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", required=True, type=Path, help="baseline YAML (baselines/<case>.yaml)")
     p.add_argument("--current", required=True, type=Path, help="tracker.jsonl, or a run's WORK_DIR")
     p.add_argument("--out", type=Path, help="results folder to write results.json, report.md and plots/")
-    p.add_argument("--format", default="auto", choices=["auto", "xtuner", "verl"], help="metric-log format")
+    p.add_argument("--format", default="auto", choices=["auto", "xtuner", "verl", "tensorboard"],
+                   help="metric-log format")
     p.add_argument("--wall-time-s", type=float, help="measured end-to-end wall time, for the wall-time check")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
 

@@ -34,7 +34,8 @@ Schema::
                            (machine-wide: dedicated runners only; default false)
       fault_args: [str]    appended when the harness injects a fault; must contain {fault}
     tracker:
-      format: xtuner|verl  the metric log's format
+      format: xtuner|verl|tensorboard  the metric log's format (tensorboard: the event files
+                           under the exp dir's logs/)
       work_dir_env: str|null  env var set to the run's work folder (default WORK_DIR); null when
                            the launch script picks its own folder
       work_dir: str        where the timestamped exp dirs appear when not in the work folder
@@ -76,7 +77,7 @@ from autotest.inputs.schema import ENV, NAME, Section, expand_env, load_section
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CASES_DIR = REPO_ROOT / "autotest" / "cases"
 MARKERS = ("grpo", "mopd", "gpu", "calibration")
-TRACKER_FORMATS = ("xtuner", "verl")
+TRACKER_FORMATS = ("xtuner", "verl", "tensorboard")
 POLICIES = ("off", "on-breach", "always")
 PLACEHOLDERS = ("python", "repo", "work_dir", "seed", "fault")
 _INPUT_PLACEHOLDERS = ("repo",)

@@ -8,6 +8,7 @@ pass criteria strings come from the baseline (the caller passes them in).
 
 from __future__ import annotations
 
+import os
 import shlex
 
 from autotest.inputs.case import Case
@@ -88,6 +89,11 @@ def _launch_lines(case: Case, spec: LaunchSpec | None) -> list[str]:
         lines.append("- env overrides: " + ", ".join(f"`{k}={v}`" for k, v in redact(dict(env)).items()))
     else:
         lines.append("- env overrides: none")
+    work_env = case.tracker.work_dir_env
+    inherited = os.environ.get(work_env) if work_env else None
+    if spec is not None and work_env and inherited and inherited != spec.env.get(work_env):
+        # a WORK_DIR left in the runner's environment would send the run's logs elsewhere: say it is replaced
+        lines.append(f"- inherited `{work_env}={redact(inherited)}` is overridden with this run's work folder")
     lines.append(f"- timeout: {case.launch.timeout_s:g} s; the whole process group is killed after it")
     if case.launch.uses_ray:
         lines.append("- starts its own Ray cluster: the harness runs `ray stop --force` afterwards")

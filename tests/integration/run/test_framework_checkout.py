@@ -160,3 +160,11 @@ def test_cli_run_takes_the_ref(case_and_baseline, framework, tmp_path, monkeypat
     pre = next((tmp_path / "r").rglob("preflight.json"))
     assert json.loads(pre.read_text())["framework"]["sha"] == framework["bad"]
     assert code in (1, 2)
+
+
+def test_an_inherited_work_dir_is_overridden_and_said(case_and_baseline, tmp_path, monkeypatch):
+    case, baseline = case_and_baseline
+    monkeypatch.setenv("WORK_DIR", str(tmp_path / "elsewhere"))
+    run = _run(case, baseline, tmp_path)
+    assert run.status == "PASS" and not (tmp_path / "elsewhere").exists()
+    assert f"inherited `WORK_DIR={tmp_path / 'elsewhere'}` is overridden" in (run.results_dir / "card.md").read_text()

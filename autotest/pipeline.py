@@ -33,7 +33,12 @@ from autotest.report.publish import publish
 from autotest.run.artifacts import artifacts_for
 from autotest.run.backends import start
 from autotest.run.card import render_card
-from autotest.run.framework import Checkout, checkout, default_cache_dir, framework_request
+from autotest.run.framework import (
+    Checkout,
+    checkout,
+    default_cache_dir,
+    framework_request,
+)
 from autotest.run.gpu_slots import case_slice
 from autotest.run.infra import (
     DEFAULT_POLICY,

@@ -50,14 +50,16 @@ def event_files(path: Path) -> list[Path]:
 
 def _accumulator(path: Path):
     try:
-        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+        from tensorboard.backend.event_processing.event_accumulator import (
+            EventAccumulator,
+        )
     except ImportError:
         raise UsageError("reading TensorBoard logs needs the tensorboard package: "
                          "pip install 'rl-autotest[tensorboard]'") from None
     acc = EventAccumulator(str(path), size_guidance={"scalars": 0, "tensors": 0})  # 0: keep every event
     try:
         acc.Reload()
-    except Exception as exc:  # a corrupt record: the reader raises its own types, name the file
+    except Exception as exc:  # noqa: BLE001 - a corrupt record raises tensorboard-internal types; name the file
         raise UsageError(f"{path}: cannot read TensorBoard events ({exc}); is the file complete?") from None
     return acc
 

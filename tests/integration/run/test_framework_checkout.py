@@ -151,7 +151,7 @@ def test_an_unknown_ref_is_one_line(case_and_baseline, tmp_path):
 def test_cli_run_takes_the_ref(case_and_baseline, framework, tmp_path, monkeypatch):
     from autotest.cli import main
 
-    case, baseline = case_and_baseline
+    case, _ = case_and_baseline
     monkeypatch.setenv("RL_AUTOTEST_FRAMEWORK_CACHE", str(tmp_path / "cache"))
     code = main(["run", str(case.source), "--yes", "--results-dir", str(tmp_path / "r"),
                  "--framework-ref", "refs/pull/7/head", "--framework-repo", framework["repo"]])

@@ -76,7 +76,8 @@ def _run(args: argparse.Namespace) -> int:
         results_root=args.results_dir, seed=args.seed, fault=args.fault, dry_run=args.dry_run,
         fail_fast=args.fail_fast, progress=print, ray_address=args.ray_address,
         confirm=_show if args.yes else _confirm_on_terminal,
-        after_results=None if args.no_history else history_recorder(args.history)))
+        after_results=None if args.no_history else history_recorder(args.history),
+        framework_repo=args.framework_repo, framework_ref=args.framework_ref))
     if run.status == DRY_RUN and args.dry_run:
         print(run.card)
     if run.verdict is not None:
@@ -173,7 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", required=True, type=Path, help="baseline YAML (baselines/<case>.yaml)")
     p.add_argument("--current", required=True, type=Path, help="tracker.jsonl, or a run's WORK_DIR")
     p.add_argument("--out", type=Path, help="results folder to write results.json, report.md and plots/")
-    p.add_argument("--format", default="auto", choices=["auto", "xtuner", "verl"], help="metric-log format")
+    p.add_argument("--format", default="auto", choices=["auto", "xtuner", "verl", "tensorboard"],
+                   help="metric-log format")
     p.add_argument("--wall-time-s", type=float, help="measured end-to-end wall time, for the wall-time check")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--history", metavar="URL", help="with --out: " + history_help)
@@ -190,6 +192,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--yes", action="store_true", help="launch without asking for confirmation")
     p.add_argument("--history", metavar="URL", help=history_help)
     p.add_argument("--no-history", action="store_true", help="do not record this verdict in the run history")
+    p.add_argument("--framework-ref", help="framework ref to test: branch, tag, sha or refs/pull/N/head "
+                   "(default: $RL_AUTOTEST_FRAMEWORK_REF, else the case's platform.framework.ref)")
+    p.add_argument("--framework-repo", help="framework repository URL or local path to fetch the ref from "
+                   "(default: $RL_AUTOTEST_FRAMEWORK_REPO, else the case's, else the local clone in its env var)")
 
     sub.add_parser("cases", help="list the cases and whether each can run here")
 

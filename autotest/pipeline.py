@@ -33,6 +33,12 @@ from autotest.report.publish import AfterResults, publish
 from autotest.run.artifacts import artifacts_for
 from autotest.run.backends import start
 from autotest.run.card import render_card
+from autotest.run.framework import (
+    Checkout,
+    checkout,
+    default_cache_dir,
+    framework_request,
+)
 from autotest.run.gpu_slots import case_slice
 from autotest.run.infra import (
     DEFAULT_POLICY,
@@ -84,6 +90,9 @@ class RunOptions:
     #: called with the results folder once results.json is written (the shells record the run in
     #: the history this way); the lines it returns go into report.md and the step summary
     after_results: AfterResults | None = None
+    #: the framework repository and ref to test (override the case file and RL_AUTOTEST_FRAMEWORK_*)
+    framework_repo: str | None = None
+    framework_ref: str | None = None
 
 
 @dataclass(frozen=True)
@@ -125,10 +134,17 @@ class _Prepared:
 
 def run_case(case: Case, options: RunOptions) -> CaseRun:
     """One attempt of ``case`` (relaunched only on a known infrastructure failure), judged and published."""
-    platform = check_platform(case)
+    environ = {**os.environ, **options.env}
+    request = framework_request(case, environ, repo=options.framework_repo, ref=options.framework_ref)
+    platform = check_platform(case, environ, checkout_pending=request is not None)
     if not platform.runnable:
         return CaseRun(case.name, SKIP, None, reason=platform.skip_reason or "")
-    prep = _prepare(case, options, platform.framework_dir)
+    framework = None
+    if request is not None and not options.dry_run:
+        framework = checkout(request, default_cache_dir(environ))
+        # the case's ${XTUNER_ROOT} (inputs, cwd, command) and the launched run both see the checkout
+        options = replace(options, env={**options.env, request.env: framework.path})
+    prep = _prepare(case, options, framework)
     command_line = prep.spec.command_line if prep.spec else ""
     shown = CaseRun(case.name, DRY_RUN, prep.results_dir, card=prep.card, command_line=command_line)
     if options.dry_run:
@@ -156,13 +172,15 @@ def run_case(case: Case, options: RunOptions) -> CaseRun:
                    consistency_request=request_path)
 
 
-def _prepare(case: Case, options: RunOptions, framework_dir: Path | None) -> _Prepared:
+def _prepare(case: Case, options: RunOptions, framework: Checkout | None) -> _Prepared:
     results_dir = options.results_dir or new_results_dir(case, options.results_root, fault=options.fault,
                                                          label=options.label)
     results_dir = Path(results_dir).resolve()
     work_dir = results_dir / "work"
     work_dir.mkdir(parents=True, exist_ok=True)
-    preflight = run_preflight(case, framework_dir)
+    environ = {**os.environ, **options.env}
+    preflight = run_preflight(case, Path(framework.path) if framework else None, environ,
+                              framework=framework.to_dict() if framework else None)
     write_atomic(results_dir / "preflight.json", json.dumps(preflight.to_dict(), indent=2) + "\n")
     baseline, golden, baseline_error = None, None, None
     try:
@@ -173,7 +191,7 @@ def _prepare(case: Case, options: RunOptions, framework_dir: Path | None) -> _Pr
     spec, spec_error = None, None
     try:
         spec = launch_spec(case, work_dir, seed=options.seed, fault=options.fault,
-                           environ={**os.environ, **options.env})
+                           environ=environ)
         spec = replace(spec, env={**options.env, **spec.env})
     except UsageError as exc:
         spec_error = str(exc)
@@ -181,7 +199,8 @@ def _prepare(case: Case, options: RunOptions, framework_dir: Path | None) -> _Pr
     write_atomic(results_dir / "card.md", card)
     context = {"results_dir": str(results_dir), "work_dir": str(work_dir), "card": str(results_dir / "card.md"),
                "commit": preflight.commit.to_dict(), "harness_commit": preflight.harness.to_dict(),
-               "seed": options.seed if options.seed is not None else case.seed.default, "fault": options.fault}
+               "seed": options.seed if options.seed is not None else case.seed.default, "fault": options.fault,
+               "framework": framework.to_dict() if framework else None}
     problems = [m for m in (baseline_error, spec_error) if m]
     problems += [f"input {s.name} is missing: {s.path or s.raw} ({s.reason})" for s in preflight.missing_inputs]
     return _Prepared(results_dir, work_dir, preflight, baseline, golden, spec, card, tuple(problems), context)
@@ -232,16 +251,19 @@ def _attempt(case: Case, options: RunOptions, spec: LaunchSpec,
              prep: _Prepared) -> tuple[Comparison, InfraFailure | None, str]:
     """One launch, its artifacts and its verdict."""
     assert prep.baseline is not None and prep.golden is not None
+    environ = {**os.environ, **options.env}
     follower = Follower(case, prep.baseline, prep.golden, prep.work_dir, fail_fast=options.fail_fast,
-                        progress=options.progress)
+                        progress=options.progress, environ=environ)
     started = time.time()
     result = start(spec, prep.results_dir, poll=follower.poll, poll_interval_s=options.poll_interval_s,
                    ray_address=options.ray_address, num_gpus=case.platform.gpus)
-    artifacts = artifacts_for(case, prep.work_dir, prep.results_dir, since=started - 2)
+    artifacts = artifacts_for(case, prep.work_dir, prep.results_dir, since=started - 2,
+                              environ=environ)
     trace, tracker_problem = None, None
     if artifacts.tracker is not None:
         try:
-            trace = read_trace(artifacts.tracker, case.tracker.format, metrics=checked_metrics(prep.baseline))
+            trace = read_trace(artifacts.tracker, case.tracker.format, dict(prep.baseline.metric_aliases),
+                               metrics=checked_metrics(prep.baseline))
         except UsageError as exc:
             tracker_problem = str(exc)
     else:

@@ -13,6 +13,7 @@ from typing import Callable
 
 import pytest
 
+from autotest.errors import UsageError
 from autotest.history.drift import history_recorder
 from autotest.inputs.case import Case
 from autotest.pipeline import DRY_RUN, SKIP, CaseRun, RunOptions, run_case
@@ -43,6 +44,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--history", default=None, metavar="URL",
                     help="run history database URL (default: $RL_AUTOTEST_HISTORY, else <results root>/history.sqlite)")
     group.addoption("--no-history", action="store_true", help="do not record verdicts in the run history")
+    group.addoption("--framework-ref", default=None,
+                    help="framework ref to test (branch, tag, sha, refs/pull/N/head); default "
+                         "$RL_AUTOTEST_FRAMEWORK_REF, else the case file's")
+    group.addoption("--framework-repo", default=None,
+                    help="framework repository (URL or local path); default $RL_AUTOTEST_FRAMEWORK_REPO, "
+                         "else the case file's, else the clone its env var names")
     group.addoption("--allow-dirty", action="store_true",
                     help="calibration: accept uncommitted changes (recorded in the provenance)")
 
@@ -121,8 +128,13 @@ def run_accuracy_case(request: pytest.FixtureRequest) -> Callable[..., CaseRun]:
                              dry_run=config.getoption("--dry-run"), fail_fast=config.getoption("--fail-fast"),
                              progress=progress, confirm=show_card,
                              ray_address=config.getoption("--ray-address") or os.environ.get("RAY_ADDRESS"),
-                             gpu_wait_s=config.getoption("--gpu-wait-s"), after_results=recorder_option(config))
-        outcome = run_case(case, options)
+                             gpu_wait_s=config.getoption("--gpu-wait-s"), after_results=recorder_option(config),
+                             framework_repo=config.getoption("--framework-repo"),
+                             framework_ref=config.getoption("--framework-ref"))
+        try:
+            outcome = run_case(case, options)
+        except UsageError as exc:  # a bad ref or repository: one line, not a traceback
+            pytest.fail(f"{case.name}: {exc}", pytrace=False)
         summary = config.pluginmanager.get_plugin("rl-autotest-summary")
         if summary is not None:
             summary.add(outcome)

@@ -83,8 +83,9 @@ def test_packaged_cases_load_and_match_seed_003() -> None:
 def test_mopd_case_matches_seed_003() -> None:
     case = load_case("mopd-qwen3-vl-2b")
     assert set(case.markers) == {"mopd", "gpu"} and case.platform.gpus == 8
-    # a bash string: the exp_tracker="jsonl" check first, then the seed's launch script
-    assert isinstance(case.launch.command, str) and 'exp_tracker' in case.launch.command
+    # a bash string: the seed's launch script; its default TensorBoard log is read as such (no text guard)
+    assert isinstance(case.launch.command, str) and 'exp_tracker' not in case.launch.command
+    assert case.tracker.format == "tensorboard"
     assert "bash recipe/on_policy_distillation/scripts/run_sampled_token_mopd.sh" in case.launch.command
     assert case.launch.env["TOTAL_TRAIN_STEPS"] == "25" and case.launch.env["EVALUATE_STEP"] == "5"
     assert case.launch.env["XTUNER_RL_NUM_WORKERS"] == "6" and "CUDA_VISIBLE_DEVICES" not in case.launch.env

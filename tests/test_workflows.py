@@ -38,7 +38,7 @@ ACTIONLINT_CONFIG = ROOT / ".github" / "actionlint.yaml"
 BUILTIN_SELF_HOSTED_LABELS = {"self-hosted", "linux", "x64", "arm64", "macos", "windows"}
 GITHUB_HOSTED = re.compile(r"^(ubuntu|windows|macos)-[\w.]+$")
 SHA_PIN = re.compile(r"^\s*(?:-\s+)?uses:\s+([\w.-]+/[\w./-]+)@([0-9a-f]{40})\s+#\s+v\d[\w.]*\s*$")
-EXPECTED_WORKFLOWS = {"ci.yml", "accuracy-gate.yml", "nightly.yml", "calibration.yml"}
+EXPECTED_WORKFLOWS = {"ci.yml", "accuracy-gate.yml", "nightly.yml", "calibration.yml", "framework-accuracy.yml"}
 
 
 def _unavailable(reason: str) -> None:
@@ -256,7 +256,8 @@ def test_share_roots_are_never_hard_coded() -> None:
 
 def test_gpu_results_are_uploaded_even_when_the_run_fails() -> None:
     uploads = [(wf, job, s) for wf, job, s in _steps() if str(s.get("uses", "")).startswith("actions/upload-artifact@")]
-    assert {wf for wf, _, _ in uploads} == {"accuracy-gate.yml", "nightly.yml", "calibration.yml"}
+    assert {wf for wf, _, _ in uploads} == {"accuracy-gate.yml", "nightly.yml", "calibration.yml",
+                                            "framework-accuracy.yml"}
     for workflow, job, step in uploads:
         assert step.get("if") == "always()", f"{workflow}:{job}"
 
@@ -429,7 +430,7 @@ PIP_INSTALLS = [i for i in INVOCATIONS if Path(i.argv[0]).name.startswith("pytho
 def test_the_command_parser_sees_the_workflow_commands() -> None:
     # Guards the checks below against passing because the lexer found nothing.
     assert {" ".join(i.argv[1:3]) for i in CLI_CALLS} >= {"consistency $RESULTS_FOLDER", "calibrate $CASE", "baseline promote"}
-    assert len(PYTEST_CALLS) == 3 and len(PIP_INSTALLS) >= 5
+    assert len(PYTEST_CALLS) == 4 and len(PIP_INSTALLS) >= 5
     assert any(i.argv == ("npm", "ci") for i in INVOCATIONS)
     assert shell_commands('x=$(gh api "a b" --jq .c) && echo "$x" >> "$OUT"; if [[ -n x ]]; then y; fi') == [
         ["gh", "api", "a b", "--jq", ".c"],

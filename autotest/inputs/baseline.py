@@ -13,6 +13,8 @@ Schema::
       table: {metric: {step: value}}
       tracker: str             a reference tracker.jsonl; ${ENV} expanded, relative to this file
       format: str              its format (default auto)
+      tracker_sha256: str      the reviewed tracker's sha256 (64 hex digits); a different file is an ERROR
+      tracker_steps: int       the reviewed tracker's number of training steps (checked with the hash)
     checks:                    a non-empty list of
       - metric, method (absolute|relative|slowdown|value), operator (< <= > >=), threshold,
         scope (stepwise|percentile|final|points|window; default stepwise), severity (gate|reference),
@@ -29,6 +31,7 @@ Schema::
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -119,6 +122,9 @@ class Baseline:
     golden_table: Mapping[str, Mapping[int, float]] | None = None
     golden_tracker: Path | None = None
     golden_format: str = "auto"
+    #: pin of the reference tracker: a share path is mutable, the review was of these bytes
+    golden_tracker_sha256: str | None = None
+    golden_tracker_steps: int | None = None
     metric_aliases: Mapping[str, str] = field(default_factory=dict)
     short_names: Mapping[str, str] = field(default_factory=dict)
     steps: StepPolicy = StepPolicy()
@@ -249,7 +255,7 @@ def load_baseline(path: str | Path, env: dict[str, str] | None = None) -> Baseli
                  f"write {SCHEMA_VERSION}, or use the rl-autotest that wrote the file")
     golden = sec.section("golden")
     assert golden is not None
-    golden.check_keys(required=(), optional=("table", "tracker", "format"))
+    golden.check_keys(required=(), optional=("table", "tracker", "format", "tracker_sha256", "tracker_steps"))
     if ("table" in golden.data) == ("tracker" in golden.data):
         sec.fail("golden", f"has {'both' if 'table' in golden.data else 'neither'} 'table' and 'tracker'",
                  "give exactly one: table (metric -> {step: value}) or tracker (a path)")
@@ -263,6 +269,12 @@ def load_baseline(path: str | Path, env: dict[str, str] | None = None) -> Baseli
         tracker = Path(expand_env(golden.text("tracker"), f"{path}: golden.tracker", env))
         if not tracker.is_absolute():
             tracker = (path.parent / tracker).resolve()
+    pin = golden.text("tracker_sha256", default=None)
+    if pin is not None and (tracker is None or not re.fullmatch(r"[0-9a-f]{64}", pin)):
+        golden.fail("tracker_sha256", f"{show(pin)} is not the sha256 of a golden tracker",
+                    "write the 64 lowercase hex digits of `sha256sum <tracker>` next to golden.tracker")
+    pin_steps = (golden.integer("tracker_steps", minimum=1, fix="write the tracker's number of training steps")
+                 if "tracker_steps" in golden.data else None)
     raw_checks = sec.get("checks")
     if not isinstance(raw_checks, list) or not raw_checks:
         sec.fail("checks", f"{show(raw_checks)} is not a non-empty list",
@@ -290,6 +302,8 @@ def load_baseline(path: str | Path, env: dict[str, str] | None = None) -> Baseli
         golden_table=MappingProxyType(table) if table is not None else None,
         golden_tracker=tracker,
         golden_format=golden.text("format", "auto"),
+        golden_tracker_sha256=pin,
+        golden_tracker_steps=pin_steps,
         metric_aliases=MappingProxyType(sec.str_map("metric_aliases", default={})),
         short_names=MappingProxyType(sec.str_map("short_names", default={})),
         steps=steps,

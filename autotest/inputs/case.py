@@ -16,7 +16,11 @@ Schema::
       gpus: int            GPUs needed here; 0 = CPU is enough
       framework:           the framework checkout the run needs; null for embedded workloads
         name: str          e.g. xtuner
-        env: str           env var holding the checkout's path, e.g. XTUNER_ROOT
+        env: str           env var holding the checkout's path, e.g. XTUNER_ROOT; when the harness
+                           checks the framework out it sets this variable to the checkout
+        repo: str          repository to fetch (URL or local path, ${ENV} allowed; optional)
+        ref: str           ref to test (branch, tag, sha, refs/pull/N/head; optional); both are
+                           overridden by --framework-repo/--framework-ref and RL_AUTOTEST_FRAMEWORK_*
       python_packages: [str]  distributions the harness's Python must have (optional)
     inputs: {name: path}   must exist before launch (fail fast); ${ENV} and {repo} allowed
     launch:
@@ -30,7 +34,8 @@ Schema::
                            (machine-wide: dedicated runners only; default false)
       fault_args: [str]    appended when the harness injects a fault; must contain {fault}
     tracker:
-      format: xtuner|verl  the metric log's format
+      format: xtuner|verl|tensorboard  the metric log's format (tensorboard: the event files
+                           under the exp dir's logs/)
       work_dir_env: str|null  env var set to the run's work folder (default WORK_DIR); null when
                            the launch script picks its own folder
       work_dir: str        where the timestamped exp dirs appear when not in the work folder
@@ -72,7 +77,7 @@ from autotest.inputs.schema import ENV, NAME, Section, expand_env, load_section
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CASES_DIR = REPO_ROOT / "autotest" / "cases"
 MARKERS = ("grpo", "mopd", "gpu", "calibration")
-TRACKER_FORMATS = ("xtuner", "verl")
+TRACKER_FORMATS = ("xtuner", "verl", "tensorboard")
 POLICIES = ("off", "on-breach", "always")
 PLACEHOLDERS = ("python", "repo", "work_dir", "seed", "fault")
 _INPUT_PLACEHOLDERS = ("repo",)
@@ -87,6 +92,10 @@ _BARE_ENV = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 class Framework:
     name: str
     env: str
+    #: the repository the harness fetches the code under test from (None: use the checkout in ``env``)
+    repo: str | None = None
+    #: the ref to test when neither the command line nor the environment names one
+    ref: str | None = None
 
 
 @dataclass(frozen=True)
@@ -252,11 +261,12 @@ def _platform(sec: Section) -> Platform:
     framework = None
     fw = sec.section("framework", optional=True)
     if fw is not None:
-        fw.check_keys(required=("name", "env"), optional=())
+        fw.check_keys(required=("name", "env"), optional=("repo", "ref"))
         env = fw.text("env")
         if not NAME.fullmatch(env):
             fw.fail("env", f"{env!r} is not an environment variable name", "e.g. XTUNER_ROOT")
-        framework = Framework(name=fw.text("name"), env=env)
+        framework = Framework(name=fw.text("name"), env=env, repo=fw.text("repo", default=None),
+                              ref=fw.text("ref", default=None))
     return Platform(gpus=gpus, framework=framework,
                     python_packages=sec.str_list("python_packages", default=()))
 

@@ -24,13 +24,29 @@ def exp_dirs(work_dir: Path) -> list[Path]:
 
 
 def newest_exp_dir(work_dir: Path, since: float | None = None) -> Path | None:
-    """The newest exp dir, ignoring those named before ``since`` (a Unix time)."""
+    """The newest exp dir of this run: named at or after ``since`` (a Unix time), or older but written to since.
+
+    A resumed xtuner run reuses its exp dir and appends to the same tracker, so an exp dir named before
+    the launch still belongs to this run when its metric log grew during it; one untouched since is an
+    earlier run's and is ignored.
+    """
     found = []
     for path in exp_dirs(work_dir) if Path(work_dir).is_dir() else ():
         started = time.mktime(time.strptime(path.name, "%Y%m%d%H%M%S")) if _valid(path.name) else None
-        if started is not None and (since is None or started >= int(since) - 1):  # whole seconds, local time
+        if started is None:
+            continue
+        if since is None or started >= int(since) - 1 or _written_since(path, since):  # whole seconds, local time
             found.append(path)
     return found[-1] if found else None
+
+
+def _written_since(exp_dir: Path, since: float) -> bool:
+    """Whether the exp dir's metric log (tracker.jsonl or TensorBoard events) changed at or after ``since``."""
+    logs = exp_dir / "logs"
+    if not logs.is_dir():
+        return False
+    candidates = [exp_dir / TRACKER_RELATIVE, exp_dir / SFT_TRACKER_RELATIVE, *logs.rglob("*tfevents*")]
+    return any(p.is_file() and p.stat().st_mtime >= since for p in candidates)
 
 
 def _valid(name: str) -> bool:
@@ -41,8 +57,14 @@ def _valid(name: str) -> bool:
     return True
 
 
-def tracker_in(exp_dir: Path) -> Path | None:
-    """The tracker of one exp dir (RL runs, or ``rank0/`` for SFT), None when absent."""
+def tracker_in(exp_dir: Path, fmt: str = "xtuner") -> Path | None:
+    """The tracker of one exp dir (RL runs, or ``rank0/`` for SFT), None when absent.
+
+    For ``tensorboard`` it is the exp dir's ``logs/`` folder when event files lie below it.
+    """
+    if fmt == "tensorboard":
+        logs = exp_dir / "logs"
+        return logs if logs.is_dir() and any(p.is_file() for p in logs.rglob("*tfevents*")) else None
     return next((p for p in (exp_dir / TRACKER_RELATIVE, exp_dir / SFT_TRACKER_RELATIVE) if p.is_file()), None)
 
 

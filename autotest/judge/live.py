@@ -14,7 +14,7 @@ import math
 import os
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 from autotest.errors import UsageError
 from autotest.inputs.baseline import Baseline
@@ -33,8 +33,11 @@ class Follower:
     """The launcher's poll callback: returns a stop reason when fail-fast decides a FAIL."""
 
     def __init__(self, case: Case, baseline: Baseline, golden: Trace, work_dir: Path, *, fail_fast: bool = False,
-                 progress: Callable[[str], None] | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+                 progress: Callable[[str], None] | None = None, clock: Callable[[], float] = time.monotonic,
+                 environ: Mapping[str, str] | None = None) -> None:
         self.case = case
+        #: the run's environment: ${XTUNER_ROOT} in the tracker location may name a checkout made for this run
+        self.environ = os.environ if environ is None else environ
         self.baseline = baseline
         self.golden = golden
         self.work_dir = Path(work_dir)
@@ -51,7 +54,7 @@ class Follower:
 
     def _grown_trace(self) -> Trace | None:
         """The trace when the tracker changed since the last poll, else None (one stat per poll)."""
-        folder, explicit = tracker_location(self.case, self.work_dir, os.environ)
+        folder, explicit = tracker_location(self.case, self.work_dir, self.environ)
         try:
             path = explicit if explicit is not None else find_tracker(folder)
             stat = os.stat(path)
@@ -61,7 +64,8 @@ class Follower:
         if seen == self._seen:
             return None
         try:
-            trace = read_trace(path, self.case.tracker.format, metrics={c.metric for c in self.baseline.checks})
+            trace = read_trace(path, self.case.tracker.format, dict(self.baseline.metric_aliases),
+                               metrics={c.metric for c in self.baseline.checks})
         except UsageError:
             return None  # a line mid-write: read again at the next poll
         self._seen = seen

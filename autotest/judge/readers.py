@@ -21,6 +21,7 @@ from typing import Callable
 from autotest.errors import UsageError
 from autotest.inputs.tracker_layout import TRACKER_RELATIVE, exp_dirs
 from autotest.judge.jsonl import any_key_starts_with, iter_rows, raise_file_error
+from autotest.judge.tensorboard import is_event_file, read_tensorboard
 from autotest.judge.trace import Trace
 
 MINIBATCH_PREFIX = "train_metrics/"
@@ -203,13 +204,17 @@ def read_trace(path: str | Path, fmt: str = "auto", aliases: dict[str, str] | No
     ``metrics`` keeps only those series (and their aliases' sources): a comparison of a wide log
     needs only the checked metrics. Step kinds are still classified from every key.
     """
-    tracker = find_tracker(Path(path))
-    name = sniff_format(tracker) if fmt == "auto" else fmt
-    if name not in READERS:
-        raise UsageError(f"unknown metric-log format {name!r}; choose one of {', '.join(sorted(READERS))}")
     keep = None
     if metrics is not None:
         keep = frozenset(metrics) | frozenset((aliases or {}).get(m, m) for m in metrics)
+    if fmt == "tensorboard" or (fmt == "auto" and is_event_file(Path(path))):
+        trace = read_tensorboard(path, keep)  # event files, or a folder holding them
+        return trace.with_aliases(aliases) if aliases else trace
+    tracker = find_tracker(Path(path))
+    name = sniff_format(tracker) if fmt == "auto" else fmt
+    if name not in READERS:
+        known = ", ".join(sorted([*READERS, "tensorboard"]))
+        raise UsageError(f"unknown metric-log format {name!r}; choose one of {known}")
     trace = READERS[name](tracker, keep)
     if not trace.train_steps and not trace.eval_steps and not trace.warnings:
         raise UsageError(f"{tracker}: metric log has no rows; did the run start?")

@@ -7,6 +7,7 @@ in one place (:func:`autotest.judge.model.decide_status`) and triage runs once.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -49,8 +50,30 @@ def golden_trace(baseline: Baseline) -> Trace:
     if not baseline.golden_tracker.exists():
         raise UsageError(f"{baseline.path}: golden.tracker: {baseline.golden_tracker} does not exist; "
                          "check the share root (e.g. CI_SHARE_BASELINE)")
-    return read_trace(baseline.golden_tracker, baseline.golden_format, dict(baseline.metric_aliases),
-                      metrics=checked_metrics(baseline))
+    verify_golden_pin(baseline)
+    trace = read_trace(baseline.golden_tracker, baseline.golden_format, dict(baseline.metric_aliases),
+                       metrics=checked_metrics(baseline))
+    pinned = baseline.golden_tracker_steps
+    if pinned is not None and len(trace.train_steps) != pinned:
+        raise UsageError(f"{baseline.path}: golden.tracker_steps: golden tracker changed since the baseline was "
+                         f"reviewed: {baseline.golden_tracker} has {len(trace.train_steps)} training steps, "
+                         f"the baseline says {pinned}; restore the reviewed file or re-review and update the pin")
+    return trace
+
+
+def verify_golden_pin(baseline: Baseline) -> None:
+    """The golden tracker's bytes must be the reviewed ones (``golden.tracker_sha256``), else one UsageError."""
+    if baseline.golden_tracker is None or baseline.golden_tracker_sha256 is None:
+        return
+    digest = hashlib.sha256()
+    with open(baseline.golden_tracker, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    actual = digest.hexdigest()
+    if actual != baseline.golden_tracker_sha256:
+        raise UsageError(f"{baseline.path}: golden.tracker_sha256: golden tracker changed since the baseline was "
+                         f"reviewed: {baseline.golden_tracker} has sha256 {actual}, the baseline pins "
+                         f"{baseline.golden_tracker_sha256}; restore the reviewed file or re-review and update the pin")
 
 
 def checked_metrics(baseline: Baseline) -> set[str]:

@@ -119,6 +119,9 @@ def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, histo
             lines += ["", "```", str(commit["diff_stat"]).rstrip(), "```"]
     else:
         lines.append(f"- {commit or 'not recorded (compare of an existing log)'}")
+    framework = ctx.get("framework")
+    if isinstance(framework, dict):
+        lines.append(f"- framework under test: {framework_line(framework)}")
     for key in ("launch", "retries", "time_to_verdict_s"):
         if ctx.get(key):
             lines += ["", f"## {key.replace('_', ' ').capitalize()}", "", "```json",
@@ -138,9 +141,18 @@ def render_step_summary(verdict: Verdict, report_path: Path | None = None, histo
     primary = next((f for f in verdict.triage if f.primary), None)
     if primary:
         lines.append(f"- next step: {primary.suggestion}")
+    framework = verdict.context.get("framework")
+    if isinstance(framework, dict):
+        lines.append(f"- framework under test: {framework_line(framework)}")
     if report_path:
         lines.append(f"- report: `{report_path}`")
     return "\n".join(lines) + "\n\n"
+
+
+def framework_line(framework: dict[str, Any]) -> str:
+    """The checked-out framework commit: which ref of which repository resolved to it."""
+    return (f"{framework.get('name')} `{framework.get('sha')}` = {framework.get('ref')} of "
+            f"{framework.get('repo')} (ref from {framework.get('origin')})")
 
 
 def append_step_summary(text: str, summary_path: str | None = None) -> bool:

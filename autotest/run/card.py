@@ -8,6 +8,7 @@ pass criteria strings come from the baseline (the caller passes them in).
 
 from __future__ import annotations
 
+import os
 import shlex
 
 from autotest.inputs.case import Case
@@ -42,9 +43,14 @@ def _prerequisites(case: Case, preflight: Preflight) -> list[str]:
     gpus = (f"{plat.gpus_needed} GPUs (found {plat.gpus_found}: {plat.gpu_source})"
             if plat.gpus_needed else "CPU only (no GPU needed)")
     lines.append(f"- platform: {gpus}")
-    if fw is not None:
+    if preflight.framework is not None:
+        fwc = preflight.framework
+        lines.append(f"- framework under test: {fwc['name']} `{fwc['sha']}` = {fwc['ref']} of {fwc['repo']} "
+                     f"(ref from {fwc['origin']}), {'reused' if fwc['reused'] else 'checked out'} at "
+                     f"`{fwc['path']}` and exported as ${fw.env if fw else '?'}")
+    elif fw is not None:
         lines.append(f"- framework: {fw.name} checkout from ${fw.env}: "
-                     f"`{plat.framework_dir or 'not found'}`")
+                     f"`{plat.framework_dir or 'not found'}` (as found; no ref asked)")
     if case.platform.python_packages:
         lines.append(f"- Python packages: {', '.join(case.platform.python_packages)}")
     verdict = "runnable here" if plat.runnable else f"**SKIP**: {plat.skip_reason}"
@@ -83,6 +89,11 @@ def _launch_lines(case: Case, spec: LaunchSpec | None) -> list[str]:
         lines.append("- env overrides: " + ", ".join(f"`{k}={v}`" for k, v in redact(dict(env)).items()))
     else:
         lines.append("- env overrides: none")
+    work_env = case.tracker.work_dir_env
+    inherited = os.environ.get(work_env) if work_env else None
+    if spec is not None and work_env and inherited and inherited != spec.env.get(work_env):
+        # a WORK_DIR left in the runner's environment would send the run's logs elsewhere: say it is replaced
+        lines.append(f"- inherited `{work_env}={redact(inherited)}` is overridden with this run's work folder")
     lines.append(f"- timeout: {case.launch.timeout_s:g} s; the whole process group is killed after it")
     if case.launch.uses_ray:
         lines.append("- starts its own Ray cluster: the harness runs `ray stop --force` afterwards")

@@ -45,13 +45,20 @@ class SlotHolder:
     label: str
 
 
-def slots_dir_for(results_root: str | os.PathLike[str], hostname: str | None = None) -> Path:
-    """The lock directory for this node under a results root.
+SLOTS_DIR_ENV = "RL_AUTOTEST_SLOTS_DIR"
 
-    The host name is part of the path because a results root on a shared filesystem is
-    seen by several nodes, and each node has its own GPU 0.
+
+def slots_dir_for(results_root: str | os.PathLike[str], hostname: str | None = None) -> Path:
+    """The lock directory for this node: ``$RL_AUTOTEST_SLOTS_DIR``, else under a results root.
+
+    CI sets ``RL_AUTOTEST_SLOTS_DIR`` to a node-wide folder (e.g. /var/tmp/rl-autotest-slots) so that
+    two runners on one node, each with its own results root and RUNNER_TEMP, see each other's locks.
+    The host name is part of the path because a folder on a shared filesystem is seen by several
+    nodes, and each node has its own GPU 0.
     """
-    return Path(results_root) / ".gpu_slots" / (hostname or socket.gethostname())
+    node_wide = os.environ.get(SLOTS_DIR_ENV)
+    root = Path(node_wide) if node_wide else Path(results_root) / ".gpu_slots"
+    return root / (hostname or socket.gethostname())
 
 
 def cuda_visible_devices(devices: list[int]) -> str:

@@ -140,8 +140,13 @@ def missing_packages(names: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(missing)
 
 
-def check_platform(case: Case, environ: Mapping[str, str] | None = None) -> PlatformCheck:
-    """Decide whether ``case`` can run here; every unmet requirement becomes one reason."""
+def check_platform(case: Case, environ: Mapping[str, str] | None = None, *,
+                   checkout_pending: bool = False) -> PlatformCheck:
+    """Decide whether ``case`` can run here; every unmet requirement becomes one reason.
+
+    ``checkout_pending``: the harness will check the framework out itself (autotest.run.framework), so
+    an unset checkout variable is no reason to skip; a machine without the GPUs fetches nothing.
+    """
     reasons = []
     needed = case.platform.gpus
     if needed > 0:
@@ -150,7 +155,7 @@ def check_platform(case: Case, environ: Mapping[str, str] | None = None) -> Plat
             reasons.append(f"needs {needed} GPUs, found {gpus.count} ({gpus.source})")
     else:
         gpus = GpuInfo(count=0, source="not needed")
-    checkout, why = framework_dir(case, environ)
+    checkout, why = (None, None) if checkout_pending else framework_dir(case, environ)
     if why:
         reasons.append(why)
     absent = missing_packages(case.platform.python_packages)

@@ -182,6 +182,8 @@ class Preflight:
     platform: PlatformCheck
     inputs: tuple[InputStatus, ...]
     environment: dict[str, Any]
+    #: the framework checkout the harness made for this run (autotest.run.framework.Checkout), if any
+    framework: dict[str, Any] | None = None
 
     @property
     def missing_inputs(self) -> tuple[InputStatus, ...]:
@@ -193,12 +195,13 @@ class Preflight:
             "case": self.case, "case_file": self.case_file, "created_at": self.created_at,
             "commit": self.commit.to_dict(), "harness": self.harness.to_dict(),
             "platform": self.platform.to_dict(), "inputs": [asdict(s) for s in self.inputs],
-            "environment": self.environment,
+            "environment": self.environment, "framework": self.framework,
         })
 
 
 def run_preflight(case: Case, framework_dir: Path | str | None = None,
-                  environ: Mapping[str, str] | None = None) -> Preflight:
+                  environ: Mapping[str, str] | None = None,
+                  framework: dict[str, Any] | None = None) -> Preflight:
     """Commit, platform, inputs and environment for ``case``.
 
     The commit under test is the framework checkout (``framework_dir``, else the one the
@@ -212,4 +215,4 @@ def run_preflight(case: Case, framework_dir: Path | str | None = None,
         created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         commit=commit_under_test(checkout) if checkout else harness, harness=harness,
         platform=platform, inputs=input_statuses(case, environ),
-        environment=environment_fingerprint(environ))
+        environment=environment_fingerprint(environ), framework=framework)

@@ -1,0 +1,171 @@
+"""The framework under test: fetch its repository at a ref and check that commit out into a cache.
+
+A case names its framework (``platform.framework``: name, env, optional repo and ref). CI names the
+ref to test — an xtuner pull request (``refs/pull/123/head``), its default branch for the nightly, a
+pinned sha for this repository's own pull requests — through ``--framework-ref`` or
+``RL_AUTOTEST_FRAMEWORK_REF`` (and ``--framework-repo`` / ``RL_AUTOTEST_FRAMEWORK_REPO``). The harness
+then runs the case in a checkout of exactly that commit and records the commit it resolved.
+
+Cache layout (``RL_AUTOTEST_FRAMEWORK_CACHE``, default ``~/.cache/rl-autotest/frameworks``)::
+
+    <name>-<hash of repo>/mirror.git        one bare repository per source, fetched into
+    <name>-<hash of repo>/commits/<sha>/    one detached worktree per commit, reused by later runs
+    <name>-<hash of repo>/.lock             runners on one node fetch and add worktrees one at a time
+
+A worktree is keyed by commit, never by ref, so two jobs testing different refs never share a tree
+and a ref that moves gets a fresh tree instead of a ``git checkout`` under a running job.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from autotest.errors import UsageError
+from autotest.inputs.case import Case
+from autotest.inputs.schema import expand_env
+
+REPO_ENV = "RL_AUTOTEST_FRAMEWORK_REPO"
+REF_ENV = "RL_AUTOTEST_FRAMEWORK_REF"
+CACHE_ENV = "RL_AUTOTEST_FRAMEWORK_CACHE"
+DEFAULT_REF = "HEAD"
+GIT_TIMEOUT_S = 900.0  # a first fetch of a large framework over a slow link
+LOCK_TIMEOUT_S = 1800.0
+_FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
+
+
+@dataclass(frozen=True)
+class FrameworkRequest:
+    """Which framework source and ref a run tests; ``origin`` says where the ref came from."""
+
+    name: str
+    env: str
+    repo: str
+    ref: str
+    origin: str
+
+
+@dataclass(frozen=True)
+class Checkout:
+    """A framework checkout at one commit, as recorded in preflight.json, results.json and the card."""
+
+    name: str
+    repo: str
+    ref: str
+    sha: str
+    path: str
+    reused: bool
+    origin: str
+
+    def describe(self) -> str:
+        how = "reused" if self.reused else "checked out"
+        return f"{self.name} {self.sha[:12]} ({self.ref} of {self.repo}; {how} at {self.path})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def default_cache_dir(environ: Mapping[str, str]) -> Path:
+    value = environ.get(CACHE_ENV)
+    if value:
+        return Path(value).expanduser().resolve()
+    return Path(environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rl-autotest" / "frameworks"
+
+
+def framework_request(case: Case, environ: Mapping[str, str], *, repo: str | None = None,
+                      ref: str | None = None) -> FrameworkRequest | None:
+    """What to check out for ``case``, or None when the run uses the checkout in the case's env var as is.
+
+    Precedence: the command line (``repo``/``ref``), then the environment, then the case file. A ref with
+    no repository anywhere fetches from the local checkout the case's env var names (a clone on the node).
+    """
+    fw = case.platform.framework
+    if fw is None:
+        if repo or ref:
+            raise UsageError(f"{case.source}: platform.framework: the case runs no framework, "
+                             "so --framework-repo/--framework-ref do not apply; drop them for this case")
+        return None
+    source = repo or environ.get(REPO_ENV) or (
+        expand_env(fw.repo, f"{case.source}: platform.framework.repo", environ) if fw.repo else None)
+    wanted = ref or environ.get(REF_ENV) or fw.ref
+    origin = "command line" if ref else REF_ENV if environ.get(REF_ENV) else "case file"
+    if source is None and wanted is None:
+        return None
+    if source is None:
+        local = environ.get(fw.env, "")
+        if not local:
+            raise UsageError(f"{case.source}: platform.framework: ref {wanted!r} asked but no repository: "
+                             f"set platform.framework.repo, {REPO_ENV} or --framework-repo, or {fw.env} "
+                             "to a local clone")
+        source = local
+    return FrameworkRequest(name=fw.name, env=fw.env, repo=_normal_source(source), ref=wanted or DEFAULT_REF,
+                            origin=origin if wanted else "default")
+
+
+def _normal_source(source: str) -> str:
+    """A local path becomes absolute (the cache key must not depend on the current directory)."""
+    if "://" in source or source.startswith("git@"):
+        return source
+    return str(Path(source).expanduser().resolve())
+
+
+def _git(args: list[str], *, what: str, cwd: Path | None = None) -> str:
+    """Run git; a failure is one UsageError line naming what was asked and git's own first line."""
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}  # never wait for a password in CI
+    try:
+        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env=env,
+                              timeout=GIT_TIMEOUT_S, check=False)
+    except FileNotFoundError:
+        raise UsageError(f"{what}: git is not installed on this machine") from None
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"{what}: git {args[0]} took over {GIT_TIMEOUT_S:g} s; check the network") from None
+    if done.returncode != 0:
+        lines = [ln for ln in done.stderr.strip().splitlines() if ln.strip()]
+        first = next((ln for ln in lines if ln.startswith(("fatal:", "error:"))), lines[0] if lines else "")
+        raise UsageError(f"{what}: {first.removeprefix('fatal: ') or f'git exit code {done.returncode}'}")
+    return done.stdout.strip()
+
+
+def _has_commit(mirror: Path, sha: str) -> bool:
+    done = subprocess.run(["git", "--git-dir", str(mirror), "cat-file", "-e", f"{sha}^{{commit}}"],
+                          capture_output=True, check=False)
+    return done.returncode == 0
+
+
+def checkout(request: FrameworkRequest, cache_dir: Path) -> Checkout:
+    """Fetch ``request.ref`` and return the worktree of its commit (made once, reused after)."""
+    what = f"framework {request.name}: ref {request.ref!r} of {request.repo}"
+    key = hashlib.sha256(request.repo.encode()).hexdigest()[:12]
+    home = cache_dir / f"{request.name}-{key}"
+    home.mkdir(parents=True, exist_ok=True)
+    mirror = home / "mirror.git"
+    with FileLock(str(home / ".lock"), timeout=LOCK_TIMEOUT_S):
+        if not (mirror / "HEAD").is_file():
+            _git(["init", "--quiet", "--bare", str(mirror)], what=what)
+        if _FULL_SHA.match(request.ref) and _has_commit(mirror, request.ref):
+            sha = request.ref  # a pinned commit already fetched: no network needed
+        else:
+            # FETCH_HEAD, not a named ref: pull-request refs, branches, tags and shas all work the same
+            _git(["--git-dir", str(mirror), "fetch", "--quiet", "--force", "--no-tags", request.repo,
+                  request.ref], what=what)
+            sha = _git(["--git-dir", str(mirror), "rev-parse", "FETCH_HEAD^{commit}"], what=what)
+            # keep the commit reachable so `git gc` in the mirror never prunes a worktree's commit
+            _git(["--git-dir", str(mirror), "update-ref", f"refs/rl-autotest/{sha}", sha], what=what)
+        tree = home / "commits" / sha
+        reused = (tree / ".git").exists() and _git(["rev-parse", "HEAD"], cwd=tree, what=what) == sha
+        if not reused:
+            if tree.exists():  # a half-made tree from an interrupted run
+                shutil.rmtree(tree)
+            _git(["--git-dir", str(mirror), "worktree", "prune"], what=what)
+            _git(["--git-dir", str(mirror), "worktree", "add", "--quiet", "--detach", str(tree), sha], what=what)
+    return Checkout(name=request.name, repo=request.repo, ref=request.ref, sha=sha, path=str(tree),
+                    reused=reused, origin=request.origin)

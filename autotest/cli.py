@@ -28,6 +28,7 @@ from autotest.judge.model import FAIL, PASS
 from autotest.judge.verdict import compare_paths
 from autotest.pipeline import DRY_RUN, SKIP, RunOptions, run_case
 from autotest.report.publish import publish
+from autotest.run.interrupts import describe, signals_as_interrupt
 from autotest.run.platform import check_platform
 from autotest.run.results_dir import DEFAULT_ROOT_HELP
 
@@ -218,12 +219,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return COMMANDS[args.command](args)
+        with signals_as_interrupt():  # SIGTERM/SIGHUP (CI cancelling) take Ctrl-C's path: cleanup, verdict
+            return COMMANDS[args.command](args)
     except UsageError as exc:
         print(f"rl-autotest: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    except KeyboardInterrupt:
-        print("rl-autotest: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        print(f"rl-autotest: interrupted ({describe(exc)})", file=sys.stderr)
         return EXIT_ERROR
 
 

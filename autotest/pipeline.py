@@ -42,7 +42,7 @@ from autotest.run.infra import (
     RetryTrail,
     classify_log_file,
 )
-from autotest.run.launch import LaunchResult, LaunchSpec, launch_spec
+from autotest.run.launch import LaunchResult, LaunchSpec, RunInterrupted, launch_spec
 from autotest.run.platform import check_platform
 from autotest.run.preflight import Preflight, run_preflight
 from autotest.run.results_dir import default_results_root, new_results_dir
@@ -144,9 +144,15 @@ def run_case(case: Case, options: RunOptions) -> CaseRun:
     slots_root = options.results_root or default_results_root()
     with case_slice(case.platform.gpus, slots_root, options.gpu_wait_s, case.name) as env:
         spec = replace(prep.spec, env={**env, **prep.spec.env})
-        comparison = _attempts(case, options, spec, prep)
+        comparison, interrupt = _attempts(case, options, spec, prep)
     request_path = _write_consistency_request(case, comparison.verdict, prep)
     publish(comparison, prep.results_dir, with_plots=options.with_plots)
+    if interrupt is not None:
+        # the run is stopped and its ERROR verdict published; the interrupt still ends the session
+        if options.progress:
+            options.progress(f"[{case.name}] interrupted ({interrupt.reason}): ERROR verdict in "
+                             f"{prep.results_dir / 'report.md'}")
+        raise interrupt
     status = comparison.verdict.status
     primary = next((f.suggestion for f in comparison.verdict.triage if f.primary), "")
     return replace(shown, status=status, reason=primary if status != PASS else "", verdict=comparison.verdict,
@@ -198,20 +204,26 @@ def _criteria(baseline: Baseline | None, error: str | None) -> list[str]:
     return lines
 
 
-def _attempts(case: Case, options: RunOptions, spec: LaunchSpec, prep: _Prepared) -> Comparison:
-    """Launch and judge; relaunch only on a known infrastructure failure (never on an accuracy FAIL).
+def _attempts(case: Case, options: RunOptions, spec: LaunchSpec,
+              prep: _Prepared) -> tuple[Comparison, RunInterrupted | None]:
+    """Launch and judge; relaunch only on a known infrastructure failure (never on an accuracy FAIL,
+    never after an interrupt).
 
     Earlier attempts' logs and work dirs are kept under ``attempts/<n>/``; the trail is in the report.
     """
     trail = RetryTrail()
     while True:
-        comparison, infra, infra_log = _attempt(case, options, spec, prep)
+        comparison, infra, infra_log, interrupt = _attempt(case, options, spec, prep)
         verdict = comparison.verdict
+        if interrupt is not None:
+            if trail.attempts:
+                verdict.context["retries"] = trail.to_dict()
+            return comparison, interrupt
         trail, decision = trail.record(Classification(verdict.status, infra, infra_log), options.retry_policy)
         if len(trail.attempts) > 1 or decision.retry:
             verdict.context["retries"] = trail.to_dict()
         if not decision.retry:
-            return comparison
+            return comparison, None
         kept = prep.results_dir / "attempts" / str(len(trail.attempts))
         kept.mkdir(parents=True)
         for name in ("logs", "work", "tracker.jsonl", "run_config"):
@@ -226,14 +238,18 @@ def _attempts(case: Case, options: RunOptions, spec: LaunchSpec, prep: _Prepared
 
 
 def _attempt(case: Case, options: RunOptions, spec: LaunchSpec,
-             prep: _Prepared) -> tuple[Comparison, InfraFailure | None, str]:
-    """One launch, its artifacts and its verdict."""
+             prep: _Prepared) -> tuple[Comparison, InfraFailure | None, str, RunInterrupted | None]:
+    """One launch, its artifacts and its verdict (an interrupted run is judged too: ERROR)."""
     assert prep.baseline is not None and prep.golden is not None
     follower = Follower(case, prep.baseline, prep.golden, prep.work_dir, fail_fast=options.fail_fast,
                         progress=options.progress)
     started = time.time()
-    result = start(spec, prep.results_dir, poll=follower.poll, poll_interval_s=options.poll_interval_s,
-                   ray_address=options.ray_address, num_gpus=case.platform.gpus)
+    interrupt = None
+    try:
+        result = start(spec, prep.results_dir, poll=follower.poll, poll_interval_s=options.poll_interval_s,
+                       ray_address=options.ray_address, num_gpus=case.platform.gpus)
+    except RunInterrupted as exc:  # the run is already stopped and cleaned up
+        result, interrupt = exc.result, exc
     artifacts = artifacts_for(case, prep.work_dir, prep.results_dir, since=started - 2)
     trace, tracker_problem = None, None
     if artifacts.tracker is not None:
@@ -243,7 +259,7 @@ def _attempt(case: Case, options: RunOptions, spec: LaunchSpec,
             tracker_problem = str(exc)
     else:
         tracker_problem = "; ".join(artifacts.notes) or "no tracker found"
-    infra, infra_log = _infra_failure(result)
+    infra, infra_log = _infra_failure(result) if interrupt is None else (None, str(result.stdout_log))
     facts = RunFacts(
         case.expected.steps, case.expected.exact_steps, exit_code=result.exit_code, signal=result.signal,
         timed_out=result.timed_out, timeout_s=result.timeout_s, wall_s=result.wall_s,
@@ -253,7 +269,7 @@ def _attempt(case: Case, options: RunOptions, spec: LaunchSpec,
                "launch": result.to_dict(), "artifacts": [str(p) for p in artifacts.run_config],
                "time_to_verdict_s": follower.time_to_verdict_s()}
     comparison = judge(prep.baseline, trace, golden=prep.golden, facts=facts, case=case.name, context=context)
-    return comparison, infra, infra_log
+    return comparison, infra, infra_log, interrupt
 
 
 def _infra_failure(result: LaunchResult) -> tuple[InfraFailure | None, str]:

@@ -15,6 +15,7 @@ import pytest
 
 from autotest.inputs.case import Case
 from autotest.pipeline import DRY_RUN, SKIP, CaseRun, RunOptions, run_case
+from autotest.run.interrupts import signals_as_interrupt
 
 MARKERS = {
     "grpo": "GRPO accuracy suite (launches a real training run)",
@@ -113,7 +114,8 @@ def run_accuracy_case(request: pytest.FixtureRequest) -> Callable[..., CaseRun]:
                              progress=progress, confirm=show_card,
                              ray_address=config.getoption("--ray-address") or os.environ.get("RAY_ADDRESS"),
                              gpu_wait_s=config.getoption("--gpu-wait-s"))
-        outcome = run_case(case, options)
+        with signals_as_interrupt():  # CI cancels with SIGTERM: stop the run and publish, as Ctrl-C does
+            outcome = run_case(case, options)
         summary = config.pluginmanager.get_plugin("rl-autotest-summary")
         if summary is not None:
             summary.add(outcome)

@@ -95,6 +95,8 @@ class CaseRun:
     card: str = ""
     command_line: str = ""
     consistency_request: Path | None = None
+    #: one "kind (signature)" per relaunch before this verdict; a verdict after a relaunch says so
+    relaunches: tuple[str, ...] = ()
 
     @property
     def report(self) -> Path | None:
@@ -102,7 +104,9 @@ class CaseRun:
 
     def summary_line(self) -> str:
         where = f" (report: {self.report})" if self.verdict is not None and self.report else ""
-        return f"{self.case}: {self.status}{' — ' + self.reason if self.reason else ''}{where}"
+        n = len(self.relaunches)
+        after = f" after {n} relaunch{'es' if n > 1 else ''} ({', '.join(self.relaunches)})" if n else ""
+        return f"{self.case}: {self.status}{after}{' — ' + self.reason if self.reason else ''}{where}"
 
 
 @dataclass(frozen=True)
@@ -155,8 +159,10 @@ def run_case(case: Case, options: RunOptions) -> CaseRun:
         raise interrupt
     status = comparison.verdict.status
     primary = next((f.suggestion for f in comparison.verdict.triage if f.primary), "")
+    relaunches = tuple(f"{a['infra']['kind']} ({a['infra']['signature']})"
+                       for a in comparison.verdict.context.get("retries") or () if a["decision"]["retry"])
     return replace(shown, status=status, reason=primary if status != PASS else "", verdict=comparison.verdict,
-                   consistency_request=request_path)
+                   consistency_request=request_path, relaunches=relaunches)
 
 
 def _prepare(case: Case, options: RunOptions, framework_dir: Path | None) -> _Prepared:

@@ -7,6 +7,7 @@ written but the leave-one-out self-check raised false alarms (review it), 2 on e
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 import sys
 from pathlib import Path
@@ -40,6 +41,8 @@ def exit_code_for(status: str) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    if args.wall_time_s is not None and not (args.wall_time_s >= 0 and math.isfinite(args.wall_time_s)):
+        raise UsageError(f"--wall-time-s: {args.wall_time_s:g} is not a wall time; give the measured seconds (>= 0)")
     comparison = compare_paths(args.baseline, args.current, fmt=args.format, wall_time_s=args.wall_time_s)
     verdict = comparison.verdict
     if args.out:

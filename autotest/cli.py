@@ -7,6 +7,7 @@ written but the leave-one-out self-check raised false alarms (review it), 2 on e
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 import sys
 from pathlib import Path
@@ -30,6 +31,7 @@ from autotest.judge.model import FAIL, PASS
 from autotest.judge.verdict import compare_paths
 from autotest.pipeline import DRY_RUN, SKIP, RunOptions, run_case
 from autotest.report.publish import publish
+from autotest.run.interrupts import describe, signals_as_interrupt
 from autotest.run.platform import check_platform
 from autotest.run.results_dir import DEFAULT_ROOT_HELP
 
@@ -41,6 +43,8 @@ def exit_code_for(status: str) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    if args.wall_time_s is not None and not (args.wall_time_s >= 0 and math.isfinite(args.wall_time_s)):
+        raise UsageError(f"--wall-time-s: {args.wall_time_s:g} is not a wall time; give the measured seconds (>= 0)")
     comparison = compare_paths(args.baseline, args.current, fmt=args.format, wall_time_s=args.wall_time_s)
     verdict = comparison.verdict
     if args.out:
@@ -244,12 +248,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return COMMANDS[args.command](args)
+        with signals_as_interrupt():  # SIGTERM/SIGHUP (CI cancelling) take Ctrl-C's path: cleanup, verdict
+            return COMMANDS[args.command](args)
     except UsageError as exc:
         print(f"rl-autotest: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    except KeyboardInterrupt:
-        print("rl-autotest: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        print(f"rl-autotest: interrupted ({describe(exc)})", file=sys.stderr)
         return EXIT_ERROR
 
 

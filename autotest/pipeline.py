@@ -48,7 +48,7 @@ from autotest.run.infra import (
     RetryTrail,
     classify_log_file,
 )
-from autotest.run.launch import LaunchResult, LaunchSpec, launch_spec
+from autotest.run.launch import LaunchResult, LaunchSpec, RunInterrupted, launch_spec
 from autotest.run.platform import check_platform
 from autotest.run.preflight import Preflight, run_preflight
 from autotest.run.results_dir import default_results_root, new_results_dir
@@ -107,6 +107,8 @@ class CaseRun:
     card: str = ""
     command_line: str = ""
     consistency_request: Path | None = None
+    #: one "kind (signature)" per relaunch before this verdict; a verdict after a relaunch says so
+    relaunches: tuple[str, ...] = ()
 
     @property
     def report(self) -> Path | None:
@@ -114,7 +116,9 @@ class CaseRun:
 
     def summary_line(self) -> str:
         where = f" (report: {self.report})" if self.verdict is not None and self.report else ""
-        return f"{self.case}: {self.status}{' — ' + self.reason if self.reason else ''}{where}"
+        n = len(self.relaunches)
+        after = f" after {n} relaunch{'es' if n > 1 else ''} ({', '.join(self.relaunches)})" if n else ""
+        return f"{self.case}: {self.status}{after}{' — ' + self.reason if self.reason else ''}{where}"
 
 
 @dataclass(frozen=True)
@@ -163,13 +167,21 @@ def run_case(case: Case, options: RunOptions) -> CaseRun:
     slots_root = options.results_root or default_results_root()
     with case_slice(case.platform.gpus, slots_root, options.gpu_wait_s, case.name) as env:
         spec = replace(prep.spec, env={**env, **prep.spec.env})
-        comparison = _attempts(case, options, spec, prep)
+        comparison, interrupt = _attempts(case, options, spec, prep)
     request_path = _write_consistency_request(case, comparison.verdict, prep)
     publish(comparison, prep.results_dir, with_plots=options.with_plots, after_results=options.after_results)
+    if interrupt is not None:
+        # the run is stopped and its ERROR verdict published; the interrupt still ends the session
+        if options.progress:
+            options.progress(f"[{case.name}] interrupted ({interrupt.reason}): ERROR verdict in "
+                             f"{prep.results_dir / 'report.md'}")
+        raise interrupt
     status = comparison.verdict.status
     primary = next((f.suggestion for f in comparison.verdict.triage if f.primary), "")
+    relaunches = tuple(f"{a['infra']['kind']} ({a['infra']['signature']})"
+                       for a in comparison.verdict.context.get("retries") or () if a["decision"]["retry"])
     return replace(shown, status=status, reason=primary if status != PASS else "", verdict=comparison.verdict,
-                   consistency_request=request_path)
+                   consistency_request=request_path, relaunches=relaunches)
 
 
 def _prepare(case: Case, options: RunOptions, framework: Checkout | None) -> _Prepared:
@@ -220,20 +232,26 @@ def _criteria(baseline: Baseline | None, error: str | None) -> list[str]:
     return lines
 
 
-def _attempts(case: Case, options: RunOptions, spec: LaunchSpec, prep: _Prepared) -> Comparison:
-    """Launch and judge; relaunch only on a known infrastructure failure (never on an accuracy FAIL).
+def _attempts(case: Case, options: RunOptions, spec: LaunchSpec,
+              prep: _Prepared) -> tuple[Comparison, RunInterrupted | None]:
+    """Launch and judge; relaunch only on a known infrastructure failure (never on an accuracy FAIL,
+    never after an interrupt).
 
     Earlier attempts' logs and work dirs are kept under ``attempts/<n>/``; the trail is in the report.
     """
     trail = RetryTrail()
     while True:
-        comparison, infra, infra_log = _attempt(case, options, spec, prep)
+        comparison, infra, infra_log, interrupt = _attempt(case, options, spec, prep)
         verdict = comparison.verdict
+        if interrupt is not None:
+            if trail.attempts:
+                verdict.context["retries"] = trail.to_dict()
+            return comparison, interrupt
         trail, decision = trail.record(Classification(verdict.status, infra, infra_log), options.retry_policy)
         if len(trail.attempts) > 1 or decision.retry:
             verdict.context["retries"] = trail.to_dict()
         if not decision.retry:
-            return comparison
+            return comparison, None
         kept = prep.results_dir / "attempts" / str(len(trail.attempts))
         kept.mkdir(parents=True)
         for name in ("logs", "work", "tracker.jsonl", "run_config"):
@@ -248,15 +266,19 @@ def _attempts(case: Case, options: RunOptions, spec: LaunchSpec, prep: _Prepared
 
 
 def _attempt(case: Case, options: RunOptions, spec: LaunchSpec,
-             prep: _Prepared) -> tuple[Comparison, InfraFailure | None, str]:
-    """One launch, its artifacts and its verdict."""
+             prep: _Prepared) -> tuple[Comparison, InfraFailure | None, str, RunInterrupted | None]:
+    """One launch, its artifacts and its verdict (an interrupted run is judged too: ERROR)."""
     assert prep.baseline is not None and prep.golden is not None
     environ = {**os.environ, **options.env}
     follower = Follower(case, prep.baseline, prep.golden, prep.work_dir, fail_fast=options.fail_fast,
                         progress=options.progress, environ=environ)
     started = time.time()
-    result = start(spec, prep.results_dir, poll=follower.poll, poll_interval_s=options.poll_interval_s,
-                   ray_address=options.ray_address, num_gpus=case.platform.gpus)
+    interrupt = None
+    try:
+        result = start(spec, prep.results_dir, poll=follower.poll, poll_interval_s=options.poll_interval_s,
+                       ray_address=options.ray_address, num_gpus=case.platform.gpus)
+    except RunInterrupted as exc:  # the run is already stopped and cleaned up
+        result, interrupt = exc.result, exc
     artifacts = artifacts_for(case, prep.work_dir, prep.results_dir, since=started - 2,
                               environ=environ)
     trace, tracker_problem = None, None
@@ -268,7 +290,7 @@ def _attempt(case: Case, options: RunOptions, spec: LaunchSpec,
             tracker_problem = str(exc)
     else:
         tracker_problem = "; ".join(artifacts.notes) or "no tracker found"
-    infra, infra_log = _infra_failure(result)
+    infra, infra_log = _infra_failure(result) if interrupt is None else (None, str(result.stdout_log))
     facts = RunFacts(
         case.expected.steps, case.expected.exact_steps, exit_code=result.exit_code, signal=result.signal,
         timed_out=result.timed_out, timeout_s=result.timeout_s, wall_s=result.wall_s,
@@ -278,7 +300,7 @@ def _attempt(case: Case, options: RunOptions, spec: LaunchSpec,
                "launch": result.to_dict(), "artifacts": [str(p) for p in artifacts.run_config],
                "time_to_verdict_s": follower.time_to_verdict_s()}
     comparison = judge(prep.baseline, trace, golden=prep.golden, facts=facts, case=case.name, context=context)
-    return comparison, infra, infra_log
+    return comparison, infra, infra_log, interrupt
 
 
 def _infra_failure(result: LaunchResult) -> tuple[InfraFailure | None, str]:

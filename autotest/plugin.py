@@ -17,6 +17,7 @@ from autotest.errors import UsageError
 from autotest.history.drift import history_recorder
 from autotest.inputs.case import Case
 from autotest.pipeline import DRY_RUN, SKIP, CaseRun, RunOptions, run_case
+from autotest.run.interrupts import signals_as_interrupt
 
 MARKERS = {
     "grpo": "GRPO accuracy suite (launches a real training run)",
@@ -132,7 +133,8 @@ def run_accuracy_case(request: pytest.FixtureRequest) -> Callable[..., CaseRun]:
                              framework_repo=config.getoption("--framework-repo"),
                              framework_ref=config.getoption("--framework-ref"))
         try:
-            outcome = run_case(case, options)
+            with signals_as_interrupt():  # CI cancels with SIGTERM: stop the run and publish, as Ctrl-C does
+                outcome = run_case(case, options)
         except UsageError as exc:  # a bad ref or repository: one line, not a traceback
             pytest.fail(f"{case.name}: {exc}", pytrace=False)
         summary = config.pluginmanager.get_plugin("rl-autotest-summary")

@@ -232,7 +232,7 @@ def test_total_cap_across_kinds() -> None:
     for kind in (InfraKind.RAY, InfraKind.NCCL_TIMEOUT):
         trail, decision = trail.record(Classification("ERROR", _infra(kind)), policy)
         assert decision.retry
-    trail, decision = trail.record(Classification("ERROR", _infra(InfraKind.SERVER_DIED)), policy)
+    trail, decision = trail.record(Classification("ERROR", _infra(InfraKind.OOM)), policy)
     assert not decision.retry and "limit for one run" in decision.reason
 
 

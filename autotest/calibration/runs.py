@@ -40,6 +40,7 @@ from autotest.judge.verdict import golden_trace
 from autotest.pipeline import RunOptions, run_case
 from autotest.redaction import json_ready
 from autotest.report.publish import AfterResults
+from autotest.run.interrupts import clear_stop, describe, request_stop
 from autotest.run.platform import check_platform, detect_gpus
 from autotest.run.preflight import run_preflight
 from autotest.run.results_dir import default_results_root
@@ -223,8 +224,19 @@ def run_all(case: Case, seeds: Sequence[int], folder: Path, options: Calibration
             + (f" ({'; '.join(record.reasons)})" if record.reasons else ""))
         return record
 
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        return list(pool.map(one, range(len(seeds))))
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    try:
+        futures = [pool.submit(one, i) for i in range(len(seeds))]
+        return [future.result() for future in futures]
+    except KeyboardInterrupt as exc:
+        # a signal reaches only this thread; the runs wait in the pool: stop them all now, not when
+        # each has finished (they publish their ERROR verdicts on the way out)
+        request_stop(describe(exc))
+        say(f"{case.name}: interrupted ({describe(exc)}): stopping every calibration run")
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        clear_stop()
 
 
 def _run_on_ray(case: Case, seeds: Sequence[int], dirs: Sequence[Path], address: str,

@@ -9,8 +9,10 @@ duplicate key (PyYAML would silently keep the last one). ``load_section`` reads 
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import re
+import reprlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
@@ -30,11 +32,22 @@ def fail(path: Path, key: str, problem: str, fix: str) -> NoReturn:
     raise UsageError(f"{path}: {key}: {problem}; {fix}")
 
 
+# numbers YAML 1.1 leaves as strings: an exponent without a dot (5e-3, 1E6)
+_YAML11_MISSED_FLOAT = re.compile(r"[-+]?[0-9]+(?:\.[0-9]*)?[eE][-+]?[0-9]+")
+
+
+_SHORT = reprlib.Repr()  # attributes, not keywords: Python 3.11
+_SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxdict, _SHORT.maxtuple, _SHORT.maxset = 2, 4, 4, 4, 4
+_SHORT.maxstring = _SHORT.maxother = 60
+
+
 def show(value: Any) -> str:
     """A value as the user wrote it in YAML, short enough for one line."""
     if value is None or isinstance(value, bool):
         return "null" if value is None else str(value).lower()
-    text = repr(value)
+    if isinstance(value, (list, dict, tuple, set)) and len(value) > _SHORT.maxlist:
+        return f"a {type(value).__name__}"
+    text = _SHORT.repr(value)  # bounded: never builds the repr of a huge (alias-expanded) value
     return text if len(text) <= 40 else f"a {type(value).__name__}"
 
 
@@ -155,8 +168,12 @@ class Section:
         value = self.get(name, default)
         if value is None and default is None:
             return None
+        if isinstance(value, str) and _YAML11_MISSED_FLOAT.fullmatch(value.strip()):
+            value = float(value)  # YAML 1.1 reads 5e-3 (no dot) as a string; the user wrote a number
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
             self.fail(name, f"{show(value)} is not a number", fix)
+        if not math.isfinite(value):
+            self.fail(name, f"{value} is not finite", fix + " (a finite one)")
         if positive and value <= 0:
             self.fail(name, f"{value:g} is not above 0", fix)
         if minimum is not None and value < minimum:

@@ -194,7 +194,17 @@ def sniff_format(path: Path) -> str:
                     return "verl" if isinstance(row, dict) and isinstance(row.get("data"), dict) else "xtuner"
     except OSError as exc:
         raise UsageError(f"{path}: cannot read metric log ({exc.strerror}); check the path") from None
+    except UnicodeDecodeError:
+        raise _not_text(path) from None
     return "xtuner"
+
+
+def _not_text(path: Path) -> UsageError:
+    with path.open("rb") as handle:
+        gzipped = handle.read(2) == b"\x1f\x8b"
+    what = "gzip-compressed; decompress it first (gunzip)" if gzipped else \
+        "binary or not UTF-8; pass the run's tracker.jsonl (UTF-8 JSON lines)"
+    return UsageError(f"{path}: metric log is not UTF-8 text: {what}")
 
 
 def read_trace(path: str | Path, fmt: str = "auto", aliases: dict[str, str] | None = None,
@@ -215,7 +225,10 @@ def read_trace(path: str | Path, fmt: str = "auto", aliases: dict[str, str] | No
     if name not in READERS:
         known = ", ".join(sorted([*READERS, "tensorboard"]))
         raise UsageError(f"unknown metric-log format {name!r}; choose one of {known}")
-    trace = READERS[name](tracker, keep)
+    try:
+        trace = READERS[name](tracker, keep)
+    except UnicodeDecodeError:  # valid UTF-8 at the start, not further on
+        raise _not_text(tracker) from None
     if not trace.train_steps and not trace.eval_steps and not trace.warnings:
         raise UsageError(f"{tracker}: metric log has no rows; did the run start?")
     return trace.with_aliases(aliases) if aliases else trace
@@ -227,6 +240,9 @@ def find_tracker(path: Path) -> Path:
         return path
     if not path.exists():
         raise UsageError(f"{path}: no such file or directory; pass a tracker.jsonl or a run's work dir")
+    if not path.is_dir():  # a FIFO would block the read forever, a device never ends
+        raise UsageError(f"{path}: not a regular file (a FIFO, socket or device); pass a tracker.jsonl "
+                         "or a run's work dir")
     direct = path / TRACKER_RELATIVE
     if direct.is_file():
         return direct

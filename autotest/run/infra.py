@@ -189,6 +189,8 @@ class KindPolicy:
     max_relaunches: int
     backoff_s: float
     backoff_factor: float = 2.0
+    #: why this kind is not relaunched, said in the report (kinds with max_relaunches 0)
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -225,7 +227,10 @@ DEFAULT_POLICY = RetryPolicy(
     per_kind={
         InfraKind.PORT_IN_USE: KindPolicy(max_relaunches=2, backoff_s=30),
         InfraKind.RAY: KindPolicy(max_relaunches=2, backoff_s=30),
-        InfraKind.SERVER_DIED: KindPolicy(max_relaunches=1, backoff_s=30),
+        # The servers a run depends on (teachers, rollout servers) are started by the run itself: one
+        # dying is the run's failure, and a relaunch would launder a crash into a PASS.
+        InfraKind.SERVER_DIED: KindPolicy(max_relaunches=0, backoff_s=0, note=(
+            "a server the run started itself died; that is the run's failure, not the infrastructure's")),
         InfraKind.NCCL_TIMEOUT: KindPolicy(max_relaunches=1, backoff_s=60),
         InfraKind.NCCL_ERROR: KindPolicy(max_relaunches=1, backoff_s=60),
         # Leftover processes can hold GPU memory; a second OOM means the change needs more.
@@ -279,7 +284,8 @@ def decide_retry(history: Sequence[Attempt], classification: Classification, pol
         return RetryDecision(False, 0.0, "no known infrastructure signature in the log; not relaunched")
     kind_policy = policy.per_kind.get(infra.kind)
     if kind_policy is None or kind_policy.max_relaunches == 0:
-        return RetryDecision(False, 0.0, f"{infra.kind.value}: the policy allows no relaunch (needs a person)")
+        why = (kind_policy.note if kind_policy else "") or "the policy allows no relaunch (needs a person)"
+        return RetryDecision(False, 0.0, f"{infra.kind.value}: {why}; not relaunched")
     same_kind = sum(1 for a in history if a.classification.infra and a.classification.infra.kind == infra.kind)
     if same_kind >= kind_policy.max_relaunches:
         return RetryDecision(

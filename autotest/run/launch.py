@@ -20,6 +20,7 @@ from typing import Any
 from autotest.errors import UsageError
 from autotest.inputs.case import Case, expand, placeholder_values
 from autotest.redaction import json_ready
+from autotest.run.interrupts import Interrupted
 
 RAY_CLEANUP = ("ray", "stop", "--force")
 
@@ -80,6 +81,18 @@ class LaunchResult:
 
     def to_dict(self) -> dict[str, Any]:
         return json_ready(asdict(self))
+
+
+class RunInterrupted(Interrupted):
+    """A backend's wait was interrupted (Ctrl-C, SIGTERM, a stop request); raised after the cleanup.
+
+    It carries the run's :class:`LaunchResult`, so the pipeline can still judge and publish an
+    ERROR verdict before the interrupt goes on up.
+    """
+
+    def __init__(self, reason: str, result: LaunchResult) -> None:
+        super().__init__(reason)
+        self.result = result
 
 
 def launch_spec(case: Case, work_dir: Path, *, seed: int | None = None, fault: str | None = None,

@@ -3,7 +3,8 @@
 ``launch`` starts the command in a new session (so Ctrl-C at the harness never reaches it and
 the whole tree can be signalled at once), writes stdout/stderr and ``launch.json`` (command,
 cwd, env: redacted) under ``results_dir/logs``, enforces the wall-clock timeout and calls an
-optional poll callback that may stop the run. Whatever the ending (exit, timeout, stop, crash,
+optional poll callback that may stop the run. A watchdog process (``autotest.run.watchdog``) stops
+the session should the harness itself be killed. Whatever the ending (exit, timeout, stop, crash,
 KeyboardInterrupt, an exception in the callback) every process of the session is terminated
 (SIGTERM, grace, SIGKILL) and reaped, the cleanup commands run (``ray stop --force`` for cases
 that start Ray) and the survivors, if any, are recorded.
@@ -25,59 +26,28 @@ from typing import Any
 
 from autotest.errors import UsageError
 from autotest.redaction import redact
-from autotest.run.launch import CleanupResult, LaunchResult, LaunchSpec, PollCallback
+from autotest.run import watchdog
+from autotest.run.interrupts import Interrupted, describe, stop_requested
+from autotest.run.launch import (
+    CleanupResult,
+    LaunchResult,
+    LaunchSpec,
+    PollCallback,
+    RunInterrupted,
+)
+from autotest.run.proctable import (
+    alive_as_recorded,
+    descendants,
+    process_table,
+    session_members,
+)
 
 TRACK_INTERVAL_S = 1.0  # how often the run's process tree is recorded
 
 
-@dataclass(frozen=True)
-class _Proc:
-    pid: int
-    ppid: int
-    pgrp: int
-    session: int
-    start: int  # clock ticks after boot: tells a reused pid apart
-
-
-def _process_table() -> list[_Proc]:
-    """Live processes from /proc (zombies are dead: left out); empty where there is no /proc."""
-    table = []
-    for entry in Path("/proc").iterdir() if Path("/proc/self/stat").exists() else ():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue  # exited while we looked
-        fields = stat[stat.rfind(")") + 2:].split()  # after "pid (comm) "
-        if fields[0] not in ("Z", "X"):
-            table.append(_Proc(int(entry.name), int(fields[1]), int(fields[2]), int(fields[3]),
-                               int(fields[19])))
-    return table
-
-
-def session_members(sid: int) -> list[int]:
-    """Live processes in session or process group ``sid``."""
-    return [p.pid for p in _process_table() if sid in (p.pgrp, p.session)]
-
-
-def descendants(root: int) -> dict[int, int]:
-    """{pid: start time} of every live descendant of ``root``, whatever its session."""
-    table = _process_table()
-    children: dict[int, list[_Proc]] = {}
-    for proc in table:
-        children.setdefault(proc.ppid, []).append(proc)
-    found, todo = {}, [root]
-    while todo:
-        for child in children.get(todo.pop(), ()):
-            found[child.pid] = child.start
-            todo.append(child.pid)
-    return found
-
-
-def _alive_as_recorded(tracked: dict[int, int]) -> list[int]:
-    live = {p.pid: p.start for p in _process_table()}
-    return [pid for pid, start in tracked.items() if live.get(pid) == start]
+# the old private names, kept for callers (tests) that read the table directly
+_process_table = process_table
+_alive_as_recorded = alive_as_recorded
 
 
 def _signal_pids(pids: list[int], sig: int) -> None:
@@ -181,8 +151,9 @@ def launch(spec: LaunchSpec, results_dir: Path, *, poll: PollCallback | None = N
     """Run ``spec`` to its end, the timeout, or a stop reason returned by ``poll``.
 
     ``poll`` is called every ``poll_interval_s`` while the run goes; a non-empty string it
-    returns stops the run and becomes ``stopped_reason``. KeyboardInterrupt and exceptions
-    from ``poll`` propagate after the cleanup (and after launch.json records them).
+    returns stops the run and becomes ``stopped_reason``. A KeyboardInterrupt (SIGTERM turned into
+    one, or a stop request from another thread) becomes :class:`RunInterrupted` carrying the result;
+    exceptions from ``poll`` propagate. Both only after the cleanup and after launch.json records them.
     """
     logs = Path(results_dir) / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -207,7 +178,11 @@ def launch(spec: LaunchSpec, results_dir: Path, *, poll: PollCallback | None = N
             raise UsageError(f"launch: could not start {spec.argv[0]!r} in {spec.cwd}: "
                              f"{exc.strerror or exc}; check the command and launch.cwd") from None
     record["pid"] = proc.pid
+    # stops the session if this process dies without cleaning up (SIGKILL, OOM); the window between
+    # the two starts is a fork and an exec
+    guard = watchdog.start(proc.pid, spec.timeout_s, spec.term_grace_s, logs / "watchdog.log")
     timed_out, stopped, interrupted = False, None, None
+    interrupt: BaseException | None = None
     tracked: dict[int, int] = {}
     try:
         deadline = t0 + spec.timeout_s
@@ -222,6 +197,9 @@ def launch(spec: LaunchSpec, results_dir: Path, *, poll: PollCallback | None = N
             # remembered now, while the parent chain exists: a setsid'd child (a teacher
             # server) leaves the session, and after its parent dies it is nobody's child
             tracked.update(descendants(proc.pid))
+            reason = stop_requested()
+            if reason:  # another thread was interrupted (calibration's runs wait in a pool)
+                raise Interrupted(reason)
             now = time.monotonic()
             if now >= deadline:
                 timed_out = True
@@ -232,13 +210,16 @@ def launch(spec: LaunchSpec, results_dir: Path, *, poll: PollCallback | None = N
                 if reason:
                     stopped = str(reason)
                     break
+    except KeyboardInterrupt as exc:
+        interrupted, interrupt = describe(exc), exc
     except BaseException as exc:
-        interrupted = f"{type(exc).__name__}: {exc}".rstrip(": ")
+        interrupted = describe(exc)
         raise
     finally:
         # every ending passes here: normal exit, timeout, stop, Ctrl-C, a failing callback
         wall_s = round(time.monotonic() - t0, 3)
         teardown = terminate_session(proc, spec.term_grace_s, tracked)
+        watchdog.stop(guard)
         cleanups = tuple(_run_cleanup(c, spec, env, logs / "cleanup.log") for c in spec.cleanup_commands)
         code = proc.returncode
         result = LaunchResult(
@@ -252,4 +233,6 @@ def launch(spec: LaunchSpec, results_dir: Path, *, poll: PollCallback | None = N
             survivors=teardown.survivors, cleanup=cleanups)
         record["result"] = result.to_dict()
         _write_json(launch_json, record)
+    if interrupt is not None:
+        raise RunInterrupted(interrupted or "interrupted", result) from interrupt
     return result

@@ -45,7 +45,8 @@ from typing import Any
 
 from autotest.errors import UsageError
 from autotest.redaction import redact
-from autotest.run.launch import LaunchResult, LaunchSpec, PollCallback
+from autotest.run.interrupts import Interrupted, describe, stop_requested
+from autotest.run.launch import LaunchResult, LaunchSpec, PollCallback, RunInterrupted
 
 EXTRA_HINT = "pip install 'rl-autotest[workloads]'"
 START_HINT = "start one with `ray start --head --dashboard-host 127.0.0.1`"
@@ -313,6 +314,7 @@ def submit(spec: LaunchSpec, results_dir: Path, *, address: str, num_gpus: int =
     job = _Job(client, submission_id, stdout_log)
     pending_limit = spec.timeout_s if pending_timeout_s is None else pending_timeout_s
     timed_out, stopped, interrupted, lost = False, None, None, None
+    interrupt: BaseException | None = None
     running_since: float | None = None
     try:
         next_poll = t0 + poll_interval_s if poll else float("inf")
@@ -344,9 +346,13 @@ def submit(spec: LaunchSpec, results_dir: Path, *, address: str, num_gpus: int =
                 if reason:
                     stopped = str(reason)
                     break
+            if stop_requested():  # another thread was interrupted (calibration's runs wait in a pool)
+                raise Interrupted(stop_requested() or "stop requested")
             time.sleep(STATUS_INTERVAL_S)
+    except KeyboardInterrupt as exc:
+        interrupted, interrupt = describe(exc), exc
     except BaseException as exc:
-        interrupted = f"{type(exc).__name__}: {exc}".rstrip(": ")
+        interrupted = describe(exc)
         raise
     finally:
         # every ending passes here: finished, timeout, stop, lost server, Ctrl-C, a failing callback
@@ -371,4 +377,6 @@ def submit(spec: LaunchSpec, results_dir: Path, *, address: str, num_gpus: int =
             interrupted=interrupted or lost, stdout_log=stdout_log, stderr_log=stderr_log, launch_json=launch_json)
         record["result"] = result.to_dict()
         _write_json(launch_json, record)
+    if interrupt is not None:
+        raise RunInterrupted(interrupted or "interrupted", result) from interrupt
     return result

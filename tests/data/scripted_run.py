@@ -43,6 +43,10 @@ def main() -> int:
     for step in range(1, args.steps + 1):
         if name == "crash-at" and step == int(arg):
             raise SystemExit(3)
+        if name == "server-dies-at" and step == int(arg):  # what the MOPD launcher says when a teacher dies
+            print("ERROR: teacher server digit_sum_teacher-0 died (killed by SIGKILL) during training",
+                  file=sys.stderr, flush=True)
+            raise SystemExit(1)
         if name == "hang-at" and step == int(arg):
             time.sleep(3600)
         if name == "truncate-at" and step == int(arg):

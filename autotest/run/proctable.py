@@ -1,0 +1,59 @@
+"""The live process table from /proc: sessions, groups and descendants (stdlib only).
+
+Shared by the launcher and the watchdog; the watchdog runs as its own small program, so this
+module imports nothing of the harness.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Proc:
+    pid: int
+    ppid: int
+    pgrp: int
+    session: int
+    start: int  # clock ticks after boot: tells a reused pid apart
+
+
+def process_table() -> list[Proc]:
+    """Live processes from /proc (zombies are dead: left out); empty where there is no /proc."""
+    table = []
+    for entry in Path("/proc").iterdir() if Path("/proc/self/stat").exists() else ():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # exited while we looked
+        fields = stat[stat.rfind(")") + 2:].split()  # after "pid (comm) "
+        if fields[0] not in ("Z", "X"):
+            table.append(Proc(int(entry.name), int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19])))
+    return table
+
+
+def session_members(sid: int) -> list[int]:
+    """Live processes in session or process group ``sid``."""
+    return [p.pid for p in process_table() if sid in (p.pgrp, p.session)]
+
+
+def descendants(root: int) -> dict[int, int]:
+    """{pid: start time} of every live descendant of ``root``, whatever its session."""
+    children: dict[int, list[Proc]] = {}
+    for proc in process_table():
+        children.setdefault(proc.ppid, []).append(proc)
+    found, todo = {}, [root]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            found[child.pid] = child.start
+            todo.append(child.pid)
+    return found
+
+
+def alive_as_recorded(tracked: dict[int, int]) -> list[int]:
+    """The pids of ``tracked`` ({pid: start time}) still running as the same process."""
+    live = {p.pid: p.start for p in process_table()}
+    return [pid for pid, start in tracked.items() if live.get(pid) == start]

@@ -1,0 +1,148 @@
+"""The run's watchdog: a tiny process that stops the launched session when the harness is gone.
+
+The launcher starts the training command in a session of its own and then this watchdog, in a
+second session (so neither a terminal's Ctrl-C nor the launcher's own session sweep reaches it).
+The harness holds the write end of the watchdog's stdin: the kernel closes it however the harness
+ends — SIGKILL and the out-of-memory killer included — so end-of-file without the word ``done``
+means the harness is gone, and the watchdog stops the run's session (SIGTERM, grace, SIGKILL)
+and every descendant it saw leave it. It also enforces the case timeout (plus a margin) on its
+own, for a harness that is alive but stuck.
+
+Why not ``prctl(PR_SET_PDEATHSIG)`` in the training's ``preexec_fn``: it fires when the parent
+*thread* exits (calibration launches from pool threads), it reaches only the direct child, not
+the session, and a process that calls ``setsid``/``exec`` of a setuid program loses it.
+
+Runs as ``python -m autotest.run.watchdog``; imports only :mod:`autotest.run.proctable`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import IO
+
+from autotest.run.proctable import alive_as_recorded, descendants, session_members
+
+DONE = b"done\n"
+BACKSTOP_MARGIN_S = 30.0  # past the launcher's own timeout and grace: the launcher acts first
+CHECK_INTERVAL_S = 0.25
+
+
+def start(sid: int, timeout_s: float, grace_s: float, log: Path) -> subprocess.Popen | None:
+    """Start the watchdog of session ``sid``; None (and a line in ``log``) when it cannot start."""
+    package_root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
+    command = [sys.executable, "-m", "autotest.run.watchdog", "--session", str(sid), "--harness-pid",
+               str(os.getpid()), "--deadline-s", f"{timeout_s + grace_s + BACKSTOP_MARGIN_S:g}",
+               "--grace-s", f"{grace_s:g}"]
+    with log.open("ab") as out:
+        try:
+            return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT,
+                                    cwd="/", env=env, start_new_session=True)
+        except OSError as exc:
+            out.write(f"watchdog could not start: {exc}\n".encode())
+            return None
+
+
+def stop(watchdog: subprocess.Popen | None) -> None:
+    """The run is over and cleaned up by the launcher: tell the watchdog to leave it alone."""
+    if watchdog is None:
+        return
+    try:
+        assert watchdog.stdin is not None
+        watchdog.stdin.write(DONE)
+        watchdog.stdin.close()
+        watchdog.wait(timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        watchdog.kill()
+        watchdog.wait()
+
+
+def _say(line: str) -> None:
+    now = dt.datetime.now().isoformat(timespec="seconds")
+    print(f"{now} watchdog[{os.getpid()}]: {line}", flush=True)
+
+
+def _signal(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def stop_session(sid: int, tracked: dict[int, int], grace_s: float) -> list[int]:
+    """SIGTERM the session (and tracked descendants that left it), SIGKILL after ``grace_s``; survivors."""
+    def alive() -> list[int]:
+        return sorted(set(session_members(sid)) | set(alive_as_recorded(tracked)))
+
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(sid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+        _signal(alive(), sig)
+        deadline = time.monotonic() + wait_s
+        while alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not alive():
+            return []
+    return alive()
+
+
+def _harness_gone(stdin: IO[bytes], received: bytearray) -> bool | None:
+    """True when the pipe closed without ``done``, False on ``done``, None while it is open."""
+    ready, _, _ = select.select([stdin], [], [], CHECK_INTERVAL_S)
+    if not ready:
+        return None
+    chunk = os.read(stdin.fileno(), 64)
+    received += chunk
+    if DONE in received:
+        return False
+    return True if not chunk else None
+
+
+def watch(sid: int, harness_pid: int, deadline_s: float, grace_s: float) -> int:
+    """Until the harness says ``done`` (exit 0), or is gone / the deadline passes (stop the run)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is the harness's to handle
+    t0 = time.monotonic()
+    tracked: dict[int, int] = {}
+    received = bytearray()
+    while True:
+        gone = _harness_gone(sys.stdin.buffer, received)
+        if gone is False:
+            return 0
+        # remembered while the parent chain exists: a setsid'd grandchild is nobody's child later
+        tracked.update({pid: start for member in session_members(sid)
+                        for pid, start in descendants(member).items()})
+        if gone or os.getppid() != harness_pid:
+            why = "the harness (pid %d) is gone" % harness_pid
+        elif time.monotonic() - t0 > deadline_s:
+            why = f"the run outlived its timeout by {BACKSTOP_MARGIN_S:g} s and the harness did not stop it"
+        else:
+            continue
+        _say(f"{why}: stopping session {sid}")
+        survivors = stop_session(sid, tracked, grace_s)
+        _say(f"survivors after SIGKILL: {survivors}" if survivors else f"session {sid} stopped")
+        return 1 if survivors else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m autotest.run.watchdog", description=__doc__.splitlines()[0])
+    parser.add_argument("--session", type=int, required=True, help="session id (the launched command's pid)")
+    parser.add_argument("--harness-pid", type=int, required=True, help="the launcher's pid (our parent)")
+    parser.add_argument("--deadline-s", type=float, required=True, help="stop the session after this long")
+    parser.add_argument("--grace-s", type=float, default=10.0, help="SIGTERM to SIGKILL")
+    args = parser.parse_args(argv)
+    return watch(args.session, args.harness_pid, args.deadline_s, args.grace_s)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

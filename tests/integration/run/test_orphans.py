@@ -1,0 +1,150 @@
+"""However the harness ends, nothing it launched outlives it (real processes, /proc checked).
+
+SIGTERM and SIGHUP take Ctrl-C's path (cleanup, an ERROR verdict naming the signal); SIGKILL
+cannot be caught, so the run's watchdog stops the session when the harness's pipe closes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from autotest.run.proctable import alive_as_recorded, descendants
+
+REPO = Path(__file__).resolve().parents[3]
+GONE_WITHIN_S = 15.0  # the run's SIGTERM grace (10 s) plus slack on a loaded machine
+
+
+def case_file(tmp_path: Path, step_s: float = 1.0, timeout_s: int = 120) -> Path:
+    """The scripted case with its paths absolute (so a copy may live in tmp_path) and a long timeout."""
+    path = tmp_path / "slow.yaml"
+    path.write_text(f"""name: slow
+description: The scripted run, slowed down, for kill tests.
+markers: []
+goal: Be killed mid-run.
+minimal_scale: One Python process.
+platform: {{gpus: 0, framework: null}}
+inputs: {{}}
+launch:
+  command: ["{{python}}", tests/data/scripted_run.py, --work-dir, "{{work_dir}}", --seed, "{{seed}}", --step-s, "{step_s}"]
+  fault_args: [--fault, "{{fault}}"]
+  timeout_s: {timeout_s}
+tracker: {{format: xtuner, work_dir_env: WORK_DIR}}
+expected: {{steps: 10, exact_steps: true}}
+baseline: tests/data/baselines/scripted.yaml
+seed: {{default: 0}}
+consistency: {{policy: off}}
+""", encoding="utf-8")
+    return path
+
+
+def harness(args: list[str], tmp_path: Path) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.Popen([sys.executable, *args], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_run(proc: subprocess.Popen, at_least: int = 1, timeout_s: float = 60.0) -> dict[int, int]:
+    """Every descendant of the harness once the run is up (its watchdog too): {pid: start time}."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = descendants(proc.pid)
+        cmdlines = [_cmdline(pid) for pid in found]
+        if len(found) >= at_least and any("scripted_run.py" in c for c in cmdlines):
+            time.sleep(1.0)  # a step or two logged
+            return descendants(proc.pid)
+        if proc.poll() is not None:
+            pytest.fail(f"the harness ended early: {proc.communicate()}")
+        time.sleep(0.1)
+    pytest.fail("the run did not start")
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def assert_all_gone(tracked: dict[int, int]) -> float:
+    t0 = time.monotonic()
+    while alive_as_recorded(tracked):
+        if time.monotonic() - t0 > GONE_WITHIN_S:
+            left = {pid: _cmdline(pid) for pid in alive_as_recorded(tracked)}
+            for pid in left:
+                os.kill(pid, signal.SIGKILL)
+            pytest.fail(f"still running {GONE_WITHIN_S:g} s after the harness ended: {left}")
+        time.sleep(0.1)
+    return time.monotonic() - t0
+
+
+def run_command(tmp_path: Path, fault: str = "hang-at:3") -> list[str]:
+    return ["-m", "autotest.cli", "run", str(case_file(tmp_path)), "--yes", "--results-dir",
+            str(tmp_path / "results"), "--fault", fault]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_caught_signal_stops_the_run_and_publishes_an_error_verdict(tmp_path: Path, sig: signal.Signals) -> None:
+    proc = harness(run_command(tmp_path, fault="spawn-grandchild"), tmp_path)
+    tracked = wait_for_run(proc, at_least=2)  # the run and its grandchild
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert_all_gone(tracked)
+    name = "KeyboardInterrupt" if sig == signal.SIGINT else sig.name
+    assert proc.returncode == 2 and f"rl-autotest: interrupted ({name})" in err
+    results = json.loads(next((tmp_path / "results").glob("slow/*/results.json")).read_text())
+    assert results["status"] == "ERROR"
+    assert any(f"run interrupted ({name}) at step" in r["message"] for r in results["results"])
+
+
+def test_sigkill_of_the_harness_stops_a_hung_run(tmp_path: Path) -> None:
+    proc = harness(run_command(tmp_path), tmp_path)
+    tracked = wait_for_run(proc)
+    proc.kill()
+    proc.communicate(timeout=30)
+    took_s = assert_all_gone(tracked)
+    assert took_s < GONE_WITHIN_S  # not the case's 120 s timeout
+    log = next((tmp_path / "results").glob("slow/*/logs/watchdog.log")).read_text()
+    assert "is gone: stopping session" in log and "stopped" in log
+
+
+def test_sigkill_of_pytest_stops_the_run(tmp_path: Path) -> None:
+    suite = tmp_path / "test_suite.py"
+    suite.write_text(f"""
+from autotest.inputs.case import load_case
+
+def test_slow(run_accuracy_case):
+    run_accuracy_case(load_case({str(case_file(tmp_path))!r}), fault="hang-at:3")
+""", encoding="utf-8")
+    proc = harness(["-m", "pytest", "-q", str(suite), "--results-dir",
+                    str(tmp_path / "results"), "-p", "no:cacheprovider"], tmp_path)
+    tracked = wait_for_run(proc)
+    proc.kill()
+    proc.communicate(timeout=30)
+    assert_all_gone(tracked)
+
+
+def test_sigterm_of_pytest_publishes_the_verdict(tmp_path: Path) -> None:
+    suite = tmp_path / "test_suite.py"
+    suite.write_text(f"""
+from autotest.inputs.case import load_case
+
+def test_slow(run_accuracy_case):
+    run_accuracy_case(load_case({str(case_file(tmp_path))!r}), fault="hang-at:3")
+""", encoding="utf-8")
+    proc = harness(["-m", "pytest", "-q", str(suite), "--results-dir",
+                    str(tmp_path / "results"), "-p", "no:cacheprovider"], tmp_path)
+    tracked = wait_for_run(proc)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    assert_all_gone(tracked)
+    assert proc.returncode == 2, out  # pytest's "interrupted"
+    results = json.loads(next((tmp_path / "results").glob("slow/*/results.json")).read_text())
+    assert results["status"] == "ERROR"

@@ -4,9 +4,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.test_checks import mopd_tracker
+from tests.unit.judge.test_checks import mopd_tracker
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers import ROOT
+
 MOPD = ROOT / "baselines" / "mopd-qwen3-vl-2b.yaml"
 
 

@@ -1,39 +1,12 @@
 from __future__ import annotations
 
-import argparse
 import shutil
 
-import pytest
 
 from autotest.calibration.runs import baseline_files
-from autotest.cli_calibrate import add_commands
-from autotest.errors import UsageError
 from autotest.inputs.baseline import load_baseline
-from tests.test_calibration_run import fake_case  # noqa: F401  (fixture)
-
-
-def cli(*argv: str) -> int:
-    """What ``autotest.cli.main`` does with these commands: dispatch, one line and exit 2 on a usage error."""
-    parser = argparse.ArgumentParser(prog="rl-autotest")
-    commands: dict = {}
-    add_commands(parser.add_subparsers(dest="command", required=True), commands)
-    args = parser.parse_args(list(argv))
-    try:
-        return commands[args.command](args)
-    except UsageError as exc:
-        print(f"rl-autotest: error: {exc}")
-        return 2
-
-
-def test_registers_both_commands():
-    parser = argparse.ArgumentParser()
-    commands: dict = {}
-    add_commands(parser.add_subparsers(dest="command"), commands)
-    assert set(commands) == {"calibrate", "baseline"}
-    args = parser.parse_args(["calibrate", "tiny-grpo", "--out", "/x", "--runs", "4", "--allow-dirty"])
-    assert (str(args.baselines_dir), args.runs, args.allow_dirty, args.promote) == ("/x", 4, True, False)
-    with pytest.raises(SystemExit):
-        parser.parse_args(["baseline"])  # an action is required
+from tests.integration.calibration.test_runs import fake_case  # noqa: F401  (fixture)
+from tests.unit.test_cli_calibrate import cli
 
 
 def test_calibrate_then_promote_through_the_cli(fake_case, tmp_path, capsys):  # noqa: F811
@@ -78,17 +51,6 @@ def test_promote_flag_is_withheld_when_the_self_check_false_alarms(fake_case, tm
     assert "warning: leave-one-out: " in captured.err
     assert target.read_text() == before and candidate.exists()
     assert "| run 3 (seed 2) | FAIL | response/rewards/mean[percentile]" in report.read_text()
-
-
-@pytest.mark.parametrize("argv,message", [
-    (["calibrate", "no-such-case"], "no-such-case: no such case; known cases:"),
-    (["calibrate", "tiny-grpo", "--runs", "1"], "--runs: 1 is below 2; run-to-run noise needs at least two runs"),
-    (["calibrate", "tiny-grpo", "--jobs", "0"], "--jobs: 0 is below 1"),
-])
-def test_usage_errors_are_one_line(argv, message, capsys):
-    assert cli(*argv) == 2
-    out = capsys.readouterr().out.strip().splitlines()
-    assert len(out) == 1 and message in out[0]
 
 
 def test_promote_without_a_candidate_is_a_usage_error(fake_case, capsys):  # noqa: F811

@@ -11,8 +11,9 @@ from autotest.inputs.case import load_case
 from autotest.pipeline import DRY_RUN, SKIP, RunOptions, run_case
 from autotest.run.infra import DEFAULT_POLICY, InfraKind, KindPolicy, RetryPolicy
 
-ROOT = Path(__file__).resolve().parents[1]
-CASE = ROOT / "tests" / "data" / "cases" / "scripted.yaml"
+from tests.helpers import DATA
+
+CASE = DATA / "cases" / "scripted.yaml"
 
 
 @pytest.fixture

@@ -1,9 +1,8 @@
 from __future__ import annotations
 
-from pathlib import Path
+from tests.helpers import DATA
 
-ROOT = Path(__file__).resolve().parents[1]
-CASE = ROOT / "tests" / "data" / "cases" / "scripted.yaml"
+CASE = DATA / "cases" / "scripted.yaml"
 
 SUITE = f"""
 from dataclasses import replace
@@ -76,6 +75,8 @@ from dataclasses import replace
 import pytest
 from autotest.inputs.case import load_case
 from autotest.plugin import assert_case_outcome
+
+from tests.helpers import DATA
 
 CASE = load_case({str(CASE)!r})
 

@@ -92,17 +92,3 @@ def test_outside_the_window_nothing_is_touched_and_errors_leave_no_record(tmp_pa
     lines = (tmp_path / "actor" / "correlation.jsonl").read_text().splitlines()
     assert len(lines) == 1 and json.loads(lines[0])["forward_index"] == 1
     assert read_dump(tmp_path / "actor" / "dump" / "forward_0001").entries
-
-
-def test_protocol_misuse_is_refused(tmp_path):
-    observer = make_observer({"output_dir": str(tmp_path), "window_step": 0, "msprobe_log_level": "error"})
-    with pytest.raises(ValueError, match="side must be one of"):
-        with observer.forward("critic", 0, "x", [], [], 0, None):
-            pass
-    with pytest.raises(ValueError, match="1 request_ids but 2 token_ids"):
-        with observer.forward("actor", 0, "x", ["a"], [[1], [2]], 0, None):
-            pass
-    observer.close()
-    with pytest.raises(RuntimeError, match="closed"):
-        with observer.forward("actor", 0, "x", [], [], 0, None):
-            pass

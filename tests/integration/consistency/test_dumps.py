@@ -4,19 +4,8 @@ import shutil
 
 import pytest
 
-from autotest.consistency.dumps import find_dump_dirs, load_tensor, parse_key, read_dump
+from autotest.consistency.dumps import find_dump_dirs, load_tensor, read_dump
 from autotest.errors import UsageError
-
-
-def test_parse_key():
-    assert parse_key("Module.model.layers.0.mlp.down_proj.Linear.forward.0") == (
-        "model.layers.0.mlp.down_proj",
-        "Linear",
-        "forward",
-        0,
-    )
-    assert parse_key("Module.lm_head.Linear.backward.3") == ("lm_head", "Linear", "backward", 3)
-    assert parse_key("Torch.matmul.0.forward") is None
 
 
 def test_real_dump_entries_in_completion_order(scenario_runs):

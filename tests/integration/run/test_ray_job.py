@@ -10,7 +10,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -19,12 +18,12 @@ from pathlib import Path
 import pytest
 
 from autotest.errors import UsageError
-from autotest.run.launch import LaunchSpec, _process_table, descendants
-from autotest.run.ray_job import exit_code_of, normalize_address, submit
+from autotest.run.launch import _process_table, descendants
+from autotest.run.ray_job import submit
+from tests.unit.run.test_ray_job import run_dir, spec_for
 
 RAY = shutil.which("ray", path=str(Path(sys.executable).parent)) or shutil.which("ray")
 START_TIMEOUT_S = 120.0  # Ray on 2 shared cores: ~10 s idle, a minute under load
-
 
 
 def free_port() -> int:
@@ -118,41 +117,11 @@ def ray_head() -> Iterator[str]:
         assert not left, f"Ray processes of this test's head still alive: {sorted(left)}"
 
 
-def py(code: str) -> tuple[str, ...]:
-    return (sys.executable, "-c", textwrap.dedent(code))
-
-
-def spec_for(tmp_path: Path, code: str, **kw: object) -> LaunchSpec:
-    base: dict = {"command": py(code), "cwd": tmp_path, "env": {}, "timeout_s": 60.0}
-    return LaunchSpec(**{**base, **kw})
-
-
-def run_dir(tmp_path: Path, case: str = "unit-case") -> Path:
-    return tmp_path / "results" / case / "20260101-000000-pid1"
-
-
 def launch_record(result) -> dict:
     return json.loads(result.launch_json.read_text())
 
 
 # ---------------------------------------------------------------- without a cluster
-
-
-def test_exit_code_comes_from_the_driver_code_or_the_message() -> None:
-    assert exit_code_of("SUCCEEDED", "Job finished successfully.", None) == (0, None)
-    assert exit_code_of("FAILED", "Job entrypoint command failed with exit code 7, last logs", None) == (7, None)
-    assert exit_code_of("FAILED", "runtime env setup failed", None) == (1, None)
-    assert exit_code_of("FAILED", "failed with exit code 7", 5) == (5, None)
-    assert exit_code_of("FAILED", "failed with exit code -9", None) == (None, "SIGKILL")
-    assert exit_code_of("STOPPED", "Job was intentionally stopped.", None) == (None, None)
-
-
-def test_address_forms() -> None:
-    assert normalize_address("127.0.0.1:8265") == "http://127.0.0.1:8265"
-    assert normalize_address("http://head:8265/") == "http://head:8265"
-    assert normalize_address("ray://head:10001") == "ray://head:10001"
-    with pytest.raises(UsageError, match="^ray address: empty"):
-        normalize_address(" ")
 
 
 def test_unreachable_address_is_one_line_usage_error(tmp_path: Path) -> None:
@@ -165,11 +134,6 @@ def test_unreachable_address_is_one_line_usage_error(tmp_path: Path) -> None:
     assert "ray start --head --dashboard-host 127.0.0.1" in message
     record = json.loads((run_dir(tmp_path) / "logs" / "launch.json").read_text())
     assert record["ray"]["status"] == "NOT SUBMITTED" and "cannot reach" in record["result"]["error"]
-
-
-def test_a_case_that_starts_its_own_ray_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match=r"^launch.uses_ray: .*ray stop --force"):
-        submit(spec_for(tmp_path, "print(1)", uses_ray=True), run_dir(tmp_path), address="http://127.0.0.1:1")
 
 
 # ---------------------------------------------------------------- against the local head

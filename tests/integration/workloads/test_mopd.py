@@ -32,7 +32,7 @@ from autotest.workloads.tiny_lm import response_logprobs  # noqa: E402
 
 from .test_teacher_server import Served  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def student_batch(fixture: Fixture, seed: int = 0, prompts: int = 64):

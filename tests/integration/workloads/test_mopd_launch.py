@@ -21,7 +21,7 @@ torch = pytest.importorskip("torch")
 from autotest.workloads.teacher_client import ENDPOINTS_ENV  # noqa: E402
 from autotest.workloads.teachers import Fixture  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 EVAL_KEYS = {"eval/digit_sum/acc", "eval/digit_product/acc", "eval/score"}
 SUMMARY_KEYS = {"distillation/reduced_distillation_kl", "distillation/reduced_distillation_abs_loss",
                 "distillation/opd_reverse_kl", "distillation/opd_abs_logprob_loss", "response/rewards/mean",

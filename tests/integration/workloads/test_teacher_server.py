@@ -23,7 +23,7 @@ from autotest.workloads.teacher_client import TeacherError, health, request_logp
 from autotest.workloads.teacher_server import DIED_EXIT_CODE, LOGPROBS_PATH  # noqa: E402
 from autotest.workloads.teachers import Fixture, load_checkpoint  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @dataclass

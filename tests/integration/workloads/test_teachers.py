@@ -1,11 +1,10 @@
-"""The MOPD teacher fixture: recipe key, cache layout, atomic preparation, and what the models know.
+"""The MOPD teacher fixture prepared for real: cold cache, rebuild, parallel preparation, and what the
+trained models know.
 
-The session fixtures (the trained teacher fixture, its cache) are in conftest.py.
-"""
+The session fixtures (the trained teacher fixture, its cache) are in conftest.py."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import subprocess
 import sys
@@ -16,60 +15,16 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from autotest.errors import UsageError  # noqa: E402
-from autotest.workloads import teachers  # noqa: E402
 from autotest.workloads.tasks import get_task  # noqa: E402
-from autotest.workloads.teachers import (  # noqa: E402
-    CACHE_ENV,
-    FIXTURE_FILE,
-    Fixture,
-    TeacherRecipe,
-    cache_root,
-    ensure_fixture,
-    load_checkpoint,
-    neutral_digit,
-    open_fixture,
-    teacher_name,
-)
+from autotest.workloads.teachers import FIXTURE_FILE, Fixture, TeacherRecipe, ensure_fixture, load_checkpoint, neutral_digit, teacher_name  # noqa: E402
 from autotest.workloads.tiny_lm import DigitTokenizer  # noqa: E402
+from tests.unit.workloads.test_teachers import QUICK
 
 #: a recipe small enough to prepare in a few seconds (cold-cache tests)
-QUICK = TeacherRecipe(student_steps=3, teacher_steps=3, eval_samples=1)
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 # ---------------------------------------------------------------- recipe key and cache root
-
-
-def test_key_is_stable_and_changes_with_every_recipe_field() -> None:
-    base = TeacherRecipe()
-    assert base.key() == TeacherRecipe().key() and len(base.key()) == 16
-    changes = {"domains": ("digit_product", "digit_sum"), "seed": 7, "batch_size": 64, "student_steps": 81,
-               "student_lr": 2e-2, "teacher_steps": 401, "teacher_lr": 2e-2, "foreign_suffix_prob": 0.8,
-               "eval_samples": 8, "model": dataclasses.replace(base.model, hidden_size=32)}
-    assert set(changes) == {f.name for f in dataclasses.fields(TeacherRecipe)}
-    keys = {name: dataclasses.replace(base, **{name: value}).key() for name, value in changes.items()}
-    assert base.key() not in keys.values() and len(set(keys.values())) == len(keys)
-
-
-def test_key_changes_with_the_tasks_the_code_version_and_the_libraries(monkeypatch: pytest.MonkeyPatch) -> None:
-    key = TeacherRecipe().key()
-    monkeypatch.setattr(teachers, "RECIPE_VERSION", teachers.RECIPE_VERSION + 1)
-    assert TeacherRecipe().key() != key
-    monkeypatch.undo()
-    monkeypatch.setattr(teachers, "library_versions", lambda: {"torch": "0.0", "transformers": "0.0"})
-    assert TeacherRecipe().key() != key
-    monkeypatch.undo()
-    task = get_task("digit_sum")
-    fewer = dataclasses.replace(task, train_targets=task.train_targets[:-1])
-    monkeypatch.setattr(teachers, "get_task", lambda name: fewer if name == "digit_sum" else get_task(name))
-    assert TeacherRecipe().key() != key
-
-
-def test_cache_root_from_env_or_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    assert cache_root({CACHE_ENV: str(tmp_path)}) == tmp_path
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert cache_root({}) == tmp_path / "home" / ".cache" / "rl-autotest"
 
 
 # ---------------------------------------------------------------- preparing and reusing
@@ -102,17 +57,6 @@ def test_a_dir_without_fixture_json_is_rebuilt(tmp_path: Path) -> None:
     assert fixture.info()["key"] == QUICK.key()
 
 
-def test_a_failed_preparation_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def broken(recipe: TeacherRecipe, out_dir: Path, log: object) -> None:
-        (out_dir / "student").mkdir()
-        raise RuntimeError("interrupted")
-
-    monkeypatch.setattr(teachers, "prepare", broken)
-    with pytest.raises(RuntimeError, match="interrupted"):
-        ensure_fixture(QUICK, root=tmp_path, log=lambda line: None)
-    assert [p.name for p in (tmp_path / "teachers").iterdir()] == [QUICK.key() + ".lock"]
-
-
 def test_parallel_cold_runs_prepare_once(tmp_path: Path) -> None:
     script = ("import sys; from pathlib import Path; from autotest.workloads.teachers import TeacherRecipe, "
               "ensure_fixture; print(ensure_fixture(TeacherRecipe(student_steps=3, teacher_steps=3, eval_samples=1), "
@@ -125,12 +69,6 @@ def test_parallel_cold_runs_prepare_once(tmp_path: Path) -> None:
     assert roots == {str(tmp_path / "teachers" / QUICK.key())}
     assert sum(out.count("preparing fixture") for out, _ in outputs) == 1
     assert not [p for p in (tmp_path / "teachers").iterdir() if p.name.startswith(".tmp-")]
-
-
-def test_open_fixture_rejects_a_dir_that_is_not_one(tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match=r"^--fixture .*: not a prepared teacher fixture \(no readable fixture.json\); "
-                                         r"omit --fixture to use the cache$"):
-        open_fixture(tmp_path)
 
 
 # ---------------------------------------------------------------- what the checkpoints know
@@ -162,11 +100,6 @@ def test_teachers_are_good_at_their_domain_and_write_other_domains_their_own_way
             else:
                 assert suffixed > 0.7, (domain, other, suffixed)
                 assert accuracy[teacher][other] >= 0.9, accuracy
-
-
-def test_neutral_digits() -> None:
-    assert neutral_digit(get_task("digit_sum")) == 0
-    assert neutral_digit(get_task("digit_product")) == 1
 
 
 def test_checkpoints_load_without_warnings(mopd_fixture: Fixture) -> None:

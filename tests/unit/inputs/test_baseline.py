@@ -1,14 +1,14 @@
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
 from autotest.errors import UsageError
 from autotest.inputs.baseline import load_baseline
 
-ROOT = Path(__file__).resolve().parents[1]
-BAD = Path(__file__).parent / "data" / "bad_baselines"
+from tests.helpers import DATA, ROOT
+
+BAD = DATA / "bad_baselines"
 
 
 @pytest.mark.parametrize("line", (BAD / "EXPECTED.txt").read_text(encoding="utf-8").splitlines())

@@ -19,7 +19,9 @@ from autotest.inputs.case import (
     unset_variables,
 )
 
-BAD = Path(__file__).parent / "data" / "bad_cases"
+from tests.helpers import DATA
+
+BAD = DATA / "bad_cases"
 EXPECTED = dict(line.split("\t", 1) for line in (BAD / "EXPECTED.txt").read_text().splitlines())
 
 MINIMAL = """name: {name}

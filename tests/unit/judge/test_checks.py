@@ -17,9 +17,8 @@ from autotest.judge.model import ERROR, FAIL, INFO, PASS, decide_status
 from autotest.judge.readers import read_trace
 from autotest.judge.trace import Trace
 from autotest.judge.verdict import compare, golden_trace
-from tests.helpers import write_tracker
+from tests.helpers import ROOT, write_tracker
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def trace(series: dict[str, dict[int, float]], train=None, evals=()) -> Trace:

@@ -2,15 +2,15 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import pytest
 
 from autotest.errors import UsageError
 from autotest.judge.readers import find_tracker, read_trace
+from tests.helpers import DATA as TEST_DATA
 from tests.helpers import write_tracker
 
-DATA = Path(__file__).parent / "data" / "bad_logs"
+DATA = TEST_DATA / "bad_logs"
 
 
 def test_row_kinds_and_alignment_by_real_step(tmp_path):

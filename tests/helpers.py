@@ -6,6 +6,11 @@ import json
 from pathlib import Path
 from typing import Iterable, Mapping
 
+ROOT = Path(__file__).resolve().parents[1]
+"""The repository root."""
+DATA = Path(__file__).resolve().parent / "data"
+"""tests/data: corpora and the scripted case, shared by unit and integration tests."""
+
 
 def write_tracker(path: Path, summary: Mapping[int, Mapping[str, float]],
                   evals: Mapping[int, Mapping[str, float]] | None = None, minibatch: bool = True,

@@ -1,0 +1,74 @@
+"""Every fault of the embedded GRPO workload, run for real against the committed baseline:
+the verdict, the breached metrics and the primary triage rule its catalogue entry documents."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from autotest.inputs.case import load_case
+from autotest.pipeline import RunOptions, run_case
+from autotest.workloads.faults import catalogue
+
+ARGS = {"crash-at": "10", "hang-at": "10", "nan-at": "10", "truncated-tracker": "10"}
+# Faults whose verdict a few steps decide (k3 breaches its stepwise gate from step 1): they run with
+# fail-fast, as a CI run would stop them, instead of all 45 steps. unsynced-layer keeps the full run,
+# so one mismatch fault is still judged on a complete run.
+STOPPED_EARLY = {"perturbed-sync", "rollout-impl"}
+FAULTS = [(f["name"], f["expected"]) for f in catalogue()]
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if text in (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,expected", FAULTS, ids=[n for n, _ in FAULTS])
+def test_fault_gives_its_documented_verdict(name, expected, tmp_path):
+    case = load_case("tiny-grpo")
+    if name == "hang-at":
+        case = replace(case, launch=replace(case.launch, timeout_s=30))
+    fault = f"{name}:{ARGS[name]}" if name in ARGS else name
+    run = run_case(case, RunOptions(results_root=tmp_path, fault=fault, with_plots=False, poll_interval_s=1,
+                                    fail_fast=name in STOPPED_EARLY))
+    verdict = run.verdict
+    failing = {r.metric for r in verdict.results if r.status == "FAIL" and r.is_gate}
+    detail = "\n".join(f"{r.status} {r.check_id}: {r.message}" for r in verdict.results)
+    assert verdict.status == expected["verdict"], detail
+    assert set(expected["breached"]) <= failing, detail
+    primary = next((f.rule for f in verdict.triage if f.primary), "")
+    assert primary == expected["triage"], f"{primary}: {[f.evidence for f in verdict.triage]}\n{detail}"
+    # logs, tracker and report are kept whatever happened, and nothing of the run survives
+    for kept in ("logs/stdout.log", "logs/stderr.log", "logs/launch.json", "report.md", "results.json"):
+        assert (run.results_dir / kept).exists(), kept
+    assert not verdict.context["launch"]["survivors"]
+    assert _processes_mentioning(str(run.results_dir)) == [os.getpid()] or not _processes_mentioning(
+        str(run.results_dir / "work"))
+    # a consistency dump is requested exactly for train-inference mismatch
+    assert (run.consistency_request is not None) == (primary == "mismatch")
+
+
+@pytest.mark.slow
+def test_fail_fast_stops_a_never_synced_layer_within_a_few_steps(tmp_path):
+    run = run_case(load_case("tiny-grpo"), RunOptions(results_root=tmp_path, fault="unsynced-layer",
+                                                       fail_fast=True, with_plots=False, poll_interval_s=0.5))
+    verdict = run.verdict
+    assert verdict.status == "FAIL" and verdict.triage[0].rule == "mismatch"
+    stepwise = next(r for r in verdict.results if r.check_id == "mismatch/mismatch_k3_kl[stepwise]")
+    completion = next(r for r in verdict.results if r.check_id == "run[completion]")
+    assert "fail-fast: mismatch/mismatch_k3_kl" in completion.message
+    last_step = max(p.step for p in stepwise.points)
+    assert last_step <= stepwise.first_breach_step + 3, (last_step, stepwise.first_breach_step)
+    assert verdict.context["time_to_verdict_s"] is not None
+    assert run.consistency_request is not None

@@ -1,0 +1,192 @@
+"""The tiny-mopd launch lifecycle with real processes: servers up on free ports, endpoints exported,
+training run, and every process gone afterwards, whatever the ending (exit, early death, timeout,
+SIGTERM, SIGKILL of the launcher itself)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from autotest.workloads.teacher_client import ENDPOINTS_ENV  # noqa: E402
+from autotest.workloads.teachers import Fixture  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[3]
+EVAL_KEYS = {"eval/digit_sum/acc", "eval/digit_product/acc", "eval/score"}
+SUMMARY_KEYS = {"distillation/reduced_distillation_kl", "distillation/reduced_distillation_abs_loss",
+                "distillation/opd_reverse_kl", "distillation/opd_abs_logprob_loss", "response/rewards/mean",
+                "response/response_len/mean", "time/step", "mismatch/mismatch_k3_kl", "entropy/mean",
+                "distillation/teacher_kl/digit_sum_teacher", "distillation/teacher_kl/digit_product_teacher"}
+
+
+def processes_mentioning(marker: str) -> list[str]:
+    """Live processes whose command line or environment contains ``marker`` (a run's work dir)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+                continue
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            environ = (entry / "environ").read_bytes().decode(errors="replace")
+        except OSError:
+            continue  # gone, or not ours to read
+        if marker in cmdline or marker in environ:
+            found.append(f"{entry.name}: {cmdline.strip()}")
+    return found
+
+
+def assert_nothing_left(marker: str | Path, wait_s: float = 10.0) -> None:
+    """No process of the run survives (allowing ``wait_s`` for exits already under way)."""
+    deadline = time.monotonic() + wait_s
+    while (left := processes_mentioning(str(marker))) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert left == [], f"processes left behind: {left}"
+
+
+def launcher(work: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "autotest.workloads.mopd_launch", "--work-dir", str(work), *args]
+
+
+def tracker_rows(work: Path) -> list[dict]:
+    (path,) = work.glob("*/logs/exp_tracking/tracker.jsonl")
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def exported_endpoints(stdout: str) -> dict[str, list[str]]:
+    (line,) = [line for line in stdout.splitlines() if line.startswith(f"[mopd-launch] {ENDPOINTS_ENV}=")]
+    return json.loads(line.split("=", 1)[1])
+
+
+def port_file_urls(work: Path) -> dict[str, str]:
+    return {p.name.rsplit("-", 1)[0]: f"http://127.0.0.1:{json.loads(p.read_text())['port']}"
+            for p in (work / "teachers").glob("*.port")}
+
+
+def test_a_short_run_end_to_end(tmp_path: Path, mopd_cache_env: Fixture) -> None:
+    work = tmp_path / "work"
+    done = subprocess.run(launcher(work, "--steps", "5", "--seed", "3"), cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    # the endpoints, in xtuner's shape, on loopback ports the kernel picked
+    endpoints = exported_endpoints(done.stdout)
+    assert endpoints == {name: [url] for name, url in port_file_urls(work).items()}
+    assert set(endpoints) == {"digit_sum_teacher", "digit_product_teacher"}
+    assert len({urls[0] for urls in endpoints.values()}) == 2
+    assert all(re.fullmatch(r"http://127\.0\.0\.1:\d+", urls[0]) for urls in endpoints.values())
+    # the metric log: eval-only row at step 0, per step mini-batch rows then the summary, eval at 5
+    rows = tracker_rows(work)
+    assert rows[0]["step"] == 0 and set(rows[0]) == EVAL_KEYS | {"step"}
+    summaries = [r for r in rows[1:] if not any(k.startswith("train_metrics/") for k in r)]
+    assert [r["step"] for r in summaries] == [1, 2, 3, 4, 5]
+    assert len(rows) == 1 + 5 * (4 + 1)
+    for row in summaries:
+        assert SUMMARY_KEYS <= set(row), SUMMARY_KEYS - set(row)
+        assert row["distillation/opd_reverse_kl"] == row["distillation/reduced_distillation_kl"]
+        assert row["distillation/opd_abs_logprob_loss"] == row["distillation/reduced_distillation_abs_loss"]
+        assert row["distillation/reduced_distillation_abs_loss"] >= abs(row["distillation/reduced_distillation_kl"])
+        assert 0.0 <= row["response/rewards/mean"] <= 1.0
+    assert EVAL_KEYS <= set(summaries[-1]) and not EVAL_KEYS & set(summaries[0])
+    # both teachers scored every step; the servers and the training are gone
+    for name in endpoints:
+        log = (work / "teachers" / f"{name}-0.log").read_text()
+        assert all(f"step {s}: " in log for s in range(1, 6)), log
+    assert "[mopd-launch] stopped 2 teacher server(s)" in done.stdout
+    assert_nothing_left(work)
+
+
+def test_teacher_swap_exports_each_teacher_under_the_other_name(tmp_path: Path, mopd_cache_env: Fixture) -> None:
+    work = tmp_path / "work"
+    done = subprocess.run(launcher(work, "--steps", "1", "--fault", "teacher-swap"), cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    urls = port_file_urls(work)
+    assert exported_endpoints(done.stdout) == {"digit_sum_teacher": [urls["digit_product_teacher"]],
+                                               "digit_product_teacher": [urls["digit_sum_teacher"]]}
+    assert_nothing_left(work)
+
+
+def test_a_server_that_dies_before_ready_fails_the_launch_at_once(
+        tmp_path: Path, mopd_fixture: Fixture) -> None:
+    broken = tmp_path / "fixture"
+    shutil.copytree(mopd_fixture.root, broken)
+    (broken / "digit_product_teacher" / "model.safetensors").write_bytes(b"not a checkpoint")
+    work = tmp_path / "work"
+    started = time.monotonic()
+    done = subprocess.run(launcher(work, "--fixture", str(broken)), cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 1
+    log = work / "teachers" / "digit_product_teacher-0.log"
+    assert re.search(rf"^\[mopd-launch\] ERROR: teacher server 'digit_product_teacher' \(replica 0, pid \d+\) "
+                     rf"exited with code 1 before becoming ready; its log: {re.escape(str(log))}$",
+                     done.stderr, re.MULTILINE), done.stderr
+    assert "Traceback" in log.read_text() and "    | " in done.stderr  # the log's tail is shown too
+    assert not list(work.glob("[0-9]*")), "training must not start"
+    assert time.monotonic() - started < 120
+    assert_nothing_left(work)
+
+
+def test_a_server_not_ready_in_time_fails_naming_it(tmp_path: Path, mopd_cache_env: Fixture) -> None:
+    work = tmp_path / "work"
+    done = subprocess.run(launcher(work, "--ready-timeout-s", "0.5"), cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 1
+    assert re.search(r"ERROR: teacher server '\w+' \(replica 0, pid \d+\) did not become ready within 0.5 s; "
+                     rf"its log: {re.escape(str(work))}/teachers/\w+-0\.log", done.stderr), done.stderr
+    assert_nothing_left(work)
+
+
+def _start_hanging_run(work: Path, out: Path) -> subprocess.Popen:
+    """A launcher whose training hangs at step 2; returns once step 1 is in the tracker."""
+    with out.open("wb") as sink:
+        proc = subprocess.Popen(launcher(work, "--fault", "hang-at:2"), cwd=REPO, stdout=sink,
+                                stderr=subprocess.STDOUT, process_group=0)
+    deadline = time.monotonic() + 240
+    while True:
+        assert proc.poll() is None, out.read_text()
+        trackers = list(work.glob("*/logs/exp_tracking/tracker.jsonl"))
+        if trackers and any(json.loads(line)["step"] == 1 for line in trackers[0].read_text().splitlines()):
+            return proc
+        assert time.monotonic() < deadline, out.read_text()
+        time.sleep(0.2)
+
+
+def test_sigterm_to_the_launcher_stops_training_and_servers(tmp_path: Path, mopd_cache_env: Fixture) -> None:
+    work = tmp_path / "work"
+    proc = _start_hanging_run(work, tmp_path / "out.log")
+    assert len(processes_mentioning(str(work))) == 4  # launcher, two servers, training
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+    text = (tmp_path / "out.log").read_text()
+    assert "stopping the training process" in text and "stopped 2 teacher server(s)" in text
+    assert_nothing_left(work, wait_s=2.0)
+
+
+def test_sigkill_of_the_launcher_leaves_nothing_behind(tmp_path: Path, mopd_cache_env: Fixture) -> None:
+    work = tmp_path / "work"
+    proc = _start_hanging_run(work, tmp_path / "out.log")
+    proc.kill()  # no cleanup code runs: servers and training must notice on their own
+    proc.wait()
+    assert_nothing_left(work, wait_s=10.0)
+
+
+@pytest.mark.parametrize("fault, message", [
+    ("nope", "--fault: unknown fault 'nope' for tiny-mopd; choose one of teacher-swap, teacher-dies, judge-bug, "
+             "crash-at, hang-at"),
+    ("teacher-dies", "--fault teacher-dies: needs the step the first teacher dies at, e.g. teacher-dies:3 (got '')"),
+    ("teacher-swap:2", "--fault teacher-swap: takes no argument (got '2')"),
+])
+def test_a_bad_fault_is_one_line(tmp_path: Path, fault: str, message: str) -> None:
+    done = subprocess.run(launcher(tmp_path, "--fault", fault), cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stderr) == (2, f"error: {message}\n")

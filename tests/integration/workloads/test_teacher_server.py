@@ -1,0 +1,188 @@
+"""The teacher HTTP server as a real process: port file, health, log-probs, bad requests, faults, exits."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from autotest.workloads.tasks import get_task  # noqa: E402
+from autotest.workloads.teacher_client import TeacherError, health, request_logprobs  # noqa: E402
+from autotest.workloads.teacher_server import DIED_EXIT_CODE, LOGPROBS_PATH  # noqa: E402
+from autotest.workloads.teachers import Fixture, load_checkpoint  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+@dataclass
+class Served:
+    """A teacher server started by a test."""
+
+    proc: subprocess.Popen
+    url: str
+    port_file: Path
+    log: Path
+
+
+def start_server(model: Path, folder: Path, name: str, *extra: str, timeout_s: float = 60.0) -> Served:
+    """Start ``teacher_server`` on ``model`` and wait for its port file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    port_file, log = folder / f"{name}.port", folder / f"{name}.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "autotest.workloads.teacher_server", "--model", str(model),
+                                 "--name", name, "--port-file", str(port_file), *extra],
+                                cwd=REPO, stdout=out, stderr=subprocess.STDOUT, process_group=0)
+    deadline = time.monotonic() + timeout_s
+    while not port_file.is_file():
+        assert proc.poll() is None, log.read_text()
+        assert time.monotonic() < deadline, f"no port file after {timeout_s} s"
+        time.sleep(0.1)
+    info = json.loads(port_file.read_text())
+    assert info["pid"] == proc.pid and info["name"] == name
+    return Served(proc, f"http://127.0.0.1:{info['port']}", port_file, log)
+
+
+def stop(served: Served) -> None:
+    if served.proc.poll() is None:
+        os.killpg(served.proc.pid, signal.SIGKILL)
+    served.proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def sum_teacher(mopd_fixture: Fixture, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """One server for the tests that only send requests (starting one costs seconds)."""
+    served = start_server(mopd_fixture.teacher("digit_sum"), tmp_path_factory.mktemp("server"), "digit_sum_teacher")
+    yield served
+    stop(served)
+
+
+def sequences() -> list[list[int]]:
+    task = get_task("digit_sum")
+    return [list(task.prompt(5).token_ids) + [2, 3, 11], list(task.prompt(9).token_ids) + [4, 5, 0, 0, 11],
+            list(task.prompt(1).token_ids) + [1, 11]]
+
+
+def local_logprobs(model: torch.nn.Module, seq: list[int]) -> list[float]:
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([seq]), use_cache=False).logits[0, :-1].float()
+    return logits.log_softmax(-1).gather(-1, torch.tensor(seq[1:]).unsqueeze(-1)).squeeze(-1).tolist()
+
+
+def test_health_and_logprobs_match_the_checkpoint(sum_teacher: Served, mopd_fixture: Fixture) -> None:
+    reply = health(sum_teacher.url)
+    assert reply["status"] == "ok" and reply["name"] == "digit_sum_teacher"
+    assert reply["model"] == str(mopd_fixture.teacher("digit_sum"))
+    model = load_checkpoint(mopd_fixture.teacher("digit_sum"))
+    batch = request_logprobs(sum_teacher.url, sequences(), step=1)
+    for seq, got in zip(sequences(), batch, strict=True):
+        assert len(got) == len(seq) - 1
+        # batched with right padding == each sequence alone
+        assert got == pytest.approx(local_logprobs(model, seq), abs=1e-5)
+        assert request_logprobs(sum_teacher.url, [seq]) == [pytest.approx(got, abs=1e-5)]
+    assert health(sum_teacher.url)["requests"] >= 1 + len(sequences())
+    assert "step 1: 3 sequences" in sum_teacher.log.read_text()
+
+
+def _post_raw(url: str, body: bytes, path: str = LOGPROBS_PATH) -> tuple[int, dict]:
+    request = urllib.request.Request(url + path, data=body, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            return reply.status, json.loads(reply.read())
+    except urllib.error.HTTPError as exc:
+        with exc:
+            return exc.code, json.loads(exc.read())
+
+
+@pytest.mark.parametrize("body, message", [
+    (b"not json", "body is not JSON"),
+    (b'{"ids": [[1, 2]]}', 'body must be {"token_ids": [[id, ...], ...]} with at least one sequence'),
+    (b'{"token_ids": []}', 'body must be {"token_ids": [[id, ...], ...]} with at least one sequence'),
+    (b'{"token_ids": [[1]]}', "token_ids[0] must be a list of 2..32 ids"),
+    (b'{"token_ids": [[1, 2], [1, 99]]}', "token_ids[1] has an id outside 0..15"),
+    (b'{"token_ids": [[1, 2]], "step": "3"}', "step must be an integer, got '3'"),
+])
+def test_bad_requests_get_400_with_the_reason(sum_teacher: Served, body: bytes, message: str) -> None:
+    assert _post_raw(sum_teacher.url, body) == (400, {"error": message})
+
+
+def test_unknown_paths_get_404(sum_teacher: Served) -> None:
+    status, reply = _post_raw(sum_teacher.url, b'{"token_ids": [[1, 2]]}', path="/generate")
+    assert status == 404 and "use POST /v1/logprobs" in reply["error"]
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(sum_teacher.url + "/", timeout=10)
+    with info.value:
+        assert info.value.code == 404
+
+
+def test_exit_at_step_dies_without_reply(mopd_fixture: Fixture, tmp_path: Path) -> None:
+    served = start_server(mopd_fixture.teacher("digit_sum"), tmp_path, "dying", "--exit-at-step", "2")
+    try:
+        assert len(request_logprobs(served.url, sequences(), step=1)) == 3
+        assert len(request_logprobs(served.url, sequences())) == 3  # no step: a probe, never the fault
+        with pytest.raises(TeacherError, match=r"did not answer"):
+            request_logprobs(served.url, sequences(), step=2)
+        assert served.proc.wait(timeout=10) == DIED_EXIT_CODE
+        assert "injected fault teacher-dies:2: teacher dying exits on a request for step 2" in served.log.read_text()
+    finally:
+        stop(served)
+
+
+def test_a_second_server_takes_another_free_port_and_stops_on_sigterm(
+        sum_teacher: Served, mopd_fixture: Fixture, tmp_path: Path) -> None:
+    other = start_server(mopd_fixture.teacher("digit_product"), tmp_path, "digit_product_teacher")
+    try:
+        ports = {int(s.url.rsplit(":", 1)[1]) for s in (sum_teacher, other)}
+        assert len(ports) == 2 and all(p >= 1024 for p in ports)
+        other.proc.send_signal(signal.SIGTERM)
+        assert other.proc.wait(timeout=10) == 0
+        assert "SIGTERM: stopping" in other.log.read_text()
+    finally:
+        stop(other)
+
+
+def test_it_exits_when_its_parent_is_killed(mopd_fixture: Fixture, tmp_path: Path) -> None:
+    port_file = tmp_path / "orphan.port"
+    parent = subprocess.Popen(
+        [sys.executable, "-c",
+         "import os, subprocess, sys, time; p = subprocess.Popen([sys.executable, '-m', "
+         "'autotest.workloads.teacher_server', '--model', sys.argv[1], '--name', 'orphan', '--port-file', "
+         "sys.argv[2], '--parent-pid', str(os.getpid())]); print(p.pid, flush=True); time.sleep(300)",
+         str(mopd_fixture.teacher("digit_sum")), str(port_file)],
+        cwd=REPO, stdout=subprocess.PIPE, text=True, process_group=0)
+    assert parent.stdout is not None
+    server_pid = int(parent.stdout.readline())
+    try:
+        deadline = time.monotonic() + 60
+        while not port_file.is_file():
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        parent.kill()  # SIGKILL: no cleanup code of the parent runs
+        parent.wait()
+        parent.stdout.close()
+        deadline = time.monotonic() + 10
+        while _alive(server_pid):
+            assert time.monotonic() < deadline, "the orphaned server did not exit"
+            time.sleep(0.1)
+    finally:
+        if _alive(server_pid):
+            os.kill(server_pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")

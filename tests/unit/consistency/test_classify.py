@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+from autotest.consistency.classify import classify_modules, find_boundary
+from autotest.consistency.dumps import ModuleEntry, TensorStat
+from autotest.consistency.mapping import map_modules
+from autotest.consistency.value_compare import compare_group
+
+
+# Synthetic modules with given input/output/parameter differences (statistics of real tensors).
+
+
+def _entries(path: str, order: int, d_in: float, d_out: float, d_par: float) -> tuple[ModuleEntry, ModuleEntry]:
+    def stats(scale: float, comp: str, name: str) -> TensorStat:
+        base = {"Max": 2.0, "Min": -2.0, "Mean": 0.1, "Norm": 8.0}
+        return TensorStat(name, comp, "torch.float32", (4, 4), {k: v * (1 + scale) for k, v in base.items()}, None)
+
+    key = f"Module.{path}.Linear.forward.0"
+    sides = []
+    for delta in (0.0, 1.0):
+        tensors = (
+            stats(delta * d_in, "input", "input_args.0"),
+            stats(delta * d_out, "output", "output.0"),
+            stats(delta * d_par, "parameter", "parameters.weight"),
+        )
+        sides.append(ModuleEntry(key, path, "Linear", 0, order, None, tensors))
+    return sides[0], sides[1]
+
+
+def synthetic(*modules: tuple[str, float, float, float]):
+    train, rollout = {}, {}
+    for order, (path, d_in, d_out, d_par) in enumerate(modules):
+        t, r = _entries(path, order, d_in, d_out, d_par)
+        train[t.key], rollout[r.key] = t, r
+    return classify_modules([compare_group(g, train, rollout) for g in map_modules(train, rollout)])
+
+
+def test_divergence_entering_before_the_first_dumped_module_is_systemic():
+    analyses = synthetic(("a", 0.5, 0.5, 0.0), ("b", 0.5, 0.5, 0.0))
+    assert [a.bucket for a in analyses] == ["systemic_misalignment", "upstream_propagation_or_amplification"]
+    assert find_boundary(analyses).module.module_path == "a"
+    assert find_boundary(analyses).previous_aligned is None
+
+
+def test_amplification_of_a_marginal_input_difference():
+    analyses = synthetic(("a", 0.0, 1e-3, 0.0), ("b", 1e-3, 0.5, 0.0))
+    assert analyses[0].bucket == "normal_aligned" and analyses[0].output == "marginal"
+    assert analyses[1].bucket == "upstream_propagation_or_amplification" and analyses[1].amplification
+    assert find_boundary(analyses).module.module_path == "b"
+
+
+def test_parameter_difference_wins_even_with_divergent_inputs():
+    analyses = synthetic(("a", 0.0, 0.0, 0.5), ("b", 0.5, 0.5, 0.5))
+    assert [a.bucket for a in analyses] == ["parameter_sync_mismatch", "parameter_sync_mismatch"]
+    assert "inputs differ too" in analyses[1].notes[-1]
+    assert [s.module_path for s in find_boundary(analyses).suspects] == ["a", "b"]
+
+
+def test_unmapped_module_is_insufficient_evidence():
+    train = {"Module.x.Linear.forward.0": _entries("x", 0, 0, 0, 0)[0]}
+    (group,) = map_modules(train, {})
+    (analysis,) = classify_modules([compare_group(group, train, {})])
+    assert analysis.bucket == "insufficient_output_evidence" and not analysis.credible

@@ -1,0 +1,49 @@
+"""The consistency dump job without re-runs: the wrapper a framework case gets, and bad requests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from autotest.consistency.job import REQUEST_FILE, load_request, run_consistency_job
+from autotest.errors import UsageError
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_framework_case_generates_the_wrapper_and_claims_nothing(tmp_path, monkeypatch):
+    """A GPU case here: wrapper and configs are written, collection is reported as not run."""
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "tracker.jsonl").write_text(json.dumps({"mismatch/mismatch_k3_kl": 3e-3, "response/rewards/mean": 0.5,
+                                                      "step": 1}) + "\n")
+    (results / REQUEST_FILE).write_text(json.dumps({
+        "case": "grpo-gsm8k-qwen3-8b-lmdeploy",
+        "case_file": str(ROOT / "autotest/cases/grpo-gsm8k-qwen3-8b-lmdeploy.yaml"),
+        "breaches": [{"metric": "mismatch/mismatch_k3_kl", "first_breach_step": 1}],
+        "tracker": str(results / "tracker.jsonl"), "results_dir": str(results)}))
+    for name in ("CI_SHARE_MODEL", "CI_SHARE_DATA"):
+        monkeypatch.setenv(name, str(tmp_path / "share"))
+    monkeypatch.setenv("XTUNER_ROOT", str(tmp_path))
+    outcome = run_consistency_job(results)
+    assert not outcome.executed and outcome.verdict == "cannot_conclude"
+    assert "diagnostic_args is not set" in outcome.summary and "cannot run here" in outcome.summary
+    report = json.loads(outcome.report_json.read_text())
+    assert report["root_cause"] is None
+    assert report["context"]["not_executed"][0].endswith("wrapper was generated but not executed")
+    assert not any(s["status"] == "verified" and "collection" in s["step"] for s in report["steps"])
+    assert (results / "consistency" / "statistics" / "diagnostic_wrapper.sh").exists()
+    assert (results / "consistency" / "statistics" / "diagnostic_config.json").exists()
+
+
+def test_missing_or_bad_request_is_one_line(tmp_path):
+    with pytest.raises(UsageError, match=r"no consistency request here"):
+        load_request(tmp_path)
+    (tmp_path / REQUEST_FILE).write_text('{"case": "x",\n oops}')
+    with pytest.raises(UsageError, match=r"consistency_request.json:2: malformed JSON"):
+        load_request(tmp_path)
+    (tmp_path / REQUEST_FILE).write_text('{"case": "x"}')
+    with pytest.raises(UsageError, match=r"key 'case_file' is missing"):
+        load_request(tmp_path)

@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from autotest.inputs.baseline import load_baseline
+from autotest.judge.readers import read_trace
+from autotest.judge.verdict import compare
+from autotest.report.publish import publish
+from tests.unit.judge.test_checks import mopd_tracker
+
+from tests.helpers import ROOT
+
+
+
+def test_results_folder_layout_and_contents(tmp_path, monkeypatch):
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    monkeypatch.chdir(tmp_path)  # output must not depend on the working directory
+    b = load_baseline(ROOT / "baselines" / "mopd-qwen3-vl-2b.yaml")
+    tracker = mopd_tracker(tmp_path, nudge={("eval/gsm8k/acc", 10): 0.05})
+    comparison = compare(b, read_trace(tracker), context={"commit": {"sha": "abc123", "repo": "/x", "dirty": False}})
+    out = tmp_path / "out"
+    published = publish(comparison, out)
+    data = json.loads((out / "results.json").read_text())
+    assert data["schema_version"] == 1 and data["status"] == "FAIL"
+    failing = [r for r in data["results"] if r["status"] == "FAIL"]
+    assert failing[0]["metric"] == "eval/gsm8k/acc" and failing[0]["first_breach_step"] == 10
+    report = published.report_md.read_text()
+    assert report.startswith("# mopd-qwen3-vl-2b: ❌ FAIL")
+    assert "| eval/gsm8k/acc | 10 | 0.6871 | 0.7371 | 0.05 | absolute < 0.03 |" in report
+    assert str(tracker) in report and "`abc123`" in report
+    assert "## Suggested next step (inferred from the breach pattern)" in report
+    assert sorted(p.name for p in (out / "plots").iterdir()) == sorted(
+        Path(v).name for v in published.plots.values())
+    assert len(published.plots) == 7
+    assert "mopd-qwen3-vl-2b: ❌ FAIL" in summary.read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "summary.md", "summary.md.lock", "tracker.jsonl"]

@@ -9,7 +9,7 @@ PYTHON=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet "torch==2.13.0"
-.venv/bin/python -m pip install --quiet -e ".[workloads,consistency,history,test]"
+.venv/bin/python -m pip install --quiet -e ".[workloads,consistency,history,tensorboard,test]"
 if command -v npm >/dev/null 2>&1; then
   npm ci --no-audit --no-fund --loglevel=error
 else

@@ -4,9 +4,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.unit.judge.test_checks import mopd_tracker
-
 from tests.helpers import ROOT
+from tests.unit.judge.test_checks import mopd_tracker
 
 MOPD = ROOT / "baselines" / "mopd-qwen3-vl-2b.yaml"
 

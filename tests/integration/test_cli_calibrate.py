@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import shutil
 
-
 from autotest.calibration.runs import baseline_files
 from autotest.inputs.baseline import load_baseline
 from tests.integration.calibration.test_runs import fake_case  # noqa: F401  (fixture)

@@ -10,7 +10,6 @@ import pytest
 from autotest.inputs.case import load_case
 from autotest.pipeline import DRY_RUN, SKIP, RunOptions, run_case
 from autotest.run.infra import DEFAULT_POLICY, InfraKind, KindPolicy, RetryPolicy
-
 from tests.helpers import DATA
 
 CASE = DATA / "cases" / "scripted.yaml"

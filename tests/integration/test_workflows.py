@@ -23,11 +23,11 @@ from typing import Any
 import pytest
 
 from tests.unit.test_workflows import (
-    Invocation,
     PYTEST_CALLS,
     ROOT,
-    WORKFLOWS,
     WORKFLOW_DIR,
+    WORKFLOWS,
+    Invocation,
     _load,
     _steps,
     declared_runner_labels,

@@ -1,31 +1,24 @@
 from __future__ import annotations
 
-import argparse
-
 import pytest
 
-from autotest.cli_calibrate import add_commands
+from autotest.cli import COMMANDS, build_parser
 from autotest.errors import UsageError
 
 
 def cli(*argv: str) -> int:
     """What ``autotest.cli.main`` does with these commands: dispatch, one line and exit 2 on a usage error."""
-    parser = argparse.ArgumentParser(prog="rl-autotest")
-    commands: dict = {}
-    add_commands(parser.add_subparsers(dest="command", required=True), commands)
-    args = parser.parse_args(list(argv))
+    args = build_parser().parse_args(list(argv))
     try:
-        return commands[args.command](args)
+        return COMMANDS[args.command](args)
     except UsageError as exc:
         print(f"rl-autotest: error: {exc}")
         return 2
 
 
 def test_registers_both_commands():
-    parser = argparse.ArgumentParser()
-    commands: dict = {}
-    add_commands(parser.add_subparsers(dest="command"), commands)
-    assert set(commands) == {"calibrate", "baseline"}
+    parser = build_parser()
+    assert {"calibrate", "baseline"} <= set(COMMANDS)
     args = parser.parse_args(["calibrate", "tiny-grpo", "--out", "/x", "--runs", "4", "--allow-dirty"])
     assert (str(args.baselines_dir), args.runs, args.allow_dirty, args.promote) == ("/x", 4, True, False)
     with pytest.raises(SystemExit):

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
 from autotest.redaction import MASK, redact, secret_name
-
 
 # ---------------------------------------------------------------- redaction
 

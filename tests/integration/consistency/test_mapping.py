@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-
 from autotest.consistency.dumps import read_dump
 from autotest.consistency.mapping import map_modules
 from tests.unit.consistency.test_mapping import by_train

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-
 import pytest
 
 from autotest.consistency.dumps import read_dump

@@ -11,7 +11,13 @@ from pathlib import Path
 
 from autotest.history.drift import drift_in, record_and_detect, render_drift_lines
 from autotest.history.store import HistoryStore, ingest, passing_runs, record_results
-from tests.unit.history.builders import REWARDS, STEP_TIME, nightly_values, write_nightlies, write_results_folder
+from tests.unit.history.builders import (
+    REWARDS,
+    STEP_TIME,
+    nightly_values,
+    write_nightlies,
+    write_results_folder,
+)
 
 SHIFT_NIGHT = 25
 ROOT = Path(__file__).resolve().parents[3]

@@ -15,7 +15,10 @@ import pytest
 
 from autotest.errors import UsageError
 from autotest.inputs.case import REPO_ROOT, load_case
-from autotest.run.launch import LaunchSpec, artifacts_for, collect_artifacts, completion_status, launch, launch_spec
+from autotest.judge.structural import completion_status
+from autotest.run.artifacts import artifacts_for, collect_artifacts
+from autotest.run.launch import LaunchSpec, launch_spec
+from autotest.run.process_group import launch
 
 # A child that starts a background grandchild, prints the grandchild's pid, then sleeps.
 GRANDCHILD = """
@@ -186,7 +189,8 @@ def test_ctrl_c_at_the_harness_kills_the_run(tmp_path: Path) -> None:
     harness = f"""
 import sys
 from pathlib import Path
-from autotest.run.launch import LaunchSpec, launch
+from autotest.run.launch import LaunchSpec
+from autotest.run.process_group import launch
 code = {GRANDCHILD.format(kid=SLEEPER, parent_sleep=600)!r}
 launch(LaunchSpec(command=(sys.executable, '-c', code), cwd=Path({str(tmp_path)!r}), env={{}},
                   timeout_s=60, term_grace_s=2), Path({str(results)!r}))

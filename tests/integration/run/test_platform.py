@@ -6,7 +6,6 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
-
 from autotest.inputs.case import load_case
 from autotest.run.platform import check_platform, detect_gpus
 from tests.unit.run.test_platform import BANNER, LISTING

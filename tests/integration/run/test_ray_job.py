@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from autotest.errors import UsageError
-from autotest.run.launch import _process_table, descendants
+from autotest.run.process_group import _process_table, descendants
 from autotest.run.ray_job import submit
 from tests.unit.run.test_ray_job import run_dir, spec_for
 

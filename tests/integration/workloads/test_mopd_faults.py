@@ -7,7 +7,6 @@ import dataclasses
 import re
 from pathlib import Path
 
-
 from autotest.inputs.case import load_case  # noqa: E402
 from autotest.pipeline import CaseRun, RunOptions, run_case  # noqa: E402
 from autotest.run.infra import RetryPolicy  # noqa: E402
@@ -15,7 +14,6 @@ from autotest.workloads.mopd_launch import FAULTS  # noqa: E402
 from autotest.workloads.teachers import Fixture  # noqa: E402
 
 from .test_mopd_launch import assert_nothing_left  # noqa: E402
-
 
 GATES = ("distillation/reduced_distillation_kl", "distillation/reduced_distillation_abs_loss", "response/rewards/mean",
          "response/response_len/mean", "eval/digit_sum/acc", "eval/digit_product/acc")

@@ -7,14 +7,18 @@ from pathlib import Path
 
 import pytest
 
-
 from autotest.errors import UsageError  # noqa: E402
 from autotest.workloads.tasks import get_task  # noqa: E402
-from autotest.workloads.teacher_client import Routing, TeacherClient, TeacherError, request_logprobs  # noqa: E402
+from autotest.workloads.teacher_client import (  # noqa: E402
+    Routing,
+    TeacherClient,
+    TeacherError,
+    request_logprobs,
+)
 from autotest.workloads.teachers import Fixture, load_checkpoint, teacher_name  # noqa: E402
+from tests.unit.workloads.test_teacher_client import ROUTING
 
 from .test_teacher_server import Served, local_logprobs, start_server, stop  # noqa: E402
-from tests.unit.workloads.test_teacher_client import ROUTING
 
 
 def test_a_closed_port_is_a_teacher_error() -> None:

@@ -16,7 +16,15 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from autotest.workloads.tasks import get_task  # noqa: E402
-from autotest.workloads.teachers import FIXTURE_FILE, Fixture, TeacherRecipe, ensure_fixture, load_checkpoint, neutral_digit, teacher_name  # noqa: E402
+from autotest.workloads.teachers import (  # noqa: E402
+    FIXTURE_FILE,
+    Fixture,
+    TeacherRecipe,
+    ensure_fixture,
+    load_checkpoint,
+    neutral_digit,
+    teacher_name,
+)
 from autotest.workloads.tiny_lm import DigitTokenizer  # noqa: E402
 from tests.unit.workloads.test_teachers import QUICK
 

@@ -6,7 +6,6 @@ from pathlib import Path
 from types import MappingProxyType
 
 from autotest.calibration.review import render_report
-from autotest.inputs.baseline_writer import baseline_yaml
 from autotest.calibration.thresholds import calibrate, golden_shifts, leave_one_out
 from autotest.inputs.baseline import (
     Baseline,
@@ -15,6 +14,7 @@ from autotest.inputs.baseline import (
     StepPolicy,
     load_baseline,
 )
+from autotest.inputs.baseline_writer import baseline_yaml
 from autotest.judge.trace import Trace
 
 

@@ -5,7 +5,6 @@ from autotest.consistency.dumps import ModuleEntry, TensorStat
 from autotest.consistency.mapping import map_modules
 from autotest.consistency.value_compare import compare_group
 
-
 # Synthetic modules with given input/output/parameter differences (statistics of real tensors).
 
 

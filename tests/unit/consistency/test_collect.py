@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import pytest
 
 from autotest.consistency.collect import make_observer

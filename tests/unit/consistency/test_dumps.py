@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-
 from autotest.consistency.dumps import parse_key
 
 

@@ -5,8 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from autotest.history.changepoint import (DriftParams, change_points, latest_change, permutation_p_value,
-                                          robust_sigma, split_statistics)
+from autotest.history.changepoint import (
+    DriftParams,
+    change_points,
+    latest_change,
+    permutation_p_value,
+    robust_sigma,
+    split_statistics,
+)
 
 
 def _series(n: int = 40, shift_at: int | None = None, shift: float = 0.5, sd: float = 0.1, seed: int = 0):

@@ -6,8 +6,15 @@ import pytest
 import sqlalchemy as sa
 
 from autotest.errors import UsageError
-from autotest.history.database import (HISTORY_ENV, SCHEMA_VERSION, create_history_engine, describe, migrate,
-                                     resolve_url, tables)
+from autotest.history.database import (
+    HISTORY_ENV,
+    SCHEMA_VERSION,
+    create_history_engine,
+    describe,
+    migrate,
+    resolve_url,
+    tables,
+)
 
 
 def test_the_url_comes_from_the_flag_then_the_environment_then_the_results_root(tmp_path, monkeypatch) -> None:

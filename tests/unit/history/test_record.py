@@ -9,7 +9,11 @@ from pathlib import Path
 import pytest
 
 from autotest.errors import UsageError
-from autotest.history.record import find_results_folders, read_results_folder, summarise_series
+from autotest.history.record import (
+    find_results_folders,
+    read_results_folder,
+    summarise_series,
+)
 from tests.unit.history.builders import REWARDS, STEP_TIME, write_results_folder
 
 

@@ -1,11 +1,9 @@
 from __future__ import annotations
 
-
 import pytest
 
 from autotest.errors import UsageError
 from autotest.inputs.baseline import load_baseline
-
 from tests.helpers import DATA, ROOT
 
 BAD = DATA / "bad_baselines"

@@ -18,7 +18,6 @@ from autotest.inputs.case import (
     unset_variables,
 )
 from autotest.inputs.tracker_layout import tracker_location
-
 from tests.helpers import DATA
 
 BAD = DATA / "bad_cases"

@@ -19,7 +19,6 @@ from autotest.judge.verdict import compare, golden_trace
 from tests.helpers import ROOT, write_tracker
 
 
-
 def trace(series: dict[str, dict[int, float]], train=None, evals=()) -> Trace:
     steps = sorted({s for v in series.values() for s in v}) if train is None else train
     return Trace("cur.jsonl", MappingProxyType(series), tuple(steps), tuple(evals))

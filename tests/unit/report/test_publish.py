@@ -7,10 +7,8 @@ from autotest.inputs.baseline import load_baseline
 from autotest.judge.readers import read_trace
 from autotest.judge.verdict import compare
 from autotest.report.publish import publish
-from tests.unit.judge.test_checks import mopd_tracker
-
 from tests.helpers import ROOT
-
+from tests.unit.judge.test_checks import mopd_tracker
 
 
 def test_results_folder_layout_and_contents(tmp_path, monkeypatch):

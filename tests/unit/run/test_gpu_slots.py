@@ -9,7 +9,12 @@ from pathlib import Path
 import pytest
 
 from autotest.errors import UsageError
-from autotest.run.gpu_slots import acquire, cuda_visible_devices, current_holders, slots_dir_for
+from autotest.run.gpu_slots import (
+    acquire,
+    cuda_visible_devices,
+    current_holders,
+    slots_dir_for,
+)
 
 # A holder process: takes its GPUs, reports them, then holds until told to let go.
 

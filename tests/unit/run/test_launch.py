@@ -13,7 +13,9 @@ import pytest
 
 from autotest.errors import UsageError
 from autotest.inputs.case import REPO_ROOT, load_case
-from autotest.run.launch import RAY_CLEANUP, LaunchResult, collect_artifacts, completion_status, launch_spec
+from autotest.judge.structural import completion_status
+from autotest.run.artifacts import collect_artifacts
+from autotest.run.launch import RAY_CLEANUP, LaunchResult, launch_spec
 
 # A child that starts a background grandchild, prints the grandchild's pid, then sleeps.
 

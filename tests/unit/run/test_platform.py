@@ -16,7 +16,6 @@ from autotest.run.platform import (
     parse_cuda_version,
     parse_nvidia_smi_list,
 )
-
 from tests.helpers import DATA
 
 LISTING = """GPU 0: NVIDIA H200 (UUID: GPU-6f0b5c1e-0000-0000-0000-000000000000)

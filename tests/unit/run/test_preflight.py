@@ -9,7 +9,6 @@ import pytest
 from autotest.errors import UsageError
 from autotest.inputs.case import REPO_ROOT, load_case
 from autotest.run.preflight import check_inputs, require_inputs
-
 from tests.helpers import DATA
 
 

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-
 from autotest.workloads.grpo import main  # noqa: E402
 
 

@@ -3,7 +3,6 @@ harness is in tests/integration/workloads/test_mopd_faults.py."""
 
 from __future__ import annotations
 
-
 from autotest.workloads.mopd import TRAINING_FAULTS  # noqa: E402
 from autotest.workloads.mopd_launch import FAULTS, TEACHER_FAULTS  # noqa: E402
 

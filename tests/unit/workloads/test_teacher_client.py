@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-
 import pytest
 
-
 from autotest.errors import UsageError  # noqa: E402
-from autotest.workloads.teacher_client import ENDPOINTS_ENV, Routing, TeacherClient, dump_endpoints, parse_endpoints  # noqa: E402
-
+from autotest.workloads.teacher_client import (  # noqa: E402
+    ENDPOINTS_ENV,
+    Routing,
+    TeacherClient,
+    dump_endpoints,
+    parse_endpoints,
+)
 
 ROUTING = Routing({"digit_sum": "digit_sum_teacher", "digit_product": "digit_product_teacher"})
 

@@ -8,11 +8,17 @@ from pathlib import Path
 
 import pytest
 
-
 from autotest.errors import UsageError  # noqa: E402
 from autotest.workloads import teachers  # noqa: E402
 from autotest.workloads.tasks import get_task  # noqa: E402
-from autotest.workloads.teachers import CACHE_ENV, TeacherRecipe, cache_root, ensure_fixture, neutral_digit, open_fixture  # noqa: E402
+from autotest.workloads.teachers import (  # noqa: E402
+    CACHE_ENV,
+    TeacherRecipe,
+    cache_root,
+    ensure_fixture,
+    neutral_digit,
+    open_fixture,
+)
 
 #: a recipe small enough to prepare in a few seconds (cold-cache tests)
 QUICK = TeacherRecipe(student_steps=3, teacher_steps=3, eval_samples=1)

@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_once(seed: int, extra: list[str]) -> dict[str, object]:
+def calibration_run(seed: int, extra: list[str]) -> dict[str, object]:
     """One full run; returns its timings and learning summary."""
     with tempfile.TemporaryDirectory(prefix="bench-grpo-") as tmp:
         cmd = [sys.executable, "-m", "autotest.workloads.grpo", "--work-dir", tmp, "--seed", str(seed), *extra]
@@ -57,7 +57,7 @@ def main() -> int:
     extra = ["--rollout-dtype", args.rollout_dtype] + (["--ray"] if args.ray else [])
     print(f"load average: {os.getloadavg()}, cpus: {os.cpu_count()}", file=sys.stderr)
     for i in range(args.runs):
-        result = run_once(args.seed + i, extra)
+        result = calibration_run(args.seed + i, extra)
         if args.json:
             print(json.dumps(result))
         else:

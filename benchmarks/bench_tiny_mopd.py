@@ -30,7 +30,7 @@ MARKS = {  # phase end -> the launcher line that marks it
 }
 
 
-def run_once(seed: int, cache: Path | None) -> dict[str, float]:
+def calibration_run(seed: int, cache: Path | None) -> dict[str, float]:
     env = dict(os.environ)
     if cache is not None:
         env["RL_AUTOTEST_CACHE"] = str(cache)
@@ -68,7 +68,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-mopd-cache-") as tmp_cache:
         for i in range(args.runs):
             # --cold: the first run trains the teachers into the empty temp cache, later runs reuse it
-            results.append(run_once(args.seed, Path(tmp_cache) if args.cold else None))
+            results.append(calibration_run(args.seed, Path(tmp_cache) if args.cold else None))
     report = {"cpus": os.cpu_count(), "loadavg": [round(x, 2) for x in os.getloadavg()], "cold_first": args.cold,
               "target_s": TARGET_S, "runs": results}
     if args.json:

@@ -148,7 +148,7 @@ def calibration_seeds(case: Case, runs: int) -> tuple[int, ...]:
     return tuple(listed[:runs])
 
 
-def run_once(case: Case, index: int, seed: int, run_dir: Path, results_root: Path | None = None,
+def calibration_run(case: Case, index: int, seed: int, run_dir: Path, results_root: Path | None = None,
              baseline_path: Path | None = None, after_results: AfterResults | None = None) -> RunRecord:
     """One calibration run: the same pipeline as ``rl-autotest run``, into ``run_dir``."""
     run = run_case(case, RunOptions(results_root=results_root, results_dir=run_dir, seed=seed,
@@ -218,7 +218,7 @@ def run_all(case: Case, seeds: Sequence[int], folder: Path, options: Calibration
     say(f"{case.name}: {len(seeds)} calibration runs, {jobs} at a time, in {folder}")
 
     def one(i: int) -> RunRecord:
-        record = run_once(case, i + 1, seeds[i], dirs[i], options.results_root, baseline_path,
+        record = calibration_run(case, i + 1, seeds[i], dirs[i], options.results_root, baseline_path,
                           options.after_results)
         say(f"{case.name}: {record.label}: {record.status} in {record.wall_s:.0f} s"
             + (f" ({'; '.join(record.reasons)})" if record.reasons else ""))
@@ -253,7 +253,7 @@ def _run_on_ray(case: Case, seeds: Sequence[int], dirs: Sequence[Path], address:
                       _node_ip_address="127.0.0.1")
     ray.init(address=address, **kwargs)
     try:
-        task = ray.remote(num_cpus=1, num_gpus=case.platform.gpus, max_retries=0)(run_once)
+        task = ray.remote(num_cpus=1, num_gpus=case.platform.gpus, max_retries=0)(calibration_run)
         say(f"{case.name}: {len(seeds)} calibration runs as Ray tasks on {address}")
         refs = [task.remote(case, i + 1, seed, dirs[i], None, baseline_path) for i, seed in enumerate(seeds)]
         return list(ray.get(refs))

@@ -15,7 +15,7 @@ from autotest.calibration.runs import (
     calibration_seeds,
     load_spec,
     promote,
-    run_once,
+    calibration_run,
 )
 from autotest.calibration.thresholds import CalibrationError
 from autotest.errors import UsageError
@@ -167,7 +167,7 @@ def test_calibrate_writes_a_candidate_with_provenance_and_promote_replaces(fake_
             assert result.exit_code == 0
             tracker = artifacts_for(promoted, run_dir / "work", run_dir).tracker
         else:
-            tracker = run_once(promoted, 1, seed, run_dir).tracker
+            tracker = calibration_run(promoted, 1, seed, run_dir).tracker
         verdict = compare(load_baseline(target), read_trace(tracker)).verdict
         assert verdict.status == status, [r.message for r in verdict.failing()]
 

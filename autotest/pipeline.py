@@ -48,7 +48,13 @@ from autotest.run.infra import (
     RetryTrail,
     classify_log_file,
 )
-from autotest.run.launch import LaunchResult, LaunchSpec, RunInterrupted, launch_spec, with_own_ray
+from autotest.run.launch import (
+    LaunchResult,
+    LaunchSpec,
+    RunInterrupted,
+    launch_spec,
+    with_own_ray,
+)
 from autotest.run.platform import check_platform
 from autotest.run.preflight import Preflight, run_preflight
 from autotest.run.results_dir import default_results_root, new_results_dir
@@ -241,8 +247,8 @@ def _attempts(case: Case, options: RunOptions, spec: LaunchSpec,
     """
     trail = RetryTrail()
     while True:
-        # fresh Ray ports per attempt: a relaunch after "address already in use" must not reuse them
-        spec = with_own_ray(spec, case.launch.env)
+        if trail.attempts:  # a relaunch (after "address already in use", say) gets fresh Ray ports
+            spec = with_own_ray(spec, case.launch.env)
         comparison, infra, infra_log, interrupt = _attempt(case, options, spec, prep)
         verdict = comparison.verdict
         if interrupt is not None:

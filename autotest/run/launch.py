@@ -23,7 +23,13 @@ from autotest.errors import UsageError
 from autotest.inputs.case import Case, expand, placeholder_values
 from autotest.redaction import json_ready
 from autotest.run.interrupts import Interrupted
-from autotest.run.isolation import PYTHON_ENV, RAY_PORT_ENVS, RAY_TMPDIR_ENV, free_ports, python_env
+from autotest.run.isolation import (
+    PYTHON_ENV,
+    RAY_PORT_ENVS,
+    RAY_TMPDIR_ENV,
+    free_ports,
+    python_env,
+)
 
 _STOP_RAY = ("-m", "autotest.run.isolation", "stop-ray")
 
@@ -137,8 +143,8 @@ def launch_spec(case: Case, work_dir: Path, *, seed: int | None = None, fault: s
 def with_own_ray(spec: LaunchSpec, case_env: Collection[str] = ()) -> LaunchSpec:
     """``spec`` with fresh Ray ports, its own RAY_TMPDIR and a cleanup that stops only that cluster.
 
-    Variables the case file sets itself (``case_env``) are kept. The pipeline calls it again per
-    attempt, so a relaunch after "address already in use" gets new ports.
+    Variables the case file sets itself (``case_env``) are kept. The pipeline calls it again before a
+    relaunch, so a relaunch after "address already in use" gets new ports.
     """
     if not spec.uses_ray:
         return spec

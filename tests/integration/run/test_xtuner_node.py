@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -265,3 +266,15 @@ def test_a_gate_and_a_nightly_on_one_xtuner_node(node):
     for folder in (gate_folder, runs["nightly"][0]):
         cleanup = (folder / "logs" / "cleanup.log").read_text()
         assert "autotest.run.isolation stop-ray --gcs-port" in cleanup and "ray stop --force" not in cleanup
+
+    # the nightly's consistency job, from a copy of the gate's results (another runner): xtuner has no
+    # collection hook, so the job ends "not collected" (exit 3, neutral), its wrapper at the gate's commit
+    downloaded = tmp / "consistency-runner" / "results"
+    shutil.copytree(gate_folder, downloaded)
+    job = subprocess.run([sys.executable, "-m", "autotest.cli", "consistency", str(downloaded)], cwd=tmp,
+                         env=node["env"], capture_output=True, text=True, timeout=120)
+    assert job.returncode == 3, job.stdout + job.stderr
+    assert "not collected: collection not available for xtuner" in job.stdout
+    wrapper = (downloaded / "consistency" / "statistics" / "diagnostic_wrapper.sh").read_text()
+    assert f"/commits/{node['bad']}" in wrapper and "examples/v1/scripts/run_rl.sh" in wrapper
+    assert (downloaded / "consistency" / "how_to_collect.md").is_file()

@@ -210,7 +210,8 @@ def run_consistency_job(results_dir: str | Path, *, execute: bool = True,
                                     framework=framework, wrapper=wrapper,
                                     diagnostic_config=out / "statistics" / "diagnostic_config.json",
                                     paths=_side_paths(stats_config))
-        summary = (f"not collected: collection not available for {framework} (no diagnostic hook wired); "
+        also = "".join(f"; {reason}" for reason in reasons_not_run[1:])  # [0] is the missing hook
+        summary = (f"not collected: collection not available for {framework} (no diagnostic hook wired){also}; "
                    f"the wrapper and how to add the hook: {manual}")
     else:
         summary = _summary(report, reasons_not_run)

@@ -15,8 +15,8 @@ cluster on the machine, a neighbour's included. A launch script that itself runs
 (xtuner's run_rl.sh does, first thing) can still stop a neighbour's cluster: the node-wide GPU slot
 lock, which gives an 8-GPU case the node alone, is what keeps two such runs apart.
 
-This module is also a small program (the cleanup command) and imports nothing of the harness at top
-beyond the standard library and the launch spec.
+This module is also the cleanup command's program, so it imports only the standard library and
+``autotest.errors``: the cleanup starts fast and works whatever the run did to its environment.
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ def test_no_hook_is_not_collected_with_the_manual_steps(tmp_path: Path) -> None:
     shutil.rmtree(made)  # nothing of the first runner's paths is left to lean on
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RL_AUTOTEST_GPU_COUNT": "0", "XTUNER_ROOT": str(tmp_path),
            "CI_SHARE_MODEL": "/share/m", "CI_SHARE_DATA": "/share/d", "FRAMEWORK_PYTHON": sys.executable}
-    done = subprocess.run([sys.executable, "-m", "autotest.cli", "consistency", str(moved)], env=env,
+    done = subprocess.run([sys.executable, "-m", "autotest.cli", "consistency", str(moved)], env=env, check=False,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 3, done.stdout + done.stderr
     assert "consistency: not collected: collection not available for xtuner (no diagnostic hook wired)" \

@@ -272,7 +272,7 @@ def test_a_gate_and_a_nightly_on_one_xtuner_node(node):
     downloaded = tmp / "consistency-runner" / "results"
     shutil.copytree(gate_folder, downloaded)
     job = subprocess.run([sys.executable, "-m", "autotest.cli", "consistency", str(downloaded)], cwd=tmp,
-                         env=node["env"], capture_output=True, text=True, timeout=120)
+                         env=node["env"], capture_output=True, text=True, timeout=120, check=False)
     assert job.returncode == 3, job.stdout + job.stderr
     assert "not collected: collection not available for xtuner" in job.stdout
     wrapper = (downloaded / "consistency" / "statistics" / "diagnostic_wrapper.sh").read_text()

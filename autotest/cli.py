@@ -36,6 +36,7 @@ from autotest.run.platform import check_platform
 from autotest.run.results_dir import DEFAULT_ROOT_HELP
 
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
+EXIT_NOT_COLLECTED = 3  # `consistency`: no collection hook wired for the framework (neutral in the nightly)
 
 
 def exit_code_for(status: str) -> int:
@@ -106,6 +107,8 @@ def _consistency(args: argparse.Namespace) -> int:
                                   max_forwards_per_side=args.max_forwards, progress=print)
     print(f"root-cause report: {outcome.report_md}")
     print(f"consistency: {outcome.summary}")
+    if outcome.not_collected:  # the framework has no hook: neither a pass nor an error of the job
+        return EXIT_NOT_COLLECTED
     return EXIT_PASS if outcome.executed and outcome.verdict != "cannot_conclude" else EXIT_ERROR
 
 
@@ -204,7 +207,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("cases", help="list the cases and whether each can run here")
 
     p = sub.add_parser("consistency", help="run the consistency dump job an accuracy run requested "
-                       "('consistency analyze --help': analyse MSProbe dumps made anywhere)")
+                       "('consistency analyze --help': analyse MSProbe dumps made anywhere)",
+                       epilog="exit codes: 0 collected and analysed; 2 error, or collection/analysis could not "
+                       "conclude; 3 not collected: the framework has no diagnostic hook wired (consistency/"
+                       "how_to_collect.md lists the manual steps)")
     p.add_argument("results_dir", type=Path, help="the accuracy run's results folder (has consistency_request.json)")
     p.add_argument("--no-execute", action="store_true", help="generate the wrapper and configs; collect nothing")
     p.add_argument("--max-forwards", type=int, default=2, help="forwards dumped per side in the window")

@@ -21,7 +21,7 @@ from typing import Callable
 from autotest.errors import UsageError
 from autotest.files import write_atomic
 from autotest.inputs.baseline import Baseline, load_baseline
-from autotest.inputs.case import Case
+from autotest.inputs.case import REPO_ROOT, Case
 from autotest.judge.live import Follower
 from autotest.judge.model import FAIL, PASS, Verdict
 from autotest.judge.readers import read_trace
@@ -48,7 +48,13 @@ from autotest.run.infra import (
     RetryTrail,
     classify_log_file,
 )
-from autotest.run.launch import LaunchResult, LaunchSpec, RunInterrupted, launch_spec
+from autotest.run.launch import (
+    LaunchResult,
+    LaunchSpec,
+    RunInterrupted,
+    launch_spec,
+    with_own_ray,
+)
 from autotest.run.platform import check_platform
 from autotest.run.preflight import Preflight, run_preflight
 from autotest.run.results_dir import default_results_root, new_results_dir
@@ -241,6 +247,8 @@ def _attempts(case: Case, options: RunOptions, spec: LaunchSpec,
     """
     trail = RetryTrail()
     while True:
+        if trail.attempts:  # a relaunch (after "address already in use", say) gets fresh Ray ports
+            spec = with_own_ray(spec, case.launch.env)
         comparison, infra, infra_log, interrupt = _attempt(case, options, spec, prep)
         verdict = comparison.verdict
         if interrupt is not None:
@@ -323,27 +331,33 @@ def _log_finding(failure: InfraFailure | None, log_path: str) -> LogFinding | No
 
 
 def consistency_request(case: Case, verdict: Verdict, results_dir: Path, work_dir: Path) -> dict | None:
-    """The request for a consistency dump job, or None when the case's policy says no."""
+    """The request for a consistency dump job, or None when the case's policy says no.
+
+    Paths are relative to the results folder (the folder holding the request) and the case file is
+    relative to the harness checkout, so a job on another runner works from the uploaded artifact.
+    """
     policy = case.consistency.policy
     # a NaN is numerical divergence, not a train-inference disagreement a dump could localise
     breached = [r for r in verdict.results if is_consistency_metric(r.metric) and r.status == FAIL
                 and r.observed is not None and math.isfinite(r.observed)]
     if policy == "off" or (policy == "on-breach" and not breached):
         return None
+    source = Path(case.source).resolve()
     return {
-        "schema_version": 1,
+        "schema_version": 2,
+        "paths": "relative to the folder holding this file; case_file relative to the harness checkout",
         "case": case.name,
-        "case_file": str(case.source),
+        "case_file": str(source.relative_to(REPO_ROOT)) if source.is_relative_to(REPO_ROOT) else str(source),
         "policy": policy,
         "reason": "breach" if breached else "always",
         "breaches": [{"metric": r.metric, "first_breach_step": r.first_breach_step, "worst_step": r.worst_step,
                       "threshold": r.threshold, "operator": r.operator,
                       "points": [{"step": p.step, "current": p.current, "baseline": p.baseline}
                                  for p in r.points.breaches()[:20]]} for r in breached],
-        "results_dir": str(results_dir),
-        "work_dir": str(work_dir),
-        "tracker": str(results_dir / "tracker.jsonl"),
-        "run_config": str(results_dir / "run_config"),
+        "results_dir": ".",
+        "work_dir": os.path.relpath(work_dir, results_dir),
+        "tracker": "tracker.jsonl",
+        "run_config": "run_config",
         "requested_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }
 

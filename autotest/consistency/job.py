@@ -6,23 +6,33 @@ re-runs the case's own launch command with only diagnostic overrides (dump on, t
 one sample per micro-batch, the first few forwards of each side), runs it when the case can run
 here, narrows a second pass to the suspect modules with full tensors, and writes output_1 …
 output_5 into ``<results>/consistency/``. A step that did not run is reported as not run.
+
+A case whose framework has no collection hook wired (no ``consistency.diagnostic_args``) ends
+"not collected": the screening, wrapper and analysis placeholders are written, plus
+``how_to_collect.md`` (:mod:`.not_collected`); the CLI exits 3, which the nightly treats as neutral.
+
+The request's paths are relative to its own folder (schema 2), so the job runs from an uploaded
+results artifact on another runner; the absolute paths of schema-1 requests are still read.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
 from autotest.consistency.analyze import analyze_dumps
 from autotest.consistency.config import parse_diagnostic_config
 from autotest.consistency.msprobe_config import tensor_pass_config
+from autotest.consistency.not_collected import write_manual_steps
 from autotest.consistency.screening import screen_run
 from autotest.errors import UsageError
-from autotest.inputs.case import load_case
+from autotest.inputs.case import REPO_ROOT, Case, load_case
 from autotest.redaction import redact
+from autotest.run.framework import FrameworkRequest, checkout, default_cache_dir
 from autotest.run.launch import launch_spec
 from autotest.run.platform import check_platform
 from autotest.run.process_group import launch
@@ -39,6 +49,10 @@ class JobOutcome:
     report_md: Path
     report_json: Path
     summary: str
+    #: collection impossible: the framework has no hook wired (not an error of the run)
+    not_collected: bool = False
+    #: the steps to collect by hand, when not collected
+    manual_steps: Path | None = None
 
 
 def load_request(results_dir: Path) -> dict[str, Any]:
@@ -53,7 +67,24 @@ def load_request(results_dir: Path) -> dict[str, Any]:
     for key in ("case_file", "breaches", "tracker", "results_dir"):
         if key not in request:
             raise UsageError(f"{path}: key '{key}' is missing; the request was not written by rl-autotest")
+    # relative paths are relative to the request's folder; an absolute one (schema 1) stays as it is
+    for key in ("results_dir", "work_dir", "tracker", "run_config"):
+        if isinstance(request.get(key), str):
+            request[key] = str((path.parent / request[key]).resolve())
     return request
+
+
+def request_case(request: dict[str, Any]) -> Case:
+    """The requested case: its file (relative to the harness checkout, or absolute), else by name.
+
+    A request made on another runner names a file that may not exist here; the packaged case of the
+    same name is the same case file at this harness's commit.
+    """
+    named = Path(request["case_file"])
+    path = named if named.is_absolute() else REPO_ROOT / named
+    if path.is_file() or not request.get("case"):
+        return load_case(path)
+    return load_case(str(request["case"]))
 
 
 def _module_path(key: str) -> str:
@@ -86,14 +117,17 @@ def _side_paths(config: dict[str, Any]) -> dict[str, Path]:
             "rollout_log": cfg.rollout.correlation_log, "actor_log": cfg.actor.correlation_log}
 
 
-def _collect(case, config: dict[str, Any], folder: Path, seed, fault, launcher: Callable) -> tuple[Any, Path, Any]:
+def _collect(case, config: dict[str, Any], folder: Path, seed, fault, launcher: Callable,
+             extra_env: dict[str, str]) -> tuple[Any, Path, Any]:
     """Write the diagnostic config and wrapper for one pass; run it when ``launcher`` is given."""
 
     folder.mkdir(parents=True, exist_ok=True)
     config_path = folder / "diagnostic_config.json"
     config_path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     args = tuple(a.replace("{diagnostic_config}", str(config_path)) for a in case.consistency.diagnostic_args)
-    spec = launch_spec(case, folder / "work", seed=seed, fault=fault, extra_args=args)
+    spec = launch_spec(case, folder / "work", seed=seed, fault=fault, extra_args=args,
+                       environ={**os.environ, **extra_env})
+    spec = replace(spec, env={**extra_env, **spec.env})
     wrapper = write_wrapper(folder / "diagnostic_wrapper.sh", spec, config_path)
     result = launcher(spec, folder) if launcher else None
     return spec, wrapper, result
@@ -105,7 +139,7 @@ def run_consistency_job(results_dir: str | Path, *, execute: bool = True,
 
     results_dir = Path(results_dir).resolve()
     request = load_request(results_dir)
-    case = load_case(request["case_file"])
+    case = request_case(request)
     out = results_dir / "consistency"
     out.mkdir(parents=True, exist_ok=True)
     say = progress or (lambda line: None)
@@ -116,6 +150,7 @@ def run_consistency_job(results_dir: str | Path, *, execute: bool = True,
     window = screening.first_breach_step or (min(breach_steps) if breach_steps else None)
     context = _run_context(results_dir)
     seed, fault = context.get("seed"), context.get("fault")
+    framework_env = _framework_env(case, context.get("framework"))
     screening_dict = screening.to_dict()
     # per-step values stay in the tracker; the report keeps the window's
     per_step = screening_dict.pop("per_step", {}) or {}
@@ -123,7 +158,8 @@ def run_consistency_job(results_dir: str | Path, *, execute: bool = True,
 
     platform = check_platform(case)
     reasons_not_run = []
-    if not case.consistency.diagnostic_args:
+    no_hook = not case.consistency.diagnostic_args
+    if no_hook:
         reasons_not_run.append(f"{case.source}: consistency.diagnostic_args is not set: the framework's launch has "
                                "no diagnostic hook wired, so the wrapper was generated but not executed")
     if not platform.runnable:
@@ -140,7 +176,8 @@ def run_consistency_job(results_dir: str | Path, *, execute: bool = True,
     runner = launch if runnable else None
     say(f"[consistency] {case.name}: statistics pass at step {window}" if runnable else
         f"[consistency] {case.name}: not executed: {'; '.join(reasons_not_run)}")
-    spec, wrapper, stats_run = _collect(case, stats_config, out / "statistics", seed, fault, runner)
+    spec, wrapper, stats_run = _collect(case, stats_config, out / "statistics", seed, fault, runner,
+                                        framework_env)
     paths = _side_paths(stats_config)
     job_context = {"case": case.name, "request": str(results_dir / REQUEST_FILE), "screening": screening_dict,
                    "window_step": window, "seed": seed, "fault": fault,
@@ -157,7 +194,8 @@ def run_consistency_job(results_dir: str | Path, *, execute: bool = True,
         tensor_config = tensor_pass_config(stats_config, out / "tensor", rollout_modules or actor_modules,
                                            actor_modules)
         say(f"[consistency] {case.name}: tensor pass on {', '.join(actor_modules)}")
-        _, final_wrapper, tensor_run = _collect(case, tensor_config, out / "tensor", seed, fault, launch)
+        _, final_wrapper, tensor_run = _collect(case, tensor_config, out / "tensor", seed, fault, launch,
+                                                framework_env)
         job_context["tensor_pass"] = _launch_summary(tensor_run)
         paths = _side_paths(tensor_config)
         report = _analyze(analyze_dumps, paths, out, final_wrapper, job_context, use_tensors=True)
@@ -165,8 +203,21 @@ def run_consistency_job(results_dir: str | Path, *, execute: bool = True,
     elif final_dir != out:
         report = _analyze(analyze_dumps, paths, out, wrapper, job_context, use_tensors=False)
         final_dir = out
+    manual = None
+    if no_hook:
+        framework = case.platform.framework.name if case.platform.framework else case.name
+        manual = write_manual_steps(results_dir, out, case_name=case.name, case_file=case.source,
+                                    framework=framework, wrapper=wrapper,
+                                    diagnostic_config=out / "statistics" / "diagnostic_config.json",
+                                    paths=_side_paths(stats_config))
+        also = "".join(f"; {reason}" for reason in reasons_not_run[1:])  # [0] is the missing hook
+        summary = (f"not collected: collection not available for {framework} (no diagnostic hook wired){also}; "
+                   f"the wrapper and how to add the hook: {manual}")
+    else:
+        summary = _summary(report, reasons_not_run)
     outcome = JobOutcome(out, report.verdict, runnable, out / "output_5_root_cause_report.md",
-                         out / "output_5_root_cause_report.json", _summary(report, reasons_not_run))
+                         out / "output_5_root_cause_report.json", summary, not_collected=no_hook,
+                         manual_steps=manual)
     _link_from_accuracy_report(results_dir, outcome)
     return outcome
 
@@ -196,6 +247,15 @@ def _launch_summary(result) -> dict[str, Any] | None:
         return None
     return {"exit_code": result.exit_code, "timed_out": result.timed_out, "wall_s": round(result.wall_s, 2),
             "stdout_log": str(result.stdout_log), "stderr_log": str(result.stderr_log)}
+
+
+def _framework_env(case: Case, recorded: dict[str, Any] | None) -> dict[str, str]:
+    """The re-run uses the framework commit the accuracy run tested: checked out here from its record."""
+    if not recorded or case.platform.framework is None:
+        return {}
+    request = FrameworkRequest(name=recorded["name"], env=case.platform.framework.env, repo=recorded["repo"],
+                               ref=recorded["sha"], origin="results.json")
+    return {request.env: checkout(request, default_cache_dir(os.environ)).path}
 
 
 def _run_config_file(results_dir: Path) -> Path | None:

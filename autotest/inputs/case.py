@@ -30,8 +30,14 @@ Schema::
       timeout_s: number    wall-clock limit; the whole process group is killed after it
       term_grace_s: number between SIGTERM and SIGKILL (default 10; give a script's own
                            EXIT trap time to stop its servers)
-      uses_ray: bool       the run starts a Ray cluster of its own: `ray stop --force` after it
-                           (machine-wide: dedicated runners only; default false)
+      python: str          the framework environment's interpreter (path, or a name looked up on PATH
+                           without the harness venv; ${ENV} allowed; $FRAMEWORK_PYTHON overrides it):
+                           its folder goes first on the run's PATH, so `python` and `ray` in the
+                           launch script are the node's, never the harness's; ${FRAMEWORK_PYTHON}
+                           in launch fields is that interpreter (optional; default: PATH as is)
+      uses_ray: bool       the run starts a Ray cluster of its own: it gets free RAY_HEAD_PORT /
+                           RAY_DASHBOARD_PORT and a RAY_TMPDIR per run, and only that cluster is
+                           stopped after it (autotest.run.isolation; default false)
       fault_args: [str]    appended when the harness injects a fault; must contain {fault}
     tracker:
       format: xtuner|verl|tensorboard  the metric log's format (tensorboard: the event files
@@ -114,6 +120,8 @@ class Launch:
     term_grace_s: float
     uses_ray: bool
     fault_args: tuple[str, ...]
+    #: the framework environment's Python (None: the launched command sees the harness's PATH as is)
+    python: str | None = None
 
 
 @dataclass(frozen=True)
@@ -280,7 +288,7 @@ def _inputs(top: Section) -> dict[str, str]:
 
 def _launch(sec: Section) -> Launch:
     sec.check_keys(required=("command", "timeout_s"),
-                   optional=("cwd", "env", "term_grace_s", "uses_ray", "fault_args"))
+                   optional=("cwd", "env", "term_grace_s", "uses_ray", "fault_args", "python"))
     raw = sec.get("command")
     command: tuple[str, ...] | str
     if isinstance(raw, str) and raw.strip():
@@ -305,10 +313,13 @@ def _launch(sec: Section) -> Launch:
         _check_template(sec, f"fault_args[{i}]", arg, PLACEHOLDERS, shell=False)
     if fault_args and not any("{fault}" in a for a in fault_args):
         sec.fail("fault_args", "does not use {fault}", "write e.g. ['--fault', '{fault}']")
+    python = sec.text("python", default=None)
+    if python is not None:
+        _check_template(sec, "python", python, _INPUT_PLACEHOLDERS, shell=False)
     return Launch(command=command, cwd=cwd, env=env,
                   timeout_s=sec.number("timeout_s", positive=True, fix=_SECONDS),
                   term_grace_s=sec.number("term_grace_s", positive=True, fix=_SECONDS, default=10.0),
-                  uses_ray=sec.boolean("uses_ray", default=False), fault_args=fault_args)
+                  uses_ray=sec.boolean("uses_ray", default=False), fault_args=fault_args, python=python)
 
 
 def _tracker(sec: Section) -> Tracker:

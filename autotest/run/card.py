@@ -13,6 +13,7 @@ import shlex
 
 from autotest.inputs.case import Case
 from autotest.redaction import redact
+from autotest.run.isolation import PYTHON_ENV
 from autotest.run.launch import LaunchSpec
 from autotest.run.preflight import Preflight
 
@@ -85,10 +86,15 @@ def _launch_lines(case: Case, spec: LaunchSpec | None) -> list[str]:
         cwd, env = case.launch.cwd, case.launch.env
         note = " (template: placeholders are filled per run)"
     lines = [f"Command{note}:", "", "```bash", redact(command), "```", "", f"- cwd: `{cwd}`"]
-    if env:
-        lines.append("- env overrides: " + ", ".join(f"`{k}={v}`" for k, v in redact(dict(env)).items()))
+    # PATH is long and says less than the interpreter it puts first: that gets its own line
+    shown = {k: v for k, v in redact(dict(env)).items() if k != "PATH" or spec is None}
+    if shown:
+        lines.append("- env overrides: " + ", ".join(f"`{k}={v}`" for k, v in shown.items()))
     else:
         lines.append("- env overrides: none")
+    if spec is not None and PYTHON_ENV in spec.env:
+        lines.append(f"- python: `{spec.env[PYTHON_ENV]}` (its folder first on the run's PATH; the harness venv "
+                     "is not on it)")
     work_env = case.tracker.work_dir_env
     inherited = os.environ.get(work_env) if work_env else None
     if spec is not None and work_env and inherited and inherited != spec.env.get(work_env):
@@ -96,7 +102,10 @@ def _launch_lines(case: Case, spec: LaunchSpec | None) -> list[str]:
         lines.append(f"- inherited `{work_env}={redact(inherited)}` is overridden with this run's work folder")
     lines.append(f"- timeout: {case.launch.timeout_s:g} s; the whole process group is killed after it")
     if case.launch.uses_ray:
-        lines.append("- starts its own Ray cluster: the harness runs `ray stop --force` afterwards")
+        ports = (f" on ports {spec.env.get('RAY_HEAD_PORT')}/{spec.env.get('RAY_DASHBOARD_PORT')}"
+                 if spec is not None and "RAY_HEAD_PORT" in spec.env else "")
+        lines.append(f"- starts its own Ray cluster{ports}: the harness stops that cluster only afterwards "
+                     "(never `ray stop --force`)")
     lines.append(f"- tracker: {case.tracker.format} format; baseline `{case.baseline}`")
     lines.append(f"- consistency dump job: {case.consistency.policy}")
     return lines

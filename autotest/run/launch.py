@@ -11,9 +11,11 @@ clean up. Whether the run is *complete* is judged apart (``autotest.judge.struct
 from __future__ import annotations
 
 import os
+import secrets
 import shlex
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+import sys
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +23,15 @@ from autotest.errors import UsageError
 from autotest.inputs.case import Case, expand, placeholder_values
 from autotest.redaction import json_ready
 from autotest.run.interrupts import Interrupted
+from autotest.run.isolation import (
+    PYTHON_ENV,
+    RAY_PORT_ENVS,
+    RAY_TMPDIR_ENV,
+    free_ports,
+    python_env,
+)
 
-RAY_CLEANUP = ("ray", "stop", "--force")
+_STOP_RAY = ("-m", "autotest.run.isolation", "stop-ray")
 
 PollCallback = Callable[[], "str | None"]
 
@@ -105,6 +114,11 @@ def launch_spec(case: Case, work_dir: Path, *, seed: int | None = None, fault: s
     seed_value = case.seed.default if seed is None else seed
     values = placeholder_values(work_dir=work_dir, seed=seed_value, fault=fault)
     launch = case.launch
+    where = f"{case.source}: launch.python"
+    python = python_env(expand(case, "launch.python", launch.python, values, env) if launch.python else None,
+                        where, env)
+    if python:  # ${FRAMEWORK_PYTHON} in the launch fields is the interpreter the run gets
+        env = {**env, PYTHON_ENV: python[PYTHON_ENV]}
     added = [expand(case, f"launch.fault_args[{i}]", a, values, env)
              for i, a in enumerate(launch.fault_args)] if fault else []
     added += list(extra_args)
@@ -115,12 +129,32 @@ def launch_spec(case: Case, work_dir: Path, *, seed: int | None = None, fault: s
     else:
         command = tuple(expand(case, f"launch.command[{i}]", a, values, env)
                         for i, a in enumerate(launch.command)) + tuple(added)
-    overrides = {k: expand(case, f"launch.env.{k}", v, values, env) for k, v in launch.env.items()}
+    overrides = {**python, **{k: expand(case, f"launch.env.{k}", v, values, env) for k, v in launch.env.items()}}
     if case.tracker.work_dir_env:
         overrides[case.tracker.work_dir_env] = values["work_dir"]
     if case.seed.env:
         overrides[case.seed.env] = str(seed_value)
-    return LaunchSpec(command=command, cwd=Path(expand(case, "launch.cwd", launch.cwd, values, env)),
+    spec = LaunchSpec(command=command, cwd=Path(expand(case, "launch.cwd", launch.cwd, values, env)),
                       env=overrides, timeout_s=launch.timeout_s, uses_ray=launch.uses_ray,
-                      cleanup_commands=(RAY_CLEANUP,) if launch.uses_ray else (),
                       term_grace_s=launch.term_grace_s)
+    return with_own_ray(spec, launch.env)
+
+
+def with_own_ray(spec: LaunchSpec, case_env: Collection[str] = ()) -> LaunchSpec:
+    """``spec`` with fresh Ray ports, its own RAY_TMPDIR and a cleanup that stops only that cluster.
+
+    Variables the case file sets itself (``case_env``) are kept. The pipeline calls it again before a
+    relaunch, so a relaunch after "address already in use" gets new ports.
+    """
+    if not spec.uses_ray:
+        return spec
+    env = dict(spec.env)
+    for name, port in zip(RAY_PORT_ENVS, free_ports(len(RAY_PORT_ENVS))):
+        if name not in case_env:
+            env[name] = str(port)
+    if RAY_TMPDIR_ENV not in case_env:
+        env[RAY_TMPDIR_ENV] = f"/tmp/rlat-ray-{secrets.token_hex(4)}"
+    gcs_port = env.get(RAY_PORT_ENVS[0], "6379")  # Ray's default when the case pins no port
+    stop = (sys.executable, *_STOP_RAY, "--gcs-port", gcs_port, "--temp-dir", env.get(RAY_TMPDIR_ENV, ""))
+    others = tuple(c for c in spec.cleanup_commands if tuple(c[1:4]) != _STOP_RAY)
+    return replace(spec, env=env, cleanup_commands=(*others, stop))

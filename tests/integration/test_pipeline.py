@@ -53,7 +53,9 @@ def test_mismatch_breach_fails_and_requests_a_consistency_dump(case, tmp_path):
     assert request["case"] == "scripted" and request["reason"] == "breach"
     assert request["breaches"][0]["metric"] == "mismatch/mismatch_k3_kl"
     assert request["breaches"][0]["first_breach_step"] == 4
-    assert Path(request["tracker"]).exists()
+    # portable: paths relative to the results folder, so a job on another runner can use the artifact
+    assert (request["results_dir"], request["tracker"], request["work_dir"]) == (".", "tracker.jsonl", "work")
+    assert (run.consistency_request.parent / request["tracker"]).exists()
 
 
 def test_policy_off_never_requests(case, tmp_path):

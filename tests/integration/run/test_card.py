@@ -52,7 +52,7 @@ def test_gpu_case_card_shows_missing_inputs_and_skip(tmp_path: Path) -> None:
     assert "- framework: xtuner checkout from $XTUNER_ROOT: `not found`" in card
     assert "Command (template: placeholders are filled per run):" in card
     assert "bash -x examples/v1/scripts/run_rl.sh autotest/config/rl_qwen3_gsm8k_grpo.py lmdeploy" in card
-    assert "the harness runs `ray stop --force` afterwards" in card
+    assert "the harness stops that cluster only afterwards (never `ray stop --force`)" in card
     assert "expected wall time under 2400 s" in card
 
 

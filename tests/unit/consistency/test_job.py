@@ -28,8 +28,10 @@ def test_framework_case_generates_the_wrapper_and_claims_nothing(tmp_path, monke
         monkeypatch.setenv(name, str(tmp_path / "share"))
     monkeypatch.setenv("XTUNER_ROOT", str(tmp_path))
     outcome = run_consistency_job(results)
-    assert not outcome.executed and outcome.verdict == "cannot_conclude"
-    assert "diagnostic_args is not set" in outcome.summary and "cannot run here" in outcome.summary
+    assert not outcome.executed and outcome.verdict == "cannot_conclude" and outcome.not_collected
+    assert outcome.summary.startswith("not collected: collection not available for xtuner (no diagnostic hook "
+                                      "wired); the case cannot run here")
+    assert outcome.manual_steps == results / "consistency" / "how_to_collect.md"
     report = json.loads(outcome.report_json.read_text())
     assert report["root_cause"] is None
     assert report["context"]["not_executed"][0].endswith("wrapper was generated but not executed")

@@ -15,20 +15,31 @@ from autotest.errors import UsageError
 from autotest.inputs.case import REPO_ROOT, load_case
 from autotest.judge.structural import completion_status
 from autotest.run.artifacts import collect_artifacts
-from autotest.run.launch import RAY_CLEANUP, LaunchResult, launch_spec
+from autotest.run.launch import LaunchResult, launch_spec
 
 # A child that starts a background grandchild, prints the grandchild's pid, then sleeps.
 
 
 def test_launch_spec_for_the_gpu_case(tmp_path: Path) -> None:
     case = load_case("grpo-gsm8k-qwen3-8b-lmdeploy")
-    env = {"XTUNER_ROOT": str(tmp_path), "CI_SHARE_MODEL": "/share/m", "CI_SHARE_DATA": "/share/d"}
+    env = {"XTUNER_ROOT": str(tmp_path), "CI_SHARE_MODEL": "/share/m", "CI_SHARE_DATA": "/share/d",
+           "FRAMEWORK_PYTHON": sys.executable}
     the_spec = launch_spec(case, tmp_path / "work", environ=env)
     assert the_spec.command == ("bash", "-x", "examples/v1/scripts/run_rl.sh",
                                 "autotest/config/rl_qwen3_gsm8k_grpo.py", "lmdeploy", "/share/m/Qwen3-8B",
                                 "/share/d/gsm8k/train-mini.jsonl", "/share/d/gsm8k/test.jsonl")
-    assert the_spec.cwd == tmp_path and the_spec.env == {} and the_spec.timeout_s == case.launch.timeout_s
-    assert the_spec.uses_ray and the_spec.cleanup_commands == (RAY_CLEANUP,) == (("ray", "stop", "--force"),)
+    assert the_spec.cwd == tmp_path and the_spec.timeout_s == case.launch.timeout_s
+    # run_rl.sh keeps an inherited WORK_DIR: the run writes in its own work folder, never in the checkout
+    assert the_spec.env["WORK_DIR"] == str((tmp_path / "work").resolve())
+    assert the_spec.env["FRAMEWORK_PYTHON"] == sys.executable
+    assert the_spec.env["PATH"].split(":")[0] == str(Path(sys.executable).parent)
+    # its own Ray: free ports, a temp dir, and a cleanup that stops that cluster only
+    head, dashboard = int(the_spec.env["RAY_HEAD_PORT"]), int(the_spec.env["RAY_DASHBOARD_PORT"])
+    assert head != dashboard and the_spec.env["RAY_TMPDIR"].startswith("/tmp/rlat-ray-")
+    assert the_spec.uses_ray and the_spec.cleanup_commands == ((
+        sys.executable, "-m", "autotest.run.isolation", "stop-ray", "--gcs-port", str(head),
+        "--temp-dir", the_spec.env["RAY_TMPDIR"]),)
+    assert not any("--force" in c for c in the_spec.cleanup_commands)
     mopd = launch_spec(load_case("mopd-qwen3-vl-2b"), tmp_path / "work", environ=env)
     assert mopd.term_grace_s == 60 and mopd.env["WORK_DIR"] == str((tmp_path / "work").resolve())
     assert mopd.env["GSM8K_TEACHER_MODEL_PATH"] == "/share/m/Qwen3-4B-Instruct-2507"

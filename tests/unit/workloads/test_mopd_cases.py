@@ -62,7 +62,10 @@ def test_mopd_qwen3_vl_2b_is_seed_003_section_2() -> None:
     assert case.platform.framework is not None and case.platform.framework.env == "XTUNER_ROOT"
     environ = {"CI_SHARE_MODEL": "/share/models", "CI_SHARE_DATA": "/share/data", "XTUNER_ROOT": "/x/xtuner"}
     spec = launch_spec(case, Path("/tmp/w"), environ=environ)
-    assert spec.env == {**SEED_ENV, "WORK_DIR": "/tmp/w"}
+    # the seed's variables, plus what isolates the run: the node's python first on PATH, its own Ray
+    isolation = {"PATH", "FRAMEWORK_PYTHON", "RAY_HEAD_PORT", "RAY_DASHBOARD_PORT", "RAY_TMPDIR"}
+    assert {k: v for k, v in spec.env.items() if k not in isolation} == {**SEED_ENV, "WORK_DIR": "/tmp/w"}
+    assert set(spec.env) - set(SEED_ENV) - {"WORK_DIR"} == isolation
     assert "CUDA_VISIBLE_DEVICES" not in spec.env and spec.cwd == Path("/x/xtuner")
     assert isinstance(spec.command, str)
     assert spec.command.endswith(f"bash {SCRIPT} {SEED_ENV['MODEL_PATH']} {SEED_ENV['DATA_PATH']}")

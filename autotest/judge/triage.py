@@ -6,7 +6,9 @@ Rules, in priority order; each that fires is recorded with its evidence, the fir
    first and request a consistency dump job.
 2. ``non-finite``: a gated metric became NaN/inf → numerical divergence, read the logs.
    ``run-incomplete``: the run ended early (crash, hang, timeout, truncated log).
-3. ``rewards-only`` (early form): only rewards breach at the first step while every other
+3. ``eval-path``: only eval metrics breach while every gated training metric is within its bounds
+   → the eval path (eval engine, its weight refresh before eval, eval config), not training.
+   ``rewards-only`` (early form): only rewards breach at the first step while every other
    checked metric agrees there → the same responses are scored differently: rollout/judger.
    ``first-step``: another metric breaches at the first training step or first eval point →
    initialisation or config (weight mapping, seed, data order), not the training loop.
@@ -21,7 +23,7 @@ from __future__ import annotations
 import math
 from typing import Iterable
 
-from autotest.judge.model import ERROR, FAIL, CheckResult, TriageFinding
+from autotest.judge.model import ERROR, FAIL, PASS, CheckResult, TriageFinding
 from autotest.judge.trace import Trace
 
 #: metric families that measure train–inference consistency (xtuner, verl, slime, NeMo-RL)
@@ -30,6 +32,7 @@ CONSISTENCY_PREFIXES = ("mismatch/", "rollout_corr/", "training/rollout_probs_di
 REWARD_METRICS = ("response/rewards/mean",)
 DISTILL_PREFIX = "distillation/"
 TIME_PREFIX = "time/"
+EVAL_PREFIX = "eval/"
 
 
 def is_consistency_metric(metric: str | None) -> bool:
@@ -78,6 +81,16 @@ def triage(results: Iterable[CheckResult], current: Trace | None = None) -> tupl
 
     accuracy = [r for r in failed if r not in nonfinite and not is_consistency_metric(r.metric)
                 and not (r.metric or "").startswith(TIME_PREFIX)]
+    training = [r for r in results if r.is_gate and r.kind == "metric" and not (r.metric or "").startswith(
+        (EVAL_PREFIX, TIME_PREFIX))]
+    if (accuracy and all((r.metric or "").startswith(EVAL_PREFIX) for r in accuracy) and not mismatch
+            and training and all(r.status == PASS for r in training)):
+        # the policy that was trained is the golden one (every training gate agrees): what changed is how
+        # it is evaluated, so the first breach step (gradual or not) says nothing about the training loop
+        fire("eval-path", "only eval breached while every training metric is within bounds: check the eval path "
+                          "(eval engine and the weight refresh before eval, eval config, eval data, grading)",
+             f"{accuracy[0].message}; {len(training)} training gate checks pass")
+        return tuple(findings)
     firsts = _first_steps(current)
     early = [r for r in accuracy if r.first_breach_step is not None and r.first_breach_step in firsts]
     early_rewards = [r for r in early if r.metric in REWARD_METRICS]

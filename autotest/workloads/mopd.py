@@ -34,6 +34,7 @@ from typing import Any
 
 from autotest.errors import UsageError
 from autotest.workloads.faults import make_fault
+from autotest.workloads.regressions import MOPD_REGRESSIONS
 from autotest.workloads.tasks import get_task
 from autotest.workloads.teacher_client import (
     ENDPOINTS_ENV,
@@ -46,8 +47,9 @@ from autotest.workloads.teachers import teacher_name
 from autotest.workloads.tiny_lm import TinyLMConfig
 from autotest.workloads.tracker import JsonlTracker, make_exp_dir, write_config
 
-#: faults of the GRPO catalogue that mean the same here; the teacher faults live in mopd_launch
-TRAINING_FAULTS = ("judge-bug", "crash-at", "hang-at")
+#: faults of the GRPO catalogue (and benchmark regressions) that mean the same here; the teacher faults
+#: live in mopd_launch
+TRAINING_FAULTS = ("judge-bug", "crash-at", "hang-at", *MOPD_REGRESSIONS)
 
 
 @dataclass(frozen=True)
@@ -174,7 +176,7 @@ def _train_step(parts: _Parts, config: MOPDConfig, prompt_gen: Any, step: int) -
     t_generate = time.perf_counter()
     rewards = torch.tensor([parts.judges[p.data_source](p.target, r)
                             for p, r in zip(batch.prompts, batch.responses(), strict=True)])
-    teacher_logp = _teacher_logprobs(parts.client, batch, step)
+    teacher_logp = _teacher_logprobs(parts.client, batch, step, parts.hooks)
     t_teacher = time.perf_counter()
     teachers = [parts.routing.teacher_of[p.data_source] for p in batch.prompts]
     result = parts.trainer.distill_step(batch, teacher_logp, teachers)
@@ -223,13 +225,14 @@ def _sample_prompts(tasks: dict[str, Any], config: MOPDConfig, generator: Any) -
     return prompts
 
 
-def _teacher_logprobs(client: TeacherClient, batch: Any, step: int) -> Any:
+def _teacher_logprobs(client: TeacherClient, batch: Any, step: int, hooks: Any = None) -> Any:
     """[batch, response_len] teacher log-probs of the sampled tokens (0 on padding)."""
     import torch
 
     prompt_len = batch.prompt_ids.shape[1]
     width = batch.response_ids.shape[1]
-    rows = client.score([p.data_source for p in batch.prompts], batch.sequences(), step)
+    sources = [p.data_source for p in batch.prompts]
+    rows = client.score(sources if hooks is None else hooks.route_sources(sources, step), batch.sequences(), step)
     # row j holds log p(token j+1 | ...): the response starts at token prompt_len
     return torch.tensor([r[prompt_len - 1:] + [0.0] * (width - (len(r) - prompt_len + 1)) for r in rows])
 

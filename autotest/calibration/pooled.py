@@ -22,8 +22,8 @@ threshold follows from the measured spread of the very statistic that is gated.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 from autotest.inputs.baseline import CalibrationSpec, CheckSpec
 from autotest.judge.pooled import pooled_statistic, step_noise

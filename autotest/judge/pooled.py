@@ -21,8 +21,8 @@ and calibration (``autotest.calibration.pooled``) uses the same function for the
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 
 @dataclass(frozen=True)

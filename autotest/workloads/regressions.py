@@ -20,7 +20,8 @@ from __future__ import annotations
 import dataclasses
 import random
 import zlib
-from typing import TYPE_CHECKING, Any, ClassVar, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from autotest.workloads.faults import EVAL, MISMATCH, REWARDS, FaultHooks
 

@@ -1,0 +1,34 @@
+"""A mid-size regression that the per-step gates let through is now caught, and a clean seed still passes.
+
+Runs the embedded GRPO case for real (seed 11, outside the calibration seeds 0-4) against the committed
+baseline, once clean and once with a regression of ``autotest.workloads.regressions`` whose effect is
+within the old thresholds' reach only at a few steps (benchmarks/detection measures the full grid).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from autotest.inputs.case import load_case
+from autotest.pipeline import RunOptions, run_case
+
+SEED = 11  # not a calibration seed (0-4): a fresh run, as in CI
+
+
+def _run(tmp_path, fault: str | None):
+    options = RunOptions(results_root=tmp_path, seed=SEED, fault=fault, with_plots=False, poll_interval_s=1)
+    return run_case(load_case("tiny-grpo"), options).verdict
+
+
+def _detail(verdict) -> str:
+    return "\n".join(f"{r.status} {r.check_id}: {r.message}" for r in verdict.results)
+
+
+@pytest.mark.slow
+def test_clean_seed_passes_and_a_judge_dropping_correct_answers_fails_on_a_pooled_gate(tmp_path):
+    clean = _run(tmp_path / "clean", None)
+    assert clean.status == "PASS", _detail(clean)
+    regressed = _run(tmp_path / "regressed", "judge-drops:0.3")
+    assert regressed.status == "FAIL", _detail(regressed)
+    fired = {r.check_id for r in regressed.results if r.is_gate and r.status == "FAIL"}
+    assert any("[pooled" in c for c in fired), _detail(regressed)

@@ -47,9 +47,10 @@ from autotest.workloads.teachers import teacher_name
 from autotest.workloads.tiny_lm import TinyLMConfig
 from autotest.workloads.tracker import JsonlTracker, make_exp_dir, write_config
 
-#: faults of the GRPO catalogue (and benchmark regressions) that mean the same here; the teacher faults
-#: live in mopd_launch
-TRAINING_FAULTS = ("judge-bug", "crash-at", "hang-at", *MOPD_REGRESSIONS)
+#: faults of the GRPO catalogue that mean the same here; the teacher faults live in mopd_launch
+TRAINING_FAULTS = ("judge-bug", "crash-at", "hang-at")
+#: what ``--fault`` takes: those faults and the detection benchmark's MOPD regressions
+ACCEPTED_FAULTS = TRAINING_FAULTS + MOPD_REGRESSIONS
 
 
 @dataclass(frozen=True)
@@ -267,9 +268,9 @@ def build_config(args: argparse.Namespace) -> MOPDConfig:
     for name in ("steps", "eval_every", "prompts_per_step", "mini_batches"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')}: must be a positive integer (got {getattr(args, name)})")
-    if args.fault and args.fault.partition(":")[0] not in TRAINING_FAULTS:
+    if args.fault and args.fault.partition(":")[0] not in ACCEPTED_FAULTS:
         raise UsageError(f"--fault {args.fault}: not a training fault of tiny MOPD; choose one of "
-                         f"{', '.join(TRAINING_FAULTS)} (teacher faults are injected by mopd_launch)")
+                         f"{', '.join(ACCEPTED_FAULTS)} (teacher faults are injected by mopd_launch)")
     make_fault(args.fault, args.seed)  # a bad ARG fails here, before any work
     for domain in args.domains.split(","):
         get_task(domain)
@@ -294,7 +295,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--prompts-per-step", type=int, default=defaults.prompts_per_step)
     p.add_argument("--mini-batches", type=int, default=defaults.mini_batches)
     p.add_argument("--lr", type=float, default=None, help=f"Adam learning rate (default {defaults.lr})")
-    p.add_argument("--fault", help=f"inject a training fault NAME[:ARG] ({', '.join(TRAINING_FAULTS)})")
+    p.add_argument("--fault", help=f"inject a training fault NAME[:ARG] ({', '.join(ACCEPTED_FAULTS)})")
     p.add_argument("--parent-pid", type=int, help="exit when this process (the launcher) is gone")
     return p.parse_args(argv)
 

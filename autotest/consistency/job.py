@@ -194,7 +194,8 @@ def _summary(report, reasons_not_run: list[str], breached: list[str] | None = No
     if report.verdict == "no_divergence" and breached:
         # never "no divergence" under a breach: the dumps cover the model, not how its logits are sampled
         return (f"every dumped module is aligned, yet {', '.join(breached)} breached: the divergence is after the "
-                f"model, in the sampling path; next: {report.next_checks[0] if report.next_checks else '-'}")
+                "model, in the sampling path; next: check the sampling temperature (and the one the reported "
+                "log-probs use), top-p/top-k, logits processors and log-prob gathering")
     return report.verdict.replace("_", " ")
 
 

@@ -68,7 +68,8 @@ class JudgeDrops(_Graded):
     name = "judge-drops"
     arg_help = "F, the fraction of correct answers scored 0 (default 0.3)"
     default_arg = "0.3"
-    expected = {"verdict": "FAIL", "breached": [REWARDS], "triage": "rewards-only"}
+    # in GRPO the judge drives the update, so its drift reads as the training loop; in MOPD it does not
+    expected = {"verdict": "FAIL", "breached": [REWARDS], "triage": "gradual (GRPO), rewards-only (MOPD)"}
 
     def wrap_judge(self, judge: Judge) -> Judge:
         fraction, seed = self.magnitude(), self.seed

@@ -15,6 +15,10 @@ settings) is the current baseline; calibration fills its golden table and thresh
   spec's per-metric ``floors``, the relative floor (of max |golden| for absolute checks) and, for
   eval metrics with a known eval-set size n, the binomial noise z * sqrt(p(1-p)/n).
 
+Pooled checks (``scope: pooled``) are calibrated differently, from the spread of their own
+statistic and a declared false-alarm budget, with per-step noise stored beside the golden table:
+see ``autotest.calibration.pooled_noise``.
+
 ``leave_one_out`` re-calibrates from N-1 runs and checks the held-out run: an estimate of the
 false-alarm rate of the margin.
 """
@@ -26,6 +30,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Mapping, Sequence
 
+from autotest.calibration.pooled_noise import calibrate_pooled, noise_table
 from autotest.errors import UsageError
 from autotest.inputs.baseline import Baseline, CalibrationSpec, CheckSpec
 from autotest.judge.checks import evaluate_check
@@ -181,8 +186,23 @@ def _covered(trace: Trace, table: Mapping[str, Mapping[int, float]]) -> Trace:
     return replace(trace, series=MappingProxyType(series))
 
 
+def _calibrate_pooled(check: CheckSpec, golden: Trace, runs: Sequence[Trace], settings: CalibrationSpec,
+                      num_pooled_gates: int) -> CalibratedCheck:
+    made = calibrate_pooled(check, runs, golden.get(check.metric) or {}, settings, num_pooled_gates)
+    if isinstance(made, str):
+        return CalibratedCheck(replace(check, derivation=f"uncalibrated: {made}", measured_max_deviation=None),
+                               check, UNCALIBRATED, made)
+    new = replace(check, threshold=round_up(made.threshold), derivation=made.derivation,
+                  measured_max_deviation=float(f"{made.measured:.4g}"))
+    return CalibratedCheck(new, check, CALIBRATED, made.derivation, made.per_run, made.measured, made.threshold,
+                           None, f"t quantile {made.quantile:.3g} x spread {made.spread:.3g}", made.steps)
+
+
 def _calibrate_check(check: CheckSpec, baseline: Baseline, golden: Trace, runs: Sequence[Trace],
-                     settings: CalibrationSpec, eval_set_size: Mapping[str, int]) -> CalibratedCheck:
+                     settings: CalibrationSpec, eval_set_size: Mapping[str, int],
+                     num_pooled_gates: int = 1) -> CalibratedCheck:
+    if check.scope == "pooled" and check.operator in ("<", "<="):
+        return _calibrate_pooled(check, golden, runs, settings, num_pooled_gates)
     if check.method == "value" or check.operator not in ("<", "<="):
         why = "method 'value' is a bound, not a distance to golden" if check.method == "value" else \
             f"operator {check.operator!r}: only error < / <= threshold is calibrated from noise"
@@ -226,11 +246,16 @@ def calibrate(spec: Baseline, traces: Sequence[Trace], *, settings: CalibrationS
     table, uncovered = _mean_table(metrics, traces)
     steps = [s for series in table.values() for s in series]
     frozen = MappingProxyType({m: MappingProxyType(v) for m, v in table.items()})
-    draft = replace(spec, golden_table=frozen, golden_tracker=None, golden_format="auto",
-                    calibrated_range=(min(steps), max(steps)) if steps else None, calibration=settings)
-    golden = golden_trace(draft)
     runs = [_covered(t, table) for t in traces]
-    checks = tuple(_calibrate_check(c, draft, golden, runs, settings, sizes) for c in spec.checks)
+    pooled = [c for c in spec.checks if c.scope == "pooled"]
+    noise = noise_table(sorted({c.metric for c in pooled}), table, runs)
+    draft = replace(spec, golden_table=frozen, golden_tracker=None, golden_format="auto",
+                    calibrated_range=(min(steps), max(steps)) if steps else None, calibration=settings,
+                    noise_table=MappingProxyType({m: MappingProxyType(v) for m, v in noise.items()}) if noise
+                    else None)
+    golden = golden_trace(draft)
+    gates = sum(c.severity == "gate" for c in pooled)
+    checks = tuple(_calibrate_check(c, draft, golden, runs, settings, sizes, gates) for c in spec.checks)
     baseline = replace(draft, checks=tuple(c.check for c in checks))
     return Calibration(baseline, checks, MappingProxyType(uncovered), settings, tuple(t.source for t in traces))
 

@@ -26,6 +26,7 @@ from autotest.consistency.value_compare import GroupCompare, compare_group
 from autotest.consistency.verdict import (
     RootCauseReport,
     Step,
+    after_model_checks,
     hypothesis_for,
     judge,
     localisation,
@@ -189,6 +190,8 @@ def analyze_dumps(
         else tuple(f"{i.reason}: {i.detail} ({', '.join(i.evidence)})" for i in issues),
         next_checks=tuple(next_checks_for(module, boundary, pair, tensor_data))
         if module
+        else tuple(after_model_checks(context["breached_metrics"]))
+        if verdict == "no_divergence" and context.get("breached_metrics")
         else tuple(_fix_checks(issues)),
         limitations=tuple(_limitations(tensor_data, issues, groups_by_pair, judge_notes, analysed)),
         cannot_conclude=tuple(issues),

@@ -182,7 +182,9 @@ def run_consistency_job(results_dir: str | Path, *, execute: bool = True,
     job_context = {"case": case.name, "request": str(results_dir / REQUEST_FILE), "screening": screening_dict,
                    "window_step": window, "seed": seed, "fault": fault,
                    "diagnostic_overrides": {k: v for k, v in stats_config.items() if k != "output_dir"},
-                   "not_executed": reasons_not_run, "statistics_pass": _launch_summary(stats_run)}
+                   "not_executed": reasons_not_run, "statistics_pass": _launch_summary(stats_run),
+                   # what the accuracy run breached: aligned modules then put the divergence after the model
+                   "breached_metrics": sorted({b["metric"] for b in request["breaches"] if b.get("metric")})}
     report = _analyze(analyze_dumps, paths, out / "statistics" / "analysis", wrapper, job_context, use_tensors=False)
 
     final_dir, final_wrapper = out / "statistics" / "analysis", wrapper
@@ -214,7 +216,7 @@ def run_consistency_job(results_dir: str | Path, *, execute: bool = True,
         summary = (f"not collected: collection not available for {framework} (no diagnostic hook wired){also}; "
                    f"the wrapper and how to add the hook: {manual}")
     else:
-        summary = _summary(report, reasons_not_run)
+        summary = _summary(report, reasons_not_run, job_context["breached_metrics"])
     outcome = JobOutcome(out, report.verdict, runnable, out / "output_5_root_cause_report.md",
                          out / "output_5_root_cause_report.json", summary, not_collected=no_hook,
                          manual_steps=manual)
@@ -230,7 +232,7 @@ def _analyze(analyze_dumps: Callable[..., Any], paths: dict[str, Path], out: Pat
                          use_tensors=use_tensors)
 
 
-def _summary(report, reasons_not_run: list[str]) -> str:
+def _summary(report, reasons_not_run: list[str], breached: list[str] | None = None) -> str:
     if reasons_not_run:
         return "not executed: " + "; ".join(reasons_not_run)
     if report.verdict == "root_cause_found" and report.root_cause:
@@ -239,6 +241,11 @@ def _summary(report, reasons_not_run: list[str]) -> str:
                 f"(localised to {cause['localisation']})")
     if report.verdict == "cannot_conclude":
         return "cannot conclude: " + "; ".join(c.detail for c in report.cannot_conclude[:3])
+    if report.verdict == "no_divergence" and breached:
+        # never "no divergence" under a breach: the dumps cover the model, not how its logits are sampled
+        return (f"every dumped module is aligned, yet {', '.join(breached)} breached: the divergence is after the "
+                "model, in the sampling path; next: check the sampling temperature (and the one the reported "
+                "log-probs use), top-p/top-k, logits processors and log-prob gathering")
     return report.verdict.replace("_", " ")
 
 

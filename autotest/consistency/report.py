@@ -234,6 +234,10 @@ def render_markdown(report: RootCauseReport) -> str:
             f"- why this is the first credible boundary: {rc['why']}",
             f"- previous aligned boundary: `{d['previous_aligned_boundary']}`",
         ]
+    elif d["verdict"] == "no_divergence" and ctx.get("breached_metrics"):
+        lines.append(f"- every compared module is aligned within the dtype-aware thresholds, yet "
+                     f"{', '.join(ctx['breached_metrics'])} breached in the run: the divergence is **after the "
+                     "model** (sampling path: temperature, top-p/top-k, logits processors, log-prob gathering)")
     elif d["verdict"] == "no_divergence":
         lines.append("- every compared module is aligned within the dtype-aware thresholds; no root cause to report")
     else:

@@ -205,6 +205,23 @@ def _stat(t: TensorCompare | None, side: str) -> str:
     return f"{t.path} {s.dtype} Norm {norm:.6g}" if norm is not None else f"{t.path} {s.dtype}"
 
 
+#: where a divergence lives when every module agrees but the run's train/inference metric breached
+AFTER_MODEL_CHECKS = (
+    "Check the rollout's sampling path, after the model: sampling temperature (and that the reported log-probs "
+    "use the same temperature as the trainer), top-p/top-k, logits processors (penalties, masks, bias), and how "
+    "the log-probs of the sampled tokens are gathered and returned.",
+    "Compare, per token in the window, the log-probs the rollout recorded while sampling with a prefill "
+    "recompute by the rollout model itself: a difference there confirms the sampling path; the dumps cover "
+    "only the model's forward.",
+)
+
+
+def after_model_checks(breached: Sequence[str]) -> list[str]:
+    """Next checks when the dumps align although ``breached`` (consistency metrics) breached in the run."""
+    return [f"{', '.join(breached)} breached while every dumped module is aligned: the divergence is after the "
+            "model (sampling / log-prob post-processing), not in a module.", *AFTER_MODEL_CHECKS]
+
+
 def next_checks_for(
     module: ModuleAnalysis | None,
     boundary: Boundary | None,

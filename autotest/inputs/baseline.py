@@ -15,17 +15,18 @@ Schema::
       format: str              its format (default auto)
       tracker_sha256: str      the reviewed tracker's sha256 (64 hex digits); a different file is an ERROR
       tracker_steps: int       the reviewed tracker's number of training steps (checked with the hash)
+      noise: {metric: {step: sd}}  calibrated seed-to-seed standard deviation per step (scope pooled)
     checks:                    a non-empty list of
       - metric, method (absolute|relative|slowdown|value), operator (< <= > >=), threshold,
-        scope (stepwise|percentile|final|points|window; default stepwise), severity (gate|reference),
+        scope (stepwise|percentile|final|points|window|pooled; default stepwise), severity (gate|reference),
         percentile (scope percentile), points: [int] (scope points), window: [first, last] (scope
-        window), relative_floor, derivation, measured_max_deviation
+        window; optional for pooled), relative_floor, derivation, measured_max_deviation
     metric_aliases, short_names: {str: str}
     steps: {expected: int, exact: bool}
     calibrated_range: [first, last]
     wall_time: {max_s: number}
     provenance: {...}          free-form: date, commit, runs, versions, hardware
-    calibration: {runs, margin, relative_floor, binomial_z, floors: {metric: number},
+    calibration: {runs, margin, relative_floor, binomial_z, false_alarm_budget, floors: {metric: number},
                   eval_set_size: {metric: int}}   see CalibrationSpec
 """
 
@@ -42,7 +43,7 @@ from autotest.inputs.schema import Section, expand_env, load_section, show
 SCHEMA_VERSION = 1
 METHODS = ("absolute", "relative", "slowdown", "value")
 OPERATORS = ("<", "<=", ">", ">=")
-SCOPES = ("stepwise", "percentile", "final", "points", "window")
+SCOPES = ("stepwise", "percentile", "final", "points", "window", "pooled")
 SEVERITIES = ("gate", "reference")
 #: |base| below this is treated as this value in the relative error (explicit, reported)
 DEFAULT_RELATIVE_FLOOR = 1e-12
@@ -68,6 +69,8 @@ class CheckSpec:
 
     @property
     def check_id(self) -> str:
+        if self.scope == "pooled" and self.window:  # one metric may be pooled over several phases
+            return f"{self.metric}[pooled {self.window[0]}-{self.window[1]}]"
         return f"{self.metric}[{self.scope}]"
 
     def describe(self) -> str:
@@ -80,6 +83,9 @@ class CheckSpec:
             scope = f"mean over steps {self.window[0]}-{self.window[1]}"
         elif self.scope == "final":
             scope = "final point only"
+        elif self.scope == "pooled":
+            where = f"steps {self.window[0]}-{self.window[1]}" if self.window else "every calibrated step"
+            scope = f"|mean of per-step deviations / calibrated noise| over {where}"
         severity = "" if self.severity == "gate" else " (reference only, never fails)"
         return f"{self.metric}: {self.method} {self.operator} {self.threshold:g}, {scope}{severity}"
 
@@ -112,6 +118,8 @@ class CalibrationSpec:
     floors: Mapping[str, float] = field(default_factory=dict)
     #: eval metric -> number of eval items behind it (for the binomial floor)
     eval_set_size: Mapping[str, int] = field(default_factory=dict)
+    #: chance, per clean run, that any pooled gate check of the case false-alarms; split evenly over them
+    false_alarm_budget: float = 0.05
 
 
 @dataclass(frozen=True)
@@ -133,6 +141,8 @@ class Baseline:
     provenance: Mapping[str, Any] = field(default_factory=dict)
     description: str = ""
     calibration: CalibrationSpec | None = None
+    #: metric -> step -> calibrated seed-to-seed standard deviation (what scope pooled divides by)
+    noise_table: Mapping[str, Mapping[int, float]] | None = None
 
     @property
     def golden_source(self) -> str:
@@ -166,6 +176,9 @@ def _check(sec: Section) -> CheckSpec:
         points = tuple(sorted(set(sec.int_list("points"))))
         if not points:
             sec.fail("points", "the list is empty", "name the steps to check, e.g. [5, 10]")
+    if scope == "pooled" and sec.data.get("method") != "absolute":
+        sec.fail("method", f"{show(sec.data.get('method'))} cannot be pooled",
+                 "write method: absolute (deviations are standardised by the calibrated noise)")
     return CheckSpec(
         metric=sec.text("metric"),
         method=sec.choice("method", METHODS),
@@ -175,7 +188,8 @@ def _check(sec: Section) -> CheckSpec:
         severity=sec.choice("severity", SEVERITIES, default="gate"),
         percentile=percentile,
         points=points,
-        window=_step_range(sec, "window") if scope == "window" else None,
+        window=_step_range(sec, "window") if scope == "window" or (scope == "pooled" and "window" in sec.data)
+        else None,
         relative_floor=sec.number("relative_floor", positive=True, default=DEFAULT_RELATIVE_FLOOR,
                                   fix="write a small positive number, e.g. 1.0e-12"),
         derivation=sec.text("derivation", ""),
@@ -227,7 +241,7 @@ def _calibration(sec: Section | None, checked: set[str]) -> CalibrationSpec | No
     if sec is None:
         return None
     sec.check_keys(required=(), optional=("runs", "margin", "relative_floor", "binomial_z", "floors",
-                                          "eval_set_size"))
+                                          "eval_set_size", "false_alarm_budget"))
     defaults = CalibrationSpec()
     return CalibrationSpec(
         runs=sec.integer("runs", minimum=2, default=defaults.runs,
@@ -240,6 +254,8 @@ def _calibration(sec: Section | None, checked: set[str]) -> CalibrationSpec | No
         floors=MappingProxyType(_metric_numbers(sec, "floors", False, checked)),
         eval_set_size=MappingProxyType(
             {k: int(v) for k, v in _metric_numbers(sec, "eval_set_size", True, checked).items()}),
+        false_alarm_budget=sec.number("false_alarm_budget", positive=True, default=defaults.false_alarm_budget,
+                                      fix="write a probability, e.g. 0.05"),
     )
 
 
@@ -255,12 +271,17 @@ def load_baseline(path: str | Path, env: dict[str, str] | None = None) -> Baseli
                  f"write {SCHEMA_VERSION}, or use the rl-autotest that wrote the file")
     golden = sec.section("golden")
     assert golden is not None
-    golden.check_keys(required=(), optional=("table", "tracker", "format", "tracker_sha256", "tracker_steps"))
+    golden.check_keys(required=(), optional=("table", "tracker", "format", "tracker_sha256", "tracker_steps", "noise"))
     if ("table" in golden.data) == ("tracker" in golden.data):
         sec.fail("golden", f"has {'both' if 'table' in golden.data else 'neither'} 'table' and 'tracker'",
                  "give exactly one: table (metric -> {step: value}) or tracker (a path)")
     table = None
     tracker = None
+    noise = None
+    if "noise" in golden.data:
+        noise_sec = golden.section("noise")
+        assert noise_sec is not None
+        noise = MappingProxyType(_golden_table(noise_sec))
     if "table" in golden.data:
         table_sec = golden.section("table")
         assert table_sec is not None
@@ -312,4 +333,5 @@ def load_baseline(path: str | Path, env: dict[str, str] | None = None) -> Baseli
         provenance=MappingProxyType(provenance.data if provenance else {}),
         description=sec.text("description", ""),
         calibration=_calibration(sec.section("calibration", optional=True), {c.metric for c in checks}),
+        noise_table=noise,
     )

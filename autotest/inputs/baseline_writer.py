@@ -63,6 +63,8 @@ def _check_doc(check: CheckSpec) -> dict[str, Any]:
 def _calibration_doc(settings: CalibrationSpec) -> dict[str, Any]:
     doc: dict[str, Any] = {"runs": settings.runs, "margin": settings.margin,
                            "relative_floor": settings.relative_floor, "binomial_z": settings.binomial_z}
+    if settings.false_alarm_budget != CalibrationSpec.false_alarm_budget:
+        doc["false_alarm_budget"] = settings.false_alarm_budget
     if settings.floors:
         doc["floors"] = _FlowMap(settings.floors)
     if settings.eval_set_size:
@@ -78,6 +80,9 @@ def baseline_document(baseline: Baseline) -> dict[str, Any]:
     table = {m: _FlowMap({s: float(f"{v:.{GOLDEN_DIGITS}g}") for s, v in series.items()})
              for m, series in (baseline.golden_table or {}).items()}
     doc["golden"] = {"table": table}
+    if baseline.noise_table:
+        doc["golden"]["noise"] = {m: _FlowMap({s: float(f"{v:.4g}") for s, v in series.items()})
+                                  for m, series in baseline.noise_table.items()}
     if baseline.metric_aliases:
         doc["metric_aliases"] = dict(baseline.metric_aliases)
     if baseline.short_names:

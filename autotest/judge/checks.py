@@ -2,7 +2,8 @@
 
 Methods (per point): absolute |cur-base|; relative |cur-base| / max(|base|, relative_floor);
 slowdown max(0, cur-base); value cur (no baseline). A check passes when
-``error OPERATOR threshold``. Scopes choose which points are compared and how they are
+``error OPERATOR threshold``. Scope ``pooled`` standardises each step's deviation by the baseline's
+calibrated noise and bounds the mean over a window (``autotest.judge.pooled``). Scopes choose which points are compared and how they are
 reduced. Non-finite current values breach; non-finite golden values make the check ERROR
 (the baseline is broken). Reference-severity checks are reported as INFO and never fail.
 """
@@ -16,6 +17,7 @@ from typing import Callable, Mapping
 
 from autotest.inputs.baseline import Baseline, CheckSpec
 from autotest.judge.model import ERROR, FAIL, INFO, PASS, CheckResult, Points, StepPoint
+from autotest.judge.pooled import pooled_statistic
 from autotest.judge.trace import Trace
 
 OPERATORS: dict[str, Callable[[float, float], bool]] = {"<": op.lt, "<=": op.le, ">": op.gt, ">=": op.ge}
@@ -177,6 +179,8 @@ def _evaluate(spec: CheckSpec, ctx: _Context) -> CheckResult:
         return _points(spec, display, cur, gold)
     if spec.scope == "final":
         return _final(spec, display, cur, gold, calibrated)
+    if spec.scope == "pooled":
+        return _pooled(spec, ctx, display, cur, gold)
     return _window(spec, display, cur, gold)
 
 
@@ -275,6 +279,37 @@ def _final(spec, display, cur, gold, calibrated) -> CheckResult:
     return _base_result(spec, PASS, f"{display} final step {last}: {fmt(point.current)}{golden}, "
                                     f"{_error_name(spec)} {fmt(point.error)} {spec.operator} {spec.threshold:g}",
                         **extra)
+
+
+def _pooled(spec, ctx, display, cur, gold) -> CheckResult:
+    noise = (ctx.baseline.noise_table or {}).get(spec.metric)
+    if noise is None:
+        return _base_result(spec, INFO, f"{display} is uncalibrated: the baseline has no noise table for it; run "
+                                        "`rl-autotest calibrate` for this case to measure it")
+    first, last = spec.window or ctx.baseline.calibrated_range or (min(noise), max(noise))
+    steps = sorted(s for s in noise if first <= s <= last and s in gold)
+    missing = [s for s in steps if s not in cur]
+    if missing or not steps:
+        return _base_result(spec, ERROR, f"{display}: steps {first}-{last} lack current values at steps "
+                                         f"{_steps(missing) or 'all'}; cannot decide")
+    stat = pooled_statistic(steps, cur, gold, noise)
+    crossing = stat.first_crossing(spec.threshold) if math.isfinite(stat.mean_z) else steps[0]
+    # a step "breaches" when it alone lies beyond the pooled bound on the mean's side (the report's rows)
+    breached = tuple(not math.isfinite(z) or (abs(z) >= spec.threshold and z * stat.mean_z > 0) for z in stat.z)
+    points = Points(stat.steps, tuple(cur[s] for s in steps), tuple(gold[s] for s in steps), stat.z, breached)
+    ok = passes(stat.observed, spec.operator, spec.threshold)
+    extra = dict(points=points, observed=stat.observed if math.isfinite(stat.mean_z) else math.nan,
+                 worst_step=_worst_abs(stat), first_breach_step=None if ok else crossing or steps[0])
+    side = "above" if stat.mean_z > 0 else "below"
+    message = (f"{display} over steps {steps[0]}-{steps[-1]}: mean deviation {stat.mean_z:+.3g} x calibrated noise "
+               f"(current {side} golden at {stat.same_side()}/{len(steps)} steps), |mean| {fmt(stat.observed)} "
+               f"{'' if ok else 'not '}{spec.operator} {spec.threshold:g}")
+    return _base_result(spec, PASS if ok else FAIL, message, **extra)
+
+
+def _worst_abs(stat) -> int | None:
+    finite = [(abs(z), s) for s, z in zip(stat.steps, stat.z) if math.isfinite(z)]
+    return max(finite)[1] if finite else (stat.steps[0] if stat.steps else None)
 
 
 def _window(spec, display, cur, gold) -> CheckResult:

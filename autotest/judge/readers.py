@@ -3,10 +3,12 @@
 Readers are pluggable: each is a function ``(path) -> Trace`` registered by format
 name in :data:`READERS`. ``read_trace`` picks one by name or by sniffing the first row.
 
-xtuner ``tracker.jsonl`` row kinds (REFERENCE.md): mini-batch rows whose keys all start
-with ``train_metrics/`` (they share the step of the summary row that follows; their values
-are averaged per step), the step-summary row (everything else that is not eval-only), and
-eval-only rows whose keys all start with ``eval/`` (step 0 before training).
+xtuner ``tracker.jsonl`` row kinds (REFERENCE.md), told apart by their keys, never by their order:
+mini-batch rows whose keys all start with ``train_metrics/`` (attached to their own ``step``,
+averaged per step, whether written before or after their summary row), eval rows whose keys
+are ``eval/*`` (plus the eval timing ``time/eval`` some writers put on them; step 0 before
+training), and the step-summary row (everything else). Steps going backwards are warned about
+with their line numbers.
 """
 
 from __future__ import annotations
@@ -105,12 +107,24 @@ def _sorted_by_step(series: dict[int, float]) -> dict[int, float]:
     return dict(sorted(series.items()))
 
 
+#: non-eval keys an eval row may carry (xtuner writes the eval timing beside the scores)
+EVAL_ROW_EXTRA_KEYS = frozenset({"time/eval"})
+
+
+def _is_eval_row(values: dict) -> bool:
+    eval_keys = sum(map(str.startswith, values, repeat(EVAL_PREFIX)))
+    return eval_keys > 0 and eval_keys + len(EVAL_ROW_EXTRA_KEYS.intersection(values)) == len(values)
+
+
 def read_xtuner(path: Path, keep: frozenset[str] | None = None) -> Trace:
     builder = _Builder(path, "xtuner", keep)
-    pending_minibatch: dict[str, list[float]] = defaultdict(list)  # of the kept metrics
-    minibatch_unmatched = False  # any metric's mini-batch value waits for its summary row
+    # step -> metric -> values: mini-batch rows carry their own step, so the order they are written
+    # in (before or after their summary row, after the eval row) cannot move them to another step
+    minibatch: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    minibatch_lines: dict[int, int] = {}
     seen_summary: set[int] = set()
     seen_eval_only: set[int] = set()
+    last_step, last_line = None, 0
     rows = iter_rows(path, builder.file_warnings)
     try:
         for number, values, line in rows:
@@ -119,15 +133,19 @@ def read_xtuner(path: Path, keep: frozenset[str] | None = None) -> Trace:
                 step = _step_of(path, number, step)
             if not values:
                 continue
+            if last_step is not None and step < last_step:
+                builder.warnings.append(f"{path}:{number}: step {step} after step {last_step} (line {last_line}): "
+                                        "steps go backwards (resumed or concatenated run?)")
+            last_step, last_line = step, number
             if all(map(str.startswith, values, repeat(MINIBATCH_PREFIX))):
+                pending = minibatch[step]
                 for key in values if keep is None else [k for k in keep if k in values]:
                     number_value = _number(values[key])
                     if number_value is not None:
-                        pending_minibatch[key].append(number_value)
-                if not minibatch_unmatched:
-                    minibatch_unmatched = any(_number(v) is not None for v in values.values())
+                        pending[key].append(number_value)
+                minibatch_lines.setdefault(step, number)
                 continue
-            eval_only = all(map(str.startswith, values, repeat(EVAL_PREFIX)))
+            eval_only = _is_eval_row(values)
             seen = seen_eval_only if eval_only else seen_summary
             if step in seen:
                 builder.warnings.append(
@@ -136,19 +154,23 @@ def read_xtuner(path: Path, keep: frozenset[str] | None = None) -> Trace:
             seen.add(step)
             if not eval_only:
                 builder.train_steps.add(step)
-                # mini-batch rows precede their summary row and share its step
-                if pending_minibatch:
-                    builder.put_row(step, {k: sum(v) / len(v) for k, v in pending_minibatch.items()}, number)
-                    pending_minibatch.clear()
-                minibatch_unmatched = False
             if eval_only or any_key_starts_with(values, line, EVAL_PREFIX):
                 builder.eval_steps.add(step)
             builder.put_row(step, values, number)
     except UsageError:
         raise_file_error(rows)
         raise
-    if minibatch_unmatched:
-        builder.warnings.append(f"{path}: mini-batch rows at the end have no step-summary row; ignored")
+    orphans = []
+    for step, pending in minibatch.items():
+        if step not in seen_summary:
+            if any(pending.values()):
+                orphans.append(f"{step} (line {minibatch_lines[step]})")
+            continue
+        for key, numbers in pending.items():
+            builder.series[key][step] = sum(numbers) / len(numbers)
+    if orphans:
+        builder.warnings.append(f"{path}: mini-batch rows of steps {', '.join(orphans)} have no step-summary row; "
+                                "ignored")
     return builder.build()
 
 

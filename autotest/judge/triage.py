@@ -6,11 +6,16 @@ Rules, in priority order; each that fires is recorded with its evidence, the fir
    first and request a consistency dump job.
 2. ``non-finite``: a gated metric became NaN/inf → numerical divergence, read the logs.
    ``run-incomplete``: the run ended early (crash, hang, timeout, truncated log).
-3. ``rewards-only`` (early form): only rewards breach at the first step while every other
+3. ``eval-path``: only eval metrics breach while every gated training metric is within its bounds
+   → the eval path (eval engine, its weight refresh before eval, eval config), not training.
+   ``rewards-only`` (early form): only rewards breach at the first step while every other
    checked metric agrees there → the same responses are scored differently: rollout/judger.
    ``first-step``: another metric breaches at the first training step or first eval point →
    initialisation or config (weight mapping, seed, data order), not the training loop.
-4. ``teacher-path``: distillation KL breached while rewards are healthy → teacher path.
+4. ``teacher-path``: distillation KL breached while rewards are healthy, or before rewards did (the
+   teacher path moves KL at once, rewards follow through the update) → teacher path. Distillation
+   metrics at the first step are not read as initialisation: the student starts from a checkpoint
+   and its first-step KL measures the teachers.
 5. ``rewards-only``: in a distillation run only rewards breached → rollout/judger, not distillation.
 6. ``gradual``: breaches begin after the start → the training loop (loss, advantage, KL, weight sync).
 7. ``performance-only``: only time metrics breached → a performance regression, not accuracy.
@@ -21,7 +26,7 @@ from __future__ import annotations
 import math
 from typing import Iterable
 
-from autotest.judge.model import ERROR, FAIL, CheckResult, TriageFinding
+from autotest.judge.model import ERROR, FAIL, PASS, CheckResult, TriageFinding
 from autotest.judge.trace import Trace
 
 #: metric families that measure train–inference consistency (xtuner, verl, slime, NeMo-RL)
@@ -30,6 +35,7 @@ CONSISTENCY_PREFIXES = ("mismatch/", "rollout_corr/", "training/rollout_probs_di
 REWARD_METRICS = ("response/rewards/mean",)
 DISTILL_PREFIX = "distillation/"
 TIME_PREFIX = "time/"
+EVAL_PREFIX = "eval/"
 
 
 def is_consistency_metric(metric: str | None) -> bool:
@@ -49,6 +55,10 @@ def _first_steps(current: Trace | None) -> set[int]:
     if current.eval_steps:
         firsts.add(current.eval_steps[0])
     return firsts
+
+
+def _first(results: Iterable[CheckResult]) -> float:
+    return min((r.first_breach_step for r in results if r.first_breach_step is not None), default=math.inf)
 
 
 def triage(results: Iterable[CheckResult], current: Trace | None = None) -> tuple[TriageFinding, ...]:
@@ -78,8 +88,19 @@ def triage(results: Iterable[CheckResult], current: Trace | None = None) -> tupl
 
     accuracy = [r for r in failed if r not in nonfinite and not is_consistency_metric(r.metric)
                 and not (r.metric or "").startswith(TIME_PREFIX)]
+    training = [r for r in results if r.is_gate and r.kind == "metric" and not (r.metric or "").startswith(
+        (EVAL_PREFIX, TIME_PREFIX))]
+    if (accuracy and all((r.metric or "").startswith(EVAL_PREFIX) for r in accuracy) and not mismatch
+            and training and all(r.status == PASS for r in training)):
+        # the policy that was trained is the golden one (every training gate agrees): what changed is how
+        # it is evaluated, so the first breach step (gradual or not) says nothing about the training loop
+        fire("eval-path", "only eval breached while every training metric is within bounds: check the eval path "
+                          "(eval engine and the weight refresh before eval, eval config, eval data, grading)",
+             f"{accuracy[0].message}; {len(training)} training gate checks pass")
+        return tuple(findings)
     firsts = _first_steps(current)
-    early = [r for r in accuracy if r.first_breach_step is not None and r.first_breach_step in firsts]
+    early = [r for r in accuracy if r.first_breach_step is not None and r.first_breach_step in firsts
+             and not (r.metric or "").startswith(DISTILL_PREFIX)]
     early_rewards = [r for r in early if r.metric in REWARD_METRICS]
     if early_rewards and len(early_rewards) == len(early):
         # same initial policy (nothing else drifted at the first step), different scores: the judge changed
@@ -96,10 +117,14 @@ def triage(results: Iterable[CheckResult], current: Trace | None = None) -> tupl
     distill = [r for r in accuracy if (r.metric or "").startswith(DISTILL_PREFIX)]
     rewards_checked = [r for r in results if r.metric in REWARD_METRICS and r.is_gate]
     rewards_failed = [r for r in rewards_checked if r.status == FAIL]
-    if distill and rewards_checked and not rewards_failed:
-        fire("teacher-path", "distillation KL breached with healthy rewards: check the teacher path (teacher "
-                             "endpoints, sampled tokens, distillation loss)",
-             f"{distill[0].message}; rewards within threshold")
+    if distill and rewards_checked and (not rewards_failed or _first(distill) < _first(rewards_failed)):
+        distill.sort(key=lambda r: _first([r]))
+        rewards_note = (f"rewards breached later, from step {_first(rewards_failed):g}" if rewards_failed
+                        else "rewards within threshold")
+        fire("teacher-path", "distillation KL breached with healthy rewards (or before them): check the teacher "
+                             "path (teacher endpoints, routing of samples to teachers, sampled tokens, distillation "
+                             "loss)",
+             f"{distill[0].message}; {rewards_note}")
 
     # in distillation rewards do not drive the update, so a rewards-only drift isolates the judger
     distillation_run = any((r.metric or "").startswith(DISTILL_PREFIX) for r in results)

@@ -18,8 +18,8 @@ def plot_name(metric: str) -> str:
 
 def _band(result: CheckResult, steps: list[int], golden: list[float]) -> tuple[list[float], list[float]] | None:
     t = result.threshold
-    if t is None or not golden:
-        return None
+    if t is None or not golden or result.scope == "pooled":
+        return None  # a pooled threshold bounds a mean in noise units, not a band around each step
     if result.method == "absolute":
         return [g - t for g in golden], [g + t for g in golden]
     if result.method == "relative":

@@ -38,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from autotest.errors import UsageError
@@ -97,6 +97,18 @@ class FaultHooks:
     def wrap_tracker(self, tracker: Any) -> Any:
         """The metric-log writer (``write(row)``, ``write_text(text)``)."""
         return tracker
+
+    def eval_model(self, model: torch.nn.Module) -> torch.nn.Module:
+        """The model the rollout engine evaluates with (its own, current one)."""
+        return model
+
+    def sampling_logits(self, logits: torch.Tensor) -> torch.Tensor:
+        """The logits the rollout samples from and takes its reported log-probs of."""
+        return logits
+
+    def route_sources(self, sources: Sequence[str], step: int) -> list[str]:
+        """MOPD: the data source each sample's teacher request is routed by."""
+        return list(sources)
 
     def check_model(self, model: torch.nn.Module) -> None:
         """Raise ``UsageError`` when ARG names nothing in ``model`` (run before any work)."""
@@ -441,12 +453,16 @@ FAULTS: dict[str, type[FaultHooks]] = {
 
 def make_fault(spec: str | None, seed: int = 0) -> FaultHooks:
     """The hooks for ``NAME[:ARG]`` (None or "" -> no fault); a bad spec raises ``UsageError``."""
+    from autotest.workloads.regressions import REGRESSIONS  # the benchmark's regressions share the switch
+
     if not spec:
         return FaultHooks(None, seed)
     name, _, arg = spec.partition(":")
-    if name not in FAULTS:
-        raise UsageError(f"--fault: unknown fault {name!r}; choose one of {', '.join(sorted(FAULTS))}")
-    cls = FAULTS[name]
+    known = {**FAULTS, **REGRESSIONS}
+    if name not in known:
+        raise UsageError(f"--fault: unknown fault {name!r}; choose one of {', '.join(sorted(FAULTS))} "
+                         f"(regressions: {', '.join(sorted(REGRESSIONS))})")
+    cls = known[name]
     if cls.arg_required and not arg:
         raise UsageError(f"--fault {name}: needs an argument, {name}:{cls.arg_help.split(',')[0]}")
     if arg and not cls.arg_help:
@@ -466,6 +482,8 @@ def _validate(hooks: FaultHooks) -> None:
         hooks.check_arg()
     if hooks.name in checks:
         checks[hooks.name]()
+    if hooks.arg is not None and hasattr(hooks, "magnitude"):
+        hooks.magnitude()
 
 
 def catalogue() -> list[dict[str, Any]]:

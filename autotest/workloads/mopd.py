@@ -34,6 +34,7 @@ from typing import Any
 
 from autotest.errors import UsageError
 from autotest.workloads.faults import make_fault
+from autotest.workloads.regressions import MOPD_REGRESSIONS
 from autotest.workloads.tasks import get_task
 from autotest.workloads.teacher_client import (
     ENDPOINTS_ENV,
@@ -48,6 +49,8 @@ from autotest.workloads.tracker import JsonlTracker, make_exp_dir, write_config
 
 #: faults of the GRPO catalogue that mean the same here; the teacher faults live in mopd_launch
 TRAINING_FAULTS = ("judge-bug", "crash-at", "hang-at")
+#: what ``--fault`` takes: those faults and the detection benchmark's MOPD regressions
+ACCEPTED_FAULTS = TRAINING_FAULTS + MOPD_REGRESSIONS
 
 
 @dataclass(frozen=True)
@@ -174,7 +177,7 @@ def _train_step(parts: _Parts, config: MOPDConfig, prompt_gen: Any, step: int) -
     t_generate = time.perf_counter()
     rewards = torch.tensor([parts.judges[p.data_source](p.target, r)
                             for p, r in zip(batch.prompts, batch.responses(), strict=True)])
-    teacher_logp = _teacher_logprobs(parts.client, batch, step)
+    teacher_logp = _teacher_logprobs(parts.client, batch, step, parts.hooks)
     t_teacher = time.perf_counter()
     teachers = [parts.routing.teacher_of[p.data_source] for p in batch.prompts]
     result = parts.trainer.distill_step(batch, teacher_logp, teachers)
@@ -223,13 +226,14 @@ def _sample_prompts(tasks: dict[str, Any], config: MOPDConfig, generator: Any) -
     return prompts
 
 
-def _teacher_logprobs(client: TeacherClient, batch: Any, step: int) -> Any:
+def _teacher_logprobs(client: TeacherClient, batch: Any, step: int, hooks: Any = None) -> Any:
     """[batch, response_len] teacher log-probs of the sampled tokens (0 on padding)."""
     import torch
 
     prompt_len = batch.prompt_ids.shape[1]
     width = batch.response_ids.shape[1]
-    rows = client.score([p.data_source for p in batch.prompts], batch.sequences(), step)
+    sources = [p.data_source for p in batch.prompts]
+    rows = client.score(sources if hooks is None else hooks.route_sources(sources, step), batch.sequences(), step)
     # row j holds log p(token j+1 | ...): the response starts at token prompt_len
     return torch.tensor([r[prompt_len - 1:] + [0.0] * (width - (len(r) - prompt_len + 1)) for r in rows])
 
@@ -264,9 +268,9 @@ def build_config(args: argparse.Namespace) -> MOPDConfig:
     for name in ("steps", "eval_every", "prompts_per_step", "mini_batches"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')}: must be a positive integer (got {getattr(args, name)})")
-    if args.fault and args.fault.partition(":")[0] not in TRAINING_FAULTS:
+    if args.fault and args.fault.partition(":")[0] not in ACCEPTED_FAULTS:
         raise UsageError(f"--fault {args.fault}: not a training fault of tiny MOPD; choose one of "
-                         f"{', '.join(TRAINING_FAULTS)} (teacher faults are injected by mopd_launch)")
+                         f"{', '.join(ACCEPTED_FAULTS)} (teacher faults are injected by mopd_launch)")
     make_fault(args.fault, args.seed)  # a bad ARG fails here, before any work
     for domain in args.domains.split(","):
         get_task(domain)
@@ -291,7 +295,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--prompts-per-step", type=int, default=defaults.prompts_per_step)
     p.add_argument("--mini-batches", type=int, default=defaults.mini_batches)
     p.add_argument("--lr", type=float, default=None, help=f"Adam learning rate (default {defaults.lr})")
-    p.add_argument("--fault", help=f"inject a training fault NAME[:ARG] ({', '.join(TRAINING_FAULTS)})")
+    p.add_argument("--fault", help=f"inject a training fault NAME[:ARG] ({', '.join(ACCEPTED_FAULTS)})")
     p.add_argument("--parent-pid", type=int, help="exit when this process (the launcher) is gone")
     return p.parse_args(argv)
 

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from autotest.errors import UsageError
-from autotest.workloads.mopd import TRAINING_FAULTS
+from autotest.workloads.mopd import ACCEPTED_FAULTS
 from autotest.workloads.tasks import get_task
 from autotest.workloads.teacher_client import (
     ENDPOINTS_ENV,
@@ -126,10 +126,10 @@ def parse_fault(spec: str | None) -> tuple[str | None, int | None, str | None]:
             raise UsageError(f"--fault teacher-dies: needs the step the first teacher dies at, e.g. "
                              f"teacher-dies:3 (got {arg!r})")
         return name, int(arg), None
-    if name in TRAINING_FAULTS:
+    if name in ACCEPTED_FAULTS:  # the detection benchmark's regressions go to the training process too
         return None, None, spec
     raise UsageError(f"--fault: unknown fault {name!r} for tiny-mopd; choose one of "
-                     f"{', '.join(TEACHER_FAULTS + TRAINING_FAULTS)}")
+                     f"{', '.join(TEACHER_FAULTS + ACCEPTED_FAULTS)}")
 
 
 def start_servers(fixture: Fixture, folder: Path, replicas: int, die_at: int | None, servers: list[Server]) -> None:
@@ -326,7 +326,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--work-dir", type=Path, help="the run's work folder (default: $WORK_DIR)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--steps", type=int, default=25)
-    p.add_argument("--fault", help=f"inject a fault NAME[:ARG] ({', '.join(TEACHER_FAULTS + TRAINING_FAULTS)})")
+    p.add_argument("--fault", help=f"inject a fault NAME[:ARG] ({', '.join(TEACHER_FAULTS + ACCEPTED_FAULTS)})")
     p.add_argument("--fixture", type=Path, help="a prepared fixture dir instead of the cached one")
     p.add_argument("--replicas", type=int, default=1, help="servers per teacher")
     p.add_argument("--ready-timeout-s", type=float, default=120.0, help="how long the teachers may take to start")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from autotest.workloads.faults import FaultHooks, make_fault
 from autotest.workloads.observer import (
@@ -124,18 +124,19 @@ class RolloutEngine:
                 params[name].copy_(tensor)
         self.weight_version = version
 
-    def _decode(self, prompt_ids: torch.Tensor, greedy: bool) -> tuple[torch.Tensor, ...]:
+    def _decode(self, prompt_ids: torch.Tensor, greedy: bool, model: Any = None) -> tuple[torch.Tensor, ...]:
         """Autoregressive decoding with a KV cache; returns (ids, mask, log-probs)."""
         import torch
 
+        model = self.model if model is None else model
         tok = self.tokenizer
         batch = prompt_ids.shape[0]
         done = torch.zeros(batch, dtype=torch.bool)
         ids, masks, logps = [], [], []
         with torch.no_grad():
-            logits, cache = forward_logits(self.model, prompt_ids)
+            logits, cache = forward_logits(model, prompt_ids)
             for _ in range(self.max_new_tokens):
-                logp_all = logits[:, -1, :].float().log_softmax(dim=-1)
+                logp_all = self.hooks.sampling_logits(logits[:, -1, :].float()).log_softmax(dim=-1)
                 if greedy:
                     nxt = logp_all.argmax(dim=-1)
                 else:  # temperature 1: sample from the model's own distribution
@@ -147,7 +148,7 @@ class RolloutEngine:
                 done = done | (nxt == tok.eos_id)
                 if bool(done.all()):
                     break
-                logits, cache = forward_logits(self.model, ids[-1].unsqueeze(1), cache)
+                logits, cache = forward_logits(model, ids[-1].unsqueeze(1), cache)
         return torch.stack(ids, 1), torch.stack(masks, 1), torch.stack(logps, 1)
 
     def generate(self, prompts: Sequence[Prompt], samples_per_prompt: int, step: int) -> RolloutBatch:
@@ -171,7 +172,7 @@ class RolloutEngine:
         import torch
 
         prompt_ids = torch.tensor([p.token_ids for p in prompts])
-        response_ids, mask, _ = self._decode(prompt_ids, greedy=True)
+        response_ids, mask, _ = self._decode(prompt_ids, greedy=True, model=self.hooks.eval_model(self.model))
         lengths = mask.sum(dim=1).long().tolist()
         rewards = [judge(p.target, r[:n]) for p, r, n in zip(prompts, response_ids.tolist(), lengths, strict=True)]
         return sum(rewards) / len(rewards)

@@ -1,0 +1,36 @@
+"""k3 breached but every dumped module aligned: the divergence is after the model (issue 11)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from autotest.consistency.analyze import analyze
+from autotest.consistency.job import _summary
+from tests.consistency.scenarios import collect
+
+K3 = "mismatch/mismatch_k3_kl"
+
+
+@pytest.mark.slow
+def test_aligned_dumps_under_a_k3_breach_point_at_the_sampling_path(tmp_path: Path) -> None:
+    run = collect(tmp_path / "healthy", lambda rollout: rollout)  # the modules compute the same function
+    out = tmp_path / "out"
+    report = analyze(run.rollout_dump, run.actor_dump, run.rollout_log, run.actor_log, out,
+                     context={"breached_metrics": [K3]})
+    assert report.verdict == "no_divergence"  # what the dumps show, stated as such
+    assert "after the model" in report.next_checks[0]
+    assert any("temperature" in c and "logits processors" in c for c in report.next_checks)
+    markdown = (out / "output_5_root_cause_report.md").read_text()
+    assert "**after the model**" in markdown
+    summary = _summary(report, [], [K3])
+    assert "no divergence" not in summary and "after the model" in summary and K3 in summary
+
+
+@pytest.mark.slow
+def test_aligned_dumps_without_a_breach_are_still_no_divergence(tmp_path: Path) -> None:
+    run = collect(tmp_path / "healthy", lambda rollout: rollout)
+    report = analyze(run.rollout_dump, run.actor_dump, run.rollout_log, run.actor_log, tmp_path / "out")
+    assert _summary(report, [], []) == "no divergence"
+    assert not any("after the model" in c for c in report.next_checks)

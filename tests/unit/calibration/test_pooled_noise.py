@@ -1,0 +1,72 @@
+"""Calibration of pooled checks: noise table, leave-one-out spread, t-quantile threshold, false-alarm rate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import MappingProxyType
+
+import numpy as np
+import pytest
+from scipy.stats import t as student_t
+
+from autotest.calibration.thresholds import calibrate, leave_one_out
+from autotest.inputs.baseline import Baseline, CalibrationSpec, CheckSpec
+from autotest.judge.checks import evaluate_check
+from autotest.judge.model import FAIL, PASS
+from autotest.judge.trace import Trace
+from autotest.judge.verdict import golden_trace
+
+METRIC = "response/rewards/mean"
+STEPS = np.arange(1, 31)
+CURVE = 0.9 / (1 + np.exp(-(STEPS - 15) / 3))
+
+
+def _run(rng: np.random.Generator, shift: float = 0.0, name: str = "run") -> Trace:
+    # a seed learns a little faster or slower as a whole (correlated across steps) plus per-step noise
+    values = CURVE + rng.normal(0, 0.01) + rng.normal(0, 0.02, len(STEPS)) + shift
+    series = MappingProxyType({METRIC: MappingProxyType({int(s): float(v) for s, v in zip(STEPS, values)})})
+    return Trace(name, series, train_steps=tuple(int(s) for s in STEPS))
+
+
+SPEC = Baseline("synthetic", Path("synthetic.yaml"),
+                (CheckSpec(METRIC, "absolute", "<", 1e9, scope="pooled", window=(1, 30)),),
+                calibration=CalibrationSpec(runs=5, false_alarm_budget=0.05))
+
+
+def test_threshold_is_the_t_quantile_times_the_leave_one_out_spread() -> None:
+    rng = np.random.default_rng(0)
+    runs = [_run(rng, name=f"r{i}") for i in range(5)]
+    made = calibrate(SPEC, runs)
+    check = made.checks[0]
+    n = 5
+    spread = np.sqrt(np.mean(np.square(check.per_run))) * np.sqrt((1 + 1 / n) / (1 + 1 / (n - 1)))
+    quantile = student_t.ppf(1 - 0.05 / 2, df=n)  # one pooled gate check takes the whole budget
+    assert check.proposed == pytest.approx(quantile * spread)
+    assert made.baseline.checks[0].threshold >= check.proposed  # rounded up, never down
+    assert "t(5 dof) quantile" in made.baseline.checks[0].derivation
+    assert set(made.baseline.noise_table[METRIC]) == {int(s) for s in STEPS}
+
+
+def test_fresh_clean_runs_stay_within_the_budget_and_a_shift_is_caught() -> None:
+    rng = np.random.default_rng(1)
+    baseline = calibrate(SPEC, [_run(rng) for _ in range(5)]).baseline
+    golden = golden_trace(baseline)
+    check = baseline.checks[0]
+    fresh = [evaluate_check(check, baseline, golden, _run(rng), True).status for _ in range(300)]
+    assert fresh.count(FAIL) / len(fresh) <= 0.05  # the declared budget (t quantile pays for N = 5)
+    shifted = [evaluate_check(check, baseline, golden, _run(rng, shift=-0.06), True).status for _ in range(50)]
+    assert shifted.count(FAIL) / len(shifted) >= 0.9  # a 3-sigma-per-step shift, 0.06 on a 0.9 curve
+
+
+def test_leave_one_out_self_check_runs_pooled_checks() -> None:
+    rng = np.random.default_rng(2)
+    runs = [_run(rng, name=f"r{i}") for i in range(5)]
+    self_check = leave_one_out(SPEC, runs)
+    assert [h.status for h in self_check.held_out] == [PASS] * 5
+
+
+def test_too_few_runs_leave_the_check_uncalibrated() -> None:
+    rng = np.random.default_rng(3)
+    made = calibrate(SPEC, [_run(rng), _run(rng)])
+    assert made.checks[0].status == "uncalibrated"
+    assert "3 or more calibration runs" in made.baseline.checks[0].derivation

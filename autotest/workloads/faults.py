@@ -30,7 +30,7 @@ when it holds the run against a healthy baseline (``FaultHooks.expected``; all o
 k3 is ``mismatch/mismatch_k3_kl``; rewards ``response/rewards/mean``; eval ``eval/accuracy``.
 
 The ``expected`` dicts below are the exact data, each with what was ``measured`` (seed 0,
-default 45-step run; the raw effects are pinned by tests/workloads).
+default 45-step run; the raw effects are pinned by tests/unit/workloads and tests/integration/workloads).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ The lifecycle of xtuner's ``run_sampled_token_mopd.sh``, in Python:
    this process is gone (``--parent-pid``), so even SIGKILL leaves nothing behind.
 
 Faults (``--fault``, listed with ``--list-faults``) and what the harness must make of them
-against the golden table (``FAULTS``; tests/workloads/test_mopd_faults.py holds them to it):
+against the golden table (``FAULTS``; tests/integration/workloads/test_mopd_faults.py holds them to it):
 
 | fault | effect | verdict | breached | primary triage |
 |---|---|---|---|---|

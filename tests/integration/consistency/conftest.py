@@ -7,15 +7,6 @@ import pytest
 from .scenarios import SCENARIOS, ScenarioRun, collect, perturb_mlp
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under `--dist loadgroup` every test of the MSProbe scenarios runs on one worker, so the
-    session fixture below collects the dumps once, not once per worker."""
-    for item in items:
-        if "scenario_runs" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("msprobe-scenarios"))
-
-
 @pytest.fixture(scope="session")
 def scenario_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ScenarioRun]:
     """Every scenario's statistics dump, plus a tensor pass narrowed to layers.1.mlp and a run

@@ -23,8 +23,6 @@ from autotest.run.ray_job import submit
 from tests.unit.run.test_ray_job import run_dir, spec_for
 
 RAY = shutil.which("ray", path=str(Path(sys.executable).parent)) or shutil.which("ray")
-# one worker owns the module under `--dist loadgroup`: one Ray head, not one per xdist worker
-pytestmark = pytest.mark.xdist_group("ray-head")
 START_TIMEOUT_S = 120.0  # Ray on 2 shared cores: ~10 s idle, a minute under load
 
 

@@ -38,13 +38,19 @@ def test_tiny_mopd_case_and_its_calibrated_golden_table() -> None:
     assert spec.env["WORK_DIR"] == "/tmp/w"
     baseline = load_baseline(case.baseline_path)
     assert baseline.calibrated_range == (0, 25)
-    checks = {c.metric: c for c in baseline.checks}
+    per_point = {c.metric: c for c in baseline.checks if c.scope == "points"}
+    pooled = {c.metric for c in baseline.checks if c.scope == "pooled"}
     gates = {"distillation/reduced_distillation_kl", "distillation/reduced_distillation_abs_loss",
              "response/rewards/mean", "response/response_len/mean", "eval/digit_sum/acc", "eval/digit_product/acc"}
-    assert set(checks) == gates | {"time/step"} and checks["time/step"].severity == "reference"
-    for metric, check in checks.items():
-        assert check.scope == "points"
-        assert check.points == (EVAL_POINTS if metric.startswith("eval/") else EVAL_POINTS[1:]), metric
+    assert set(per_point) == gates | {"time/step"} and per_point["time/step"].severity == "reference"
+    # evidence pooled over steps 1-25, per teacher too: a routing bug moves KL at every step, a little
+    assert pooled >= {"distillation/reduced_distillation_kl", "distillation/teacher_kl/digit_sum_teacher",
+                      "distillation/teacher_kl/digit_product_teacher"}
+    # step 1 is compared too: the student starts from a checkpoint, so the first KL is informative
+    assert per_point["distillation/reduced_distillation_kl"].points == (1, *EVAL_POINTS[1:])
+    for metric, check in per_point.items():
+        if metric != "distillation/reduced_distillation_kl":
+            assert check.points == (EVAL_POINTS if metric.startswith("eval/") else EVAL_POINTS[1:]), metric
         assert set(check.points) <= set(baseline.golden_table[metric]), metric
         # thresholds come from measured run-to-run noise (x 1.5), never below it
         assert check.measured_max_deviation is not None and check.threshold >= 1.5 * check.measured_max_deviation

@@ -33,6 +33,7 @@ from autotest.report.publish import AfterResults, publish
 from autotest.run.artifacts import artifacts_for
 from autotest.run.backends import start
 from autotest.run.card import render_card
+from autotest.run.fault_catalogue import check_fault
 from autotest.run.framework import (
     Checkout,
     checkout,
@@ -143,6 +144,7 @@ def run_case(case: Case, options: RunOptions) -> CaseRun:
     platform = check_platform(case, environ, checkout_pending=request is not None)
     if not platform.runnable:
         return CaseRun(case.name, SKIP, None, reason=platform.skip_reason or "")
+    check_fault(case, options.fault)  # a misspelt fault must not cost a launch
     framework = None
     if request is not None and not options.dry_run:
         framework = checkout(request, default_cache_dir(environ))

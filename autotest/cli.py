@@ -31,6 +31,7 @@ from autotest.inputs.case import list_cases, load_case
 from autotest.judge.model import FAIL, PASS
 from autotest.judge.verdict import compare_paths
 from autotest.pipeline import DRY_RUN, SKIP, RunOptions, run_case
+from autotest.redaction import MaskedStream, collect_secrets
 from autotest.report.publish import publish
 from autotest.run.interrupts import describe, signals_as_interrupt
 from autotest.run.platform import check_platform
@@ -266,8 +267,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:2] == ["consistency", "analyze"]:  # its own options beside the job's RESULTS_DIR form
         return analyze_main(argv[2:])
+    collect_secrets(argv=argv)  # before anything is printed or written: their values are masked everywhere
     parser = build_parser()
     args = parser.parse_args(argv)
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = MaskedStream(out), MaskedStream(err)
     try:
         with signals_as_interrupt():  # SIGTERM/SIGHUP (CI cancelling) take Ctrl-C's path: cleanup, verdict
             return COMMANDS[args.command](args)
@@ -277,6 +281,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt as exc:
         print(f"rl-autotest: interrupted ({describe(exc)})", file=sys.stderr)
         return EXIT_ERROR
+    finally:
+        sys.stdout, sys.stderr = out, err
 
 
 if __name__ == "__main__":

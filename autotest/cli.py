@@ -23,6 +23,7 @@ from autotest.calibration.thresholds import CalibrationError
 from autotest.consistency.cli import main as analyze_main
 from autotest.consistency.job import run_consistency_job
 from autotest.errors import UsageError
+from autotest.files import require_folder
 from autotest.history.cli import add_history_parser
 from autotest.history.database import HISTORY_ENV
 from autotest.history.drift import history_recorder
@@ -30,6 +31,7 @@ from autotest.inputs.case import list_cases, load_case
 from autotest.judge.model import FAIL, PASS
 from autotest.judge.verdict import compare_paths
 from autotest.pipeline import DRY_RUN, SKIP, RunOptions, run_case
+from autotest.redaction import MaskedStream, collect_secrets
 from autotest.report.publish import publish
 from autotest.run.interrupts import describe, signals_as_interrupt
 from autotest.run.platform import check_platform
@@ -46,6 +48,8 @@ def exit_code_for(status: str) -> int:
 def _compare(args: argparse.Namespace) -> int:
     if args.wall_time_s is not None and not (args.wall_time_s >= 0 and math.isfinite(args.wall_time_s)):
         raise UsageError(f"--wall-time-s: {args.wall_time_s:g} is not a wall time; give the measured seconds (>= 0)")
+    if args.out is not None:
+        require_folder(args.out, "--out")
     comparison = compare_paths(args.baseline, args.current, fmt=args.format, wall_time_s=args.wall_time_s)
     verdict = comparison.verdict
     if args.out:
@@ -77,6 +81,8 @@ def _show(card: str) -> bool:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.results_dir is not None:
+        require_folder(args.results_dir, "--results-dir")
     run = run_case(load_case(args.case), RunOptions(
         results_root=args.results_dir, seed=args.seed, fault=args.fault, dry_run=args.dry_run,
         fail_fast=args.fail_fast, progress=print, ray_address=args.ray_address,
@@ -122,6 +128,9 @@ def _calibrate(args: argparse.Namespace) -> int:
         raise UsageError(f"{flag}: {args.runs} is below 2; run-to-run noise needs at least two runs")
     if args.jobs is not None and args.jobs < 1:
         raise UsageError(f"--jobs: {args.jobs} is below 1")
+    for flag, folder in (("--results-dir", args.results_dir), ("--baselines-dir", args.baselines_dir)):
+        if folder is not None:  # before N runs, not after them
+            require_folder(folder, flag)
     options = CalibrationOptions(
         results_root=args.results_dir, runs=args.runs, jobs=args.jobs, ray_address=args.ray_address,
         baselines_dir=args.baselines_dir, allow_dirty=args.allow_dirty, promote=args.promote,
@@ -161,8 +170,19 @@ def _calibrate_command_line(args: argparse.Namespace) -> str:
 
 
 def _baseline(args: argparse.Namespace) -> int:
+    if args.force is not None and not args.force.strip():
+        raise UsageError("--force: give the reason for overriding the checks, e.g. --force 'reviewed by X'")
+    if args.baselines_dir is not None:
+        require_folder(args.baselines_dir, "--baselines-dir")
     target, _, _ = baseline_files(load_case(args.case), args.baselines_dir)
-    print(f"promoted: {promote(target)}")
+    promotion = promote(target, force=args.force)
+    for line in promotion.changes:
+        print(f"  {line}")
+    if promotion.backup is not None:
+        print(f"previous baseline kept: {promotion.backup}")
+    if promotion.forced:
+        print(f"forced: {promotion.forced} (recorded in the baseline)")
+    print(f"promoted: {promotion.path}")
     return EXIT_PASS
 
 
@@ -242,6 +262,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("case", help="case name or case file")
     p.add_argument("--baselines-dir", "--out", dest="baselines_dir", type=Path,
                    help="folder holding the baseline and its candidate (default: beside the case's baseline)")
+    p.add_argument("--force", metavar="REASON", help="promote a candidate without calibrate provenance or with "
+                   "self-check false alarms; REASON is recorded in the baseline")
 
     add_history_parser(sub, COMMANDS)
     return parser
@@ -251,8 +273,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:2] == ["consistency", "analyze"]:  # its own options beside the job's RESULTS_DIR form
         return analyze_main(argv[2:])
+    collect_secrets(argv=argv)  # before anything is printed or written: their values are masked everywhere
     parser = build_parser()
     args = parser.parse_args(argv)
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = MaskedStream(out), MaskedStream(err)
     try:
         with signals_as_interrupt():  # SIGTERM/SIGHUP (CI cancelling) take Ctrl-C's path: cleanup, verdict
             return COMMANDS[args.command](args)
@@ -262,6 +287,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt as exc:
         print(f"rl-autotest: interrupted ({describe(exc)})", file=sys.stderr)
         return EXIT_ERROR
+    finally:
+        sys.stdout, sys.stderr = out, err
 
 
 if __name__ == "__main__":

@@ -29,10 +29,12 @@ from autotest.judge.structural import LogFinding, RunFacts
 from autotest.judge.trace import Trace
 from autotest.judge.triage import is_consistency_metric
 from autotest.judge.verdict import Comparison, checked_metrics, golden_trace, judge
+from autotest.redaction import mask_file
 from autotest.report.publish import AfterResults, publish
 from autotest.run.artifacts import artifacts_for
 from autotest.run.backends import start
 from autotest.run.card import render_card
+from autotest.run.fault_catalogue import check_fault
 from autotest.run.framework import (
     Checkout,
     checkout,
@@ -149,6 +151,7 @@ def run_case(case: Case, options: RunOptions) -> CaseRun:
     platform = check_platform(case, environ, checkout_pending=request is not None)
     if not platform.runnable:
         return CaseRun(case.name, SKIP, None, reason=platform.skip_reason or "")
+    check_fault(case, options.fault)  # a misspelt fault must not cost a launch
     framework = None
     if request is not None and not options.dry_run:
         framework = checkout(request, default_cache_dir(environ))
@@ -174,6 +177,7 @@ def run_case(case: Case, options: RunOptions) -> CaseRun:
     with case_slice(case.platform.gpus, slots_root, options.gpu_wait_s, case.name) as env:
         spec = replace(prep.spec, env={**env, **prep.spec.env})
         comparison, interrupt = _attempts(case, options, spec, prep)
+    _mask_logs(prep.results_dir)
     request_path = _write_consistency_request(case, comparison.verdict, prep)
     publish(comparison, prep.results_dir, with_plots=options.with_plots, after_results=options.after_results)
     if interrupt is not None:
@@ -188,6 +192,12 @@ def run_case(case: Case, options: RunOptions) -> CaseRun:
                        for a in comparison.verdict.context.get("retries") or () if a["decision"]["retry"])
     return replace(shown, status=status, reason=primary if status != PASS else "", verdict=comparison.verdict,
                    consistency_request=request_path, relaunches=relaunches)
+
+
+def _mask_logs(results_dir: Path) -> None:
+    """The run's stdout/stderr (uploaded as CI artifacts) with secret values masked, once the run has ended."""
+    for log in (*results_dir.glob("logs/*.log"), *results_dir.glob("attempts/*/logs/*.log")):
+        mask_file(log)
 
 
 def _prepare(case: Case, options: RunOptions, framework: Checkout | None) -> _Prepared:

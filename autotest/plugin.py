@@ -17,6 +17,7 @@ from autotest.errors import UsageError
 from autotest.history.drift import history_recorder
 from autotest.inputs.case import Case
 from autotest.pipeline import DRY_RUN, SKIP, CaseRun, RunOptions, run_case
+from autotest.redaction import collect_secrets
 from autotest.run.interrupts import signals_as_interrupt
 
 MARKERS = {
@@ -56,6 +57,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    collect_secrets(argv=config.invocation_params.args)  # secret values are masked in everything written
     for name, text in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
     config.pluginmanager.register(CaseSummary(config), "rl-autotest-summary")

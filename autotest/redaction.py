@@ -1,16 +1,24 @@
 """Mask secrets in anything the harness writes down: launch records, cards, results, logs.
 
-``redact`` masks by name (HF_TOKEN, --api-key) and by shape (ghp_..., sk-..., JWTs, URL
-credentials); ``json_ready`` reduces an object to JSON types after redacting it.
+``redact`` masks by name (HF_TOKEN, --api-key), by shape (ghp_..., sk-..., JWTs, URL
+credentials) and by value: ``collect_secrets`` (called once at startup by the CLI and the pytest
+plugin) registers the values of secret-named environment variables, of the names listed in
+``$RL_AUTOTEST_SECRET_NAMES`` and of secret-looking flags, and ``mask_known`` masks those values
+wherever they appear — also under a non-secret name (``MY_OPT=<token>``, ``--fault x:<token>``).
+The writers apply it once: ``files.write_atomic``, the step-summary appender, the launch record,
+the CLI's output streams and, after a run, the run's own logs (``mask_file``).
+``json_ready`` reduces an object to JSON types after redacting it.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
-from collections.abc import Mapping
+import tempfile
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 MASK = "***"
 
@@ -45,7 +53,92 @@ def secret_name(name: str) -> bool:
                or any(s in p for s in _SECRET_INFIXES) for p in parts)
 
 
+#: names of further secret variables, comma-separated (their values are masked like HF_TOKEN's)
+SECRET_NAMES_ENV = "RL_AUTOTEST_SECRET_NAMES"
+#: a shorter value ("1", "true", a port) would mask ordinary text everywhere
+MIN_SECRET_CHARS = 6
+
+_known: set[str] = set()
+_known_pattern: re.Pattern[str] | None = None
+
+
+def register_secret(value: str) -> None:
+    """Mask ``value`` wherever it appears from now on (values shorter than MIN_SECRET_CHARS are ignored)."""
+    global _known_pattern
+    value = value.strip()
+    if len(value) >= MIN_SECRET_CHARS and value != MASK and value not in _known:
+        _known.add(value)
+        # longest first: a secret that contains another is masked whole
+        _known_pattern = re.compile("|".join(map(re.escape, sorted(_known, key=len, reverse=True))))
+
+
+def collect_secrets(environ: Mapping[str, str] | None = None, argv: Iterable[str] = ()) -> None:
+    """Register the secret values of ``environ`` (default: the process environment) and ``argv``."""
+    environ = os.environ if environ is None else environ
+    declared = {n.strip() for n in environ.get(SECRET_NAMES_ENV, "").split(",") if n.strip()}
+    for name, value in environ.items():
+        if secret_name(name) or name in declared:
+            register_secret(value)
+    args = list(argv)
+    for i, arg in enumerate(args):
+        flag, eq, value = arg.partition("=")
+        if flag.startswith("-") and secret_name(flag):
+            if eq:
+                register_secret(value)
+            elif i + 1 < len(args) and not args[i + 1].startswith("-"):
+                register_secret(args[i + 1])
+        elif eq and not flag.startswith("-") and secret_name(flag):
+            register_secret(value)
+
+
+def forget_secrets() -> None:
+    """Empty the registry (tests)."""
+    global _known_pattern
+    _known.clear()
+    _known_pattern = None
+
+
+def mask_known(text: str) -> str:
+    """``text`` with every registered secret value replaced by the mask."""
+    return text if _known_pattern is None else _known_pattern.sub(MASK, text)
+
+
+def mask_file(path: Path) -> bool:
+    """Mask registered values in a (log) file in place, line by line; True when something was masked."""
+    if _known_pattern is None or not Path(path).is_file():
+        return False
+    changed = False
+    fd, tmp = tempfile.mkstemp(prefix=f".{Path(path).name}.", dir=Path(path).parent)
+    try:
+        with open(path, encoding="utf-8", errors="surrogateescape", newline="") as src, \
+                os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape", newline="") as dst:
+            for line in src:
+                masked = _known_pattern.sub(MASK, line)
+                changed = changed or masked != line
+                dst.write(masked)
+        if changed:
+            os.replace(tmp, path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    return changed
+
+
+class MaskedStream:
+    """A text stream that masks registered secret values in everything written to it (the CLI's output)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(mask_known(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def _redact_text(text: str) -> str:
+    text = mask_known(text)
     for pattern in _VALUE_PATTERNS:
         text = pattern.sub(MASK, text)
     text = _URL_CREDENTIALS.sub(rf"\1:{MASK}@", text)

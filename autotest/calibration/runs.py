@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from autotest.calibration.promote import PRODUCED_BY, promote
 from autotest.calibration.review import render_report
 from autotest.calibration.thresholds import (
     Calibration,
@@ -30,7 +31,7 @@ from autotest.calibration.thresholds import (
     sample_size_warnings,
 )
 from autotest.errors import UsageError
-from autotest.files import write_atomic
+from autotest.files import require_folder, write_atomic
 from autotest.history.store import passing_runs
 from autotest.inputs.baseline import Baseline, CalibrationSpec, load_baseline
 from autotest.inputs.baseline_writer import baseline_yaml
@@ -46,7 +47,6 @@ from autotest.run.preflight import run_preflight
 from autotest.run.results_dir import default_results_root
 
 CONFIG_NAME = "config.json"
-PRODUCED_BY = "rl-autotest calibrate"
 
 
 @dataclass(frozen=True)
@@ -313,6 +313,8 @@ def calibrate_case(case: Case, options: CalibrationOptions) -> CalibrationOutcom
     if preflight.missing_inputs:
         listed = ", ".join(f"{s.name}={s.path or s.raw}" for s in preflight.missing_inputs)
         raise UsageError(f"{case.source}: inputs: missing {listed}; export the share roots or fix the paths")
+    if options.baselines_dir is not None:  # before the runs: a bad destination must not cost N runs
+        require_folder(Path(options.baselines_dir), "--baselines-dir")
     spec = load_spec(case, options.baselines_dir)
     settings = spec.calibration or CalibrationSpec()
     runs = options.runs or settings.runs
@@ -361,7 +363,7 @@ def calibrate_case(case: Case, options: CalibrationOptions) -> CalibrationOutcom
     outcome = CalibrationOutcome(case.name, replace(calibration, baseline=candidate), self_check, tuple(records),
                                  candidate_path, report_path, folder, warnings)
     if options.promote and outcome.exit_code == 0:
-        outcome = replace(outcome, promoted_to=promote(target))
+        outcome = replace(outcome, promoted_to=promote(target).path)
     return outcome
 
 
@@ -394,17 +396,3 @@ def _provenance(case: Case, options: CalibrationOptions, preflight: Any, records
     if calibration.uncovered:
         data["uncalibrated_steps"] = {m: list(s) for m, s in calibration.uncovered.items()}
     return json_ready(data)
-
-
-def promote(baseline: Path) -> Path:
-    """Replace ``baseline`` with its candidate (atomic rename); the candidate must load cleanly."""
-    baseline = Path(baseline)
-    stem = baseline.name.rsplit(".", 1)[0]
-    candidate = baseline.with_name(f"{stem}.candidate.yaml")
-    if not candidate.is_file():
-        raise UsageError(f"{candidate}: no candidate to promote; run `rl-autotest calibrate` for this case first")
-    load_baseline(candidate)
-    os.replace(candidate, baseline)
-    # the diff report compared against the baseline just replaced; its copy stays in the results folder
-    baseline.with_name(f"{stem}.candidate.md").unlink(missing_ok=True)
-    return baseline

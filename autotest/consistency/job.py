@@ -64,14 +64,33 @@ def load_request(results_dir: Path) -> dict[str, Any]:
         request = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise UsageError(f"{path}:{exc.lineno}: malformed JSON ({exc.msg}); re-run the accuracy case") from None
-    for key in ("case_file", "breaches", "tracker", "results_dir"):
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: not UTF-8 text; re-run the accuracy case") from None
+    redo = "re-run the accuracy case to write a new one"
+    if not isinstance(request, dict):
+        kind = "null" if request is None else f"a JSON {type(request).__name__}"
+        raise UsageError(f"{path}: the request is {kind}, not an object; {redo}")
+    for key, kind in (("case_file", str), ("breaches", list), ("tracker", str), ("results_dir", str)):
         if key not in request:
             raise UsageError(f"{path}: key '{key}' is missing; the request was not written by rl-autotest")
+        if not isinstance(request[key], kind) or (kind is str and not request[key]):
+            what = "a list of breached checks" if kind is list else "a non-empty text"
+            raise UsageError(f"{path}: key '{key}' is {_json_kind(request[key])}, not {what}; {redo}")
+    for i, breach in enumerate(request["breaches"]):
+        step = breach.get("first_breach_step") if isinstance(breach, dict) else None
+        if not isinstance(breach, dict) or not (step is None or type(step) is int and step >= 0):
+            raise UsageError(f"{path}: breaches[{i}] is not a breached check with a whole-number "
+                             f"first_breach_step; {redo}")
     # relative paths are relative to the request's folder; an absolute one (schema 1) stays as it is
     for key in ("results_dir", "work_dir", "tracker", "run_config"):
         if isinstance(request.get(key), str):
             request[key] = str((path.parent / request[key]).resolve())
     return request
+
+
+def _json_kind(value: Any) -> str:
+    names = {bool: "a boolean", int: "a number", float: "a number", str: "a text", list: "a list", dict: "an object"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
 
 
 def request_case(request: dict[str, Any]) -> Case:
@@ -137,6 +156,9 @@ def run_consistency_job(results_dir: str | Path, *, execute: bool = True,
                         max_forwards_per_side: int = DEFAULT_MAX_FORWARDS,
                         progress: Callable[[str], None] | None = None) -> JobOutcome:
 
+    if max_forwards_per_side < 0:
+        raise UsageError(f"--max-forwards: {max_forwards_per_side} is below 0; give the forwards to dump per side "
+                         "(0 = all)")
     results_dir = Path(results_dir).resolve()
     request = load_request(results_dir)
     case = request_case(request)

@@ -32,6 +32,7 @@ Schema::
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -179,11 +180,15 @@ def _check(sec: Section) -> CheckSpec:
     if scope == "pooled" and sec.data.get("method") != "absolute":
         sec.fail("method", f"{show(sec.data.get('method'))} cannot be pooled",
                  "write method: absolute (deviations are standardised by the calibrated noise)")
+    method = sec.choice("method", METHODS)
+    operator = sec.choice("operator", OPERATORS)
+    threshold = sec.number("threshold", fix="write a number, e.g. 0.05 (unquoted)")
+    _check_sign(sec, method, operator, threshold)
     return CheckSpec(
         metric=sec.text("metric"),
-        method=sec.choice("method", METHODS),
-        operator=sec.choice("operator", OPERATORS),
-        threshold=sec.number("threshold", fix="write a number, e.g. 0.05 (unquoted)"),
+        method=method,
+        operator=operator,
+        threshold=threshold,
         scope=scope,
         severity=sec.choice("severity", SEVERITIES, default="gate"),
         percentile=percentile,
@@ -193,8 +198,21 @@ def _check(sec: Section) -> CheckSpec:
         relative_floor=sec.number("relative_floor", positive=True, default=DEFAULT_RELATIVE_FLOOR,
                                   fix="write a small positive number, e.g. 1.0e-12"),
         derivation=sec.text("derivation", ""),
-        measured_max_deviation=sec.number("measured_max_deviation", default=None),
+        measured_max_deviation=sec.number("measured_max_deviation", minimum=0, default=None,
+                                          fix="write the measured deviation (>= 0) or remove it"),
     )
+
+
+def _check_sign(sec: Section, method: str, operator: str, threshold: float) -> None:
+    """A distance (absolute, relative, slowdown) is never negative: some thresholds decide nothing."""
+    if method == "value":
+        return
+    always = (operator in (">", ">=") and threshold < 0) or (operator == ">=" and threshold == 0)
+    never = (operator in ("<", "<=") and threshold < 0) or (operator == "<" and threshold == 0)
+    if always or never:
+        outcome = "always passes" if always else "never passes"
+        sec.fail("threshold", f"{method} error {operator} {threshold:g} {outcome} (the error is never negative)",
+                 "write a threshold above 0, e.g. 0.05")
 
 
 def _step_range(sec: Section, name: str) -> tuple[int, int]:
@@ -221,6 +239,16 @@ def _golden_table(sec: Section) -> dict[str, Mapping[int, float]]:
             series[step] = float(value)
         table[str(metric)] = MappingProxyType(dict(sorted(series.items())))
     return table
+
+
+def _golden_keys_checked(golden: Section, table: Mapping[str, Any], checks: tuple[CheckSpec, ...]) -> None:
+    """A golden metric no check uses is almost always a typo of one that then has no golden value."""
+    checked = sorted({c.metric for c in checks if c.method != "value"})
+    for metric in table:
+        if metric not in checked:
+            close = difflib.get_close_matches(metric, checked, n=1, cutoff=0.6)
+            fix = f"did you mean {close[0]!r}?" if close else "fix the name to a checked metric or remove it"
+            golden.fail(f"table.{metric}", "no check uses this golden metric", fix)
 
 
 def _metric_numbers(sec: Section, name: str, integer: bool, checked: set[str]) -> dict[str, float]:
@@ -306,12 +334,19 @@ def load_baseline(path: str | Path, env: dict[str, str] | None = None) -> Baseli
         if check.check_id in seen:
             sec.fail(f"checks[{i}]", f"duplicate check {check.check_id}", "merge or remove one")
         seen.add(check.check_id)
+    if all(check.severity == "reference" for check in checks):
+        # reference checks never fail: a baseline of only those would pass any run without a word
+        sec.fail("checks", "every check is severity: reference, so nothing gates the run",
+                 "make at least one check severity: gate (the default)")
+    if table is not None:
+        _golden_keys_checked(golden, table, checks)
 
     steps = StepPolicy()
     steps_sec = sec.section("steps", optional=True)
     if steps_sec is not None:
         steps_sec.check_keys(required=("expected",), optional=("exact",))
-        steps = StepPolicy(expected=steps_sec.integer("expected"), exact=steps_sec.boolean("exact", default=False))
+        expected = steps_sec.integer("expected", minimum=1, fix="write the number of training steps, e.g. 45")
+        steps = StepPolicy(expected=expected, exact=steps_sec.boolean("exact", default=False))
     wall_sec = sec.section("wall_time", optional=True)
     if wall_sec is not None:
         wall_sec.check_keys(required=("max_s",), optional=())
@@ -329,7 +364,7 @@ def load_baseline(path: str | Path, env: dict[str, str] | None = None) -> Baseli
         short_names=MappingProxyType(sec.str_map("short_names", default={})),
         steps=steps,
         calibrated_range=_step_range(sec, "calibrated_range") if "calibrated_range" in sec.data else None,
-        wall_time_max_s=wall_sec.number("max_s", fix="write seconds, e.g. 2400") if wall_sec else None,
+        wall_time_max_s=wall_sec.number("max_s", positive=True, fix="write seconds, e.g. 2400") if wall_sec else None,
         provenance=MappingProxyType(provenance.data if provenance else {}),
         description=sec.text("description", ""),
         calibration=_calibration(sec.section("calibration", optional=True), {c.metric for c in checks}),

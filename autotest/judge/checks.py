@@ -6,6 +6,10 @@ slowdown max(0, cur-base); value cur (no baseline). A check passes when
 calibrated noise and bounds the mean over a window (``autotest.judge.pooled``). Scopes choose which points are compared and how they are
 reduced. Non-finite current values breach; non-finite golden values make the check ERROR
 (the baseline is broken). Reference-severity checks are reported as INFO and never fail.
+
+A gate with no golden value to compare with (the metric absent from the golden table, or a declared
+point absent from it) is ERROR "uncalibrated gate": INFO never blocks a PASS, so an uncalibrated gate
+reported as INFO would let a broken run pass. Only a ``severity: reference`` check may be uncalibrated.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from autotest.judge.trace import Trace
 
 OPERATORS: dict[str, Callable[[float, float], bool]] = {"<": op.lt, "<=": op.le, ">": op.gt, ">=": op.ge}
 PERCENTILE_INTERPOLATION = "linear"
+CALIBRATE_HINT = "run rl-autotest calibrate for this case (or declare the check severity: reference)"
 
 
 def fmt(value: float | None) -> str:
@@ -156,9 +161,22 @@ def _breach_message(spec: CheckSpec, point: StepPoint, display: str) -> str:
             f"{_error_name(spec)} {fmt(point.error)} not {spec.operator} {spec.threshold:g}")
 
 
+def _uncalibrated(spec: CheckSpec, what: str, **extra) -> CheckResult:
+    """No golden value: a gate cannot be decided (ERROR), a reference check only informs."""
+    if spec.severity == "reference":
+        return _base_result(spec, INFO, f"uncalibrated: {what}; run `rl-autotest calibrate` to calibrate it",
+                            **extra)
+    return _base_result(spec, ERROR, f"uncalibrated gate: {what}; {CALIBRATE_HINT}", **extra)
+
+
 def _evaluate(spec: CheckSpec, ctx: _Context) -> CheckResult:
     display = ctx.baseline.display(spec.metric)
     cur = ctx.current.get(spec.metric)
+    logged_as = ctx.current.non_numeric.get(spec.metric)
+    if logged_as is not None:
+        kind, line = logged_as
+        return _base_result(spec, ERROR, f"{display} is logged as {kind}, not a number ({ctx.current.source}, "
+                                         f"line {line}); log it as a number")
     if cur is None:
         return _base_result(spec, ERROR, f"{display} is missing from the current run ({ctx.current.source}); "
                                         "a checked metric never passes silently")
@@ -167,8 +185,7 @@ def _evaluate(spec: CheckSpec, ctx: _Context) -> CheckResult:
         gold = ctx.golden.get(spec.metric)
         if gold is None:
             if ctx.golden_is_table:
-                return _base_result(spec, INFO, f"{display} is uncalibrated: the baseline has no golden value; "
-                                                "run `rl-autotest calibrate` for this case to calibrate it")
+                return _uncalibrated(spec, f"{display} has no golden value in the baseline's golden table")
             return _base_result(spec, ERROR, f"{display} is missing from the baseline tracker "
                                              f"({ctx.golden.source}); the baseline is incomplete")
     calibrated = ctx.baseline.calibrated_range
@@ -244,9 +261,9 @@ def _points(spec, display, cur, gold) -> CheckResult:
     if missing:
         return _base_result(spec, ERROR, f"{display}: current run has no value at steps {_steps(missing)}; "
                                          f"cannot decide{note}", **extra)
-    if not len(points):
-        return _base_result(spec, INFO, f"{display}: uncalibrated at every point; run `rl-autotest calibrate`",
-                            **extra)
+    if uncalibrated and (spec.severity == "gate" or not len(points)):
+        # a declared point with no golden value is a gate that checks less than it says
+        return _uncalibrated(spec, f"{display} has no golden value at steps {_steps(uncalibrated)}", **extra)
     return _base_result(spec, PASS, f"{display}: all {len(points)} points within {_error_name(spec)} "
                                     f"{spec.operator} {spec.threshold:g} (worst step {worst.step}: "
                                     f"{fmt(worst.error)}){note}", **extra)

@@ -87,11 +87,47 @@ def iter_rows(path: Path, warnings: list[str]) -> Iterator[Row]:
                 if not isinstance(row, dict):
                     _check_utf8(path, lines)
                     raise UsageError(f"{path}:{number}: a row must be a JSON object, got {type(row).__name__}")
+                if line.count(b'":') + line.count(b'" :') > len(row):  # fewer keys kept than written?
+                    duplicate = _duplicate_key(line, row)
+                    if duplicate is not None:
+                        _check_utf8(path, lines)
+                        raise UsageError(f"{path}:{number}: key {duplicate!r} appears twice in one row (the JSON "
+                                         "reader would keep the last value silently); fix the logger")
                 yield number, row, line
     except OSError as exc:
         raise UsageError(f"{path}: cannot read metric log ({exc.strerror}); check the path") from None
     if malformed is not None:
         warnings.append(f"{path}:{malformed[0]}: truncated final line dropped (the run was probably killed)")
+
+
+class _Duplicate(Exception):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, object]]) -> dict:
+    row = dict(pairs)
+    if len(row) != len(pairs):
+        seen: set[str] = set()
+        raise _Duplicate(next(k for k, _ in pairs if k in seen or seen.add(k)))
+    return row
+
+
+def _duplicate_key(line: bytes, row: dict) -> str | None:
+    """The first key written twice in one object of ``line``, if any.
+
+    Called only when the line has more ``"key":`` marks than the row has keys: nested objects (verl's
+    ``data``) and strings holding ``":`` explain the rest cheaply; only then is the line parsed again.
+    """
+    nested = sum(len(v) for v in row.values() if type(v) is dict)
+    if line.count(b'":') + line.count(b'" :') <= len(row) + nested:
+        return None
+    try:
+        json.loads(line, object_pairs_hook=_no_duplicates)
+    except _Duplicate as exc:
+        return str(exc.args[0])
+    except ValueError:
+        return None
+    return None
 
 
 def _check_utf8(path: Path, lines: Iterator[tuple[int, bytes]]) -> None:

@@ -33,8 +33,18 @@ EVAL_PREFIX = "eval/"
 
 def _step_of(path: Path, number: int, step: object) -> int:
     if isinstance(step, bool) or not (isinstance(step, int) or isinstance(step, float) and step.is_integer()):
-        raise UsageError(f"{path}:{number}: key 'step' is missing or not an integer ({step!r}); every row needs one")
+        shown = "missing" if step is None else f"not a whole number ({_kind(step)}: {str(step)[:40]})"
+        raise UsageError(f"{path}:{number}: key 'step' is {shown}; every row needs a whole-number step >= 0")
+    if step < 0:
+        raise UsageError(f"{path}:{number}: step {int(step)} is negative; steps count from 0")
     return int(step)
+
+
+_KINDS = {list: "a list", dict: "a dict", bool: "a bool", str: "a string", float: "a number", int: "a number"}
+
+
+def _kind(value: object) -> str:
+    return _KINDS.get(type(value), f"a {type(value).__name__}")
 
 
 _NAN = float("nan")
@@ -61,6 +71,7 @@ class _Builder:
         self.keep = keep
         self.series: dict[str, dict[int, float]] = defaultdict(dict)
         self.step_lines: dict[int, int] = {}
+        self.non_numeric: dict[str, tuple[str, int]] = {}
         self.train_steps: set[int] = set()
         self.eval_steps: set[int] = set()
         #: the file's warnings (a truncated final line) come before the rows' (resumed steps)
@@ -85,6 +96,8 @@ class _Builder:
                 series[key][step] = float(value)
             elif value is None:
                 series[key][step] = _NAN
+            elif key not in self.non_numeric:
+                self.non_numeric[key] = (_kind(value), number)
         self.step_lines[step] = number
 
     def build(self) -> Trace:
@@ -97,6 +110,7 @@ class _Builder:
             warnings=tuple(self.file_warnings + self.warnings),
             format=self.fmt,
             step_lines=MappingProxyType(dict(sorted(self.step_lines.items()))),
+            non_numeric=MappingProxyType(self.non_numeric),
         )
 
 
@@ -129,7 +143,7 @@ def read_xtuner(path: Path, keep: frozenset[str] | None = None) -> Trace:
     try:
         for number, values, line in rows:
             step = values.pop("step", None)
-            if type(step) is not int:
+            if type(step) is not int or step < 0:
                 step = _step_of(path, number, step)
             if not values:
                 continue
@@ -143,6 +157,8 @@ def read_xtuner(path: Path, keep: frozenset[str] | None = None) -> Trace:
                     number_value = _number(values[key])
                     if number_value is not None:
                         pending[key].append(number_value)
+                    elif key not in builder.non_numeric:
+                        builder.non_numeric[key] = (_kind(values[key]), number)
                 minibatch_lines.setdefault(step, number)
                 continue
             eval_only = _is_eval_row(values)

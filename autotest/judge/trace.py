@@ -28,6 +28,8 @@ class Trace:
     format: str = "xtuner"
     #: file line of each step's (last) summary or eval row, so a number can point to where it came from
     step_lines: Mapping[int, int] = field(default_factory=dict, compare=False, repr=False)
+    #: metric -> (what it was logged as, e.g. "a list", line): a value that is not a number, never dropped silently
+    non_numeric: Mapping[str, tuple[str, int]] = field(default_factory=dict, compare=False, repr=False)
 
     def get(self, metric: str) -> Series | None:
         return self.series.get(metric)
@@ -43,9 +45,12 @@ class Trace:
     def with_aliases(self, aliases: Mapping[str, str]) -> "Trace":
         """Expose each ``canonical: source_name`` alias under its canonical name (source kept too)."""
         series = dict(self.series)
+        non_numeric = dict(self.non_numeric)
         for canonical, source_name in aliases.items():
             if canonical not in series and source_name in series:
                 series[canonical] = series[source_name]
+            if canonical not in non_numeric and source_name in non_numeric:
+                non_numeric[canonical] = non_numeric[source_name]
         return Trace(
             source=self.source,
             series=MappingProxyType(series),
@@ -54,6 +59,7 @@ class Trace:
             warnings=self.warnings,
             format=self.format,
             step_lines=self.step_lines,
+            non_numeric=MappingProxyType(non_numeric),
         )
 
 

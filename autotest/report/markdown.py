@@ -18,6 +18,7 @@ from typing import Any
 from autotest.files import write_atomic
 from autotest.judge.checks import fmt
 from autotest.judge.model import ERROR, FAIL, INFO, PASS, CheckResult, Verdict
+from autotest.redaction import mask_known
 
 STATUS_MARK = {PASS: "✅ PASS", FAIL: "❌ FAIL", ERROR: "⚠️ ERROR", INFO: "ℹ️ INFO"}
 
@@ -166,5 +167,5 @@ def append_step_summary(text: str, summary_path: str | None = None) -> bool:
 
     with FileLock(f"{target}.lock", timeout=60):
         with open(target, "a", encoding="utf-8") as handle:
-            handle.write(text)
+            handle.write(mask_known(text))
     return True

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from autotest.errors import UsageError
+from autotest.redaction import redact
 
 _EXCERPT_BEFORE = 2
 _EXCERPT_AFTER = 2
@@ -140,7 +141,8 @@ def find_failures(lines: Iterable[str], exit_code: int | None = None) -> list[In
 
     def close(hit: tuple[Signature, int, list[str], int]) -> None:
         signature, line_number, excerpt, _ = hit
-        found[signature.kind] = InfraFailure(signature.kind, signature.name, line_number, "\n".join(excerpt))
+        # the excerpt is copied into results.json, report.md and the step summary: mask it first
+        found[signature.kind] = InfraFailure(signature.kind, signature.name, line_number, redact("\n".join(excerpt)))
 
     for line_number, raw in enumerate(lines, start=1):
         line = raw.rstrip("\r\n")[:_EXCERPT_LINE_CHARS]

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from autotest.redaction import MASK, redact, secret_name
+import pytest
+
+from autotest.files import write_atomic
+from autotest.redaction import MASK, collect_secrets, forget_secrets, mask_file, mask_known, redact, secret_name
+from autotest.report.markdown import append_step_summary
+from autotest.run.infra import find_failures
 
 # ---------------------------------------------------------------- redaction
 
@@ -63,3 +68,40 @@ def test_redact_leaves_ordinary_text() -> None:
             "--dashboard-host=0.0.0.0 RAY_AUTH_MODE=disabled http://127.0.0.1:8265 SKIP_TESTS=1")
     assert redact(text) == text
     assert redact(None) is None and redact(3.5) == 3.5 and redact(Path("/a/b")) == Path("/a/b")
+
+
+# --- masking by value: a registered secret is masked wherever it appears, under any name ---
+
+VALUE = "tok-9f8e7d6c5b4a"
+
+
+@pytest.fixture
+def registry():
+    forget_secrets()
+    yield
+    forget_secrets()
+
+
+def test_values_of_secret_names_flags_and_declared_names_are_collected(registry) -> None:
+    collect_secrets({"HF_TOKEN": VALUE, "MY_OPT": "plain-value", "RL_AUTOTEST_SECRET_NAMES": "MY_DECLARED",
+                     "MY_DECLARED": "declared-1234", "SHORT_TOKEN": "abc"},
+                    ["run", "--api-key", "flag-value-1", "--password=flag-value-2", "DB_PASSWORD=assign-value"])
+    text = f"a={VALUE} b=plain-value c=declared-1234 d=flag-value-1 e=flag-value-2 f=assign-value abc"
+    assert mask_known(text) == "a=*** b=plain-value c=*** d=*** e=*** f=*** abc"
+
+
+def test_the_writers_mask_registered_values(registry, tmp_path) -> None:
+    collect_secrets({"HF_TOKEN": VALUE}, [])
+    write_atomic(tmp_path / "r.json", f'{{"env": {{"MY_OPT": "{VALUE}"}}}}')
+    assert VALUE not in (tmp_path / "r.json").read_text()
+    append_step_summary(f"fault judge-bug:{VALUE}\n", str(tmp_path / "summary.md"))
+    assert (tmp_path / "summary.md").read_text() == "fault judge-bug:***\n"
+    log = tmp_path / "stdout.log"
+    log.write_text(f"env: MY_OPT={VALUE}\r\nbinary \udcff kept\n", encoding="utf-8", errors="surrogateescape")
+    assert mask_file(log) and log.read_bytes() == b"env: MY_OPT=***\r\nbinary \xff kept\n"
+
+
+def test_the_infra_excerpt_is_masked_before_it_is_kept(registry) -> None:
+    collect_secrets({"HF_TOKEN": VALUE}, [])
+    (failure,) = find_failures([f"connecting with {VALUE}\n", "OSError: [Errno 98] Address already in use\n"])
+    assert VALUE not in failure.excerpt and "***" in failure.excerpt

@@ -152,7 +152,7 @@ def test_calibrate_writes_a_candidate_with_provenance_and_promote_replaces(fake_
     assert (outcome.results_dir / "report.md").read_text() == text
     assert (outcome.results_dir / "preflight.json").is_file()
 
-    assert promote(target) == target
+    assert promote(target).path == target
     assert load_baseline(target).provenance["produced_by"] == "rl-autotest calibrate"
     assert not candidate.exists() and not report.exists()
     with pytest.raises(UsageError, match="no candidate to promote"):

@@ -30,7 +30,7 @@ def test_seed_mopd_baseline_encodes_the_table():
         "response/rewards/mean": ("absolute", 0.08, "gate"),
         "eval/gsm8k/acc": ("absolute", 0.03, "gate"),
         "eval/geo3k/acc": ("absolute", 0.04, "gate"),
-        "response/response_len/mean": ("relative", 0.18, "gate"),
+        "response/response_len/mean": ("relative", 0.18, "reference"),  # no golden values yet
         "time/step": ("relative", 0.10, "reference"),
     }
     # k1 mode: opd_reverse_kl duplicates reduced_distillation_kl, so it is not checked twice

@@ -105,7 +105,9 @@ def test_points_scope_checks_named_steps_only():
     r = check(golden, {0: 0.41, 5: 0.6}, scope="points", points=[0, 5, 10], threshold=0.03)
     assert r.status == ERROR and "no value at steps 10" in r.message
     r = check({0: 0.4}, {0: 0.4, 5: 0.6}, scope="points", points=[0, 5], threshold=0.03)
-    assert r.status == PASS and "no golden value at steps 5 (uncalibrated)" in r.message
+    assert r.status == ERROR and r.message.startswith("uncalibrated gate: m has no golden value at steps 5; run")
+    r = check({0: 0.4}, {0: 0.4, 5: 0.6}, scope="points", points=[0, 5], threshold=0.03, severity="reference")
+    assert r.status == INFO and "no golden value at steps 5 (uncalibrated)" in r.message
 
 
 def test_window_mean():
@@ -142,7 +144,7 @@ def test_missing_metric_in_current_or_baseline():
     b = baseline(c)
     assert evaluate_check(c, b, trace({"m": {1: 0.0}}), trace({"x": {1: 0.0}}), True).status == ERROR
     r = evaluate_check(c, b, trace({"x": {1: 0.0}}), trace({"m": {1: 0.0}}), True)
-    assert r.status == INFO and "uncalibrated" in r.message and "rl-autotest calibrate" in r.message
+    assert r.status == ERROR and r.message.startswith("uncalibrated gate: ") and "rl-autotest calibrate" in r.message
     r = evaluate_check(c, b, trace({"x": {1: 0.0}}), trace({"m": {1: 0.0}}), False)
     assert r.status == ERROR and "missing from the baseline tracker" in r.message
 

@@ -142,7 +142,7 @@ def test_file_errors_come_before_row_errors(tmp_path):
 def test_non_finite_step_is_a_usage_error(tmp_path):
     path = tmp_path / "t.jsonl"
     path.write_text('{"a": 1.0, "step": NaN}\n', encoding="utf-8")
-    with pytest.raises(UsageError, match=r":1: key 'step' is missing or not an integer \(nan\)"):
+    with pytest.raises(UsageError, match=r":1: key 'step' is not a whole number \(a number: nan\)"):
         read_trace(path)
 
 

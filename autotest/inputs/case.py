@@ -68,19 +68,14 @@ when needed (keep placeholders outside quotes); ``$NAME`` without braces is left
 
 from __future__ import annotations
 
-import difflib
-import re
-import shlex
-import sys
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from autotest.errors import UsageError
-from autotest.inputs.schema import ENV, NAME, Section, expand_env, load_section
+from autotest.inputs.placeholders import REPO_ROOT, check_template
+from autotest.inputs.schema import NAME, Section, load_section
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 CASES_DIR = REPO_ROOT / "autotest" / "cases"
 MARKERS = ("grpo", "mopd", "gpu", "calibration")
 TRACKER_FORMATS = ("xtuner", "verl", "tensorboard")
@@ -90,8 +85,6 @@ _INPUT_PLACEHOLDERS = ("repo",)
 _PATH_PLACEHOLDERS = ("repo", "work_dir")
 _SECONDS = "write a positive number of seconds"
 
-_BRACES = re.compile(r"(?<!\$)\{([^{}]*)\}")
-_BARE_ENV = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
 @dataclass(frozen=True)
@@ -282,7 +275,7 @@ def _platform(sec: Section) -> Platform:
 def _inputs(top: Section) -> dict[str, str]:
     inputs = top.str_map("inputs", default={})
     for key, value in inputs.items():
-        _check_template(top, f"inputs.{key}", value, _INPUT_PLACEHOLDERS, shell=False)
+        check_template(top, f"inputs.{key}", value, _INPUT_PLACEHOLDERS, shell=False)
     return inputs
 
 
@@ -293,29 +286,29 @@ def _launch(sec: Section) -> Launch:
     command: tuple[str, ...] | str
     if isinstance(raw, str) and raw.strip():
         command = raw
-        _check_template(sec, "command", raw, PLACEHOLDERS, shell=True)
+        check_template(sec, "command", raw, PLACEHOLDERS, shell=True)
     elif isinstance(raw, list) and raw:
         command = sec.str_list("command")
         for i, arg in enumerate(command):
-            _check_template(sec, f"command[{i}]", arg, PLACEHOLDERS, shell=False)
+            check_template(sec, f"command[{i}]", arg, PLACEHOLDERS, shell=False)
     else:
         sec.fail("command", f"{raw!r} is not a command",
                  "give a list of arguments or a non-empty string run by bash")
     cwd = sec.text("cwd", default="{repo}")
-    _check_template(sec, "cwd", cwd, _PATH_PLACEHOLDERS, shell=False)
+    check_template(sec, "cwd", cwd, _PATH_PLACEHOLDERS, shell=False)
     env = sec.str_map("env", default={}, env_values=True)
     for key, value in env.items():
         if not NAME.fullmatch(key):
             sec.fail(f"env.{key}", "not an environment variable name", "use letters, digits and _")
-        _check_template(sec, f"env.{key}", value, PLACEHOLDERS, shell=False)
+        check_template(sec, f"env.{key}", value, PLACEHOLDERS, shell=False)
     fault_args = sec.str_list("fault_args", default=())
     for i, arg in enumerate(fault_args):
-        _check_template(sec, f"fault_args[{i}]", arg, PLACEHOLDERS, shell=False)
+        check_template(sec, f"fault_args[{i}]", arg, PLACEHOLDERS, shell=False)
     if fault_args and not any("{fault}" in a for a in fault_args):
         sec.fail("fault_args", "does not use {fault}", "write e.g. ['--fault', '{fault}']")
     python = sec.text("python", default=None)
     if python is not None:
-        _check_template(sec, "python", python, _INPUT_PLACEHOLDERS, shell=False)
+        check_template(sec, "python", python, _INPUT_PLACEHOLDERS, shell=False)
     return Launch(command=command, cwd=cwd, env=env,
                   timeout_s=sec.number("timeout_s", positive=True, fix=_SECONDS),
                   term_grace_s=sec.number("term_grace_s", positive=True, fix=_SECONDS, default=10.0),
@@ -335,7 +328,7 @@ def _tracker(sec: Section) -> Tracker:
         sec.fail("path", "both path and work_dir are set", "keep one")
     for key, value in (("work_dir", work_dir), ("path", path)):
         if value is not None:
-            _check_template(sec, key, value, _PATH_PLACEHOLDERS, shell=False)
+            check_template(sec, key, value, _PATH_PLACEHOLDERS, shell=False)
     return Tracker(format=fmt, work_dir_env=work_dir_env, work_dir=work_dir, path=path)
 
 
@@ -366,7 +359,7 @@ def _consistency(sec: Section | None) -> Consistency:
     sec.check_keys(required=("policy",), optional=("diagnostic_args",))
     args = sec.str_list("diagnostic_args", ())
     for i, arg in enumerate(args):
-        _check_template(sec, f"diagnostic_args[{i}]", arg, (*PLACEHOLDERS, "diagnostic_config"), shell=False)
+        check_template(sec, f"diagnostic_args[{i}]", arg, (*PLACEHOLDERS, "diagnostic_config"), shell=False)
     if args and not any("{diagnostic_config}" in a for a in args):
         sec.fail("diagnostic_args", "does not pass {diagnostic_config}",
                  "add e.g. [--diagnostic-config, '{diagnostic_config}']")
@@ -376,65 +369,3 @@ def _consistency(sec: Section | None) -> Consistency:
         sec.fail("policy", "true is not a policy (YAML reads a bare on/yes as true)",
                  "write on-breach or always")
     return Consistency(policy=sec.choice("policy", POLICIES), diagnostic_args=args)
-
-
-def _check_template(sec: Section, key: str, text: str, allowed: tuple[str, ...], *,
-                    shell: bool) -> None:
-    """Reject unknown placeholders and env syntax the harness would not expand."""
-    for match in _BRACES.finditer(text):
-        word = match.group(1)
-        if not NAME.fullmatch(word):
-            continue  # JSON or bash brace expansion in a string command, not a placeholder
-        if word not in allowed:
-            close = difflib.get_close_matches(word, allowed, n=1)
-            hint = f"did you mean {{{close[0]}}}? " if close else ""
-            known = ", ".join(f"{{{p}}}" for p in allowed)
-            sec.fail(key, f"unknown placeholder {{{word}}}", f"{hint}known here: {known}")
-    if shell:
-        return
-    for match in ENV.finditer(text):
-        if not NAME.fullmatch(match.group(1)):
-            sec.fail(key, f"{match.group(0)!r} is not supported", "write ${NAME} only")
-    rest = ENV.sub("", text)
-    if "${" in rest:
-        sec.fail(key, f"{text!r} has '${{' without a closing '}}'", "write ${NAME}")
-    bare = _BARE_ENV.search(rest)
-    if bare:
-        sec.fail(key, f"{bare.group(0)!r} is not expanded (no shell runs here)",
-                 f"write ${{{bare.group(1)}}}")
-
-
-# ---------------------------------------------------------------- resolving
-
-
-def unset_variables(text: str, environ: Mapping[str, str]) -> list[str]:
-    """The ${NAME} variables in ``text`` that are unset or empty in ``environ``."""
-    return [m.group(1) for m in ENV.finditer(text)
-            if NAME.fullmatch(m.group(1)) and not environ.get(m.group(1))]
-
-
-def expand(case: Case, key: str, text: str, values: Mapping[str, str],
-           environ: Mapping[str, str], *, shell: bool = False) -> str:
-    """Substitute ${ENV} and {placeholders} in one field of ``case``.
-
-    ``key`` is the dotted key, for the error message. With ``shell`` the substituted values
-    are shell-quoted, since the result is bash source.
-    """
-    quote = shlex.quote if shell else str
-
-    def placeholder(match: re.Match[str]) -> str:
-        word = match.group(1)
-        return quote(values[word]) if word in values else match.group(0)
-
-    text = expand_env(text, f"{case.source}: {key}", environ, quote=quote, when="before running the case")
-    return _BRACES.sub(placeholder, text)
-
-
-def placeholder_values(*, work_dir: Path | None = None, seed: int | None = None,
-                       fault: str | None = None) -> dict[str, str]:
-    values = {"python": sys.executable, "repo": str(REPO_ROOT), "fault": fault or ""}
-    if work_dir is not None:
-        values["work_dir"] = str(Path(work_dir).resolve())
-    if seed is not None:
-        values["seed"] = str(seed)
-    return values

@@ -11,7 +11,8 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from autotest.inputs.case import Case, expand, placeholder_values
+from autotest.inputs.case import Case
+from autotest.inputs.placeholders import expand, placeholder_values
 
 EXP_DIR_NAME = re.compile(r"^\d{14}$")  # xtuner's exp dirs: <work_dir>/<YYYYmmddHHMMSS>/
 TRACKER_RELATIVE = Path("logs") / "exp_tracking" / "tracker.jsonl"

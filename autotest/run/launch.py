@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from autotest.errors import UsageError
-from autotest.inputs.case import Case, expand, placeholder_values
+from autotest.inputs.case import Case
+from autotest.inputs.placeholders import expand, placeholder_values
 from autotest.redaction import json_ready
 from autotest.run.interrupts import Interrupted
 from autotest.run.isolation import (

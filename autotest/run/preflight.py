@@ -20,13 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from autotest.errors import UsageError
-from autotest.inputs.case import (
-    REPO_ROOT,
-    Case,
-    expand,
-    placeholder_values,
-    unset_variables,
-)
+from autotest.inputs.case import REPO_ROOT, Case
+from autotest.inputs.placeholders import expand, placeholder_values, unset_variables
 from autotest.redaction import json_ready
 from autotest.run.platform import PlatformCheck, check_platform, detect_gpus
 

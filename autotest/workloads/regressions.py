@@ -23,7 +23,7 @@ import zlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from autotest.workloads.faults import EVAL, MISMATCH, REWARDS, FaultHooks
+from autotest.workloads.fault_hooks import EVAL, MISMATCH, REWARDS, FaultHooks
 
 if TYPE_CHECKING:
     import torch

@@ -7,7 +7,15 @@ from pathlib import Path
 import pytest
 
 from autotest.files import write_atomic
-from autotest.redaction import MASK, collect_secrets, forget_secrets, mask_file, mask_known, redact, secret_name
+from autotest.redaction import (
+    MASK,
+    collect_secrets,
+    forget_secrets,
+    mask_file,
+    mask_known,
+    redact,
+    secret_name,
+)
 from autotest.report.markdown import append_step_summary
 from autotest.run.infra import find_failures
 

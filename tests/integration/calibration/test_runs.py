@@ -12,10 +12,10 @@ from autotest.calibration.runs import (
     CalibrationOptions,
     baseline_files,
     calibrate_case,
+    calibration_run,
     calibration_seeds,
     load_spec,
     promote,
-    calibration_run,
 )
 from autotest.calibration.thresholds import CalibrationError
 from autotest.errors import UsageError

@@ -8,7 +8,7 @@ import pytest
 
 from autotest.consistency.analyze import analyze
 from autotest.consistency.job import _summary
-from tests.consistency.scenarios import collect
+from tests.integration.consistency.scenarios import collect
 
 K3 = "mismatch/mismatch_k3_kl"
 

@@ -8,15 +8,8 @@ from pathlib import Path
 import pytest
 
 from autotest.errors import UsageError
-from autotest.inputs.case import (
-    CASES_DIR,
-    REPO_ROOT,
-    expand,
-    list_cases,
-    load_case,
-    placeholder_values,
-    unset_variables,
-)
+from autotest.inputs.case import CASES_DIR, REPO_ROOT, list_cases, load_case
+from autotest.inputs.placeholders import expand, placeholder_values, unset_variables
 from autotest.inputs.tracker_layout import tracker_location
 from tests.helpers import DATA
 

@@ -1,0 +1,104 @@
+"""The hook points a fault of the embedded workloads may override; with no fault each is the identity.
+
+Hook points (and who calls them): ``configure`` (the entry point, on the run config),
+``on_step_start`` (the driver loop), ``on_sync`` and ``patch_rollout_model`` (the rollout engine),
+``wrap_judge`` (the training reward), ``on_advantages`` and ``on_actor_logprobs`` (the trainer),
+``wrap_tracker`` (the metric log). The named faults are in :mod:`autotest.workloads.faults`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from autotest.errors import UsageError
+
+if TYPE_CHECKING:
+    import torch
+
+    from autotest.workloads.tasks import Judge
+
+MISMATCH = "mismatch/mismatch_k3_kl"
+REWARDS = "response/rewards/mean"
+EVAL = "eval/accuracy"
+INCONSISTENCY = "mismatch"  # triage rule ids are autotest.judge.triage's
+
+
+class FaultHooks:
+    """No fault: every hook is the identity. Subclasses override what they break."""
+
+    name: ClassVar[str] = "none"
+    arg_help: ClassVar[str] = ""
+    """What ARG means, with its default; empty when the fault takes none."""
+    default_arg: ClassVar[str | None] = None
+    arg_required: ClassVar[bool] = False
+    expected: ClassVar[dict[str, Any]] = {"verdict": "PASS", "breached": [], "triage": ""}
+
+    def __init__(self, arg: str | None, seed: int) -> None:
+        self.arg = arg if arg is not None else self.default_arg
+        self.seed = seed
+
+    def configure(self, config: Any) -> Any:
+        """Return the run config to use (a frozen dataclass)."""
+        return config
+
+    def on_step_start(self, step: int) -> None:
+        """Called at the start of each training step, inside its timing."""
+
+    def on_sync(self, state_dict: Mapping[str, torch.Tensor], version: int) -> Mapping[str, torch.Tensor]:
+        """The weights the rollout engine copies in at ``version`` (0 = initial sync)."""
+        return state_dict
+
+    def patch_rollout_model(self, model: torch.nn.Module) -> None:
+        """Change the rollout copy of the model once, after it is built."""
+
+    def wrap_judge(self, judge: Judge) -> Judge:
+        """The reward function used for training rewards (eval grades with the task's own)."""
+        return judge
+
+    def on_advantages(self, advantages: torch.Tensor, rewards: torch.Tensor, group_size: int) -> torch.Tensor:
+        """Per-sample advantages the PPO update uses."""
+        return advantages
+
+    def on_actor_logprobs(self, step: int, logprobs: torch.Tensor) -> torch.Tensor:
+        """The trainer's recomputed (old) log-probs."""
+        return logprobs
+
+    def wrap_tracker(self, tracker: Any) -> Any:
+        """The metric-log writer (``write(row)``, ``write_text(text)``)."""
+        return tracker
+
+    def eval_model(self, model: torch.nn.Module) -> torch.nn.Module:
+        """The model the rollout engine evaluates with (its own, current one)."""
+        return model
+
+    def sampling_logits(self, logits: torch.Tensor) -> torch.Tensor:
+        """The logits the rollout samples from and takes its reported log-probs of."""
+        return logits
+
+    def route_sources(self, sources: Sequence[str], step: int) -> list[str]:
+        """MOPD: the data source each sample's teacher request is routed by."""
+        return list(sources)
+
+    def check_model(self, model: torch.nn.Module) -> None:
+        """Raise ``UsageError`` when ARG names nothing in ``model`` (run before any work)."""
+
+    def int_arg(self) -> int:
+        """ARG as a positive integer (a step number)."""
+        try:
+            value = int(self.arg or "")
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise UsageError(f"--fault {self.name}: needs a positive step, e.g. {self.name}:3 (got {self.arg!r})")
+        return value
+
+    def float_arg(self) -> float:
+        """ARG as a positive number."""
+        try:
+            value = float(self.arg or "")
+        except ValueError:
+            value = 0.0
+        if value <= 0:
+            raise UsageError(f"--fault {self.name}: ARG must be a positive number (got {self.arg!r})")
+        return value

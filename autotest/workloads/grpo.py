@@ -30,6 +30,7 @@ from typing import Any
 
 from autotest.errors import UsageError
 from autotest.workloads.faults import FaultHooks, catalogue, make_fault
+from autotest.workloads.regressions import listed
 from autotest.workloads.tasks import get_task
 from autotest.workloads.tiny_lm import TinyLMConfig
 from autotest.workloads.tracker import JsonlTracker, make_exp_dir, write_config
@@ -298,7 +299,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     args = parse_args(argv)
     if args.list_faults:
-        print(json.dumps(catalogue(), indent=2))
+        print(json.dumps(catalogue() + listed(), indent=2))  # the detection benchmark's regressions too
         return 0
     try:
         work_dir = args.work_dir or (Path(os.environ["WORK_DIR"]) if os.environ.get("WORK_DIR") else None)

@@ -49,6 +49,7 @@ from typing import Any
 
 from autotest.errors import UsageError
 from autotest.workloads.mopd import ACCEPTED_FAULTS
+from autotest.workloads.regressions import MOPD_REGRESSIONS, listed
 from autotest.workloads.tasks import get_task
 from autotest.workloads.teacher_client import (
     ENDPOINTS_ENV,
@@ -338,7 +339,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     args = parse_args(argv)
     if args.list_faults:
-        print(json.dumps(FAULTS, indent=2))
+        print(json.dumps({**FAULTS, **{r["name"]: r for r in listed(MOPD_REGRESSIONS)}}, indent=2))
         return 0
     signal.signal(signal.SIGTERM, _exit_on_signal)
     signal.signal(signal.SIGINT, _exit_on_signal)

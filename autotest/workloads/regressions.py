@@ -145,3 +145,10 @@ REGRESSIONS: dict[str, type[FaultHooks]] = {
 }
 #: the regressions tiny MOPD's training process accepts
 MOPD_REGRESSIONS = ("judge-drops", "misroute")
+
+
+def listed(names: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+    """Regressions as ``--list-faults`` entries (kind "regression"), so the harness accepts them too."""
+    return [{"name": cls.name, "kind": "regression", "description": " ".join((cls.__doc__ or "").split()),
+             "expected": dict(cls.expected)}
+            for name, cls in REGRESSIONS.items() if names is None or name in names]

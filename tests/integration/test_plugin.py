@@ -76,8 +76,6 @@ import pytest
 from autotest.inputs.case import load_case
 from autotest.plugin import assert_case_outcome
 
-from tests.helpers import DATA
-
 CASE = load_case({str(CASE)!r})
 
 @pytest.mark.parametrize("index", range(4))

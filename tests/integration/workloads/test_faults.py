@@ -11,7 +11,7 @@ import pytest
 
 from autotest.inputs.case import load_case
 from autotest.pipeline import RunOptions, run_case
-from autotest.workloads.faults import catalogue
+from autotest.workloads.faults import MISMATCH, catalogue
 
 ARGS = {"crash-at": "10", "hang-at": "10", "nan-at": "10", "truncated-tracker": "10"}
 # Faults whose verdict a few steps decide (k3 breaches its stepwise gate from step 1): they run with
@@ -67,7 +67,9 @@ def test_fail_fast_stops_a_never_synced_layer_within_a_few_steps(tmp_path):
     assert verdict.status == "FAIL" and verdict.triage[0].rule == "mismatch"
     stepwise = next(r for r in verdict.results if r.check_id == "mismatch/mismatch_k3_kl[stepwise]")
     completion = next(r for r in verdict.results if r.check_id == "run[completion]")
-    assert "fail-fast: mismatch/mismatch_k3_kl" in completion.message
+    assert completion.message.startswith("run stopped by fail-fast at step ") and MISMATCH in completion.message
+    # what the stopped run could not reach is INFO "not reached", never ERROR "cannot decide"
+    assert not [r for r in verdict.results if r.status == "ERROR"]
     last_step = max(p.step for p in stepwise.points)
     assert last_step <= stepwise.first_breach_step + 3, (last_step, stepwise.first_breach_step)
     assert verdict.context["time_to_verdict_s"] is not None

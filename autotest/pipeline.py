@@ -14,6 +14,7 @@ import json
 import math
 import os
 import time
+import traceback
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
@@ -174,9 +175,12 @@ def run_case(case: Case, options: RunOptions) -> CaseRun:
         return replace(shown, status=comparison.verdict.status, reason="; ".join(prep.problems),
                        verdict=comparison.verdict)
     slots_root = options.results_root or default_results_root()
-    with case_slice(case.platform.gpus, slots_root, options.gpu_wait_s, case.name) as env:
-        spec = replace(prep.spec, env={**env, **prep.spec.env})
-        comparison, interrupt = _attempts(case, options, spec, prep)
+    try:
+        with case_slice(case.platform.gpus, slots_root, options.gpu_wait_s, case.name) as env:
+            spec = replace(prep.spec, env={**env, **prep.spec.env})
+            comparison, interrupt = _attempts(case, options, spec, prep)
+    except Exception as exc:  # noqa: BLE001 - every ending, the harness's own failure included, leaves a verdict
+        comparison, interrupt = _harness_failure(case, prep, exc), None
     _mask_logs(prep.results_dir)
     request_path = _write_consistency_request(case, comparison.verdict, prep)
     publish(comparison, prep.results_dir, with_plots=options.with_plots, after_results=options.after_results)
@@ -192,6 +196,19 @@ def run_case(case: Case, options: RunOptions) -> CaseRun:
                        for a in comparison.verdict.context.get("retries") or () if a["decision"]["retry"])
     return replace(shown, status=status, reason=primary if status != PASS else "", verdict=comparison.verdict,
                    consistency_request=request_path, relaunches=relaunches)
+
+
+def _harness_failure(case: Case, prep: _Prepared, exc: Exception) -> Comparison:
+    """An ERROR verdict for a run the harness could not launch or follow; the traceback goes to a log."""
+    log = prep.results_dir / "logs" / "harness_error.log"
+    write_atomic(log, "".join(traceback.format_exception(exc)))
+    if isinstance(exc, UsageError):  # e.g. the command could not start: the message says what to fix
+        reason = str(exc)
+    else:
+        reason = f"the harness failed: {type(exc).__name__}: {exc} (traceback: {log})"
+    facts = RunFacts(case.expected.steps, case.expected.exact_steps, launched=False, harness_error=reason)
+    return judge(prep.baseline, None, golden=prep.golden, facts=facts, case=case.name,
+                 context={**prep.context, "harness_error_log": str(log)})
 
 
 def _mask_logs(results_dir: Path) -> None:

@@ -53,6 +53,8 @@ class RunFacts:
     fail_fast: FailFastStop | None = None
     tracker_problem: str | None = None
     infra: LogFinding | None = None
+    #: the harness itself failed (the launch could not start, an exception in its own code)
+    harness_error: str | None = None
 
 
 class Ending(Protocol):
@@ -125,14 +127,17 @@ def run_results(facts: RunFacts, current: Trace | None) -> list[CheckResult]:
     """Preflight problems, or the run's completion, its tracker and any infrastructure failure."""
     if facts.preflight_problems:
         return [_structural("preflight", ERROR, problem) for problem in facts.preflight_problems]
+    if facts.harness_error:
+        return [_structural("run[harness]", ERROR, facts.harness_error)]
     if not facts.launched:
         return []
     observed = current.last_train_step if current is not None else None
     params = {"exit_code": facts.exit_code, "timed_out": facts.timed_out,
               "wall_s": None if facts.wall_s is None else round(facts.wall_s, 2)}
     if facts.fail_fast is not None:
-        results = [_structural("run[completion]", INFO, f"run stopped by fail-fast at step {facts.fail_fast.stop_step}: "
-                               f"{facts.fail_fast.reason}", **params)]
+        stop = facts.fail_fast
+        results = [_structural("run[completion]", INFO,
+                               f"run stopped by fail-fast at step {stop.stop_step}: {stop.reason}", **params)]
     else:
         completion = completion_status(facts, observed, facts.expected_steps, facts.exact_steps)
         results = [_structural("run[completion]", completion.status,

@@ -131,6 +131,8 @@ def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, histo
                       json.dumps(ctx[key], indent=2, default=str), "```"]
     if plots:
         lines += ["", "## Plots", ""] + [f"![{metric}]({rel})" for metric, rel in sorted(plots.items())]
+    if ctx.get("plots_error"):
+        lines += ["", "## Plots", "", f"- {ctx['plots_error']}"]
     if verdict.warnings:
         lines += ["", "## Reader warnings", ""] + [f"- {w}" for w in verdict.warnings]
     return "\n".join(lines) + "\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,10 +37,21 @@ def publish(comparison: Comparison, out_dir: str | Path, *, with_plots: bool = T
     out.mkdir(parents=True, exist_ok=True)
     plots: dict[str, str] = {}
     if with_plots and comparison.golden is not None and comparison.current is not None:
-        plots = plot_checks(comparison.verdict, comparison.golden, comparison.current, out)
+        plots = _draw(comparison, out)
     results_json = write_results_json(comparison.verdict, out, {"plots": plots})
     history = list(after_results(out)) if after_results is not None else []
     report_md = out / "report.md"
     write_atomic(report_md, render_markdown(comparison.verdict, plots, history))
     summary = append_step_summary(render_step_summary(comparison.verdict, report_md, history))
     return Published(results_json, report_md, plots, summary)
+
+
+def _draw(comparison: Comparison, out: Path) -> dict[str, str]:
+    """The plots; a plotting problem is noted in the report and never fails the run (or a user's pytest)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. "No artists with labels found" on a run with no rows
+            return plot_checks(comparison.verdict, comparison.golden, comparison.current, out)
+    except Exception as exc:  # noqa: BLE001 - the verdict stands without its pictures
+        comparison.verdict.context["plots_error"] = f"plots not drawn: {type(exc).__name__}: {exc}"
+        return {}

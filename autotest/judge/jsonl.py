@@ -10,7 +10,6 @@ meets them: a file that is not UTF-8, then a malformed line, then (in the reader
 from __future__ import annotations
 
 import json
-from itertools import repeat
 from pathlib import Path
 from typing import Iterator
 
@@ -59,7 +58,7 @@ def _decode(path: Path, line: bytes) -> str:
 def iter_rows(path: Path, warnings: list[str]) -> Iterator[Row]:
     """Yield ``(line_number, row, line)``; appends to ``warnings`` when a truncated final line is dropped.
 
-    ``line`` is the row's raw bytes, for cheap searches (:func:`any_key_starts_with`).
+    ``line`` is the row's raw bytes, for cheap byte searches before any key is tested.
     """
     loads = _fast_loads()
     malformed: tuple[int, json.JSONDecodeError] | None = None
@@ -87,7 +86,8 @@ def iter_rows(path: Path, warnings: list[str]) -> Iterator[Row]:
                 if not isinstance(row, dict):
                     _check_utf8(path, lines)
                     raise UsageError(f"{path}:{number}: a row must be a JSON object, got {type(row).__name__}")
-                if line.count(b'":') + line.count(b'" :') > len(row):  # fewer keys kept than written?
+                # fewer keys kept than written? (one scan of the line: `"key" :` with a space is not counted)
+                if line.count(b'":') > len(row):
                     duplicate = _duplicate_key(line, row)
                     if duplicate is not None:
                         _check_utf8(path, lines)
@@ -119,7 +119,7 @@ def _duplicate_key(line: bytes, row: dict) -> str | None:
     ``data``) and strings holding ``":`` explain the rest cheaply; only then is the line parsed again.
     """
     nested = sum(len(v) for v in row.values() if type(v) is dict)
-    if line.count(b'":') + line.count(b'" :') <= len(row) + nested:
+    if line.count(b'":') <= len(row) + nested:
         return None
     try:
         json.loads(line, object_pairs_hook=_no_duplicates)
@@ -149,10 +149,3 @@ def raise_file_error(rows: Iterator[Row]) -> None:
             pass
     except UsageError as exc:
         raise exc from None
-
-
-def any_key_starts_with(row: dict, line: bytes, prefix: str) -> bool:
-    """Whether a key of ``row`` starts with ``prefix`` (ASCII); its line's bytes rule most rows out cheaply."""
-    if b'"' + prefix.encode() not in line and b"\\" not in line:  # without escapes a key is in its line verbatim
-        return False
-    return any(map(str.startswith, row, repeat(prefix)))

@@ -22,7 +22,7 @@ from typing import Callable
 
 from autotest.errors import UsageError
 from autotest.inputs.tracker_layout import TRACKER_RELATIVE, exp_dirs
-from autotest.judge.jsonl import any_key_starts_with, iter_rows, raise_file_error
+from autotest.judge.jsonl import iter_rows, raise_file_error
 from autotest.judge.tensorboard import is_event_file, read_tensorboard
 from autotest.judge.trace import Trace
 
@@ -161,7 +161,9 @@ def read_xtuner(path: Path, keep: frozenset[str] | None = None) -> Trace:
                         builder.non_numeric[key] = (_kind(values[key]), number)
                 minibatch_lines.setdefault(step, number)
                 continue
-            eval_only = _is_eval_row(values)
+            # one byte search rules out most rows: without escapes an eval key is in its line verbatim
+            maybe_eval = b'"eval/' in line or b"\\" in line
+            eval_only = maybe_eval and _is_eval_row(values)
             seen = seen_eval_only if eval_only else seen_summary
             if step in seen:
                 builder.warnings.append(
@@ -170,7 +172,7 @@ def read_xtuner(path: Path, keep: frozenset[str] | None = None) -> Trace:
             seen.add(step)
             if not eval_only:
                 builder.train_steps.add(step)
-            if eval_only or any_key_starts_with(values, line, EVAL_PREFIX):
+            if eval_only or maybe_eval and any(map(str.startswith, values, repeat(EVAL_PREFIX))):
                 builder.eval_steps.add(step)
             builder.put_row(step, values, number)
     except UsageError:

@@ -45,20 +45,6 @@ _WHY = {
 }
 
 
-def analyze(
-    rollout_dump_dir: Path,
-    actor_dump_dir: Path,
-    rollout_corr_log: Path,
-    actor_corr_log: Path,
-    out_dir: Path,
-    mapping_file: Path | None = None,
-    **kwargs: Any,
-) -> RootCauseReport:
-    """:func:`analyze_dumps` in the collection's own order (rollout first, both logs given)."""
-    return analyze_dumps(actor_dump_dir, rollout_dump_dir, out_dir, train_correlation=actor_corr_log,
-                         rollout_correlation=rollout_corr_log, mapping_file=mapping_file, **kwargs)
-
-
 def analyze_dumps(
     train_dump: Path,
     rollout_dump: Path,

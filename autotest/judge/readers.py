@@ -24,10 +24,8 @@ from autotest.errors import UsageError
 from autotest.inputs.tracker_layout import TRACKER_RELATIVE, exp_dirs
 from autotest.judge.jsonl import iter_rows, raise_file_error
 from autotest.judge.tensorboard import is_event_file, read_tensorboard
-from autotest.judge.trace import Trace
+from autotest.judge.trace import EVAL_PREFIX, MINIBATCH_PREFIX, Trace
 
-MINIBATCH_PREFIX = "train_metrics/"
-EVAL_PREFIX = "eval/"
 #: xtuner exp dirs are named by a 14-digit timestamp (YYYYmmddHHMMSS)
 
 

@@ -20,11 +20,9 @@ from pathlib import Path
 from types import MappingProxyType
 
 from autotest.errors import UsageError
-from autotest.judge.trace import Trace
+from autotest.judge.trace import EVAL_PREFIX, MINIBATCH_PREFIX, Trace
 
 EVENT_FILE_MARK = "tfevents"
-EVAL_PREFIX = "eval/"
-MINIBATCH_PREFIX = "train_metrics/"
 
 
 def is_event_file(path: Path) -> bool:

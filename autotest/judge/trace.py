@@ -7,6 +7,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
 
+#: metric-name prefixes of xtuner's row kinds (every reader and the triage use these)
+EVAL_PREFIX = "eval/"
+MINIBATCH_PREFIX = "train_metrics/"
+
 #: A metric series: real step number -> value. Never aligned by position.
 Series = Mapping[int, float]
 

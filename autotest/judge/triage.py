@@ -27,7 +27,7 @@ import math
 from typing import Iterable
 
 from autotest.judge.model import ERROR, FAIL, PASS, CheckResult, TriageFinding
-from autotest.judge.trace import Trace
+from autotest.judge.trace import EVAL_PREFIX, Trace
 
 #: metric families that measure train–inference consistency (xtuner, verl, slime, NeMo-RL)
 CONSISTENCY_PREFIXES = ("mismatch/", "rollout_corr/", "training/rollout_probs_diff",
@@ -35,7 +35,6 @@ CONSISTENCY_PREFIXES = ("mismatch/", "rollout_corr/", "training/rollout_probs_di
 REWARD_METRICS = ("response/rewards/mean",)
 DISTILL_PREFIX = "distillation/"
 TIME_PREFIX = "time/"
-EVAL_PREFIX = "eval/"
 
 
 def is_consistency_metric(metric: str | None) -> bool:

@@ -17,14 +17,14 @@ from autotest.errors import UsageError
 from autotest.inputs.baseline import Baseline, load_baseline
 from autotest.judge.checks import run_checks
 from autotest.judge.model import ERROR, FAIL, INFO, CheckResult, Verdict, decide_status
-from autotest.judge.readers import EVAL_PREFIX, read_trace
+from autotest.judge.readers import read_trace
 from autotest.judge.structural import (
     RunFacts,
     not_reached_message,
     run_results,
     shape_results,
 )
-from autotest.judge.trace import Trace
+from autotest.judge.trace import EVAL_PREFIX, Trace
 from autotest.judge.triage import triage
 
 

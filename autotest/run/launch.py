@@ -10,6 +10,7 @@ clean up. Whether the run is *complete* is judged apart (``autotest.judge.struct
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shlex
@@ -20,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from autotest.errors import UsageError
+from autotest.files import write_atomic
 from autotest.inputs.case import Case
 from autotest.inputs.placeholders import expand, placeholder_values
-from autotest.redaction import json_ready
+from autotest.redaction import json_ready, redact
 from autotest.run.interrupts import Interrupted
 from autotest.run.isolation import (
     PYTHON_ENV,
@@ -159,3 +161,8 @@ def with_own_ray(spec: LaunchSpec, case_env: Collection[str] = ()) -> LaunchSpec
     stop = (sys.executable, *_STOP_RAY, "--gcs-port", gcs_port, "--temp-dir", env.get(RAY_TMPDIR_ENV, ""))
     others = tuple(c for c in spec.cleanup_commands if tuple(c[1:4]) != _STOP_RAY)
     return replace(spec, env=env, cleanup_commands=(*others, stop))
+
+
+def write_launch_record(path: Path, record: dict[str, Any]) -> None:
+    """``logs/launch.json`` of either backend: secrets redacted, written atomically (it is rewritten as the run goes)."""
+    write_atomic(path, json.dumps(redact(record), indent=2, default=str) + "\n")

@@ -13,7 +13,6 @@ that start Ray) and the survivors, if any, are recorded.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import shlex
 import signal
@@ -25,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from autotest.errors import UsageError
-from autotest.redaction import redact
 from autotest.run import watchdog
 from autotest.run.interrupts import Interrupted, describe, stop_requested
 from autotest.run.launch import (
@@ -34,20 +32,15 @@ from autotest.run.launch import (
     LaunchSpec,
     PollCallback,
     RunInterrupted,
+    write_launch_record,
 )
 from autotest.run.proctable import (
     alive_as_recorded,
     descendants,
-    process_table,
     session_members,
 )
 
 TRACK_INTERVAL_S = 1.0  # how often the run's process tree is recorded
-
-
-# the old private names, kept for callers (tests) that read the table directly
-_process_table = process_table
-_alive_as_recorded = alive_as_recorded
 
 
 def _signal_pids(pids: list[int], sig: int) -> None:
@@ -105,13 +98,13 @@ def terminate_session(proc: subprocess.Popen, grace_s: float,
     proc.wait()
     members = set(session_members(sid))
     outside = {pid: start for pid, start in (tracked or {}).items() if pid not in members}
-    escaped = _alive_as_recorded(outside)
+    escaped = alive_as_recorded(outside)
     if escaped:
         _signal_pids(escaped, signal.SIGTERM)
-        if not _wait_until(lambda: not _alive_as_recorded(outside), min(grace_s, 10.0)):
-            _signal_pids(_alive_as_recorded(outside), signal.SIGKILL)
-            _wait_until(lambda: not _alive_as_recorded(outside), 10.0)
-    survivors = session_members(sid) + _alive_as_recorded(outside)
+        if not _wait_until(lambda: not alive_as_recorded(outside), min(grace_s, 10.0)):
+            _signal_pids(alive_as_recorded(outside), signal.SIGKILL)
+            _wait_until(lambda: not alive_as_recorded(outside), 10.0)
+    survivors = session_members(sid) + alive_as_recorded(outside)
     return Teardown(leftover=leftover, escaped=tuple(escaped), survivors=tuple(survivors))
 
 
@@ -140,12 +133,6 @@ def _run_cleanup(command: tuple[str, ...], spec: LaunchSpec, env: dict[str, str]
 # ---------------------------------------------------------------- launching
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(redact(data), indent=2, default=str) + "\n", encoding="utf-8")
-    tmp.replace(path)
-
-
 def launch(spec: LaunchSpec, results_dir: Path, *, poll: PollCallback | None = None,
            poll_interval_s: float = 10.0) -> LaunchResult:
     """Run ``spec`` to its end, the timeout, or a stop reason returned by ``poll``.
@@ -166,7 +153,7 @@ def launch(spec: LaunchSpec, results_dir: Path, *, poll: PollCallback | None = N
         "timeout_s": spec.timeout_s, "uses_ray": spec.uses_ray,
         "cleanup_commands": [list(c) for c in spec.cleanup_commands], "started_at": started_at,
     }
-    _write_json(launch_json, record)
+    write_launch_record(launch_json, record)
     t0 = time.monotonic()
     with stdout_log.open("wb") as out, stderr_log.open("wb") as err:
         try:
@@ -174,7 +161,7 @@ def launch(spec: LaunchSpec, results_dir: Path, *, poll: PollCallback | None = N
                                     stdout=out, stderr=err, start_new_session=True)
         except OSError as exc:
             record["result"] = {"error": f"could not start: {exc}"}
-            _write_json(launch_json, record)
+            write_launch_record(launch_json, record)
             raise UsageError(f"launch: could not start {spec.argv[0]!r} in {spec.cwd}: "
                              f"{exc.strerror or exc}; check the command and launch.cwd") from None
     record["pid"] = proc.pid
@@ -232,7 +219,7 @@ def launch(spec: LaunchSpec, results_dir: Path, *, poll: PollCallback | None = N
             leftover_pids=teardown.leftover, escaped_pids=teardown.escaped,
             survivors=teardown.survivors, cleanup=cleanups)
         record["result"] = result.to_dict()
-        _write_json(launch_json, record)
+        write_launch_record(launch_json, record)
     if interrupt is not None:
         raise RunInterrupted(interrupted or "interrupted", result) from interrupt
     return result

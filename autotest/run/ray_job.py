@@ -44,9 +44,14 @@ from pathlib import Path
 from typing import Any
 
 from autotest.errors import UsageError
-from autotest.redaction import redact
 from autotest.run.interrupts import Interrupted, describe, stop_requested
-from autotest.run.launch import LaunchResult, LaunchSpec, PollCallback, RunInterrupted
+from autotest.run.launch import (
+    LaunchResult,
+    LaunchSpec,
+    PollCallback,
+    RunInterrupted,
+    write_launch_record,
+)
 
 EXTRA_HINT = "pip install 'rl-autotest[workloads]'"
 START_HINT = "start one with `ray start --head --dashboard-host 127.0.0.1`"
@@ -241,12 +246,6 @@ class _Job:
         return outcome
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(redact(data), indent=2, default=str) + "\n", encoding="utf-8")
-    tmp.replace(path)
-
-
 def submit(spec: LaunchSpec, results_dir: Path, *, address: str, num_gpus: int = 0, num_cpus: float = 1,
            poll: PollCallback | None = None, poll_interval_s: float = 2.0,
            client_factory: ClientFactory | None = None, pending_timeout_s: float | None = None,
@@ -289,13 +288,13 @@ def submit(spec: LaunchSpec, results_dir: Path, *, address: str, num_gpus: int =
         "stderr_log": "empty: Ray writes the job's stdout and stderr together into stdout.log",
         "ray": ray_record,
     }
-    _write_json(launch_json, record)
+    write_launch_record(launch_json, record)
     try:
         client = connect(address, client_factory)
     except UsageError as exc:
         ray_record["status"] = "NOT SUBMITTED"
         record["result"] = {"error": str(exc)}
-        _write_json(launch_json, record)
+        write_launch_record(launch_json, record)
         raise
     metadata = {"rl_autotest_results_dir": str(results_dir), "rl_autotest_case": Path(results_dir).parent.name}
     t0 = time.monotonic()
@@ -306,11 +305,11 @@ def submit(spec: LaunchSpec, results_dir: Path, *, address: str, num_gpus: int =
     except Exception as exc:  # noqa: BLE001 - a refused submission is the user's to fix
         ray_record["status"] = "NOT SUBMITTED"
         record["result"] = {"error": _one_line(exc)}
-        _write_json(launch_json, record)
+        write_launch_record(launch_json, record)
         raise UsageError(f"ray job at {url}: submission refused: {_one_line(exc)}; "
                          "check launch.env values and the cluster's resources") from None
     ray_record["status"] = "PENDING"
-    _write_json(launch_json, record)
+    write_launch_record(launch_json, record)
     job = _Job(client, submission_id, stdout_log)
     pending_limit = spec.timeout_s if pending_timeout_s is None else pending_timeout_s
     timed_out, stopped, interrupted, lost = False, None, None, None
@@ -376,7 +375,7 @@ def submit(spec: LaunchSpec, results_dir: Path, *, address: str, num_gpus: int =
             timeout_s=spec.timeout_s, exit_code=code, signal=sig, timed_out=timed_out, stopped_reason=stopped,
             interrupted=interrupted or lost, stdout_log=stdout_log, stderr_log=stderr_log, launch_json=launch_json)
         record["result"] = result.to_dict()
-        _write_json(launch_json, record)
+        write_launch_record(launch_json, record)
     if interrupt is not None:
         raise RunInterrupted(interrupted or "interrupted", result) from interrupt
     return result

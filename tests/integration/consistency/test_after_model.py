@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from autotest.consistency.analyze import analyze
+from autotest.consistency.analyze import analyze_dumps
 from autotest.consistency.job import _summary
 from tests.integration.consistency.scenarios import collect
 
@@ -17,8 +17,9 @@ K3 = "mismatch/mismatch_k3_kl"
 def test_aligned_dumps_under_a_k3_breach_point_at_the_sampling_path(tmp_path: Path) -> None:
     run = collect(tmp_path / "healthy", lambda rollout: rollout)  # the modules compute the same function
     out = tmp_path / "out"
-    report = analyze(run.rollout_dump, run.actor_dump, run.rollout_log, run.actor_log, out,
-                     context={"breached_metrics": [K3]})
+    report = analyze_dumps(run.actor_dump, run.rollout_dump, out,
+                           train_correlation=run.actor_log, rollout_correlation=run.rollout_log,
+                           context={"breached_metrics": [K3]})
     assert report.verdict == "no_divergence"  # what the dumps show, stated as such
     assert "after the model" in report.next_checks[0]
     assert any("temperature" in c and "logits processors" in c for c in report.next_checks)
@@ -31,6 +32,7 @@ def test_aligned_dumps_under_a_k3_breach_point_at_the_sampling_path(tmp_path: Pa
 @pytest.mark.slow
 def test_aligned_dumps_without_a_breach_are_still_no_divergence(tmp_path: Path) -> None:
     run = collect(tmp_path / "healthy", lambda rollout: rollout)
-    report = analyze(run.rollout_dump, run.actor_dump, run.rollout_log, run.actor_log, tmp_path / "out")
+    report = analyze_dumps(run.actor_dump, run.rollout_dump, tmp_path / "out",
+                           train_correlation=run.actor_log, rollout_correlation=run.rollout_log)
     assert _summary(report, [], []) == "no divergence"
     assert not any("after the model" in c for c in report.next_checks)

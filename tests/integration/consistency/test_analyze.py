@@ -1,4 +1,4 @@
-"""End to end: real MSProbe dumps of each fault scenario → analyze() → the right judgement."""
+"""End to end: real MSProbe dumps of each fault scenario → analyze_dumps() → the right judgement."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from autotest.consistency.analyze import analyze
+from autotest.consistency.analyze import analyze_dumps
 from autotest.consistency.verdict import RootCauseReport
 from autotest.errors import UsageError
 
@@ -16,7 +16,8 @@ from .scenarios import ScenarioRun
 
 
 def run(r: ScenarioRun, out: Path, **kwargs: object) -> RootCauseReport:
-    return analyze(r.rollout_dump, r.actor_dump, r.rollout_log, r.actor_log, out, **kwargs)  # type: ignore[arg-type]
+    return analyze_dumps(r.actor_dump, r.rollout_dump, out,
+                         train_correlation=r.actor_log, rollout_correlation=r.rollout_log, **kwargs)  # type: ignore[arg-type]
 
 
 def steps(report: RootCauseReport) -> dict[str, str]:
@@ -102,7 +103,8 @@ def _cannot(report: RootCauseReport) -> set[str]:
 
 def test_missing_dump_side_cannot_conclude(scenario_runs, tmp_path):
     r = scenario_runs["mlp_unsynced"]
-    report = analyze(r.rollout_dump, tmp_path / "no-actor-dump", r.rollout_log, r.actor_log, tmp_path / "out")
+    report = analyze_dumps(tmp_path / "no-actor-dump", r.rollout_dump, tmp_path / "out",
+                           train_correlation=r.actor_log, rollout_correlation=r.rollout_log)
     assert _cannot(report) == {"missing_dump_side"}
     assert steps(report)["collection: actor dump"] == "failed"
     assert steps(report)["pairing by request id"] == "not_run"
@@ -121,7 +123,8 @@ def test_missing_forward_folder_of_one_pair_cannot_conclude(scenario_runs, tmp_p
     for line in lines:
         line["dump_path"] = str(actor / line["dump_subdir"])
     log.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    report = analyze(r.rollout_dump, actor, r.rollout_log, log, tmp_path / "out")
+    report = analyze_dumps(actor, r.rollout_dump, tmp_path / "out",
+                           train_correlation=log, rollout_correlation=r.rollout_log)
     # one pair left: the analysis runs on it and says what is missing
     assert report.verdict == "root_cause_found"
     assert {c.reason for c in report.cannot_conclude} == {"missing_dump_side"}
@@ -143,7 +146,8 @@ def test_unpaired_request_ids_cannot_conclude(scenario_runs, tmp_path):
     log = _rewrite_actor_log(
         r, tmp_path, lambda row: row.update(request_ids=[f"other-{i}" for i in row["request_ids"]])
     )
-    report = analyze(r.rollout_dump, r.actor_dump, r.rollout_log, log, tmp_path / "out")
+    report = analyze_dumps(r.actor_dump, r.rollout_dump, tmp_path / "out",
+                           train_correlation=log, rollout_correlation=r.rollout_log)
     assert _cannot(report) == {"unpaired_samples"}
     assert any("other-s2-p0-r0" in c.detail for c in report.cannot_conclude)
     assert steps(report)["module mapping"] == "not_run"
@@ -158,20 +162,23 @@ def test_different_token_ids_cannot_conclude_even_though_dumps_differ(scenario_r
 def test_weight_version_mismatch_cannot_conclude(scenario_runs, tmp_path):
     r = scenario_runs["healthy_fp32"]
     log = _rewrite_actor_log(r, tmp_path, lambda row: row.update(weight_version=row["weight_version"] + 1))
-    report = analyze(r.rollout_dump, r.actor_dump, r.rollout_log, log, tmp_path / "out")
+    report = analyze_dumps(r.actor_dump, r.rollout_dump, tmp_path / "out",
+                           train_correlation=log, rollout_correlation=r.rollout_log)
     assert _cannot(report) == {"weight_version_mismatch"}
 
 
 def test_missing_correlation_log_cannot_conclude(scenario_runs, tmp_path):
     r = scenario_runs["healthy_fp32"]
-    report = analyze(r.rollout_dump, r.actor_dump, tmp_path / "none.jsonl", r.actor_log, tmp_path / "out")
+    report = analyze_dumps(r.actor_dump, r.rollout_dump, tmp_path / "out",
+                           train_correlation=r.actor_log, rollout_correlation=tmp_path / "none.jsonl")
     assert _cannot(report) == {"missing_correlation_log"}
 
 
 def test_same_folder_for_both_sides_is_a_usage_error(scenario_runs, tmp_path):
     r = scenario_runs["healthy_fp32"]
     with pytest.raises(UsageError, match="same"):
-        analyze(r.actor_dump, r.actor_dump, r.rollout_log, r.actor_log, tmp_path)
+        analyze_dumps(r.actor_dump, r.actor_dump, tmp_path,
+                      train_correlation=r.actor_log, rollout_correlation=r.rollout_log)
 
 
 def test_report_lists_paths_and_context(scenario_runs, tmp_path):

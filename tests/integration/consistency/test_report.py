@@ -3,7 +3,7 @@ from __future__ import annotations
 import csv
 import json
 
-from autotest.consistency.analyze import analyze
+from autotest.consistency.analyze import analyze_dumps
 from autotest.consistency.report import FILES, output_paths
 
 
@@ -16,7 +16,8 @@ def strict_json(path):
 
 def test_every_artifact_is_written_with_its_columns(scenario_runs, tmp_path):
     run = scenario_runs["one_matrix"]
-    report = analyze(run.rollout_dump, run.actor_dump, run.rollout_log, run.actor_log, tmp_path)
+    report = analyze_dumps(run.actor_dump, run.rollout_dump, tmp_path,
+                           train_correlation=run.actor_log, rollout_correlation=run.rollout_log)
     assert set(report.paths["outputs"]) == set(output_paths(tmp_path))
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         f"{stem}.{ext}"

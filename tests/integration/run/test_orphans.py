@@ -115,7 +115,8 @@ def test_sigkill_of_the_harness_stops_a_hung_run(tmp_path: Path) -> None:
     assert "is gone: stopping session" in log and "stopped" in log
 
 
-def test_sigkill_of_pytest_stops_the_run(tmp_path: Path) -> None:
+def pytest_harness(tmp_path: Path) -> subprocess.Popen:
+    """pytest running one accuracy case whose run hangs at step 3."""
     suite = tmp_path / "test_suite.py"
     suite.write_text(f"""
 from autotest.inputs.case import load_case
@@ -123,8 +124,12 @@ from autotest.inputs.case import load_case
 def test_slow(run_accuracy_case):
     run_accuracy_case(load_case({str(case_file(tmp_path))!r}), fault="hang-at:3")
 """, encoding="utf-8")
-    proc = harness(["-m", "pytest", "-q", str(suite), "--results-dir",
-                    str(tmp_path / "results"), "-p", "no:cacheprovider"], tmp_path)
+    return harness(["-m", "pytest", "-q", str(suite), "--results-dir", str(tmp_path / "results"),
+                    "-p", "no:cacheprovider"], tmp_path)
+
+
+def test_sigkill_of_pytest_stops_the_run(tmp_path: Path) -> None:
+    proc = pytest_harness(tmp_path)
     tracked = wait_for_run(proc)
     proc.kill()
     proc.communicate(timeout=30)
@@ -132,15 +137,7 @@ def test_slow(run_accuracy_case):
 
 
 def test_sigterm_of_pytest_publishes_the_verdict(tmp_path: Path) -> None:
-    suite = tmp_path / "test_suite.py"
-    suite.write_text(f"""
-from autotest.inputs.case import load_case
-
-def test_slow(run_accuracy_case):
-    run_accuracy_case(load_case({str(case_file(tmp_path))!r}), fault="hang-at:3")
-""", encoding="utf-8")
-    proc = harness(["-m", "pytest", "-q", str(suite), "--results-dir",
-                    str(tmp_path / "results"), "-p", "no:cacheprovider"], tmp_path)
+    proc = pytest_harness(tmp_path)
     tracked = wait_for_run(proc)
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=60)

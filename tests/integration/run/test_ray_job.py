@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from autotest.errors import UsageError
-from autotest.run.process_group import _process_table, descendants
+from autotest.run.proctable import descendants, process_table
 from autotest.run.ray_job import submit
 from tests.unit.run.test_ray_job import run_dir, spec_for
 
@@ -44,7 +44,7 @@ def _cluster_pids(session: int, temp_dir: str) -> set[int]:
     """Our head's processes: its session, anything naming its temp dir, and their descendants
     (workers and job drivers start sessions of their own)."""
     found = set()
-    for proc in _process_table():
+    for proc in process_table():
         try:
             cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes().decode(errors="replace")
         except OSError:

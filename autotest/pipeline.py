@@ -80,8 +80,6 @@ class RunOptions:
     with_plots: bool = True
     #: extra environment for the launched command
     env: dict[str, str] = field(default_factory=dict)
-    #: a label added to the results folder name (e.g. "calib-1")
-    label: str = ""
     #: how often the launcher asks the follower; a poll costs one stat unless the tracker grew
     poll_interval_s: float = 0.1
     #: shown the experiment card before launching; returning False launches nothing
@@ -218,8 +216,7 @@ def _mask_logs(results_dir: Path) -> None:
 
 
 def _prepare(case: Case, options: RunOptions, framework: Checkout | None) -> _Prepared:
-    results_dir = options.results_dir or new_results_dir(case, options.results_root, fault=options.fault,
-                                                         label=options.label)
+    results_dir = options.results_dir or new_results_dir(case, options.results_root, fault=options.fault)
     results_dir = Path(results_dir).resolve()
     work_dir = results_dir / "work"
     work_dir.mkdir(parents=True, exist_ok=True)

@@ -17,7 +17,7 @@ import pytest
 from autotest.errors import UsageError
 from autotest.history.drift import history_recorder
 from autotest.inputs.case import Case
-from autotest.pipeline import DRY_RUN, SKIP, CaseRun, RunOptions, run_case
+from autotest.pipeline import DRY_RUN, GPU_WAIT_S, SKIP, CaseRun, RunOptions, run_case
 from autotest.redaction import collect_secrets
 from autotest.run.interrupts import signals_as_interrupt
 
@@ -42,7 +42,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="stop a run as soon as a per-step gate check fails")
     group.addoption("--ray-address", default=None,
                     help="submit each case as a Ray job to this cluster (default: $RAY_ADDRESS when set)")
-    group.addoption("--gpu-wait-s", type=float, default=6 * 3600.0,
+    group.addoption("--gpu-wait-s", type=float, default=GPU_WAIT_S,
                     help="how long a case waits for free GPUs on this node")
     group.addoption("--history", default=None, metavar="URL",
                     help="run history database URL (default: $RL_AUTOTEST_HISTORY, else <results root>/history.sqlite)")

@@ -44,7 +44,7 @@ from autotest.report.publish import AfterResults
 from autotest.run.interrupts import clear_stop, describe, request_stop
 from autotest.run.platform import check_platform, detect_gpus
 from autotest.run.preflight import run_preflight
-from autotest.run.results_dir import default_results_root
+from autotest.run.results_dir import default_results_root, fresh_folder, run_stamp
 
 CONFIG_NAME = "config.json"
 
@@ -263,20 +263,6 @@ def _run_on_ray(case: Case, seeds: Sequence[int], dirs: Sequence[Path], address:
             shutil.rmtree(temp_dir, ignore_errors=True)
 
 
-def _new_folder(parent: Path, prefix: str) -> Path:
-    """A fresh ``<prefix>-<stamp>-pid<pid>[~n]`` folder: an earlier calibration's runs are never overwritten."""
-    base = f"{prefix}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-pid{os.getpid()}"
-    parent.mkdir(parents=True, exist_ok=True)
-    for suffix in range(1000):
-        folder = parent / (base if suffix == 0 else f"{base}~{suffix}")
-        try:
-            folder.mkdir()
-            return folder
-        except FileExistsError:
-            continue
-    raise UsageError(f"{parent}: cannot create a fresh {prefix} folder; clean it up")
-
-
 def _relative(path: Path | None) -> str | None:
     if path is None:
         return None
@@ -322,7 +308,8 @@ def calibrate_case(case: Case, options: CalibrationOptions) -> CalibrationOutcom
         raise UsageError(f"--runs: {runs} is below 2; run-to-run noise needs at least two runs")
     target, candidate_path, report_path = baseline_files(case, options.baselines_dir)
 
-    folder = _new_folder(Path(options.results_root or default_results_root()).resolve() / case.name, "calibration")
+    folder = fresh_folder(Path(options.results_root or default_results_root()).resolve() / case.name,
+                          f"calibration-{run_stamp()}")
     write_atomic(folder / "preflight.json", json.dumps(preflight.to_dict(), indent=2) + "\n")
     if options.from_history:
         records = history_records(case, runs, options)

@@ -20,7 +20,8 @@ Schema::
       - metric, method (absolute|relative|slowdown|value), operator (< <= > >=), threshold,
         scope (stepwise|percentile|final|points|window|pooled; default stepwise), severity (gate|reference),
         percentile (scope percentile), points: [int] (scope points), window: [first, last] (scope
-        window; optional for pooled), relative_floor, derivation, measured_max_deviation
+        window; optional for pooled), statistic (scope pooled: mean|trend; default mean), relative_floor,
+        derivation, measured_max_deviation
     metric_aliases, short_names: {str: str}
     steps: {expected: int, exact: bool}
     calibrated_range: [first, last]
@@ -46,6 +47,8 @@ METHODS = ("absolute", "relative", "slowdown", "value")
 OPERATORS = ("<", "<=", ">", ">=")
 SCOPES = ("stepwise", "percentile", "final", "points", "window", "pooled")
 SEVERITIES = ("gate", "reference")
+#: what a pooled check gates: the mean of z over the window, or its fitted change across it
+POOLED_STATISTICS = ("mean", "trend")
 #: |base| below this is treated as this value in the relative error (explicit, reported)
 DEFAULT_RELATIVE_FLOOR = 1e-12
 
@@ -67,11 +70,16 @@ class CheckSpec:
     #: how the threshold was derived (seed table, calibration with measured max deviation, ...)
     derivation: str = ""
     measured_max_deviation: float | None = None
+    #: scope pooled: gate the mean of the standardised deviations, or their fitted trend
+    statistic: str = "mean"
 
     @property
     def check_id(self) -> str:
-        if self.scope == "pooled" and self.window:  # one metric may be pooled over several phases
-            return f"{self.metric}[pooled {self.window[0]}-{self.window[1]}]"
+        if self.scope == "pooled":  # one metric may be pooled over several phases, by mean and trend
+            kind = "pooled" if self.statistic == "mean" else f"pooled {self.statistic}"
+            if self.window:
+                return f"{self.metric}[{kind} {self.window[0]}-{self.window[1]}]"
+            return f"{self.metric}[{kind}]"
         return f"{self.metric}[{self.scope}]"
 
     def describe(self) -> str:
@@ -86,7 +94,8 @@ class CheckSpec:
             scope = "final point only"
         elif self.scope == "pooled":
             where = f"steps {self.window[0]}-{self.window[1]}" if self.window else "every calibrated step"
-            scope = f"|mean of per-step deviations / calibrated noise| over {where}"
+            what = "mean" if self.statistic == "mean" else "fitted first-to-last change"
+            scope = f"|{what} of per-step deviations / calibrated noise| over {where}"
         severity = "" if self.severity == "gate" else " (reference only, never fails)"
         return f"{self.metric}: {self.method} {self.operator} {self.threshold:g}, {scope}{severity}"
 
@@ -156,9 +165,9 @@ class Baseline:
         return metric
 
 
-_DOC = "autotest/baseline.py"
+_DOC = "autotest/inputs/baseline.py"
 _CHECK_KEYS = ("scope", "severity", "percentile", "points", "window", "relative_floor", "derivation",
-               "measured_max_deviation")
+               "measured_max_deviation", "statistic")
 
 
 def _check(sec: Section) -> CheckSpec:
@@ -180,6 +189,8 @@ def _check(sec: Section) -> CheckSpec:
     if scope == "pooled" and sec.data.get("method") != "absolute":
         sec.fail("method", f"{show(sec.data.get('method'))} cannot be pooled",
                  "write method: absolute (deviations are standardised by the calibrated noise)")
+    if "statistic" in sec.data and scope != "pooled":
+        sec.fail("statistic", f"only applies to scope 'pooled', not {scope!r}", "remove it or set scope: pooled")
     method = sec.choice("method", METHODS)
     operator = sec.choice("operator", OPERATORS)
     threshold = sec.number("threshold", fix="write a number, e.g. 0.05 (unquoted)")
@@ -200,6 +211,7 @@ def _check(sec: Section) -> CheckSpec:
         derivation=sec.text("derivation", ""),
         measured_max_deviation=sec.number("measured_max_deviation", minimum=0, default=None,
                                           fix="write the measured deviation (>= 0) or remove it"),
+        statistic=sec.choice("statistic", POOLED_STATISTICS, default="mean"),
     )
 
 

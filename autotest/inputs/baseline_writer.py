@@ -51,6 +51,8 @@ def _check_doc(check: CheckSpec) -> dict[str, Any]:
         doc["points"] = _Flow(check.points)
     if check.window:
         doc["window"] = _Flow(check.window)
+    if check.statistic != "mean":
+        doc["statistic"] = check.statistic
     if check.relative_floor != DEFAULT_RELATIVE_FLOOR:
         doc["relative_floor"] = check.relative_floor
     if check.measured_max_deviation is not None:

@@ -59,7 +59,8 @@ def _table(verdict: Verdict) -> list[str]:
         elif r.scope == "window" and r.observed is not None:
             error = f"window mean: {error}"
         elif r.scope == "pooled" and r.observed is not None:
-            error, threshold = f"pooled: {error} x noise", f"pooled {r.operator} {r.threshold:g} x noise"
+            kind = "pooled" if r.parameters.get("statistic", "mean") == "mean" else "pooled trend"
+            error, threshold = f"{kind}: {error} x noise", f"{kind} {r.operator} {r.threshold:g} x noise"
         lines.append(f"| {r.check_id} | {STATUS_MARK[r.status]} | {step} | {golden} | {current} | "
                      f"{error} | {threshold} | {r.severity} |")
     return lines

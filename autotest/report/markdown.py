@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from autotest.files import write_atomic
+from autotest.files import portable, write_atomic
 from autotest.judge.checks import fmt
 from autotest.judge.model import ERROR, FAIL, INFO, PASS, CheckResult, Verdict
 from autotest.redaction import mask_known
@@ -24,9 +24,11 @@ STATUS_MARK = {PASS: "✅ PASS", FAIL: "❌ FAIL", ERROR: "⚠️ ERROR", INFO: 
 
 
 def write_results_json(verdict: Verdict, out_dir: Path, extra: dict[str, Any] | None = None) -> Path:
+    """results.json; paths inside ``out_dir`` are written relative to it, so the folder can move."""
     data = verdict.to_dict()
     if extra:
         data.update(extra)
+    data = portable(data, Path(out_dir).resolve())
     path = out_dir / "results.json"
     # no indent: the C encoder is ~10x faster on checks with thousands of points
     write_atomic(path, json.dumps(data, ensure_ascii=False) + "\n")
@@ -80,9 +82,18 @@ def _failing_points(verdict: Verdict) -> list[str]:
     return lines
 
 
-def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, history: Sequence[str] = ()) -> str:
-    """report.md; ``history`` lines (drift across earlier runs) sit right under the verdict."""
+def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, history: Sequence[str] = (),
+                    folder: Path | None = None) -> str:
+    """report.md; ``history`` lines (drift across earlier runs) sit right under the verdict.
+
+    With ``folder`` (where report.md is written) the files inside it are relative links, so the report
+    still resolves them once the folder is downloaded elsewhere.
+    """
     ctx = verdict.context
+
+    def link(path: object) -> str:
+        shown = portable(str(path), folder) if folder is not None else str(path)
+        return f"[{shown}]({shown})" if not Path(shown).is_absolute() and shown != str(path) else f"`{shown}`"
     lines = [f"# {verdict.case}: {STATUS_MARK[verdict.status]}", ""]
     problems = [r for r in verdict.results if r.status in (FAIL, ERROR) and r.is_gate]
     for r in problems:
@@ -103,16 +114,16 @@ def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, histo
     else:
         lines.append("- no rule matched; read the failing checks above and the run's logs")
     lines += ["", "## Sources", "",
-              f"- current run metric log: `{verdict.current_source}`",
-              f"- golden values: `{verdict.baseline_source}`",
-              f"- baseline file: `{verdict.baseline_file}`"]
+              f"- current run metric log: {link(verdict.current_source)}",
+              f"- golden values: {link(verdict.baseline_source)}",
+              f"- baseline file: {link(verdict.baseline_file)}"]
     for key in ("results_dir", "work_dir", "stdout_log", "stderr_log", "card"):
         if ctx.get(key):
-            lines.append(f"- {key.replace('_', ' ')}: `{ctx[key]}`")
+            lines.append(f"- {key.replace('_', ' ')}: {link(ctx[key])}")
     if ctx.get("consistency_report"):
-        lines.append(f"- consistency root-cause report: `{ctx['consistency_report']}`")
+        lines.append(f"- consistency root-cause report: {link(ctx['consistency_report'])}")
     elif ctx.get("consistency_request"):
-        lines.append(f"- consistency dump requested: `{ctx['consistency_request']}` "
+        lines.append(f"- consistency dump requested: {link(ctx['consistency_request'])} "
                      "(run `rl-autotest consistency` on this results folder)")
     commit = ctx.get("commit")
     lines += ["", "## Commit under test", ""]
@@ -126,10 +137,13 @@ def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, histo
     framework = ctx.get("framework")
     if isinstance(framework, dict):
         lines.append(f"- framework under test: {framework_line(framework)}")
+    if ctx.get("hardware_thresholds"):
+        lines += ["", "## Per-hardware thresholds applied", "", *[f"- {line}" for line in ctx["hardware_thresholds"]]]
     for key in ("launch", "retries", "time_to_verdict_s"):
         if ctx.get(key):
+            shown = portable(ctx[key], folder) if folder is not None else ctx[key]
             lines += ["", f"## {key.replace('_', ' ').capitalize()}", "", "```json",
-                      json.dumps(ctx[key], indent=2, default=str), "```"]
+                      json.dumps(shown, indent=2, default=str), "```"]
     if plots:
         lines += ["", "## Plots", ""] + [f"![{metric}]({rel})" for metric, rel in sorted(plots.items())]
     if ctx.get("plots_error"):

@@ -84,15 +84,15 @@ class Harness:
                                      stderr=subprocess.STDOUT, text=True)
         self.results = tmp_path / "results"
 
-    def wait_until_running(self, case: str) -> set[int]:
-        """Block until the training process runs (and tiny-mopd's two servers listen); their ports."""
+    def wait_until_running(self, case: str, runs: int = 1) -> set[int]:
+        """Block until ``runs`` training processes run (and tiny-mopd's servers listen); their ports."""
         deadline = time.monotonic() + UP_WITHIN_S
         module = WORKLOAD_MODULE[case]
         while time.monotonic() < deadline:
             procs = marked_processes(self.marker)
             training = [p for p in procs if module in _cmdline(p) and "--work-dir" in _cmdline(p)]
             ports = listening_ports(procs)
-            if training and (case != "tiny-mopd" or len(ports) >= 2):
+            if len(training) >= runs and (case != "tiny-mopd" or len(ports) >= 2 * runs):
                 time.sleep(2.0)  # a few seconds into the run
                 return listening_ports(marked_processes(self.marker))
             if self.proc.poll() is not None:

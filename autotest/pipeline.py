@@ -31,6 +31,7 @@ from autotest.judge.trace import Trace
 from autotest.judge.triage import is_consistency_metric
 from autotest.judge.verdict import Comparison, checked_metrics, golden_trace, judge
 from autotest.redaction import mask_file
+from autotest.report.markdown import relaunch_phrase, relaunches_of
 from autotest.report.publish import AfterResults, publish
 from autotest.run.artifacts import artifacts_for
 from autotest.run.backends import start
@@ -124,9 +125,8 @@ class CaseRun:
 
     def summary_line(self) -> str:
         where = f" (report: {self.report})" if self.verdict is not None and self.report else ""
-        n = len(self.relaunches)
-        after = f" after {n} relaunch{'es' if n > 1 else ''} ({', '.join(self.relaunches)})" if n else ""
-        return f"{self.case}: {self.status}{after}{' — ' + self.reason if self.reason else ''}{where}"
+        reason = f" — {self.reason}" if self.reason else ""
+        return f"{self.case}: {self.status}{relaunch_phrase(self.relaunches)}{reason}{where}"
 
 
 @dataclass(frozen=True)
@@ -191,8 +191,7 @@ def run_case(case: Case, options: RunOptions) -> CaseRun:
         raise interrupt
     status = comparison.verdict.status
     primary = next((f.suggestion for f in comparison.verdict.triage if f.primary), "")
-    relaunches = tuple(f"{a['infra']['kind']} ({a['infra']['signature']})"
-                       for a in comparison.verdict.context.get("retries") or () if a["decision"]["retry"])
+    relaunches = tuple(relaunches_of(comparison.verdict.context))
     return replace(shown, status=status, reason=primary if status != PASS else "", verdict=comparison.verdict,
                    consistency_request=request_path, relaunches=relaunches)
 

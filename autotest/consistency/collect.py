@@ -169,12 +169,13 @@ class ConsistencyObserver:
         positions: Sequence[Sequence[int]],
         token_ids: Sequence[Sequence[int]],
         logprobs: Sequence[Sequence[float]],
+        dtype: str | None = None,
     ) -> None:
         """Append per-token log-probs of the window's samples to ``<output_dir>/logprobs/<kind>.jsonl``
         (format: :mod:`.logprob_records`); outside the window nothing is written."""
         if step != self.cfg.window_step:
             return
-        lines = record_lines(kind, step, samples, request_ids, positions, token_ids, logprobs)
+        lines = record_lines(kind, step, samples, request_ids, positions, token_ids, logprobs, dtype)
         append_records(self.cfg.output_dir / LOGPROB_FOLDER / f"{kind}.jsonl", lines)
 
     def close(self) -> None:

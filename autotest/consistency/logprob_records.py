@@ -14,6 +14,9 @@ log-probs of the same token. One JSON line holds one sample's tokens as one *kin
   else by ``sample``.
 - ``positions``: each token's index in the full sequence (prompt + response), so kinds that cut
   the sequence differently still line up; ``token_ids`` and ``logprobs`` have one entry per position.
+- ``dtype`` (optional): the compute dtype of the model that produced the values (``fp32``, ``bf16``,
+  ``fp16``; torch names too). It sets how much rounding noise a comparison tolerates; unknown counts
+  as low precision (the wider threshold).
 
 The embedded workloads write ``<collection output_dir>/logprobs/<kind>.jsonl`` when collection is
 on (:meth:`autotest.consistency.collect.ConsistencyObserver.record_logprobs`); another framework
@@ -33,6 +36,10 @@ from typing import Any
 from autotest.errors import UsageError
 
 KINDS = ("recorded", "recomputed", "trainer")
+#: dtype names a record may give, by precision class
+DTYPES = {"fp32": "fp32", "float32": "fp32", "torch.float32": "fp32",
+          "bf16": "low", "bfloat16": "low", "torch.bfloat16": "low",
+          "fp16": "low", "float16": "low", "torch.float16": "low"}
 FOLDER = "logprobs"
 """Where the collection writes the records, below its ``output_dir``: one ``<kind>.jsonl`` per kind."""
 _FIX = "write one JSON object per line as documented in autotest/consistency/logprob_records.py"
@@ -51,19 +58,23 @@ class LogprobRecord:
     positions: tuple[int, ...]
     token_ids: tuple[int, ...]
     logprobs: tuple[float, ...]
+    dtype: str | None
+    """``fp32`` or ``low`` (bf16/fp16) precision of the model that produced the values; None: not given."""
     source: str
     """``path:line`` the record was read from (every number in a report points to its file)."""
 
 
 def record_lines(kind: str, step: int, samples: Sequence[int], request_ids: Sequence[str] | None,
                  positions: Sequence[Sequence[int]], token_ids: Sequence[Sequence[int]],
-                 logprobs: Sequence[Sequence[float]]) -> list[str]:
+                 logprobs: Sequence[Sequence[float]], dtype: str | None = None) -> list[str]:
     """The JSON lines of one batch of samples (the writer side of :func:`read_logprob_file`)."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     lines = []
     for i, sample in enumerate(samples):
         row: dict[str, Any] = {"kind": kind, "step": int(step), "sample": int(sample)}
+        if dtype is not None:
+            row["dtype"] = dtype
         if request_ids is not None:
             row["request_id"] = str(request_ids[i])
         row.update(positions=[int(p) for p in positions[i]], token_ids=[int(t) for t in token_ids[i]],
@@ -156,7 +167,11 @@ def _parse(line: str, where: str) -> LogprobRecord:
             raise UsageError(f"{where}: key 'logprobs[{i}]' is {v} > 0: not a log-probability (probabilities or "
                              "logits written instead?)")
         logprobs.append(float(v))
-    return LogprobRecord(row["kind"], step, sample, request_id, positions, tokens, tuple(logprobs), where)
+    dtype = row.get("dtype")
+    if dtype is not None and dtype not in DTYPES:
+        raise UsageError(f"{where}: key 'dtype' is {dtype!r}; use one of fp32, bf16, fp16 (or leave it out)")
+    return LogprobRecord(row["kind"], step, sample, request_id, positions, tokens, tuple(logprobs),
+                         DTYPES[dtype] if dtype else None, where)
 
 
 def _list(row: dict[str, Any], key: str, where: str) -> list[Any]:

@@ -228,13 +228,14 @@ def _logprob_section(comparison: Mapping[str, Any] | None) -> list[str]:
     lines = ["", "## Log-prob paths (recorded while sampling / rollout recompute / trainer)", ""]
     if not comparison:
         return lines + ["- not run"]
-    lines += [f"- finding: **{comparison['finding']}** (a pair diverges when its k3 over the window exceeds "
-              f"{comparison['k3_threshold']:.0e}); records: "
+    lines += [f"- finding: **{comparison['finding']}** (a pair diverges when its k3 over the window exceeds its "
+              "threshold: 1e-09 when both sides compute in fp32, else 1e-05, the bf16 noise x 5); records: "
               + (", ".join(f"{k} {n} sample(s)" for k, n in comparison["provided"].items()) or "none"), "",
-              "| pair | compared | status | tokens | max abs diff | mean abs diff | k3 |", "|---|---|---|---|---|---|---|"]
+              "| pair | compared | status | tokens | max abs diff | mean abs diff | k3 | k3 threshold |",
+              "|---|---|---|---|---|---|---|---|"]
     for p in comparison["pairs"]:
-        numbers = ("-", "-", "-") if p["k3"] is None else (
-            f"{p['max_abs_diff']:.3e}", f"{p['mean_abs_diff']:.3e}", f"{p['k3']:.3e}")
+        numbers = ("-", "-", "-", "-") if p["k3"] is None else (
+            f"{p['max_abs_diff']:.3e}", f"{p['mean_abs_diff']:.3e}", f"{p['k3']:.3e}", f"{p['k3_threshold']:.0e}")
         status = p["status"] if p["status"] != "not_compared" else f"not compared: {p['detail']}"
         lines.append(f"| {p['pair']} | {p['reference']} vs {p['other']} | {status} | {p['tokens']} | "
                      + " | ".join(numbers) + " |")

@@ -64,8 +64,10 @@ class ForwardObserver(Protocol):
         positions: list[list[int]],
         token_ids: list[list[int]],
         logprobs: list[list[float]],
+        dtype: str | None = None,
     ) -> None:
-        """Save per-token log-probs of the window's samples as one path computed them (``kind``)."""
+        """Save per-token log-probs of the window's samples as one path computed them (``kind``), by a model
+        computing in ``dtype`` (fp32 | bf16)."""
         ...
 
     def close(self) -> None:
@@ -98,6 +100,7 @@ class NullObserver:
         positions: list[list[int]],
         token_ids: list[list[int]],
         logprobs: list[list[float]],
+        dtype: str | None = None,
     ) -> None:
         """Saves nothing."""
 

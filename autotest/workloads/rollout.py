@@ -99,6 +99,7 @@ class RolloutEngine:
 
         torch.set_num_threads(num_threads)
         self.tokenizer = DigitTokenizer()
+        self.dtype = dtype
         self.torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
@@ -202,7 +203,8 @@ class RolloutEngine:
         positions, token_ids, recorded = batch.token_logprobs(batch.rollout_logprobs)
         samples = list(range(len(batch.request_ids)))
         for kind, values in (("recorded", recorded), ("recomputed", recomputed)):
-            self.observer.record_logprobs(kind, step, samples, batch.request_ids, positions, token_ids, values)
+            self.observer.record_logprobs(kind, step, samples, batch.request_ids, positions, token_ids, values,
+                                          self.dtype)
 
     def close_observer(self) -> None:
         """Let the observer flush what it collected."""

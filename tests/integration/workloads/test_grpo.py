@@ -266,8 +266,9 @@ class _RecordingObserver:
             self.calls.append(call)
 
     def record_logprobs(self, kind: str, step: int, samples: list[int], request_ids: list[str],
-                        positions: list[list[int]], token_ids: list[list[int]], logprobs: list[list[float]]) -> None:
-        self.logprobs[kind] = {"step": step, "samples": samples, "request_ids": request_ids, "positions": positions,
+                        positions: list[list[int]], token_ids: list[list[int]], logprobs: list[list[float]],
+                        dtype: str | None = None) -> None:
+        self.logprobs[kind] = {"dtype": dtype, "step": step, "samples": samples, "request_ids": request_ids, "positions": positions,
                                "token_ids": token_ids, "logprobs": logprobs}
 
     def close(self) -> None:
@@ -304,6 +305,7 @@ def test_diagnostic_hook_wraps_one_forward_per_sample_on_both_sides(
         values = observer.logprobs[kind]["logprobs"]
         assert [len(v) for v in values] == [len(p) for p in observer.logprobs[kind]["positions"]]
         assert all(v <= 0 for row in values for v in row)
+    assert [observer.logprobs[k]["dtype"] for k in ("recorded", "recomputed", "trainer")] == ["bf16", "bf16", "fp32"]
     rows = _rows(_newest_exp(tmp_path / "w"))
     assert sorted(_summaries(rows)) == [1, 2]  # stops right after the window step
     saved = json.loads((_newest_exp(tmp_path / "w") / "config.json").read_text())

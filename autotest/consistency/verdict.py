@@ -359,7 +359,9 @@ def with_logprob_finding(report: RootCauseReport, logprobs: LogprobComparison, s
                  f"{', '.join(breached)} breached in the run: the window does not reproduce the breach; dump the "
                  "step the metric breached at (and check that the re-run samples what the run sampled)."),)
         else:
-            changes["next_checks"] = ((f"{NOT_PROVIDED}; save the log-probs the rollout returned for the window's "
+            # the inference first (what the aligned dumps imply), then what would turn it into an observation
+            changes["next_checks"] = (*report.next_checks[:1],
+                                      (f"{NOT_PROVIDED}; save the log-probs the rollout returned for the window's "
                                        "samples (format: autotest/consistency/logprob_records.py)."),
-                                      *report.next_checks)
+                                      *report.next_checks[1:])
     return replace(report, **changes)

@@ -143,4 +143,5 @@ def test_unchecked_sampling_path_under_a_breach_says_so_never_no_divergence() ->
     report = with_logprob_finding(_report("no_divergence"), not_checked(), Step("three-way", "not_run", ""),
                                   ["mismatch/mismatch_k3_kl"])
     assert report.verdict == "no_divergence" and report.divergence == "sampling_path_unchecked"
-    assert report.next_checks[0].startswith(NOT_PROVIDED)
+    assert report.next_checks == ("module check", f"{NOT_PROVIDED}; save the log-probs the rollout returned for "
+                                  "the window's samples (format: autotest/consistency/logprob_records.py).")

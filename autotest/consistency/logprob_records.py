@@ -110,12 +110,13 @@ def read_logprob_files(paths: Sequence[Path]) -> dict[str, tuple[LogprobRecord, 
         for record in read_logprob_file(path):
             by_kind.setdefault(record.kind, []).append(record)
     for kind, records in by_kind.items():
-        seen: dict[tuple[int, int], str] = {}
+        seen: dict[tuple[int, int | str], str] = {}
         for r in records:
-            if (r.step, r.sample) in seen:
-                raise UsageError(f"{r.source}: {kind} sample {r.sample} of step {r.step} is already at "
-                                 f"{seen[(r.step, r.sample)]}; write each sample once per kind")
-            seen[(r.step, r.sample)] = r.source
+            key = (r.step, r.request_id or r.sample)  # ranks may number their samples from 0 each
+            if key in seen:
+                raise UsageError(f"{r.source}: {kind} sample {r.request_id or r.sample} of step {r.step} is already "
+                                 f"at {seen[key]}; write each sample once per kind")
+            seen[key] = r.source
     return {kind: tuple(records) for kind, records in by_kind.items()}
 
 

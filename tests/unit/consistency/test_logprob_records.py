@@ -79,7 +79,14 @@ def test_malformed_lines(tmp_path: Path, row: object, expected: str) -> None:
 
 
 def test_a_sample_written_twice_is_refused(tmp_path: Path) -> None:
-    assert "sample 0 of step 3 is already at" in _error(tmp_path, GOOD, GOOD)
+    assert "sample step3-p0-s0 of step 3 is already at" in _error(tmp_path, GOOD, GOOD)
+    bare = {k: v for k, v in GOOD.items() if k != "request_id"}
+    assert "sample 0 of step 3 is already at" in _error(tmp_path, bare, bare)
+
+
+def test_ranks_may_reuse_sample_numbers_when_request_ids_differ(tmp_path: Path) -> None:
+    (records,) = read_logprob_files([_write(tmp_path, GOOD, {**GOOD, "request_id": "step3-p1-s0"})]).values()
+    assert len(records) == 2
 
 
 def test_a_missing_path_is_one_line(tmp_path: Path) -> None:

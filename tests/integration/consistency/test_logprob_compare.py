@@ -85,6 +85,14 @@ def test_a_clean_run_has_all_three_paths_agree(clean_window: Path, tmp_path: Pat
 
 
 @pytest.mark.slow
+def test_a_bf16_rollout_is_rounding_noise_not_a_divergence(tmp_path: Path) -> None:
+    report = analyze(collect_window(tmp_path, "bf16-rollout"), tmp_path / "out")
+    pairs = {p["pair"]: p for p in report.logprobs["pairs"]}
+    assert [p["status"] for p in pairs.values()] == ["agrees"] * 3 and report.divergence == "aligned"
+    assert pairs["model"]["k3_threshold"] == 1e-5 and 0 < pairs["model"]["k3"] < 1e-5  # bf16 noise, tolerated
+
+
+@pytest.mark.slow
 def test_without_records_the_sampling_path_is_reported_unchecked(clean_window: Path, tmp_path: Path) -> None:
     report = analyze(clean_window, tmp_path / "out", logprobs=False)
     assert report.divergence == "sampling_path_unchecked"

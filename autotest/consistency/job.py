@@ -272,8 +272,11 @@ def _summary(report, reasons_not_run: list[str], breached: list[str] | None = No
             return (f"module divergence at {cause['module']} ({cause['bucket']}, {report.confidence} confidence, "
                     f"localised to {cause['localisation']}) and a sampling-path divergence: "
                     f"{_pair_line(report, 'sampling_path')}")
+        sampling_clear = report.logprobs and report.logprobs["pairs"][0]["status"] == "agrees"
         return (f"root cause ({report.confidence} confidence): {cause['bucket']} at {cause['module']} "
-                f"(localised to {cause['localisation']})")
+                f"(localised to {cause['localisation']})"
+                + (f"; the sampling path is clear (recorded = the rollout's recompute), "
+                   f"{_pair_line(report, 'model')}" if sampling_clear else ""))
     if report.verdict == "cannot_conclude":
         return "cannot conclude: " + "; ".join(c.detail for c in report.cannot_conclude[:3])
     if report.verdict == "no_divergence" and breached and report.divergence == "aligned":

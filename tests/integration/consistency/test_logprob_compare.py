@@ -109,6 +109,7 @@ def test_a_module_fault_diverges_after_the_sampler_agrees(tmp_path: Path) -> Non
     sampling, model, _ = report.logprobs["pairs"]
     assert sampling["status"] == "agrees" and sampling["max_abs_diff"] < 1e-5  # recorded == recomputed
     assert model["status"] == "diverges"
+    assert "the sampling path is clear" in _summary(report, [], [K3])
 
 
 @pytest.mark.slow

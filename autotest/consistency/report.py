@@ -21,6 +21,7 @@ from typing import Any
 from autotest.consistency.classify import ModuleAnalysis
 from autotest.consistency.dumps import STATS, parse_key
 from autotest.consistency.logprob_compare import NOT_PROVIDED
+from autotest.consistency.logprob_records import KINDS
 from autotest.consistency.mapping import MappingGroup, block_of, layer_index
 from autotest.consistency.value_compare import GroupCompare
 from autotest.consistency.verdict import AFTER_MODEL, RootCauseReport
@@ -247,7 +248,7 @@ def _logprob_section(comparison: Mapping[str, Any] | None) -> list[str]:
                       "| step | sample | request | position | token id | recorded | recomputed | trainer |",
                       "|---|---|---|---|---|---|---|---|"]
             lines += [f"| {t['step']} | {t['sample']} | {t['request_id'] or '-'} | {t['position']} | {t['token_id']} | "
-                      + " | ".join("-" if t[k] is None else f"{t[k]:.6g}" for k in ("recorded", "recomputed", "trainer"))
+                      + " | ".join("-" if t[k] is None else f"{t[k]:.6g}" for k in KINDS)
                       + " |" for t in p["worst_tokens"]]
     for kind, files in comparison["sources"].items():
         lines.append(f"- {kind} log-probs: {', '.join(f'`{f}`' for f in files)}")

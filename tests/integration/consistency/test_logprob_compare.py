@@ -115,7 +115,8 @@ def test_a_module_fault_diverges_after_the_sampler_agrees(tmp_path: Path) -> Non
 @pytest.mark.slow
 def test_analyze_cli_reads_the_records_and_refuses_a_bad_file_in_one_line(clean_window: Path, tmp_path: Path,
                                                                          capsys: pytest.CaptureFixture[str]) -> None:
-    dumps = ["--train-dump", str(clean_window / "actor" / "dump"), "--rollout-dump", str(clean_window / "rollout" / "dump"),
+    dumps = ["--train-dump", str(clean_window / "actor" / "dump"),
+             "--rollout-dump", str(clean_window / "rollout" / "dump"),
              "--train-correlation", str(clean_window / "actor" / "correlation.jsonl"),
              "--rollout-correlation", str(clean_window / "rollout" / "correlation.jsonl"), "--out", str(tmp_path / "o")]
     assert analyze_main([*dumps, "--logprobs", str(clean_window / "logprobs")]) == 0

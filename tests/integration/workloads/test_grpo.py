@@ -299,8 +299,8 @@ def test_diagnostic_hook_wraps_one_forward_per_sample_on_both_sides(
     assert [rid for rid, _ in pair("actor")] == ["step2-p0-s0", "step2-p0-s1", "step2-p0-s2"]
     # the three-way comparison's inputs: the same tokens as the sampler, the rollout prefill and the trainer saw them
     assert sorted(observer.logprobs) == ["recomputed", "recorded", "trainer"]
-    saved_tokens = {k: (v["step"], v["request_ids"], v["positions"], v["token_ids"]) for k, v in observer.logprobs.items()}
-    assert len(set(map(repr, saved_tokens.values()))) == 1 and saved_tokens["recorded"][1] == [rid for rid, _ in pair("actor")]
+    seen = {k: (v["step"], v["request_ids"], v["positions"], v["token_ids"]) for k, v in observer.logprobs.items()}
+    assert len(set(map(repr, seen.values()))) == 1 and seen["recorded"][1] == [rid for rid, _ in pair("actor")]
     for kind in ("recorded", "recomputed", "trainer"):
         values = observer.logprobs[kind]["logprobs"]
         assert [len(v) for v in values] == [len(p) for p in observer.logprobs[kind]["positions"]]

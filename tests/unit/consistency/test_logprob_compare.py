@@ -134,7 +134,9 @@ def test_classification(module_verdict: str, finding: str, expected: str) -> Non
     recorded = {"sampling_path": _hot(BASE, 1.3), "model": BASE, "aligned": BASE}.get(finding)
     trainer = tuple(v - 0.05 for v in BASE) if finding == "model" else BASE
     records = {"recomputed": _records("recomputed", BASE), "trainer": _records("trainer", trainer)}
-    comparison = compare_logprobs({**records, "recorded": _records("recorded", recorded)}) if recorded else not_checked()
+    if recorded:
+        records["recorded"] = _records("recorded", recorded)
+    comparison = compare_logprobs(records) if recorded else not_checked()
     assert comparison.finding == finding
     assert classify_divergence(module_verdict, comparison) == expected
 

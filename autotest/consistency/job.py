@@ -297,6 +297,8 @@ def _summary(report, reasons_not_run: list[str], breached: list[str] | None = No
 
 def _pair_line(report, name: str) -> str:
     pair = next(p for p in report.logprobs["pairs"] if p["pair"] == name)
+    if pair["k3"] is None:
+        return f"{pair['reference']} vs {pair['other']} not compared ({pair['detail']})"
     return (f"{pair['reference']} vs {pair['other']} k3 {pair['k3']:.3e}, max |diff| {pair['max_abs_diff']:.3e} "
             f"over {pair['tokens']} token(s)")
 

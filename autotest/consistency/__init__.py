@@ -9,6 +9,9 @@ Flow (each step one module):
   forward per side; writes MSProbe dumps and the correlation logs (``correlation``).
 - ``dumps`` → ``pairing`` → ``mapping`` → ``compare`` → ``classify`` → ``report`` → ``outputs``,
   orchestrated by ``analyze.analyze``.
+- ``logprob_records`` → ``logprob_compare``: the per-token log-probs the rollout recorded while
+  sampling, its own recompute and the trainer's, compared in pairs; ``verdict`` classifies the
+  divergence (sampling path, module, aligned).
 
 Nothing here imports torch or msprobe at module load; they are imported inside the functions
 that need them (collection and tensor comparison).

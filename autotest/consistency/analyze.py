@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from autotest.consistency.classify import (
 from autotest.consistency.config import MANIFEST
 from autotest.consistency.correlation import ForwardRecord
 from autotest.consistency.dumps import parse_key, read_dump
+from autotest.consistency.logprob_compare import load_comparison
 from autotest.consistency.mapping import MappingGroup, load_user_mapping, map_modules
 from autotest.consistency.pairing import CannotConclude, ForwardPair
 from autotest.consistency.report import output_paths, write_outputs
@@ -32,6 +33,7 @@ from autotest.consistency.verdict import (
     localisation,
     next_checks_for,
     suspect_row,
+    with_logprob_finding,
 )
 from autotest.errors import UsageError
 
@@ -58,6 +60,7 @@ def analyze_dumps(
     wrapper_path: Path | None = None,
     context: Mapping[str, Any] | None = None,
     use_tensors: bool = True,
+    logprobs: Sequence[Path] | None = None,
 ) -> RootCauseReport:
     """Analyse one diagnostic window and write output_1 … output_5 into ``out_dir``.
 
@@ -65,7 +68,9 @@ def analyze_dumps(
     ``strict`` (``consistency analyze``): unusable inputs — a missing or empty folder, mismatched
     steps, nothing to pair, no module in common — raise a one-line UsageError; otherwise they are
     reported as "cannot conclude". ``context`` adds caller facts to the report (e.g. the screening
-    result); ``wrapper_path`` is the diagnostic wrapper the dumps came from.
+    result); ``wrapper_path`` is the diagnostic wrapper the dumps came from. ``logprobs``: per-token
+    log-prob record files or folders (:mod:`.logprob_records`) for the three-way comparison
+    (recorded while sampling / rollout recompute / trainer); without them the sampling path is unchecked.
     """
     actor_dump_dir, rollout_dump_dir, out_dir = Path(train_dump), Path(rollout_dump), Path(out_dir)
     if rollout_dump_dir.resolve() == actor_dump_dir.resolve():
@@ -186,6 +191,9 @@ def analyze_dumps(
         paths=paths,
         assumptions=inputs.assumptions + tuple(_mapping_assumptions(groups_by_pair)),
     )
+    comparison, status, detail = load_comparison(logprobs, strict)
+    report = with_logprob_finding(report, comparison, Step("three-way log-prob comparison", status, detail),
+                                  context.get("breached_metrics") or ())
     pid = report_pair.pair_id if report_pair else None
     write_outputs(
         out_dir,

@@ -34,6 +34,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="YAML/JSON module mapping for names the built-in rules do not know (rules / modules)")
     p.add_argument("--step", type=int, help="the step to compare (default: the step both dumps hold)")
     p.add_argument("--out", required=True, type=Path, help="folder for output_1 … output_5")
+    p.add_argument("--logprobs", type=Path, action="append",
+                   help="per-token log-prob records (JSON lines: recorded while sampling, rollout recompute, trainer; "
+                        "format in autotest/consistency/logprob_records.py), a file or a folder; repeatable. Without "
+                        "them the sampling path is not checked")
     p.add_argument("--statistics-only", action="store_true", help="ignore dumped tensors (faster screening)")
     return p  # fmt: skip
 
@@ -47,6 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.train_dump, args.rollout_dump, args.out,
             train_correlation=args.train_correlation, rollout_correlation=args.rollout_correlation,
             mapping_file=args.mapping, step=args.step, strict=True, use_tensors=not args.statistics_only,
+            logprobs=args.logprobs,
         )  # fmt: skip
     except UsageError as exc:
         print(f"rl-autotest consistency analyze: error: {exc}", file=sys.stderr)
@@ -60,6 +65,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  rollout module(s): {', '.join(cause['rollout_modules'])}")
     else:
         print(f"verdict: {report.verdict.replace('_', ' ')}")
+    print(f"divergence: {report.divergence.replace('_', ' ')}")
+    for pair in (report.logprobs or {}).get("pairs", []):
+        print(f"log-probs {pair['pair']} ({pair['reference']} vs {pair['other']}): "
+              + (f"{pair['status']}, k3 {pair['k3']:.3e}, max |diff| {pair['max_abs_diff']:.3e}"
+                 if pair["k3"] is not None else f"not compared: {pair['detail']}"))
     for note in report.assumptions:
         print(f"assumption: {note}")
     print(f"root-cause report: {args.out / 'output_5_root_cause_report.md'}")

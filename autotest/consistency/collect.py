@@ -29,6 +29,10 @@ side keeps its own names (``Module.model.layers.0...``) and the call index resta
 every forward (``step()`` resets MSProbe's per-step counters). ``set_init_step(step)`` before
 ``start`` makes MSProbe's step the training step, so its ``step: [window]`` filter stays real.
 
+``record_logprobs`` saves the window's per-token log-probs as each path computed them (the ones
+the rollout recorded while sampling, its own prefill recompute, the trainer's) into
+``<output_dir>/logprobs/<kind>.jsonl`` for the three-way comparison (:mod:`.logprob_compare`).
+
 Each forward lands in ``<side dump_path>/forward_NNNN/step{N}/proc{pid}|rank{R}/``: statistics
 of a batch are only comparable with a forward over the same samples, so forwards are kept apart
 and paired later from the correlation logs. Outside the window the observer does nothing and
@@ -56,6 +60,8 @@ from autotest.consistency.correlation import (
     append_record,
     token_ranges_of,
 )
+from autotest.consistency.logprob_records import FOLDER as LOGPROB_FOLDER
+from autotest.consistency.logprob_records import append_records, record_lines
 from autotest.consistency.msprobe_config import require_msprobe, write_msprobe_configs
 
 
@@ -153,6 +159,24 @@ class ConsistencyObserver:
         append_record(side_cfg.correlation_log, record)
         self._manifest["sides"][side]["forwards"] = self._forward_count[side]
         self._write_manifest()
+
+    def record_logprobs(
+        self,
+        kind: str,
+        step: int,
+        samples: Sequence[int],
+        request_ids: Sequence[str],
+        positions: Sequence[Sequence[int]],
+        token_ids: Sequence[Sequence[int]],
+        logprobs: Sequence[Sequence[float]],
+        dtype: str | None = None,
+    ) -> None:
+        """Append per-token log-probs of the window's samples to ``<output_dir>/logprobs/<kind>.jsonl``
+        (format: :mod:`.logprob_records`); outside the window nothing is written."""
+        if step != self.cfg.window_step:
+            return
+        lines = record_lines(kind, step, samples, request_ids, positions, token_ids, logprobs, dtype)
+        append_records(self.cfg.output_dir / LOGPROB_FOLDER / f"{kind}.jsonl", lines)
 
     def close(self) -> None:
         """Flush and record what was collected. Idempotent."""

@@ -16,6 +16,10 @@ MSProbe's own layout (``step{N}/rank{R}`` or ``step{N}/proc{pid}``; every forwar
 one ``dump.json`` as ``forward.K``), and each dumped forward appends one correlation line in the
 seed's format (``dispatch_logger`` / ``update_actor``) so ``consistency analyze`` pairs the ranks.
 
+``record_logprobs(kind, step=..., ...)`` saves the per-token log-probs the sampler returned (and
+the diagnostic recomputes) beside the dumps, so the analysis can tell a sampling-path divergence
+from a module one; same switch, same window.
+
 ``install_from_env()`` (for ``sitecustomize``) wraps every outermost ``transformers`` model call
 of an unmodified process when the config has ``"auto": {"side": ...}``: the n-th call is step n.
 
@@ -131,6 +135,33 @@ class _Collector:
         log.parent.mkdir(parents=True, exist_ok=True)
         with log.open("a", encoding="utf-8") as fh:
             fh.write(json.dumps(line) + "\n")
+
+
+def record_logprobs(
+    kind: str,
+    *,
+    step: int,
+    samples: Sequence[int],
+    positions: Sequence[Sequence[int]],
+    token_ids: Sequence[Sequence[int]],
+    logprobs: Sequence[Sequence[float]],
+    request_ids: Sequence[str] | None = None,
+    dtype: str | None = None,
+) -> None:
+    """Save the window's per-token log-probs as one path computed them (``recorded`` by the sampler,
+    ``recomputed`` by the rollout model's prefill, ``trainer``) for the three-way comparison; a no-op
+    unless ``RL_AUTOTEST_CONSISTENCY`` is set. One file per process and kind (ranks never share a file):
+    ``<output_dir>/logprobs/<kind>.<pid>.jsonl`` (format: :mod:`.logprob_records`)."""
+    path = os.environ.get(ENV)
+    if not path:
+        return
+    cfg = _collector(path).cfg
+    if step != cfg.window_step:
+        return
+    from autotest.consistency.logprob_records import FOLDER, append_records, record_lines
+
+    lines = record_lines(kind, step, samples, request_ids, positions, token_ids, logprobs, dtype)
+    append_records(cfg.output_dir / FOLDER / f"{kind}.{os.getpid()}.jsonl", lines)
 
 
 def _collector(path: str) -> _Collector:

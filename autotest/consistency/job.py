@@ -26,6 +26,8 @@ from typing import Any, Callable
 
 from autotest.consistency.analyze import analyze_dumps
 from autotest.consistency.config import parse_diagnostic_config
+from autotest.consistency.logprob_compare import NOT_PROVIDED
+from autotest.consistency.logprob_records import FOLDER as LOGPROB_FOLDER
 from autotest.consistency.msprobe_config import tensor_pass_config
 from autotest.consistency.not_collected import write_manual_steps
 from autotest.consistency.screening import screen_run
@@ -134,7 +136,8 @@ def _side_paths(config: dict[str, Any]) -> dict[str, Path]:
 
     cfg = parse_diagnostic_config(config)
     return {"rollout_dump": cfg.rollout.dump_path, "actor_dump": cfg.actor.dump_path,
-            "rollout_log": cfg.rollout.correlation_log, "actor_log": cfg.actor.correlation_log}
+            "rollout_log": cfg.rollout.correlation_log, "actor_log": cfg.actor.correlation_log,
+            "logprobs": cfg.output_dir / LOGPROB_FOLDER}
 
 
 def _collect(case, config: dict[str, Any], folder: Path, seed, fault, launcher: Callable,
@@ -250,26 +253,55 @@ def run_consistency_job(results_dir: str | Path, *, execute: bool = True,
 def _analyze(analyze_dumps: Callable[..., Any], paths: dict[str, Path], out: Path, wrapper: Path,
              context: dict[str, Any], use_tensors: bool) -> Any:
     """The same analysis ``consistency analyze`` runs, on this job's collection (its logs pair the sides)."""
+    # the workload writes the per-token log-prob records beside its dumps; a framework may write none
+    logprobs = [paths["logprobs"]] if paths["logprobs"].is_dir() else None
     return analyze_dumps(paths["actor_dump"], paths["rollout_dump"], out, train_correlation=paths["actor_log"],
                          rollout_correlation=paths["rollout_log"], wrapper_path=wrapper, context=context,
-                         use_tensors=use_tensors)
+                         use_tensors=use_tensors, logprobs=logprobs)
 
 
 def _summary(report, reasons_not_run: list[str], breached: list[str] | None = None) -> str:
     if reasons_not_run:
         return "not executed: " + "; ".join(reasons_not_run)
+    if report.divergence == "sampling_path" and report.root_cause:
+        return (f"sampling-path divergence ({report.confidence} confidence): {report.root_cause['why']}; "
+                "next: check the sampling temperature (and the one the reported log-probs use), top-p/top-k, "
+                "logits processors and log-prob gathering")
     if report.verdict == "root_cause_found" and report.root_cause:
         cause = report.root_cause
+        if report.divergence == "sampling_path_and_module":
+            return (f"module divergence at {cause['module']} ({cause['bucket']}, {report.confidence} confidence, "
+                    f"localised to {cause['localisation']}) and a sampling-path divergence: "
+                    f"{_pair_line(report, 'sampling_path')}")
+        sampling_clear = report.logprobs and report.logprobs["pairs"][0]["status"] == "agrees"
         return (f"root cause ({report.confidence} confidence): {cause['bucket']} at {cause['module']} "
-                f"(localised to {cause['localisation']})")
+                f"(localised to {cause['localisation']})"
+                + (f"; the sampling path is clear (recorded = the rollout's recompute), "
+                   f"{_pair_line(report, 'model')}" if sampling_clear else ""))
     if report.verdict == "cannot_conclude":
         return "cannot conclude: " + "; ".join(c.detail for c in report.cannot_conclude[:3])
+    if report.verdict == "no_divergence" and breached and report.divergence == "aligned":
+        return (f"the window does not reproduce the breach: every dumped module is aligned and the recorded, "
+                f"recomputed and trainer log-probs agree ({_pair_line(report, 'end_to_end')}), yet "
+                f"{', '.join(breached)} breached; next: dump the step it breached at")
+    if report.divergence == "module":
+        return (f"module divergence, not localised by the dumps: {_pair_line(report, 'model')}; next: rerun the "
+                "window with the tensor pass and compare what is not dumped (final norm, lm_head, log_softmax)")
     if report.verdict == "no_divergence" and breached:
         # never "no divergence" under a breach: the dumps cover the model, not how its logits are sampled
-        return (f"every dumped module is aligned, yet {', '.join(breached)} breached: the divergence is after the "
-                "model, in the sampling path; next: check the sampling temperature (and the one the reported "
-                "log-probs use), top-p/top-k, logits processors and log-prob gathering")
+        unchecked = report.logprobs["pairs"][0]["detail"] if report.logprobs else NOT_PROVIDED
+        return (f"{unchecked}; inferred: every dumped module is aligned, yet {', '.join(breached)} breached: the "
+                "divergence is after the model, in the sampling path; next: check the sampling temperature (and "
+                "the one the reported log-probs use), top-p/top-k, logits processors and log-prob gathering")
     return report.verdict.replace("_", " ")
+
+
+def _pair_line(report, name: str) -> str:
+    pair = next(p for p in report.logprobs["pairs"] if p["pair"] == name)
+    if pair["k3"] is None:
+        return f"{pair['reference']} vs {pair['other']} not compared ({pair['detail']})"
+    return (f"{pair['reference']} vs {pair['other']} k3 {pair['k3']:.3e}, max |diff| {pair['max_abs_diff']:.3e} "
+            f"over {pair['tokens']} token(s)")
 
 
 def _launch_summary(result) -> dict[str, Any] | None:

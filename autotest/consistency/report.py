@@ -20,9 +20,11 @@ from typing import Any
 
 from autotest.consistency.classify import ModuleAnalysis
 from autotest.consistency.dumps import STATS, parse_key
+from autotest.consistency.logprob_compare import NOT_PROVIDED
+from autotest.consistency.logprob_records import KINDS
 from autotest.consistency.mapping import MappingGroup, block_of, layer_index
 from autotest.consistency.value_compare import GroupCompare
-from autotest.consistency.verdict import RootCauseReport
+from autotest.consistency.verdict import AFTER_MODEL, RootCauseReport
 
 FILES = {
     "key_mapping": "output_1_key_mapping",
@@ -212,6 +214,47 @@ def output_paths(out_dir: Path) -> dict[str, str]:
     return paths
 
 
+DIVERGENCE = {
+    "sampling_path": "the log-probs the rollout recorded while sampling differ from its own model's recompute",
+    "module": "the rollout model and the trainer compute different log-probs",
+    "sampling_path_and_module": "both the rollout's sampling path and a module diverge",
+    "aligned": "recorded, recomputed and trainer log-probs agree and every module is aligned",
+    "sampling_path_unchecked": "every module is aligned; the sampling path was not checked",
+    "undetermined": "the analysis could not place the divergence",
+}
+
+
+def _logprob_section(comparison: Mapping[str, Any] | None) -> list[str]:
+    """The three-way comparison: one row per pair, then the tokens that show each diverging pair."""
+    lines = ["", "## Log-prob paths (recorded while sampling / rollout recompute / trainer)", ""]
+    if not comparison:
+        return lines + ["- not run"]
+    lines += [f"- finding: **{comparison['finding']}** (a pair diverges when its k3 over the window exceeds its "
+              "threshold: 1e-09 when both sides compute in fp32, else 1e-05, the bf16 noise x 5); records: "
+              + (", ".join(f"{k} {n} sample(s)" for k, n in comparison["provided"].items()) or "none"), "",
+              "| pair | compared | status | tokens | max abs diff | mean abs diff | k3 | k3 threshold |",
+              "|---|---|---|---|---|---|---|---|"]
+    for p in comparison["pairs"]:
+        numbers = ("-", "-", "-", "-") if p["k3"] is None else (
+            f"{p['max_abs_diff']:.3e}", f"{p['mean_abs_diff']:.3e}", f"{p['k3']:.3e}", f"{p['k3_threshold']:.0e}")
+        status = p["status"] if p["status"] != "not_compared" else f"not compared: {p['detail']}"
+        lines.append(f"| {p['pair']} | {p['reference']} vs {p['other']} | {status} | {p['tokens']} | "
+                     + " | ".join(numbers) + " |")
+    diverging = [p for p in comparison["pairs"] if p["status"] == "diverges"]
+    # end to end is the sum of the other two: its tokens only when neither of them shows the divergence
+    for p in [p for p in diverging if p["pair"] != "end_to_end"] or diverging:
+        if p["status"] == "diverges":
+            lines += ["", f"Tokens that differ most, {p['pair']} ({p['reference']} vs {p['other']}):", "",
+                      "| step | sample | request | position | token id | recorded | recomputed | trainer |",
+                      "|---|---|---|---|---|---|---|---|"]
+            lines += [f"| {t['step']} | {t['sample']} | {t['request_id'] or '-'} | {t['position']} | {t['token_id']} | "
+                      + " | ".join("-" if t[k] is None else f"{t[k]:.6g}" for k in KINDS)
+                      + " |" for t in p["worst_tokens"]]
+    for kind, files in comparison["sources"].items():
+        lines.append(f"- {kind} log-probs: {', '.join(f'`{f}`' for f in files)}")
+    return lines
+
+
 def _bullets(items: Sequence[str], empty: str = "none") -> str:
     return "\n".join(f"- {i}" for i in items) if items else f"- {empty}"
 
@@ -222,8 +265,12 @@ def render_markdown(report: RootCauseReport) -> str:
     lines = ["# Consistency root-cause report", "", "## Context", ""]
     lines += [f"- {k}: {v}" for k, v in ctx.items()]
     lines += ["", "## Assumptions", "", _bullets(d["assumptions"])]
-    lines += ["", "## Final judgement", "", f"- verdict: **{d['verdict']}**"]
-    if rc:
+    lines += ["", "## Final judgement", "", f"- verdict: **{d['verdict']}**",
+              f"- divergence: **{d['divergence']}** ({DIVERGENCE[d['divergence']]})"]
+    if rc and rc["bucket"] == AFTER_MODEL:
+        lines += [f"- root cause: **{rc['bucket']}** in the {rc['module']} ({rc['localisation']})",
+                  f"- confidence: **{d['confidence']}**", f"- why: {rc['why']}"]
+    elif rc:
         lines += [
             f"- root cause: **{rc['bucket']}** at `{rc['module']}` (localised to `{rc['localisation']}`)",
             f"- train-side module(s): {', '.join(f'`{m}`' for m in rc.get('train_modules', [])) or 'n/a'}; "
@@ -234,7 +281,13 @@ def render_markdown(report: RootCauseReport) -> str:
             f"- why this is the first credible boundary: {rc['why']}",
             f"- previous aligned boundary: `{d['previous_aligned_boundary']}`",
         ]
+    elif d["verdict"] == "no_divergence" and ctx.get("breached_metrics") and d["divergence"] == "aligned":
+        lines.append(f"- every compared module is aligned and the recorded, recomputed and trainer log-probs agree, "
+                     f"yet {', '.join(ctx['breached_metrics'])} breached in the run: this window does not reproduce "
+                     "the breach")
     elif d["verdict"] == "no_divergence" and ctx.get("breached_metrics"):
+        unchecked = (d["logprob_comparison"] or {}).get("pairs", [{}])[0].get("detail") or NOT_PROVIDED
+        lines.append(f"- inferred, not observed ({unchecked}):")
         lines.append(f"- every compared module is aligned within the dtype-aware thresholds, yet "
                      f"{', '.join(ctx['breached_metrics'])} breached in the run: the divergence is **after the "
                      "model** (sampling path: temperature, top-p/top-k, logits processors, log-prob gathering)")
@@ -246,6 +299,7 @@ def render_markdown(report: RootCauseReport) -> str:
             f"- **{c['reason']}**: {c['detail']} (evidence: {', '.join(c['evidence']) or 'n/a'})"
             for c in d["cannot_conclude"]
         ]
+    lines += _logprob_section(d["logprob_comparison"])
     lines += ["", "## Evidence chain", "", _bullets(d["evidence_chain"])]
     lines += ["", "## Key suspects", ""]
     lines += [

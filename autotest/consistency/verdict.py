@@ -1,8 +1,11 @@
 """The root-cause judgement: one typed result from pairing, comparison and classification.
 
-Verdicts: ``root_cause_found`` (a credible first divergence boundary), ``no_divergence``
+Verdicts: ``root_cause_found`` (a credible first divergence boundary, or the rollout's sampling
+path when its recorded log-probs differ from its own model's recompute), ``no_divergence``
 (every compared module aligned), ``cannot_conclude`` (typed reasons; no root cause is ever
-claimed then). Confidence: ``high`` needs elementwise (tensor) evidence at the boundary, a
+claimed then). ``divergence`` classifies where (:func:`classify_divergence`): ``sampling_path``,
+``module``, ``sampling_path_and_module``, ``aligned``, ``sampling_path_unchecked`` (modules aligned,
+no recorded log-probs) or ``undetermined``. Confidence: ``high`` needs elementwise (tensor) evidence at the boundary, a
 high-confidence mapping and clean pairing; statistics alone give at most ``medium``; pairing
 issues or a low-confidence mapping give ``low``.
 """
@@ -12,10 +15,11 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from autotest.consistency.classify import Boundary, ModuleAnalysis
+from autotest.consistency.logprob_compare import NOT_PROVIDED, LogprobComparison
 from autotest.consistency.pairing import CannotConclude, ForwardPair
 from autotest.consistency.value_compare import TensorCompare
 
@@ -53,11 +57,16 @@ class RootCauseReport:
     paths: Mapping[str, Any] = field(default_factory=dict)
     assumptions: tuple[str, ...] = ()
     """What the analysis took on trust (pairing without logs, step choice, name mapping, fused layout)."""
+    divergence: str = "undetermined"
+    """Where the sides diverge (:func:`classify_divergence`)."""
+    logprobs: Mapping[str, Any] | None = None
+    """The three-way log-prob comparison (:mod:`.logprob_compare`), as a dict."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": 1,
             "verdict": self.verdict,
+            "divergence": self.divergence,
             "confidence": self.confidence,
             "root_cause": dict(self.root_cause) if self.root_cause else None,
             "previous_aligned_boundary": self.previous_aligned_boundary,
@@ -72,6 +81,7 @@ class RootCauseReport:
             "context": dict(self.context),
             "assumptions": list(self.assumptions),
             "paths": dict(self.paths),
+            "logprob_comparison": dict(self.logprobs) if self.logprobs else None,
         }
 
 
@@ -265,3 +275,93 @@ def next_checks_for(
             f"msprobe compare -tp {pair.actor_dump} -gp {pair.rollout_dump} -o <out>"
         )
     return checks
+
+
+#: root-cause bucket of a divergence in the rollout's sampling path (after the model)
+AFTER_MODEL = "after_model"
+
+
+def classify_divergence(module_verdict: str, logprobs: LogprobComparison) -> str:
+    """Where the sides diverge: the module judgement and the three-way log-prob comparison together."""
+    finding = logprobs.finding
+    sampling = finding in ("sampling_path", "sampling_path_and_model")
+    module = module_verdict == "root_cause_found" or finding in ("model", "sampling_path_and_model")
+    if sampling:
+        return "sampling_path_and_module" if module else "sampling_path"
+    if module:
+        return "module"
+    if module_verdict == "no_divergence":
+        return "aligned" if finding == "aligned" else "sampling_path_unchecked"
+    return "undetermined"
+
+
+def sampling_path_cause(logprobs: LogprobComparison) -> dict[str, Any]:
+    """The root cause when the recorded log-probs differ from the rollout model's own recompute."""
+    pair = logprobs.pair("sampling_path")
+    return {
+        "module": "rollout sampling path (after the model)", "bucket": AFTER_MODEL,
+        "localisation": "between the rollout model's logits and the log-probs it returned",
+        "train_keys": [], "rollout_keys": [], "train_modules": [], "rollout_modules": [], "divergent_parts": [],
+        "evidence": "log-probs", "pair": "recorded vs recomputed",
+        "why": (f"the log-probs the rollout recorded while sampling differ from the same rollout model's prefill "
+                f"recompute of the same tokens ({pair.line()}): the model's forward is the same on both, so the "
+                "difference is made after it, where the logits become sampled tokens and reported log-probs"),
+    }
+
+
+SAMPLING_PATH_HYPOTHESIS = {
+    "expected_train_path": "The trainer scores each sampled token with the model's own distribution "
+                           "(log_softmax of the logits at temperature 1, no processors).",
+    "inference_path": "The rollout reports log-probs from a changed distribution: a sampling temperature other "
+                      "than the trainer's, top-p/top-k or logits processors applied before the log-probs are "
+                      "taken, or log-probs gathered for the wrong tokens/positions.",
+}
+
+
+def sampling_path_checks(logprobs: LogprobComparison) -> list[str]:
+    """Next checks for a sampling-path divergence, pointing at the tokens that show it."""
+    tokens = logprobs.pair("sampling_path").worst_tokens[:3]
+    shown = "; ".join(f"sample {t.sample} position {t.position} token {t.token_id}: recorded "
+                      f"{t.values.get('recorded'):.6g}, recomputed {t.values.get('recomputed'):.6g}" for t in tokens)
+    return [f"Diff the rollout's sampling path against the trainer's log-prob computation on these tokens ({shown}).",
+            *AFTER_MODEL_CHECKS[:1]]
+
+
+def with_logprob_finding(report: RootCauseReport, logprobs: LogprobComparison, step: Step,
+                         breached: Sequence[str] = ()) -> RootCauseReport:
+    """The module judgement completed by the three-way log-prob comparison (``step`` says how it ran)."""
+    divergence = classify_divergence(report.verdict, logprobs)
+    compared = [p for p in logprobs.pairs if p.status != "not_compared"]
+    changes: dict[str, Any] = {
+        "divergence": divergence, "logprobs": logprobs.to_dict(), "steps": (*report.steps, step),
+        "evidence_chain": (*report.evidence_chain, *(f"log-probs, {p.line()}" for p in compared)),
+        "limitations": (*report.limitations, *(p.line() for p in logprobs.pairs if p.status == "not_compared")),
+    }
+    if logprobs.token_mismatches:
+        changes["limitations"] += ((f"{logprobs.token_mismatches} token(s) carry different token ids between the "
+                                    "log-prob records at the same sample and position: left out of the comparison"),)
+    if divergence == "sampling_path":
+        clean = report.verdict == "no_divergence" and not logprobs.token_mismatches
+        changes.update(verdict="root_cause_found", confidence="high" if clean else "medium",
+                       root_cause=sampling_path_cause(logprobs), hypothesis=SAMPLING_PATH_HYPOTHESIS,
+                       next_checks=tuple(sampling_path_checks(logprobs)))
+    elif divergence == "sampling_path_and_module":
+        changes["next_checks"] = (*report.next_checks, *sampling_path_checks(logprobs))
+    elif divergence == "module" and report.verdict != "root_cause_found":
+        changes["next_checks"] = (
+            (f"The rollout model's recompute and the trainer's log-probs differ ({logprobs.pair('model').line()}) "
+             "although no dumped module diverges credibly: compare what is not dumped (final norm, lm_head, "
+             "log_softmax, gathering) and rerun the window with the tensor pass."), *report.next_checks)
+    elif report.verdict == "no_divergence" and breached:
+        if divergence == "aligned":
+            changes["next_checks"] = (
+                (f"Recorded, recomputed and trainer log-probs agree in this window and every module is aligned, yet "
+                 f"{', '.join(breached)} breached in the run: the window does not reproduce the breach; dump the "
+                 "step the metric breached at (and check that the re-run samples what the run sampled)."),)
+        else:
+            # the inference first (what the aligned dumps imply), then what would turn it into an observation
+            changes["next_checks"] = (*report.next_checks[:1],
+                                      (f"{NOT_PROVIDED}; save the log-probs the rollout returned for the window's "
+                                       "samples (format: autotest/consistency/logprob_records.py)."),
+                                      *report.next_checks[1:])
+    return replace(report, **changes)

@@ -15,6 +15,11 @@ Calls a workload makes, only for the diagnostic window step:
 
 Both sides pass the same ``request_ids`` (``step{S}-p{P}-s{K}``) and ``token_ids``
 (prompt + response, no padding), which is how samples are paired across sides.
+
+For the three-way log-prob comparison, the same window also saves (``record_logprobs``) the
+log-probs of every sampled token as three paths computed them: ``recorded`` (what the rollout
+returned while sampling), ``recomputed`` (the rollout-side full-sequence forward above) and
+``trainer`` (the actor's recompute).
 """
 
 from __future__ import annotations
@@ -50,6 +55,21 @@ class ForwardObserver(Protocol):
         """A context manager that wraps exactly one forward pass of ``model``."""
         ...
 
+    def record_logprobs(
+        self,
+        kind: str,
+        step: int,
+        samples: list[int],
+        request_ids: list[str],
+        positions: list[list[int]],
+        token_ids: list[list[int]],
+        logprobs: list[list[float]],
+        dtype: str | None = None,
+    ) -> None:
+        """Save per-token log-probs of the window's samples as one path computed them (``kind``), by a model
+        computing in ``dtype`` (fp32 | bf16)."""
+        ...
+
     def close(self) -> None:
         """Flush and release whatever the observer holds; called once at the end of the run."""
         ...
@@ -70,6 +90,19 @@ class NullObserver:
     ) -> AbstractContextManager[Any]:
         """A context manager that does nothing."""
         return contextlib.nullcontext()
+
+    def record_logprobs(
+        self,
+        kind: str,
+        step: int,
+        samples: list[int],
+        request_ids: list[str],
+        positions: list[list[int]],
+        token_ids: list[list[int]],
+        logprobs: list[list[float]],
+        dtype: str | None = None,
+    ) -> None:
+        """Saves nothing."""
 
     def close(self) -> None:
         """Nothing to release."""

@@ -67,6 +67,14 @@ class RolloutBatch:
             for p, r, n in zip(self.prompt_ids.tolist(), self.response_ids.tolist(), lengths, strict=True)
         ]
 
+    def token_logprobs(self, values: torch.Tensor) -> tuple[list[list[int]], list[list[int]], list[list[float]]]:
+        """Per sample, the response tokens' (positions in prompt + response, token ids, ``values``)."""
+        prompt_len = self.prompt_ids.shape[1]
+        lengths = self.response_mask.sum(dim=1).long().tolist()
+        return ([list(range(prompt_len, prompt_len + n)) for n in lengths],
+                [r[:n] for r, n in zip(self.response_ids.tolist(), lengths, strict=True)],
+                [v[:n] for v, n in zip(values.tolist(), lengths, strict=True)])
+
     def responses(self) -> list[list[int]]:
         """Response ids of each sample, without padding."""
         lengths = self.response_mask.sum(dim=1).long().tolist()
@@ -91,6 +99,7 @@ class RolloutEngine:
 
         torch.set_num_threads(num_threads)
         self.tokenizer = DigitTokenizer()
+        self.dtype = dtype
         self.torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
@@ -182,12 +191,20 @@ class RolloutEngine:
         import torch
 
         prompt_len = batch.prompt_ids.shape[1]
+        recomputed = []
         with torch.no_grad():
             for rid, seq in zip(batch.request_ids, batch.sequences(), strict=True):
                 with self.observer.forward(
                     ROLLOUT_SIDE, step, ROLLOUT_PHASE, [rid], [seq], batch.weight_version, self.model
                 ):
-                    response_logprobs(self.model, torch.tensor([seq]), prompt_len)
+                    logp, _ = response_logprobs(self.model, torch.tensor([seq]), prompt_len)
+                recomputed.append(logp[0].tolist())
+        # what the sampler returned, and the same tokens as this model's plain prefill scores them
+        positions, token_ids, recorded = batch.token_logprobs(batch.rollout_logprobs)
+        samples = list(range(len(batch.request_ids)))
+        for kind, values in (("recorded", recorded), ("recomputed", recomputed)):
+            self.observer.record_logprobs(kind, step, samples, batch.request_ids, positions, token_ids, values,
+                                          self.dtype)
 
     def close_observer(self) -> None:
         """Let the observer flush what it collected."""

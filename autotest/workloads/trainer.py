@@ -144,6 +144,10 @@ class Trainer:
         mask = batch.response_mask
         old_logp, entropy = self._recompute(batch, step, observe)
         old_logp = self.hooks.on_actor_logprobs(step, old_logp)
+        if observe:  # the values the mismatch metrics use, for the three-way log-prob comparison
+            positions, token_ids, values = batch.token_logprobs(old_logp)
+            self.observer.record_logprobs("trainer", step, list(range(len(batch.request_ids))), batch.request_ids,
+                                          positions, token_ids, values, "fp32")
         metrics = mismatch_metrics(old_logp, batch.rollout_logprobs, mask)
         metrics["entropy/mean"] = float(masked_mean(entropy, mask))
 

@@ -8,6 +8,7 @@ import pytest
 
 from autotest.consistency.analyze import analyze_dumps
 from autotest.consistency.job import _summary
+from autotest.consistency.logprob_compare import NOT_PROVIDED
 from tests.integration.consistency.scenarios import collect
 
 K3 = "mismatch/mismatch_k3_kl"
@@ -27,6 +28,9 @@ def test_aligned_dumps_under_a_k3_breach_point_at_the_sampling_path(tmp_path: Pa
     assert "**after the model**" in markdown
     summary = _summary(report, [], [K3])
     assert "no divergence" not in summary and "after the model" in summary and K3 in summary
+    # no recorded log-probs were given: the sampling path is inferred, and the report says it was not checked
+    assert report.divergence == "sampling_path_unchecked" and summary.startswith(NOT_PROVIDED)
+    assert NOT_PROVIDED in markdown
 
 
 @pytest.mark.slow

@@ -47,6 +47,9 @@ def test_fault_is_localised_to_its_module(tmp_path, fault):
     assert cause["bucket"] == expected["bucket"]
     assert cause["module"].startswith(expected["module"]) or cause["localisation"].startswith(expected["module"])
     assert report["context"]["tasks"] == ["tensor"] and cause["evidence"] == "tensor"
+    # the rollout's sampler reports what its own model computes: the divergence is a module's, not sampling's
+    sampling, model, _ = report["logprob_comparison"]["pairs"]
+    assert report["divergence"] == "module" and sampling["status"] == "agrees" and model["status"] == "diverges"
     for name in ("output_1_key_mapping", "output_2_mapping", "output_3_value_compare", "output_4_module_analysis"):
         assert (outcome.out_dir / f"{name}.json").exists() and (outcome.out_dir / f"{name}.csv").exists()
     wrapper = (outcome.out_dir / "tensor" / "diagnostic_wrapper.sh").read_text()

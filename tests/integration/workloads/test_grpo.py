@@ -250,6 +250,7 @@ class _RecordingObserver:
     def __init__(self, config: dict[str, Any]) -> None:
         self.config = config
         self.calls: list[dict[str, Any]] = []
+        self.logprobs: dict[str, dict[str, Any]] = {}
         self.closed = 0
 
     @contextlib.contextmanager
@@ -263,6 +264,12 @@ class _RecordingObserver:
         finally:
             handle.remove()
             self.calls.append(call)
+
+    def record_logprobs(self, kind: str, step: int, samples: list[int], request_ids: list[str],
+                        positions: list[list[int]], token_ids: list[list[int]], logprobs: list[list[float]],
+                        dtype: str | None = None) -> None:
+        self.logprobs[kind] = {"dtype": dtype, "step": step, "samples": samples, "request_ids": request_ids, "positions": positions,
+                               "token_ids": token_ids, "logprobs": logprobs}
 
     def close(self) -> None:
         self.closed += 1
@@ -290,6 +297,15 @@ def test_diagnostic_hook_wraps_one_forward_per_sample_on_both_sides(
     pair = lambda side: sorted((c["request_ids"][0], tuple(c["token_ids"][0])) for c in by_side[side])  # noqa: E731
     assert pair("rollout") == pair("actor")
     assert [rid for rid, _ in pair("actor")] == ["step2-p0-s0", "step2-p0-s1", "step2-p0-s2"]
+    # the three-way comparison's inputs: the same tokens as the sampler, the rollout prefill and the trainer saw them
+    assert sorted(observer.logprobs) == ["recomputed", "recorded", "trainer"]
+    seen = {k: (v["step"], v["request_ids"], v["positions"], v["token_ids"]) for k, v in observer.logprobs.items()}
+    assert len(set(map(repr, seen.values()))) == 1 and seen["recorded"][1] == [rid for rid, _ in pair("actor")]
+    for kind in ("recorded", "recomputed", "trainer"):
+        values = observer.logprobs[kind]["logprobs"]
+        assert [len(v) for v in values] == [len(p) for p in observer.logprobs[kind]["positions"]]
+        assert all(v <= 0 for row in values for v in row)
+    assert [observer.logprobs[k]["dtype"] for k in ("recorded", "recomputed", "trainer")] == ["bf16", "bf16", "fp32"]
     rows = _rows(_newest_exp(tmp_path / "w"))
     assert sorted(_summaries(rows)) == [1, 2]  # stops right after the window step
     saved = json.loads((_newest_exp(tmp_path / "w") / "config.json").read_text())

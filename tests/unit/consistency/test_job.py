@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from autotest.consistency.job import REQUEST_FILE, load_request, run_consistency_job
+from autotest.consistency.job import REQUEST_FILE, _summary, load_request, run_consistency_job
+from autotest.consistency.logprob_compare import compare_logprobs
+from autotest.consistency.logprob_records import LogprobRecord
+from autotest.consistency.verdict import RootCauseReport, Step, with_logprob_finding
 from autotest.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -49,3 +52,26 @@ def test_missing_or_bad_request_is_one_line(tmp_path):
     (tmp_path / REQUEST_FILE).write_text('{"case": "x"}')
     with pytest.raises(UsageError, match=r"key 'case_file' is missing"):
         load_request(tmp_path)
+
+
+def _summary_of(verdict: str, kinds: dict[str, tuple[float, ...]]) -> str:
+    cause = {"bucket": "parameter_sync_mismatch", "module": "model.layers.1.mlp", "localisation": "model.layers.1.mlp"}
+    report = RootCauseReport(verdict, "high", cause if verdict == "root_cause_found" else None, None, (), (), None,
+                             (), (), (), (), (), {})
+    records = {k: [LogprobRecord(k, 2, 0, "r0", (4, 5), (7, 8), v, "fp32", f"{k}.jsonl:1")] for k, v in kinds.items()}
+    report = with_logprob_finding(report, compare_logprobs(records), Step("three-way", "executed", ""))
+    return _summary(report, [], ["mismatch/mismatch_k3_kl"])
+
+
+def test_summary_names_each_path_and_never_says_no_divergence_under_a_breach():
+    base, hot = (-0.5, -1.0), (-0.7, -0.8)
+    module = _summary_of("root_cause_found", {"recorded": base, "recomputed": base, "trainer": hot})
+    assert module.startswith("root cause (high confidence): parameter_sync_mismatch")
+    assert "the sampling path is clear" in module
+    partial = _summary_of("root_cause_found", {"recorded": base, "recomputed": base})  # no trainer records
+    assert "recomputed vs trainer not compared (trainer log-probs not provided)" in partial
+    sampling = _summary_of("no_divergence", {"recorded": hot, "recomputed": base, "trainer": base})
+    assert sampling.startswith("sampling-path divergence (high confidence)")
+    aligned = _summary_of("no_divergence", {"recorded": base, "recomputed": base, "trainer": base})
+    assert aligned.startswith("the window does not reproduce the breach")
+    assert not any("no divergence" in s for s in (module, partial, sampling, aligned))

@@ -1,0 +1,149 @@
+"""The three-way log-prob comparison and the verdict it gives, on small hand-made records."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from autotest.consistency.logprob_compare import (
+    K3_DIVERGES_BF16,
+    K3_DIVERGES_FP32,
+    NOT_PROVIDED,
+    compare_logprobs,
+    not_checked,
+)
+from autotest.consistency.logprob_records import LogprobRecord
+from autotest.consistency.verdict import RootCauseReport, Step, classify_divergence, with_logprob_finding
+
+TOKENS = (7, 3, 11, 2)
+BASE = (-0.4, -1.3, -2.2, -0.05)
+
+
+def _records(kind: str, values: tuple[float, ...], samples: int = 2, tokens: tuple[int, ...] = TOKENS,
+             dtype: str | None = None):
+    return [LogprobRecord(kind, 5, s, f"step5-p0-s{s}", tuple(range(4, 4 + len(values))), tokens, values, dtype,
+                          f"{kind}.jsonl:{s + 1}") for s in range(samples)]
+
+
+def _hot(values: tuple[float, ...], temperature: float) -> tuple[float, ...]:
+    """Log-probs of the same tokens under a temperature, over a 2-token distribution (enough to move them)."""
+    out = []
+    for v in values:
+        p = math.exp(v)
+        a, b = math.log(p) / temperature, math.log(1 - p) / temperature
+        out.append(a - math.log(math.exp(a) + math.exp(b)))
+    return tuple(out)
+
+
+def test_identical_paths_agree_exactly() -> None:
+    result = compare_logprobs({k: _records(k, BASE) for k in ("recorded", "recomputed", "trainer")})
+    assert result.finding == "aligned"
+    assert all(p.status == "agrees" and p.tokens == 8 and p.k3 == 0.0 and p.max_abs_diff == 0.0 for p in result.pairs)
+
+
+def test_a_sampling_temperature_is_a_sampling_path_divergence() -> None:
+    result = compare_logprobs({"recorded": _records("recorded", _hot(BASE, 1.3)),
+                               "recomputed": _records("recomputed", BASE), "trainer": _records("trainer", BASE)})
+    assert result.finding == "sampling_path"
+    sampling, model, end = result.pairs
+    assert (sampling.status, model.status, end.status) == ("diverges", "agrees", "diverges")
+    diffs = [b - a for a, b in zip(_hot(BASE, 1.3), BASE, strict=True)]
+    assert sampling.k3 == pytest.approx(sum(math.exp(d) - d - 1 for d in diffs) / 4)
+    assert sampling.max_abs_diff == pytest.approx(max(map(abs, diffs)))
+    worst = sampling.worst_tokens[0]  # the token with the largest |diff|, with all three values
+    i = max(range(4), key=lambda j: abs(diffs[j]))
+    assert (worst.position, worst.token_id) == (4 + i, TOKENS[i])
+    assert worst.values == {"recorded": _hot(BASE, 1.3)[i], "recomputed": BASE[i], "trainer": BASE[i]}
+
+
+def test_a_model_difference_is_not_a_sampling_path_divergence() -> None:
+    shifted = tuple(v - 0.05 for v in BASE)
+    result = compare_logprobs({"recorded": _records("recorded", BASE), "recomputed": _records("recomputed", BASE),
+                               "trainer": _records("trainer", shifted)})
+    assert result.finding == "model"
+    assert [p.status for p in result.pairs] == ["agrees", "diverges", "diverges"]
+
+
+def test_noise_below_the_threshold_agrees() -> None:
+    # bf16-sized noise: |d| 2e-3 gives k3 ~ 2e-6, below the threshold
+    noisy = tuple(v + (2e-3 if i % 2 else -2e-3) for i, v in enumerate(BASE))
+    result = compare_logprobs({"recorded": _records("recorded", BASE), "recomputed": _records("recomputed", noisy),
+                               "trainer": _records("trainer", noisy)})
+    assert result.pair("sampling_path").k3 < K3_DIVERGES_BF16 and result.finding == "aligned"
+
+
+def test_fp32_on_both_sides_tolerates_only_fp32_rounding() -> None:
+    # |d| 2e-4 (k3 2e-8): far above fp32 rounding (k3 ~1e-14), far below bf16 noise (~2e-6)
+    shifted = tuple(v - 2e-4 for v in BASE)
+    fp32 = compare_logprobs({"recomputed": _records("recomputed", BASE, dtype="fp32"),
+                             "trainer": _records("trainer", shifted, dtype="fp32")})
+    bf16 = compare_logprobs({"recomputed": _records("recomputed", BASE, dtype="low"),
+                             "trainer": _records("trainer", shifted, dtype="fp32")})
+    unknown = compare_logprobs({"recomputed": _records("recomputed", BASE), "trainer": _records("trainer", shifted)})
+    assert fp32.pair("model").status == "diverges" and fp32.pair("model").k3_threshold == K3_DIVERGES_FP32
+    assert bf16.pair("model").status == unknown.pair("model").status == "agrees"
+    assert bf16.pair("model").k3_threshold == K3_DIVERGES_BF16
+
+
+def test_without_recorded_log_probs_the_sampling_path_is_unchecked() -> None:
+    result = compare_logprobs({"recomputed": _records("recomputed", BASE), "trainer": _records("trainer", BASE)})
+    assert result.finding == "not_checked"
+    assert result.pair("sampling_path").detail == NOT_PROVIDED == result.pair("end_to_end").detail
+    assert result.pair("model").status == "agrees"
+
+
+def test_tokens_with_different_ids_are_left_out_and_counted() -> None:
+    result = compare_logprobs({"recorded": _records("recorded", BASE), "recomputed": _records("recomputed", BASE),
+                               "trainer": _records("trainer", BASE, tokens=(7, 3, 12, 2))})
+    assert result.token_mismatches == 2 and result.pair("model").tokens == 6
+
+
+def test_samples_match_by_request_id_when_every_record_has_one() -> None:
+    recorded = _records("recorded", BASE, samples=1)
+    trainer = [LogprobRecord("trainer", 5, 9, "step5-p0-s0", (4, 5, 6, 7), TOKENS, BASE, None, "t.jsonl:1")]
+    result = compare_logprobs({"recorded": recorded, "trainer": trainer})
+    assert result.pair("end_to_end").tokens == 4
+
+
+def _report(verdict: str) -> RootCauseReport:
+    return RootCauseReport(verdict, None, None, None, (), (), None, (), ("module check",), (), (), (), {})
+
+
+def test_the_verdict_names_the_sampling_path_and_the_tokens() -> None:
+    comparison = compare_logprobs({"recorded": _records("recorded", _hot(BASE, 1.3)),
+                                   "recomputed": _records("recomputed", BASE), "trainer": _records("trainer", BASE)})
+    report = with_logprob_finding(_report("no_divergence"), comparison, Step("three-way", "executed", ""),
+                                  ["mismatch/mismatch_k3_kl"])
+    assert (report.verdict, report.divergence, report.confidence) == ("root_cause_found", "sampling_path", "high")
+    assert report.root_cause["bucket"] == "after_model" and "temperature" in report.hypothesis["inference_path"]
+    assert "recorded" in report.next_checks[0] and "position" in report.next_checks[0]
+    assert report.to_dict()["logprob_comparison"]["finding"] == "sampling_path"
+
+
+@pytest.mark.parametrize(("module_verdict", "finding", "expected"), [
+    ("no_divergence", "sampling_path", "sampling_path"),
+    ("root_cause_found", "sampling_path", "sampling_path_and_module"),
+    ("root_cause_found", "aligned", "module"),
+    ("no_divergence", "model", "module"),
+    ("no_divergence", "aligned", "aligned"),
+    ("no_divergence", "not_checked", "sampling_path_unchecked"),
+    ("cannot_conclude", "not_checked", "undetermined"),
+])
+def test_classification(module_verdict: str, finding: str, expected: str) -> None:
+    recorded = {"sampling_path": _hot(BASE, 1.3), "model": BASE, "aligned": BASE}.get(finding)
+    trainer = tuple(v - 0.05 for v in BASE) if finding == "model" else BASE
+    records = {"recomputed": _records("recomputed", BASE), "trainer": _records("trainer", trainer)}
+    if recorded:
+        records["recorded"] = _records("recorded", recorded)
+    comparison = compare_logprobs(records) if recorded else not_checked()
+    assert comparison.finding == finding
+    assert classify_divergence(module_verdict, comparison) == expected
+
+
+def test_unchecked_sampling_path_under_a_breach_says_so_never_no_divergence() -> None:
+    report = with_logprob_finding(_report("no_divergence"), not_checked(), Step("three-way", "not_run", ""),
+                                  ["mismatch/mismatch_k3_kl"])
+    assert report.verdict == "no_divergence" and report.divergence == "sampling_path_unchecked"
+    assert report.next_checks == ("module check", f"{NOT_PROVIDED}; save the log-probs the rollout returned for "
+                                  "the window's samples (format: autotest/consistency/logprob_records.py).")

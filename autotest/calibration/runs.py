@@ -42,8 +42,9 @@ from autotest.pipeline import RunOptions, run_case
 from autotest.redaction import json_ready
 from autotest.report.publish import AfterResults
 from autotest.run.interrupts import clear_stop, describe, request_stop
-from autotest.run.platform import check_platform, detect_gpus
+from autotest.run.platform import check_platform
 from autotest.run.preflight import run_preflight
+from autotest.run.replicates import default_jobs
 from autotest.run.results_dir import default_results_root, fresh_folder, run_stamp
 
 CONFIG_NAME = "config.json"
@@ -151,7 +152,7 @@ def calibration_seeds(case: Case, runs: int) -> tuple[int, ...]:
 def calibration_run(case: Case, index: int, seed: int, run_dir: Path, results_root: Path | None = None,
              baseline_path: Path | None = None, after_results: AfterResults | None = None) -> RunRecord:
     """One calibration run: the same pipeline as ``rl-autotest run``, into ``run_dir``."""
-    run = run_case(case, RunOptions(results_root=results_root, results_dir=run_dir, seed=seed,
+    run = run_case(case, RunOptions(results_root=results_root, results_dir=run_dir, seed=seed, replicates=1,
                                     baseline_path=baseline_path, after_results=after_results))
     verdict = run.verdict
     assert verdict is not None  # the platform was checked and preflight passed before any run
@@ -198,13 +199,6 @@ def history_records(case: Case, runs: int, options: CalibrationOptions) -> list[
         raise UsageError(f"{case.name}: the history holds {len(records)} passing run(s) with trackers on disk; "
                          "calibration needs at least two")
     return records
-
-
-def default_jobs(case: Case, runs: int) -> int:
-    """Runs side by side on this node: one per CPU (embedded cases cap torch threads), or per GPU slice."""
-    if case.platform.gpus > 0:
-        return max(1, min(runs, detect_gpus().count // case.platform.gpus))
-    return max(1, min(runs, os.cpu_count() or 1))
 
 
 def run_all(case: Case, seeds: Sequence[int], folder: Path, options: CalibrationOptions,

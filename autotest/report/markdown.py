@@ -65,6 +65,41 @@ def _table(verdict: Verdict) -> list[str]:
     return lines
 
 
+def _mean_of(verdict: Verdict) -> str:
+    return f" (mean of {len(verdict.replicates)} replicates)" if verdict.replicates else ""
+
+
+def _replicates(verdict: Verdict) -> list[str]:
+    """Every replicate: its seed, exit, own verdict and own value of each check, beside the mean's."""
+    if not verdict.replicates:
+        return []
+    averaged = [r for r in verdict.replicates if r.averaged]
+    scale = verdict.pooled_threshold_scale
+    lines = ["## Replicates", "",
+             f"The checks above judge the mean of {len(averaged)} complete replicate(s) of "
+             f"{len(verdict.replicates)}, per step at the steps all of them logged (timing metrics `time/*`: the "
+             "median replicate, since their noise is the machine's). "
+             + (f"Pooled thresholds are the calibrated ones x {scale:.3f} = sqrt((1/K + 1/N) / (1 + 1/N)) for "
+                f"K = {len(averaged)} (N = calibration runs; see each check's derivation in results.json), which "
+                "keeps the calibrated false-alarm rate; other thresholds are kept. " if scale is not None else "")
+             + "Each replicate's own verdict (one run, thresholds unscaled) is in its folder.", "",
+             "| replicate | seed | exit | wall s | own verdict | in the mean | folder |",
+             "|---|---|---|---|---|---|---|"]
+    for r in verdict.replicates:
+        lines.append(f"| {r.label} | {r.seed} | {r.exit} | {fmt(r.wall_s)} | {STATUS_MARK.get(r.status, r.status)} "
+                     f"| {'yes' if r.averaged else 'no'} | `{r.folder}` |")
+    metric_checks = [c for c in verdict.results if c.kind == "metric"]
+    if metric_checks:
+        lines += ["", "Observed value of each check (what its threshold bounds): the mean's, then each "
+                  "replicate's own.", "",
+                  "| check | mean | " + " | ".join(r.label for r in verdict.replicates) + " |",
+                  "|---|---|" + "---|" * len(verdict.replicates)]
+        for c in metric_checks:
+            own = " | ".join(fmt(r.observed.get(c.check_id)) for r in verdict.replicates)
+            lines.append(f"| {c.check_id} | {fmt(c.observed)} {STATUS_MARK[c.status]} | {own} |")
+    return lines + [""]
+
+
 def _failing_points(verdict: Verdict) -> list[str]:
     rows = [(r, p) for r in verdict.results if r.status == FAIL for p in r.points.breaches()]
     if not rows:
@@ -82,7 +117,7 @@ def _failing_points(verdict: Verdict) -> list[str]:
 def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, history: Sequence[str] = ()) -> str:
     """report.md; ``history`` lines (drift across earlier runs) sit right under the verdict."""
     ctx = verdict.context
-    lines = [f"# {verdict.case}: {STATUS_MARK[verdict.status]}", ""]
+    lines = [f"# {verdict.case}: {STATUS_MARK[verdict.status]}{_mean_of(verdict)}", ""]
     problems = [r for r in verdict.results if r.status in (FAIL, ERROR) and r.is_gate]
     for r in problems:
         lines.append(f"- **{r.status}** {r.message}")
@@ -91,6 +126,7 @@ def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, histo
     if history:
         lines += ["## History (earlier runs of this case)", "", *[f"- {line}" for line in history], ""]
     lines += ["## Checks (measured)", "", *_table(verdict), *_failing_points(verdict), ""]
+    lines += _replicates(verdict)
     lines += ["## Messages", ""] + [f"- `{r.check_id}` {r.status}: {r.message}" for r in verdict.results] + [""]
     lines += ["## Suggested next step (inferred from the breach pattern)", ""]
     if verdict.triage:
@@ -140,7 +176,7 @@ def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, histo
 
 def render_step_summary(verdict: Verdict, report_path: Path | None = None, history: Sequence[str] = ()) -> str:
     failing = [r for r in verdict.results if r.status in (FAIL, ERROR) and r.is_gate]
-    lines = [f"### {verdict.case}: {STATUS_MARK[verdict.status]}", ""]
+    lines = [f"### {verdict.case}: {STATUS_MARK[verdict.status]}{_mean_of(verdict)}", ""]
     lines += [f"- {r.status}: {r.message}" for r in failing[:10]]
     lines += [f"- {line}" for line in history]
     primary = next((f for f in verdict.triage if f.primary), None)

@@ -4,7 +4,8 @@ Each replicate is a normal run of the pipeline with its own folder, logs and ver
 of the K runs together is built by the one verdict builder (:func:`autotest.judge.verdict.judge`):
 
 - **structure per replicate**: a crash, timeout, tracker or infrastructure problem of any replicate
-  is an ERROR (a fail-fast stop a FAIL) naming it, as for a single run; it is left out of the mean;
+  is an ERROR naming it (a FAIL when a gate of its own had failed before, or fail-fast stopped it), as
+  for a single run; it is left out of the mean;
 - **checks on the mean trace** of the complete replicates: per step, the mean over replicates of each
   metric, at the steps every one of them logged. Timing metrics (``time/*``) take the per-step
   *median* instead: their noise is the machine's, not the seed's, so averaging buys no power, and the
@@ -140,7 +141,10 @@ def _problems(verdict: Verdict | None) -> tuple[str, list[str]]:
         return FAIL, [stopped[0].message, *failing[:1]]
     if not broken:
         return PASS, []
-    return (FAIL if all(r.status == FAIL for r in broken) else ERROR), [r.message for r in broken]
+    # as for a single run: a gate that failed before it broke off makes it a FAIL, and is named
+    failing = [r.message for r in verdict.results if r.is_gate and r.status == FAIL and r.kind == "metric"]
+    status = FAIL if failing or all(r.status == FAIL for r in broken) else ERROR
+    return status, [r.message for r in broken] + failing[:1]
 
 
 def replicate_results(members: Sequence[Member]) -> list[CheckResult]:

@@ -159,6 +159,18 @@ def test_a_crashed_replicate_makes_the_verdict_error_naming_it_and_is_left_out_o
     assert verdict.pooled_threshold_scale == pytest.approx(1.0)  # one replicate averaged: K = 1
 
 
+def test_a_replicate_that_failed_a_gate_before_it_crashed_is_a_fail_as_a_single_run_would_be() -> None:
+    crashed = Verdict(FAIL, "case", (
+        CheckResult("run[completion]", ERROR, "run exited with code 1 at step 6 of 10", kind="structural"),
+        CheckResult(PER_STEP.check_id, FAIL, "rewards at step 5: 0.9 vs golden 0.5", metric=METRIC)))
+    verdict = judge_replicates(_baseline(POOLED), None, [_member(1, 0, 0.0), _member(2, 5, 0.0, crashed)],
+                               case="c").verdict
+    assert verdict.status == FAIL
+    result = next(r for r in verdict.results if r.check_id == "replicate[r2-seed5]")
+    assert result.status == FAIL
+    assert result.message.startswith("replicate r2-seed5: run exited with code 1 at step 6 of 10; rewards at step 5")
+
+
 def test_a_replicate_stopped_by_fail_fast_is_a_fail_naming_it() -> None:
     stopped = Verdict(FAIL, "case", (
         CheckResult("run[completion]", INFO, "run stopped by fail-fast at step 4: k3 breach", kind="structural"),

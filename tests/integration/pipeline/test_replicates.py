@@ -1,0 +1,77 @@
+"""Replicates end to end on tiny-grpo: K real runs side by side, each in its own folder, one verdict on their mean."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from autotest.inputs.baseline import load_baseline
+from autotest.inputs.case import REPO_ROOT, load_case
+from autotest.judge.readers import read_trace
+from autotest.judge.replicate_mean import pooled_threshold_scale
+from autotest.pipeline import RunOptions, run_case
+
+pytestmark = pytest.mark.slow
+
+REWARDS = "response/rewards/mean"
+
+
+def _options(tmp_path: Path, **kw) -> RunOptions:
+    return RunOptions(results_root=tmp_path / "results", poll_interval_s=0.2, **kw)
+
+
+def test_two_replicates_are_judged_on_their_mean_with_scaled_pooled_thresholds(tmp_path: Path) -> None:
+    case = load_case("tiny-grpo")
+    run = run_case(case, _options(tmp_path, replicates=2))
+    assert run.status == "PASS", [r.message for r in run.verdict.results if r.status != "PASS"]
+    assert run.summary_line().startswith("tiny-grpo: PASS (mean of 2 replicates)")
+    folder = run.results_dir
+    replicates = [folder / "replicates" / "r1-seed0", folder / "replicates" / "r2-seed5"]
+    for sub in replicates:  # each replicate is a normal run: its logs, tracker, work dir and own verdict
+        for name in ("tracker.jsonl", "logs/stdout.log", "work", "results.json", "report.md"):
+            assert (sub / name).exists(), sub / name
+    data = json.loads((folder / "results.json").read_text())
+    assert [(r["seed"], r["folder"], r["status"]) for r in data["replicates"]] == [
+        (0, str(replicates[0]), "PASS"), (5, str(replicates[1]), "PASS")]
+    scale = pooled_threshold_scale(2, 5)
+    assert data["pooled_threshold_scale"] == pytest.approx(scale)
+    calibrated = {c.check_id: c.threshold for c in load_baseline(case.baseline_path).checks}
+    pooled = [r for r in data["results"] if r.get("scope") == "pooled"]
+    assert pooled and all(r["threshold"] == pytest.approx(calibrated[r["check_id"]] * scale) for r in pooled)
+    # the judged series is the per-step mean of the two trackers
+    traces = [read_trace(sub / "tracker.jsonl", "xtuner") for sub in replicates]
+    early = next(r for r in pooled if r["check_id"] == f"{REWARDS}[pooled 1-15]")["points"]
+    expected = [(traces[0].series[REWARDS][s] + traces[1].series[REWARDS][s]) / 2 for s in early["steps"]]
+    assert early["steps"] == list(range(1, 16)) and early["current"] == pytest.approx(expected)
+    report = (folder / "report.md").read_text()
+    assert report.startswith("# tiny-grpo: ✅ PASS (mean of 2 replicates)")
+    for label, sub in (("r1-seed0", replicates[0]), ("r2-seed5", replicates[1])):
+        assert f"| {label} | {label[-1]} | 0 |" in report and f"`{sub}`" in report
+    assert (folder / "plots" / "response_rewards_mean.png").is_file()
+
+
+def test_a_crashing_replicate_makes_the_verdict_an_error_naming_it(tmp_path: Path) -> None:
+    """Replicate 2 (seed 5) gets the catalogue's crash fault; replicate 1 runs clean."""
+    source = (REPO_ROOT / "autotest" / "cases" / "tiny-grpo.yaml").read_text()
+    command = ('  command: if [ {seed} = 5 ]; then crash="--fault crash-at:3"; fi; '
+               "exec {python} -m autotest.workloads.grpo --work-dir {work_dir} --seed {seed} $crash\n")
+    lines = [command if line.startswith("  command:") else line for line in source.splitlines(keepends=True)]
+    path = tmp_path / "tiny-grpo.yaml"
+    path.write_text("".join(lines) + "replicates: 2\n")
+    case = load_case(path)
+    assert case.replicates == 2
+    run = run_case(case, _options(tmp_path, with_plots=False))
+    data = json.loads((run.results_dir / "results.json").read_text())
+    assert [(r["seed"], r["exit"], r["averaged"]) for r in data["replicates"]] == [(0, "0", True), (5, "1", False)]
+    # ERROR, or FAIL as for a single run when one of its own gates failed before the crash (step time on a
+    # loaded machine can, over two steps)
+    own = data["replicates"][1]["status"]
+    assert run.status == ("FAIL" if own == "FAIL" else "ERROR")
+    failing = [r for r in run.verdict.failing() if r.is_gate]
+    assert [r.check_id for r in failing] == ["replicate[r2-seed5]"], [r.message for r in failing]
+    assert "replicate r2-seed5: run exited with code 1 at step 2 of 45" in failing[0].message
+    assert run.summary_line().startswith(f"tiny-grpo: {run.status} (mean of 2 replicates)")
+    assert data["pooled_threshold_scale"] == pytest.approx(1.0)  # the clean replicate alone is judged
+    assert "replicate[r2-seed5]" in (run.results_dir / "report.md").read_text()

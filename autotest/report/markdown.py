@@ -75,14 +75,14 @@ def _replicates(verdict: Verdict) -> list[str]:
         return []
     averaged = [r for r in verdict.replicates if r.averaged]
     scale = verdict.pooled_threshold_scale
-    lines = ["## Replicates", "",
-             f"The checks above judge the mean of {len(averaged)} complete replicate(s) of "
-             f"{len(verdict.replicates)}, per step at the steps all of them logged (timing metrics `time/*`: the "
-             "median replicate, since their noise is the machine's). "
-             + (f"Pooled thresholds are the calibrated ones x {scale:.3f} = sqrt((1/K + 1/N) / (1 + 1/N)) for "
-                f"K = {len(averaged)} (N = calibration runs; see each check's derivation in results.json), which "
-                "keeps the calibrated false-alarm rate; other thresholds are kept. " if scale is not None else "")
-             + "Each replicate's own verdict (one run, thresholds unscaled) is in its folder.", "",
+    scaled = (f"Pooled thresholds are the calibrated ones x {scale:.3f} = sqrt((1/K + 1/N) / (1 + 1/N)) for "
+              f"K = {len(averaged)} (N = calibration runs; see each check's derivation in results.json), which "
+              "keeps the calibrated false-alarm rate; other thresholds are kept. ") if scale is not None else ""
+    about = (f"The checks above judge the mean of {len(averaged)} complete replicate(s) of {len(verdict.replicates)}, "
+             "per step at the steps all of them logged (timing metrics `time/*`: the median replicate, since their "
+             f"noise is the machine's). {scaled}Each replicate's own verdict (one run, thresholds unscaled) is in "
+             "its folder.")
+    lines = ["## Replicates", "", about, "",
              "| replicate | seed | exit | wall s | own verdict | in the mean | folder |",
              "|---|---|---|---|---|---|---|"]
     for r in verdict.replicates:
@@ -90,8 +90,8 @@ def _replicates(verdict: Verdict) -> list[str]:
                      f"| {'yes' if r.averaged else 'no'} | `{r.folder}` |")
     metric_checks = [c for c in verdict.results if c.kind == "metric"]
     if metric_checks:
-        lines += ["", "Observed value of each check (what its threshold bounds): the mean's, then each "
-                  "replicate's own.", "",
+        lines += ["", "Observed value of each check (what its threshold bounds): the mean's, then each replicate's.",
+                  "",
                   "| check | mean | " + " | ".join(r.label for r in verdict.replicates) + " |",
                   "|---|---|" + "---|" * len(verdict.replicates)]
         for c in metric_checks:

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -75,3 +80,60 @@ def test_a_crashing_replicate_makes_the_verdict_an_error_naming_it(tmp_path: Pat
     assert run.summary_line().startswith(f"tiny-grpo: {run.status} (mean of 2 replicates)")
     assert data["pooled_threshold_scale"] == pytest.approx(1.0)  # the clean replicate alone is judged
     assert "replicate[r2-seed5]" in (run.results_dir / "report.md").read_text()
+
+
+SLOW_CASE = """name: slow
+description: The scripted run, slowed down, in two replicates.
+markers: []
+goal: Be interrupted mid-run.
+minimal_scale: One Python process per replicate.
+platform: {gpus: 0, framework: null}
+inputs: {}
+launch:
+  command: ["{python}", tests/data/scripted_run.py, --work-dir, "{work_dir}", --seed, "{seed}", --step-s, "1.0"]
+  timeout_s: 120
+tracker: {format: xtuner, work_dir_env: WORK_DIR}
+expected: {steps: 10, exact_steps: true}
+baseline: tests/data/baselines/scripted.yaml
+seed: {default: 0}
+replicates: 2
+"""
+
+
+def _scripted_runs(tmp_path: Path) -> list[int]:
+    """Pids of the scripted runs alive now whose command line names ``tmp_path`` (this test's runs only)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            line = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if "scripted_run.py" in line and str(tmp_path) in line:
+            found.append(int(proc.name))
+    return found
+
+
+def test_an_interrupt_stops_every_replicate_and_each_ending_leaves_a_verdict(tmp_path: Path) -> None:
+    (tmp_path / "slow.yaml").write_text(SLOW_CASE, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-m", "autotest.cli", "run", str(tmp_path / "slow.yaml"), "--yes",
+                             "--no-history", "--results-dir", str(tmp_path / "results")], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while len(_scripted_runs(tmp_path)) < 2:  # both replicates side by side
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.1)
+    time.sleep(1.5)  # a step logged
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "rl-autotest: interrupted (SIGTERM)" in err
+    assert not _scripted_runs(tmp_path)
+    (folder,) = (tmp_path / "results" / "slow").iterdir()
+    top = json.loads((folder / "results.json").read_text())
+    assert top["status"] == "ERROR"
+    assert [r["check_id"] for r in top["results"] if r["status"] == "ERROR"] == ["replicates[interrupted]"]
+    for sub in ("r1-seed0", "r2-seed1"):
+        own = json.loads((folder / "replicates" / sub / "results.json").read_text())
+        assert own["status"] == "ERROR"
+        assert any("run interrupted (SIGTERM) at step" in r["message"] for r in own["results"]), sub
+    assert "# slow: ⚠️ ERROR" in (folder / "report.md").read_text()

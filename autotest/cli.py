@@ -241,9 +241,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-forwards", type=int, default=2, help="forwards dumped per side in the window")
 
     p = sub.add_parser("calibrate", help="run a case N times and write a candidate baseline from the noise",
-                       description="Run CASE N times, set golden = mean and threshold = max run-to-run deviation x "
-                                   "margin (floors apply), and write <baseline>.candidate.yaml with a diff report "
-                                   "beside the baseline.")
+                       description="Run CASE N times, set golden = mean, per-step checks' thresholds = max "
+                                   "run-to-run deviation x margin and pooled checks' = a t quantile for the "
+                                   "case's false-alarm budget x the statistic's spread (floors apply), and write "
+                                   "<baseline>.candidate.yaml with a diff report beside the baseline.")
     p.add_argument("case", help="case name (autotest/cases/<name>.yaml) or a case file")
     p.add_argument("--runs", type=int, help="number of runs (default: the baseline's calibration.runs, else 3)")
     p.add_argument("--jobs", type=int, help="runs side by side here (default: as CPUs or GPU slices allow)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from autotest.errors import UsageError
 from autotest.redaction import mask_known
@@ -56,3 +57,25 @@ def require_folder(path: Path, what: str) -> None:
                 named = "" if parent == path else f" ({parent} is not a folder)"
                 raise UsageError(f"{what}: {path} is not a directory{named}; pass a folder")
             return
+
+
+def portable(value: Any, folder: Path) -> Any:
+    """``value`` (JSON data) with every path string inside ``folder`` made relative to it (``.`` for itself).
+
+    A results folder is uploaded and downloaded on another runner: links into it must survive the move.
+    Paths outside it (the framework checkout, a share) stay absolute; text that merely contains a path does too.
+    """
+    root = str(folder)
+    if isinstance(value, dict):
+        return {k: portable(v, folder) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [portable(v, folder) for v in value]
+    if isinstance(value, str) and (value == root or value.startswith(root + os.sep)):
+        return os.path.relpath(value, root)
+    return value
+
+
+def recorded_path(folder: Path, value: str) -> Path:
+    """A path read from a results folder's JSON: relative to the folder, or absolute as older files wrote it."""
+    path = Path(value)
+    return path if path.is_absolute() else Path(folder) / path

@@ -24,7 +24,7 @@ from typing import Callable
 
 from autotest.errors import UsageError
 from autotest.files import write_atomic
-from autotest.inputs.baseline import Baseline, load_baseline
+from autotest.inputs.baseline import Baseline, for_hardware, load_baseline
 from autotest.inputs.case import REPO_ROOT, Case
 from autotest.judge.live import Follower
 from autotest.judge.model import ERROR, FAIL, PASS, CheckResult, Verdict
@@ -65,6 +65,7 @@ from autotest.run.launch import (
 )
 from autotest.run.platform import check_platform
 from autotest.run.preflight import Preflight, run_preflight
+from autotest.run.recipe_guard import tracker_problem
 from autotest.run.replicates import (
     default_jobs,
     replicate_folder,
@@ -277,9 +278,10 @@ def _judge_replicates(case: Case, options: RunOptions, folder: Path, seeds: tupl
     first = runs[0].verdict.context if runs and runs[0].verdict is not None else {}
     context.update({k: first[k] for k in ("commit", "harness_commit", "framework") if k in first})
     try:
+        gpu = json.loads((folder / "preflight.json").read_text(encoding="utf-8"))["environment"].get("gpu")
         return judge_replicate_runs(case, options.baseline_path or case.baseline_path,
                                     [(seed, run.results_dir, run.verdict) for seed, run in zip(seeds, runs)],
-                                    context=context, interrupted=describe(interrupt) if interrupt else None)
+                                    context=context, gpu=gpu, interrupted=describe(interrupt) if interrupt else None)
     except Exception as exc:  # noqa: BLE001 - every ending leaves a verdict
         log = folder / "logs" / "harness_error.log"
         write_atomic(log, "".join(traceback.format_exception(exc)))
@@ -318,7 +320,9 @@ def _prepare(case: Case, options: RunOptions, framework: Checkout | None) -> _Pr
     write_atomic(results_dir / "preflight.json", json.dumps(preflight.to_dict(), indent=2) + "\n")
     baseline, golden, baseline_error = None, None, None
     try:
-        baseline = load_baseline(options.baseline_path or case.baseline_path)
+        # per-hardware thresholds (time/step, wall time) picked by this node's GPU fingerprint
+        baseline = for_hardware(load_baseline(options.baseline_path or case.baseline_path),
+                                preflight.environment.get("gpu"))
         golden = golden_trace(baseline)
     except UsageError as exc:
         baseline_error = str(exc)
@@ -334,8 +338,11 @@ def _prepare(case: Case, options: RunOptions, framework: Checkout | None) -> _Pr
     context = {"results_dir": str(results_dir), "work_dir": str(work_dir), "card": str(results_dir / "card.md"),
                "commit": preflight.commit.to_dict(), "harness_commit": preflight.harness.to_dict(),
                "seed": options.seed if options.seed is not None else case.seed.default, "fault": options.fault,
-               "framework": framework.to_dict() if framework else None}
-    problems = [m for m in (baseline_error, spec_error) if m]
+               "framework": framework.to_dict() if framework else None,
+               "hardware_thresholds": _hardware_thresholds(baseline)}
+    problems = [m for m in (baseline_error, spec_error) if m] + preflight.requirement_problems(case)
+    if spec is not None:  # what the config will log, resolved in the framework's Python (no GPU time spent)
+        problems += [m for m in (tracker_problem(case, spec.cwd, {**environ, **spec.env}),) if m]
     problems += [f"input {s.name} is missing: {s.path or s.raw} ({s.reason})" for s in preflight.missing_inputs]
     return _Prepared(results_dir, work_dir, preflight, baseline, golden, spec, card, tuple(problems), context)
 
@@ -350,7 +357,18 @@ def _criteria(baseline: Baseline | None, error: str | None) -> list[str]:
         lines.append(f"checked on the calibrated range {baseline.calibrated_range[0]}-{baseline.calibrated_range[1]}"
                      "; later steps reported as uncalibrated")
     if baseline.wall_time_max_s:
-        lines.append(f"end-to-end wall time < {baseline.wall_time_max_s:g} s")
+        hardware = f" (for {baseline.wall_time_hardware})" if baseline.wall_time_hardware else ""
+        lines.append(f"end-to-end wall time < {baseline.wall_time_max_s:g} s{hardware}")
+    return lines
+
+
+def _hardware_thresholds(baseline: Baseline | None) -> list[str]:
+    """Which per-hardware overrides this node's GPUs picked (shown in the card's criteria and the report)."""
+    if baseline is None:
+        return []
+    lines = [f"{c.check_id}: threshold {c.threshold:g} for {c.hardware}" for c in baseline.checks if c.hardware]
+    if baseline.wall_time_hardware:
+        lines.append(f"wall_time: max_s {baseline.wall_time_max_s:g} for {baseline.wall_time_hardware}")
     return lines
 
 

@@ -30,6 +30,7 @@ from autotest.consistency.msprobe_config import tensor_pass_config
 from autotest.consistency.not_collected import write_manual_steps
 from autotest.consistency.screening import screen_run
 from autotest.errors import UsageError
+from autotest.files import portable
 from autotest.inputs.case import REPO_ROOT, Case, load_case
 from autotest.redaction import redact
 from autotest.run.framework import FrameworkRequest, checkout, default_cache_dir
@@ -305,7 +306,9 @@ def _link_from_accuracy_report(results_dir: Path, outcome: JobOutcome) -> None:
     report = results_dir / "report.md"
     if not report.is_file():
         return
+    # relative to the results folder, as every link in report.md: the folder is uploaded and moved
     section = (f"\n## Consistency dump job\n\n- {outcome.summary}\n"
-               f"- root-cause report: `{outcome.report_md}`\n- artifacts: `{outcome.out_dir}`\n")
+               f"- root-cause report: `{portable(str(outcome.report_md), results_dir)}`\n"
+               f"- artifacts: `{portable(str(outcome.out_dir), results_dir)}`\n")
     with report.open("a", encoding="utf-8") as handle:
         handle.write(section)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from autotest.errors import UsageError
+from autotest.files import recorded_path
 from autotest.judge.readers import read_trace
 
 #: the last quarter of a run's steps (at least one) is its closing window
@@ -161,8 +162,9 @@ def _tracker_of(folder: Path, data: dict[str, Any]) -> Path | None:
     copy = folder / "tracker.jsonl"
     if copy.is_file():
         return copy
-    source = Path(str(data.get("current_source") or ""))
-    return source if source.name and source.is_file() else None
+    recorded = str(data.get("current_source") or "")
+    source = recorded_path(folder, recorded) if recorded else None
+    return source if source is not None and source.is_file() else None
 
 
 def _metric_summaries(folder: Path, data: dict[str, Any], checks: tuple[CheckRecord, ...]

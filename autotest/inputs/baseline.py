@@ -20,11 +20,14 @@ Schema::
       - metric, method (absolute|relative|slowdown|value), operator (< <= > >=), threshold,
         scope (stepwise|percentile|final|points|window|pooled; default stepwise), severity (gate|reference),
         percentile (scope percentile), points: [int] (scope points), window: [first, last] (scope
-        window; optional for pooled), relative_floor, derivation, measured_max_deviation
+        window; optional for pooled), statistic (scope pooled: mean|trend; default mean), relative_floor,
+        derivation, measured_max_deviation,
+        overrides: [{hardware: {gpu: str, count: int}, threshold}]  per-hardware thresholds of a
+        machine-dependent check (time/step); the preflight's GPU fingerprint picks one, else threshold
     metric_aliases, short_names: {str: str}
     steps: {expected: int, exact: bool}
     calibrated_range: [first, last]
-    wall_time: {max_s: number}
+    wall_time: {max_s: number, overrides: [{hardware: {gpu, count}, max_s}]}
     provenance: {...}          free-form: date, commit, runs, versions, hardware
     calibration: {runs, margin, relative_floor, binomial_z, false_alarm_budget, floors: {metric: number},
                   eval_set_size: {metric: int}}   see CalibrationSpec
@@ -34,11 +37,12 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from autotest.inputs.hardware_overrides import HardwareOverride, parse_overrides, pick
 from autotest.inputs.schema import Section, expand_env, load_section, show
 
 SCHEMA_VERSION = 1
@@ -46,6 +50,8 @@ METHODS = ("absolute", "relative", "slowdown", "value")
 OPERATORS = ("<", "<=", ">", ">=")
 SCOPES = ("stepwise", "percentile", "final", "points", "window", "pooled")
 SEVERITIES = ("gate", "reference")
+#: what a pooled check gates: the mean of z over the window, or its fitted change across it
+POOLED_STATISTICS = ("mean", "trend")
 #: |base| below this is treated as this value in the relative error (explicit, reported)
 DEFAULT_RELATIVE_FLOOR = 1e-12
 
@@ -67,11 +73,20 @@ class CheckSpec:
     #: how the threshold was derived (seed table, calibration with measured max deviation, ...)
     derivation: str = ""
     measured_max_deviation: float | None = None
+    #: scope pooled: gate the mean of the standardised deviations, or their fitted trend
+    statistic: str = "mean"
+    #: per-hardware thresholds (the seed's ``threshold`` is the default)
+    overrides: tuple[HardwareOverride, ...] = ()
+    #: the hardware whose override set ``threshold`` on this node (None: the default applies)
+    hardware: str | None = None
 
     @property
     def check_id(self) -> str:
-        if self.scope == "pooled" and self.window:  # one metric may be pooled over several phases
-            return f"{self.metric}[pooled {self.window[0]}-{self.window[1]}]"
+        if self.scope == "pooled":  # one metric may be pooled over several phases, by mean and trend
+            kind = "pooled" if self.statistic == "mean" else f"pooled {self.statistic}"
+            if self.window:
+                return f"{self.metric}[{kind} {self.window[0]}-{self.window[1]}]"
+            return f"{self.metric}[{kind}]"
         return f"{self.metric}[{self.scope}]"
 
     def describe(self) -> str:
@@ -86,9 +101,11 @@ class CheckSpec:
             scope = "final point only"
         elif self.scope == "pooled":
             where = f"steps {self.window[0]}-{self.window[1]}" if self.window else "every calibrated step"
-            scope = f"|mean of per-step deviations / calibrated noise| over {where}"
+            what = "mean" if self.statistic == "mean" else "fitted first-to-last change"
+            scope = f"|{what} of per-step deviations / calibrated noise| over {where}"
         severity = "" if self.severity == "gate" else " (reference only, never fails)"
-        return f"{self.metric}: {self.method} {self.operator} {self.threshold:g}, {scope}{severity}"
+        hardware = f" (threshold for {self.hardware})" if self.hardware else ""
+        return f"{self.metric}: {self.method} {self.operator} {self.threshold:g}{hardware}, {scope}{severity}"
 
 
 @dataclass(frozen=True)
@@ -139,6 +156,9 @@ class Baseline:
     steps: StepPolicy = StepPolicy()
     calibrated_range: tuple[int, int] | None = None
     wall_time_max_s: float | None = None
+    wall_time_overrides: tuple[HardwareOverride, ...] = ()
+    #: the hardware whose override set ``wall_time_max_s`` on this node (None: the default applies)
+    wall_time_hardware: str | None = None
     provenance: Mapping[str, Any] = field(default_factory=dict)
     description: str = ""
     calibration: CalibrationSpec | None = None
@@ -156,9 +176,9 @@ class Baseline:
         return metric
 
 
-_DOC = "autotest/baseline.py"
+_DOC = "autotest/inputs/baseline.py"
 _CHECK_KEYS = ("scope", "severity", "percentile", "points", "window", "relative_floor", "derivation",
-               "measured_max_deviation")
+               "measured_max_deviation", "statistic", "overrides")
 
 
 def _check(sec: Section) -> CheckSpec:
@@ -180,10 +200,14 @@ def _check(sec: Section) -> CheckSpec:
     if scope == "pooled" and sec.data.get("method") != "absolute":
         sec.fail("method", f"{show(sec.data.get('method'))} cannot be pooled",
                  "write method: absolute (deviations are standardised by the calibrated noise)")
+    if "statistic" in sec.data and scope != "pooled":
+        sec.fail("statistic", f"only applies to scope 'pooled', not {scope!r}", "remove it or set scope: pooled")
     method = sec.choice("method", METHODS)
     operator = sec.choice("operator", OPERATORS)
     threshold = sec.number("threshold", fix="write a number, e.g. 0.05 (unquoted)")
     _check_sign(sec, method, operator, threshold)
+    overrides = parse_overrides(sec, "threshold", validate=lambda entry, value: _check_sign(entry, method, operator,
+                                                                                             value))
     return CheckSpec(
         metric=sec.text("metric"),
         method=method,
@@ -200,6 +224,8 @@ def _check(sec: Section) -> CheckSpec:
         derivation=sec.text("derivation", ""),
         measured_max_deviation=sec.number("measured_max_deviation", minimum=0, default=None,
                                           fix="write the measured deviation (>= 0) or remove it"),
+        statistic=sec.choice("statistic", POOLED_STATISTICS, default="mean"),
+        overrides=overrides,
     )
 
 
@@ -349,7 +375,7 @@ def load_baseline(path: str | Path, env: dict[str, str] | None = None) -> Baseli
         steps = StepPolicy(expected=expected, exact=steps_sec.boolean("exact", default=False))
     wall_sec = sec.section("wall_time", optional=True)
     if wall_sec is not None:
-        wall_sec.check_keys(required=("max_s",), optional=())
+        wall_sec.check_keys(required=("max_s",), optional=("overrides",))
     provenance = sec.section("provenance", optional=True)
     return Baseline(
         name=sec.text("name", path.stem),
@@ -365,8 +391,21 @@ def load_baseline(path: str | Path, env: dict[str, str] | None = None) -> Baseli
         steps=steps,
         calibrated_range=_step_range(sec, "calibrated_range") if "calibrated_range" in sec.data else None,
         wall_time_max_s=wall_sec.number("max_s", positive=True, fix="write seconds, e.g. 2400") if wall_sec else None,
+        wall_time_overrides=parse_overrides(wall_sec, "max_s", positive=True) if wall_sec else (),
         provenance=MappingProxyType(provenance.data if provenance else {}),
         description=sec.text("description", ""),
         calibration=_calibration(sec.section("calibration", optional=True), {c.metric for c in checks}),
         noise_table=noise,
     )
+
+
+def for_hardware(baseline: Baseline, gpu: Mapping[str, Any] | None) -> Baseline:
+    """``baseline`` with each per-hardware override that matches ``gpu`` (the preflight's fingerprint) applied."""
+    checks = []
+    for check in baseline.checks:
+        chosen = pick(check.overrides, gpu)
+        checks.append(replace(check, threshold=chosen.value, hardware=chosen.describe()) if chosen else check)
+    wall = pick(baseline.wall_time_overrides, gpu)
+    return replace(baseline, checks=tuple(checks),
+                   wall_time_max_s=wall.value if wall else baseline.wall_time_max_s,
+                   wall_time_hardware=wall.describe() if wall else None)

@@ -16,6 +16,7 @@ from autotest.inputs.baseline import (
     CalibrationSpec,
     CheckSpec,
 )
+from autotest.inputs.hardware_overrides import HardwareOverride
 
 GOLDEN_DIGITS = 6  # significant digits of a golden value
 
@@ -51,13 +52,23 @@ def _check_doc(check: CheckSpec) -> dict[str, Any]:
         doc["points"] = _Flow(check.points)
     if check.window:
         doc["window"] = _Flow(check.window)
+    if check.statistic != "mean":
+        doc["statistic"] = check.statistic
     if check.relative_floor != DEFAULT_RELATIVE_FLOOR:
         doc["relative_floor"] = check.relative_floor
     if check.measured_max_deviation is not None:
         doc["measured_max_deviation"] = check.measured_max_deviation
     if check.derivation:
         doc["derivation"] = check.derivation
+    if check.overrides:
+        doc["overrides"] = _overrides_doc(check.overrides, "threshold")
     return doc
+
+
+def _overrides_doc(overrides: tuple[HardwareOverride, ...], value_key: str) -> list[dict[str, Any]]:
+    """Per-hardware values as written by hand: kept through a recalibration (they are not measured here)."""
+    return [{"hardware": _FlowMap({"gpu": o.gpu, **({"count": o.count} if o.count is not None else {})}),
+             value_key: o.value} for o in overrides]
 
 
 def _calibration_doc(settings: CalibrationSpec) -> dict[str, Any]:
@@ -93,6 +104,8 @@ def baseline_document(baseline: Baseline) -> dict[str, Any]:
         doc["calibrated_range"] = _Flow(baseline.calibrated_range)
     if baseline.wall_time_max_s is not None:
         doc["wall_time"] = {"max_s": baseline.wall_time_max_s}
+        if baseline.wall_time_overrides:
+            doc["wall_time"]["overrides"] = _overrides_doc(baseline.wall_time_overrides, "max_s")
     if baseline.calibration is not None:
         doc["calibration"] = _calibration_doc(baseline.calibration)
     doc["checks"] = [_check_doc(c) for c in baseline.checks]

@@ -22,6 +22,8 @@ Schema::
         ref: str           ref to test (branch, tag, sha, refs/pull/N/head; optional); both are
                            overridden by --framework-repo/--framework-ref and RL_AUTOTEST_FRAMEWORK_*
       python_packages: [str]  distributions the harness's Python must have (optional)
+      requires: {dist: spec}  distributions the framework's Python must have, with a version
+                           specifier, e.g. {lmdeploy: ">=0.9"}; checked before launch (optional)
     inputs: {name: path}   must exist before launch (fail fast); ${ENV} and {repo} allowed
     launch:
       command: [str] | str a list runs as is (no shell); a string runs with `bash -c`
@@ -46,6 +48,9 @@ Schema::
                            the launch script picks its own folder
       work_dir: str        where the timestamped exp dirs appear when not in the work folder
       path: str            explicit tracker file; replaces the exp-dir search
+      config: str          the framework config whose resolved trainer.exp_tracker decides what the
+                           run logs (xtuner formats only); loaded before launch in the framework's
+                           Python, a mismatch with format is an ERROR (optional; ${ENV} allowed)
     expected:
       steps: int           the training step the run must reach
       exact_steps: bool    and not pass (default true: the shape is part of the contract)
@@ -71,9 +76,11 @@ when needed (keep placeholders outside quotes); ``$NAME`` without braces is left
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from autotest.errors import UsageError
 from autotest.inputs.placeholders import REPO_ROOT, check_template
@@ -82,6 +89,8 @@ from autotest.inputs.schema import NAME, Section, load_section
 CASES_DIR = REPO_ROOT / "autotest" / "cases"
 MARKERS = ("grpo", "mopd", "gpu", "calibration")
 TRACKER_FORMATS = ("xtuner", "verl", "tensorboard")
+#: formats an xtuner trainer config can choose (exp_tracker jsonl / tensorboard)
+CONFIG_CHECKED_FORMATS = ("xtuner", "tensorboard")
 POLICIES = ("off", "on-breach", "always")
 PLACEHOLDERS = ("python", "repo", "work_dir", "seed", "fault")
 _INPUT_PLACEHOLDERS = ("repo",)
@@ -105,6 +114,8 @@ class Platform:
     gpus: int
     framework: Framework | None
     python_packages: tuple[str, ...]
+    #: distribution -> version specifier the framework's Python must satisfy (checked before launch)
+    requires: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -126,6 +137,8 @@ class Tracker:
     work_dir_env: str | None
     work_dir: str | None
     path: str | None
+    #: the framework config that decides which tracker the run writes (None: not checked)
+    config: str | None = None
 
 
 @dataclass(frozen=True)
@@ -264,7 +277,7 @@ def _markers(top: Section) -> tuple[str, ...]:
 
 
 def _platform(sec: Section) -> Platform:
-    sec.check_keys(required=("gpus",), optional=("framework", "python_packages"))
+    sec.check_keys(required=("gpus",), optional=("framework", "python_packages", "requires"))
     gpus = sec.integer("gpus", minimum=0, fix="write the GPU count (0 = CPU is enough)")
     framework = None
     fw = sec.section("framework", optional=True)
@@ -275,8 +288,21 @@ def _platform(sec: Section) -> Platform:
             fw.fail("env", f"{env!r} is not an environment variable name", "e.g. XTUNER_ROOT")
         framework = Framework(name=fw.text("name"), env=env, repo=fw.text("repo", default=None),
                               ref=fw.text("ref", default=None))
+    requires = sec.str_map("requires", default={})
+    for dist, spec in requires.items():
+        if not valid_specifier(spec):
+            sec.fail(f"requires.{dist}", f"{spec!r} is not a version specifier", 'write e.g. ">=0.9,<0.11"')
     return Platform(gpus=gpus, framework=framework,
-                    python_packages=sec.str_list("python_packages", default=()))
+                    python_packages=sec.str_list("python_packages", default=()), requires=requires)
+
+
+def valid_specifier(spec: str) -> bool:
+    """Whether ``spec`` is a PEP 440 version specifier (``>=0.9``, ``>=0.9,<0.11``)."""
+    try:
+        SpecifierSet(spec)
+    except InvalidSpecifier:
+        return False
+    return bool(spec.strip())
 
 
 def _inputs(top: Section) -> dict[str, str]:
@@ -323,7 +349,7 @@ def _launch(sec: Section) -> Launch:
 
 
 def _tracker(sec: Section) -> Tracker:
-    sec.check_keys(required=("format",), optional=("work_dir_env", "work_dir", "path"))
+    sec.check_keys(required=("format",), optional=("work_dir_env", "work_dir", "path", "config"))
     fmt = sec.choice("format", TRACKER_FORMATS)
     work_dir_env = sec.text("work_dir_env", default="WORK_DIR", nullable=True)
     if work_dir_env is not None and not NAME.fullmatch(work_dir_env):
@@ -336,7 +362,13 @@ def _tracker(sec: Section) -> Tracker:
     for key, value in (("work_dir", work_dir), ("path", path)):
         if value is not None:
             check_template(sec, key, value, _PATH_PLACEHOLDERS, shell=False)
-    return Tracker(format=fmt, work_dir_env=work_dir_env, work_dir=work_dir, path=path)
+    config = sec.text("config", default=None)
+    if config is not None:
+        if fmt not in CONFIG_CHECKED_FORMATS:
+            sec.fail("config", f"only xtuner configs are checked, and format is {fmt!r}",
+                     f"remove config or use format {' or '.join(CONFIG_CHECKED_FORMATS)}")
+        check_template(sec, "config", config, _INPUT_PLACEHOLDERS, shell=False)
+    return Tracker(format=fmt, work_dir_env=work_dir_env, work_dir=work_dir, path=path, config=config)
 
 
 def _expected(sec: Section, launch: Launch) -> Expected:

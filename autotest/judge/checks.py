@@ -96,6 +96,8 @@ def _base_result(spec: CheckSpec, status: str, message: str, **extra) -> CheckRe
         parameters["points"] = list(spec.points)
     if spec.window:
         parameters["window"] = list(spec.window)
+    if spec.scope == "pooled":
+        parameters["statistic"] = spec.statistic
     return CheckResult(
         check_id=spec.check_id,
         status=status,
@@ -309,18 +311,28 @@ def _pooled(spec, ctx, display, cur, gold) -> CheckResult:
     if missing or not steps:
         return _base_result(spec, ERROR, f"{display}: steps {first}-{last} lack current values at steps "
                                          f"{_steps(missing) or 'all'}; cannot decide")
-    stat = pooled_statistic(steps, cur, gold, noise)
-    crossing = stat.first_crossing(spec.threshold) if math.isfinite(stat.mean_z) else steps[0]
+    stat = pooled_statistic(steps, cur, gold, noise, spec.statistic)
+    if spec.statistic == "trend":
+        crossing = stat.drift_start()
+    else:
+        crossing = stat.first_crossing(spec.threshold) if math.isfinite(stat.mean_z) else steps[0]
     # a step "breaches" when it alone lies beyond the pooled bound on the mean's side (the report's rows)
     breached = tuple(not math.isfinite(z) or (abs(z) >= spec.threshold and z * stat.mean_z > 0) for z in stat.z)
     points = Points(stat.steps, tuple(cur[s] for s in steps), tuple(gold[s] for s in steps), stat.z, breached)
     ok = passes(stat.observed, spec.operator, spec.threshold)
-    extra = dict(points=points, observed=stat.observed if math.isfinite(stat.mean_z) else math.nan,
+    extra = dict(points=points, observed=stat.observed if math.isfinite(stat.value) else math.nan,
                  worst_step=_worst_abs(stat), first_breach_step=None if ok else crossing or steps[0])
+    verdict = f"{'' if ok else 'not '}{spec.operator} {spec.threshold:g}"
+    if spec.statistic == "trend":
+        direction = "rises" if stat.trend_z > 0 else "falls"
+        message = (f"{display} over steps {steps[0]}-{steps[-1]}: the deviation {direction} by {stat.trend_z:+.3g} x "
+                   f"calibrated noise from first to last step (least-squares line; mean {stat.mean_z:+.3g}), "
+                   f"|trend| {fmt(stat.observed)} {verdict}")
+        return _base_result(spec, PASS if ok else FAIL, message, **extra)
     side = "above" if stat.mean_z > 0 else "below"
     message = (f"{display} over steps {steps[0]}-{steps[-1]}: mean deviation {stat.mean_z:+.3g} x calibrated noise "
                f"(current {side} golden at {stat.same_side()}/{len(steps)} steps), |mean| {fmt(stat.observed)} "
-               f"{'' if ok else 'not '}{spec.operator} {spec.threshold:g}")
+               f"{verdict}")
     return _base_result(spec, PASS if ok else FAIL, message, **extra)
 
 

@@ -245,6 +245,17 @@ def _not_text(path: Path) -> UsageError:
     return UsageError(f"{path}: metric log is not UTF-8 text: {what}")
 
 
+def _check_not_binary(path: Path) -> None:
+    """A NUL byte never occurs in JSON text but is valid UTF-8, so binary data would read as one bad line."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(1 << 16)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read metric log ({exc.strerror}); check the path") from None
+    if b"\x00" in head:
+        raise _not_text(path)
+
+
 def read_trace(path: str | Path, fmt: str = "auto", aliases: dict[str, str] | None = None,
                metrics: set[str] | None = None) -> Trace:
     """Read a metric log (or a run's work dir) into a Trace; ``aliases`` maps canonical -> logged name.
@@ -259,6 +270,7 @@ def read_trace(path: str | Path, fmt: str = "auto", aliases: dict[str, str] | No
         trace = read_tensorboard(path, keep)  # event files, or a folder holding them
         return trace.with_aliases(aliases) if aliases else trace
     tracker = find_tracker(Path(path))
+    _check_not_binary(tracker)
     name = sniff_format(tracker) if fmt == "auto" else fmt
     if name not in READERS:
         known = ", ".join(sorted([*READERS, "tensorboard"]))
@@ -267,8 +279,9 @@ def read_trace(path: str | Path, fmt: str = "auto", aliases: dict[str, str] | No
         trace = READERS[name](tracker, keep)
     except UnicodeDecodeError:  # valid UTF-8 at the start, not further on
         raise _not_text(tracker) from None
-    if not trace.train_steps and not trace.eval_steps and not trace.warnings:
-        raise UsageError(f"{tracker}: metric log has no rows; did the run start?")
+    if not trace.train_steps and not trace.eval_steps:
+        cut = " (its only line was cut short)" if any("truncated final line" in w for w in trace.warnings) else ""
+        raise UsageError(f"{tracker}: metric log has no rows{cut}; did the run start?")
     return trace.with_aliases(aliases) if aliases else trace
 
 

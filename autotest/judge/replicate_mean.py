@@ -18,14 +18,14 @@ Why a pooled threshold scales by ``sqrt((1/K + 1/N) / (1 + 1/N))`` (N = calibrat
 a run's value is x = mu_s + e with seed noise e of variance sigma_s^2, independent across seeds. The
 golden value is the mean of the N calibration runs, so golden - mu_s has variance sigma_s^2 / N. One
 fresh run deviates from golden with variance sigma_s^2 (1 + 1/N); the mean of K fresh runs with
-sigma_s^2 (1/K + 1/N). The pooled statistic (:mod:`autotest.judge.pooled`) is linear in the per-step
-deviations, and the K-run mean's deviation curve has the same shape of correlation across steps as
-one run's, so its spread scales by the square root of the variance ratio. Calibration measured the
-spread of one run against the N-run golden and set threshold = t-quantile x spread for the declared
-budget; the same quantile on the scaled spread keeps the false-alarm rate. With N = 5: K = 2 -> 0.76,
-K = 3 -> 0.67, K = 4 -> 0.61 (at most 0.41 as K grows: the golden's own noise stays). The derivation
-assumes seeds outside the calibration set (:func:`autotest.run.replicates.replicate_seeds`); an in-sample seed only makes the
-check more conservative.
+sigma_s^2 (1/K + 1/N). Both pooled statistics (:mod:`autotest.judge.pooled`: the window mean of the
+standardised deviations and their fitted trend) are linear in the per-step deviations, and the K-run
+mean's deviation curve has the same correlation across steps as one run's, so the statistic's spread
+scales by the square root of the variance ratio. Calibration measured the spread of one run against the
+N-run golden and set threshold = t-quantile x spread for the declared budget; the same quantile on the
+scaled spread keeps the false-alarm rate. With N = 5: K = 2 -> 0.76, K = 3 -> 0.67, K = 4 -> 0.61 (0.41
+as K grows: the golden's own noise stays). It assumes seeds outside the calibration set
+(:func:`autotest.run.replicates.replicate_seeds`); an in-sample seed only makes the check more conservative.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from types import MappingProxyType
 from typing import Any
 
 from autotest.errors import UsageError
-from autotest.inputs.baseline import Baseline, load_baseline
+from autotest.inputs.baseline import Baseline, for_hardware, load_baseline
 from autotest.inputs.case import Case
 from autotest.judge.model import (
     ERROR,
@@ -194,11 +194,13 @@ def judge_replicates(baseline: Baseline | None, golden: Trace | None, members: S
 
 
 def judge_replicate_runs(case: Case, baseline_path: Path, runs: Sequence[tuple[int, Path | None, Verdict | None]], *,
-                         context: Mapping[str, Any], interrupted: str | None = None) -> Comparison:
-    """Read each replicate's tracker from its folder and judge their mean (``runs``: seed, folder, own verdict)."""
+                         context: Mapping[str, Any], gpu: Mapping[str, Any] | None = None,
+                         interrupted: str | None = None) -> Comparison:
+    """Read each replicate's tracker from its folder and judge their mean (``runs``: seed, folder, own verdict;
+    ``gpu``: the node's fingerprint, which picks per-hardware thresholds as for each replicate)."""
     baseline, golden = None, None
     try:
-        baseline = load_baseline(baseline_path)
+        baseline = for_hardware(load_baseline(baseline_path), gpu)
         golden = golden_trace(baseline)
     except UsageError:  # each replicate's own preflight result says why
         baseline = None

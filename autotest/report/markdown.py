@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from autotest.files import write_atomic
+from autotest.files import portable, write_atomic
 from autotest.judge.checks import fmt
 from autotest.judge.model import ERROR, FAIL, INFO, PASS, CheckResult, Verdict
 from autotest.redaction import mask_known
@@ -24,9 +24,11 @@ STATUS_MARK = {PASS: "✅ PASS", FAIL: "❌ FAIL", ERROR: "⚠️ ERROR", INFO: 
 
 
 def write_results_json(verdict: Verdict, out_dir: Path, extra: dict[str, Any] | None = None) -> Path:
+    """results.json; paths inside ``out_dir`` are written relative to it, so the folder can move."""
     data = verdict.to_dict()
     if extra:
         data.update(extra)
+    data = portable(data, Path(out_dir).resolve())
     path = out_dir / "results.json"
     # no indent: the C encoder is ~10x faster on checks with thousands of points
     write_atomic(path, json.dumps(data, ensure_ascii=False) + "\n")
@@ -59,7 +61,8 @@ def _table(verdict: Verdict) -> list[str]:
         elif r.scope == "window" and r.observed is not None:
             error = f"window mean: {error}"
         elif r.scope == "pooled" and r.observed is not None:
-            error, threshold = f"pooled: {error} x noise", f"pooled {r.operator} {r.threshold:g} x noise"
+            kind = "pooled" if r.parameters.get("statistic", "mean") == "mean" else "pooled trend"
+            error, threshold = f"{kind}: {error} x noise", f"{kind} {r.operator} {r.threshold:g} x noise"
         lines.append(f"| {r.check_id} | {STATUS_MARK[r.status]} | {step} | {golden} | {current} | "
                      f"{error} | {threshold} | {r.severity} |")
     return lines
@@ -69,7 +72,7 @@ def _mean_of(verdict: Verdict) -> str:
     return f" (mean of {len(verdict.replicates)} replicates)" if verdict.replicates else ""
 
 
-def _replicates(verdict: Verdict) -> list[str]:
+def _replicates(verdict: Verdict, link: Callable[[object], str]) -> list[str]:
     """Every replicate: its seed, exit, own verdict and own value of each check, beside the mean's."""
     if not verdict.replicates:
         return []
@@ -87,7 +90,7 @@ def _replicates(verdict: Verdict) -> list[str]:
              "|---|---|---|---|---|---|---|"]
     for r in verdict.replicates:
         lines.append(f"| {r.label} | {r.seed} | {r.exit} | {fmt(r.wall_s)} | {STATUS_MARK.get(r.status, r.status)} "
-                     f"| {'yes' if r.averaged else 'no'} | `{r.folder}` |")
+                     f"| {'yes' if r.averaged else 'no'} | {link(r.folder)} |")
     metric_checks = [c for c in verdict.results if c.kind == "metric"]
     if metric_checks:
         lines += ["", "Observed value of each check (what its threshold bounds): the mean's, then each replicate's.",
@@ -114,9 +117,18 @@ def _failing_points(verdict: Verdict) -> list[str]:
     return lines
 
 
-def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, history: Sequence[str] = ()) -> str:
-    """report.md; ``history`` lines (drift across earlier runs) sit right under the verdict."""
+def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, history: Sequence[str] = (),
+                    folder: Path | None = None) -> str:
+    """report.md; ``history`` lines (drift across earlier runs) sit right under the verdict.
+
+    With ``folder`` (where report.md is written) the files inside it are relative links, so the report
+    still resolves them once the folder is downloaded elsewhere.
+    """
     ctx = verdict.context
+
+    def link(path: object) -> str:
+        shown = portable(str(path), folder) if folder is not None else str(path)
+        return f"[{shown}]({shown})" if not Path(shown).is_absolute() and shown != str(path) else f"`{shown}`"
     lines = [f"# {verdict.case}: {STATUS_MARK[verdict.status]}{_mean_of(verdict)}", ""]
     problems = [r for r in verdict.results if r.status in (FAIL, ERROR) and r.is_gate]
     for r in problems:
@@ -126,7 +138,7 @@ def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, histo
     if history:
         lines += ["## History (earlier runs of this case)", "", *[f"- {line}" for line in history], ""]
     lines += ["## Checks (measured)", "", *_table(verdict), *_failing_points(verdict), ""]
-    lines += _replicates(verdict)
+    lines += _replicates(verdict, link)
     lines += ["## Messages", ""] + [f"- `{r.check_id}` {r.status}: {r.message}" for r in verdict.results] + [""]
     lines += ["## Suggested next step (inferred from the breach pattern)", ""]
     if verdict.triage:
@@ -138,16 +150,16 @@ def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, histo
     else:
         lines.append("- no rule matched; read the failing checks above and the run's logs")
     lines += ["", "## Sources", "",
-              f"- current run metric log: `{verdict.current_source}`",
-              f"- golden values: `{verdict.baseline_source}`",
-              f"- baseline file: `{verdict.baseline_file}`"]
+              f"- current run metric log: {link(verdict.current_source)}",
+              f"- golden values: {link(verdict.baseline_source)}",
+              f"- baseline file: {link(verdict.baseline_file)}"]
     for key in ("results_dir", "work_dir", "stdout_log", "stderr_log", "card"):
         if ctx.get(key):
-            lines.append(f"- {key.replace('_', ' ')}: `{ctx[key]}`")
+            lines.append(f"- {key.replace('_', ' ')}: {link(ctx[key])}")
     if ctx.get("consistency_report"):
-        lines.append(f"- consistency root-cause report: `{ctx['consistency_report']}`")
+        lines.append(f"- consistency root-cause report: {link(ctx['consistency_report'])}")
     elif ctx.get("consistency_request"):
-        lines.append(f"- consistency dump requested: `{ctx['consistency_request']}` "
+        lines.append(f"- consistency dump requested: {link(ctx['consistency_request'])} "
                      "(run `rl-autotest consistency` on this results folder)")
     commit = ctx.get("commit")
     lines += ["", "## Commit under test", ""]
@@ -161,10 +173,13 @@ def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, histo
     framework = ctx.get("framework")
     if isinstance(framework, dict):
         lines.append(f"- framework under test: {framework_line(framework)}")
+    if ctx.get("hardware_thresholds"):
+        lines += ["", "## Per-hardware thresholds applied", "", *[f"- {line}" for line in ctx["hardware_thresholds"]]]
     for key in ("launch", "retries", "time_to_verdict_s"):
         if ctx.get(key):
+            shown = portable(ctx[key], folder) if folder is not None else ctx[key]
             lines += ["", f"## {key.replace('_', ' ').capitalize()}", "", "```json",
-                      json.dumps(ctx[key], indent=2, default=str), "```"]
+                      json.dumps(shown, indent=2, default=str), "```"]
     if plots:
         lines += ["", "## Plots", ""] + [f"![{metric}]({rel})" for metric, rel in sorted(plots.items())]
     if ctx.get("plots_error"):

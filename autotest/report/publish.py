@@ -42,7 +42,7 @@ def publish(comparison: Comparison, out_dir: str | Path, *, with_plots: bool = T
     results_json = write_results_json(comparison.verdict, out, {"plots": plots})
     history = list(after_results(out)) if after_results is not None else []
     report_md = out / "report.md"
-    write_atomic(report_md, render_markdown(comparison.verdict, plots, history))
+    write_atomic(report_md, render_markdown(comparison.verdict, plots, history, folder=out))
     summary = step_summary and append_step_summary(render_step_summary(comparison.verdict, report_md, history))
     return Published(results_json, report_md, plots, summary)
 

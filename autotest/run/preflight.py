@@ -23,6 +23,7 @@ from autotest.errors import UsageError
 from autotest.inputs.case import REPO_ROOT, Case
 from autotest.inputs.placeholders import expand, placeholder_values, unset_variables
 from autotest.redaction import json_ready
+from autotest.run.framework_packages import framework_python, installed_versions, requirement_problems
 from autotest.run.platform import PlatformCheck, check_platform, detect_gpus
 
 GIT_TIMEOUT_S = 30.0
@@ -165,6 +166,19 @@ def environment_fingerprint(environ: Mapping[str, str] | None = None) -> dict[st
     }
 
 
+def framework_environment(case: Case, environ: Mapping[str, str] | None = None) -> dict[str, Any] | None:
+    """The framework's Python and its package versions (asked of that interpreter); None if the case names none."""
+    env = os.environ if environ is None else environ
+    try:
+        python = framework_python(case, env)
+        if python is None:
+            return None
+        names = {*FINGERPRINT_PACKAGES.values(), *case.platform.requires}
+        return {"python": python, "packages": installed_versions(python, names)}
+    except UsageError as exc:
+        return {"python": None, "packages": {}, "error": str(exc)}
+
+
 @dataclass(frozen=True)
 class Preflight:
     """Everything known about a case's run before it starts."""
@@ -183,6 +197,15 @@ class Preflight:
     @property
     def missing_inputs(self) -> tuple[InputStatus, ...]:
         return tuple(s for s in self.inputs if not s.exists)
+
+    def requirement_problems(self, case: Case) -> list[str]:
+        """``case.platform.requires`` against the framework's Python this preflight asked."""
+        if not case.platform.requires:
+            return []
+        found = self.environment.get("framework") or {}
+        if found.get("error"):
+            return [found["error"]]
+        return requirement_problems(case, found.get("python"), found.get("packages") or {})
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON types, secrets masked."""
@@ -210,4 +233,5 @@ def run_preflight(case: Case, framework_dir: Path | str | None = None,
         created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         commit=commit_under_test(checkout) if checkout else harness, harness=harness,
         platform=platform, inputs=input_statuses(case, environ),
-        environment=environment_fingerprint(environ), framework=framework)
+        environment={**environment_fingerprint(environ), "framework": framework_environment(case, environ)},
+        framework=framework)

@@ -39,7 +39,7 @@ def test_two_replicates_are_judged_on_their_mean_with_scaled_pooled_thresholds(t
             assert (sub / name).exists(), sub / name
     data = json.loads((folder / "results.json").read_text())
     assert [(r["seed"], r["folder"], r["status"]) for r in data["replicates"]] == [
-        (0, str(replicates[0]), "PASS"), (5, str(replicates[1]), "PASS")]
+        (0, "replicates/r1-seed0", "PASS"), (5, "replicates/r2-seed5", "PASS")]  # relative: the folder can move
     scale = pooled_threshold_scale(2, 5)
     assert data["pooled_threshold_scale"] == pytest.approx(scale)
     calibrated = {c.check_id: c.threshold for c in load_baseline(case.baseline_path).checks}
@@ -52,8 +52,8 @@ def test_two_replicates_are_judged_on_their_mean_with_scaled_pooled_thresholds(t
     assert early["steps"] == list(range(1, 16)) and early["current"] == pytest.approx(expected)
     report = (folder / "report.md").read_text()
     assert report.startswith("# tiny-grpo: ✅ PASS (mean of 2 replicates)")
-    for label, sub in (("r1-seed0", replicates[0]), ("r2-seed5", replicates[1])):
-        assert f"| {label} | {label[-1]} | 0 |" in report and f"`{sub}`" in report
+    for label in ("r1-seed0", "r2-seed5"):
+        assert f"| {label} | {label[-1]} | 0 |" in report and f"[replicates/{label}](replicates/{label})" in report
     assert (folder / "plots" / "response_rewards_mean.png").is_file()
 
 

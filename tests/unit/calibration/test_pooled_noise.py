@@ -40,10 +40,10 @@ def test_threshold_is_the_t_quantile_times_the_leave_one_out_spread() -> None:
     check = made.checks[0]
     n = 5
     spread = np.sqrt(np.mean(np.square(check.per_run))) * np.sqrt((1 + 1 / n) / (1 + 1 / (n - 1)))
-    quantile = student_t.ppf(1 - 0.05 / 2, df=n)  # one pooled gate check takes the whole budget
+    quantile = student_t.ppf(1 - 0.05 / 2, df=n - 1)  # one pooled gate check takes the whole budget
     assert check.proposed == pytest.approx(quantile * spread)
     assert made.baseline.checks[0].threshold >= check.proposed  # rounded up, never down
-    assert "t(5 dof) quantile" in made.baseline.checks[0].derivation
+    assert "t(4 dof) quantile" in made.baseline.checks[0].derivation
     assert set(made.baseline.noise_table[METRIC]) == {int(s) for s in STEPS}
 
 
@@ -70,3 +70,41 @@ def test_too_few_runs_leave_the_check_uncalibrated() -> None:
     made = calibrate(SPEC, [_run(rng), _run(rng)])
     assert made.checks[0].status == "uncalibrated"
     assert "3 or more calibration runs" in made.baseline.checks[0].derivation
+
+
+def _tilted(rng: np.random.Generator, tilt: float, name: str = "run") -> Trace:
+    # a slower start that catches up later: a line through the curve, zero on average
+    run = _run(rng, name=name)
+    values = {s: v + tilt * (s - 15.5) / 14.5 for s, v in run.series[METRIC].items()}
+    return Trace(name, MappingProxyType({METRIC: MappingProxyType(values)}), train_steps=run.train_steps)
+
+
+def _false_alarm_rate(statistic: str, calibrations: int = 40, fresh_runs: int = 50) -> float:
+    """Averaged over calibrations: one calibration from 5 runs may be lucky or not; the budget is the average."""
+    check = CheckSpec(METRIC, "absolute", "<", 1e9, scope="pooled", window=(1, 30), statistic=statistic)
+    spec = Baseline("synthetic", Path("synthetic.yaml"), (check,), calibration=CalibrationSpec(runs=5))
+    alarms = 0
+    for seed in range(calibrations):
+        rng = np.random.default_rng(100 + seed)
+        baseline = calibrate(spec, [_run(rng) for _ in range(5)]).baseline
+        golden = golden_trace(baseline)
+        alarms += sum(evaluate_check(baseline.checks[0], baseline, golden, _run(rng), True).status == FAIL
+                      for _ in range(fresh_runs))
+    return alarms / (calibrations * fresh_runs)
+
+
+@pytest.mark.parametrize("statistic", ["mean", "trend"])
+def test_the_declared_budget_holds_on_average_over_calibrations(statistic: str) -> None:
+    assert _false_alarm_rate(statistic) <= 0.06  # budget 0.05; 2,000 fresh runs over 40 calibrations
+
+
+def test_a_trend_check_is_calibrated_from_its_own_statistic_and_catches_a_tilt() -> None:
+    trend = CheckSpec(METRIC, "absolute", "<", 1e9, scope="pooled", window=(1, 30), statistic="trend")
+    spec = Baseline("synthetic", Path("synthetic.yaml"), (trend,), calibration=CalibrationSpec(runs=5))
+    rng = np.random.default_rng(2)
+    made = calibrate(spec, [_run(rng) for _ in range(5)])
+    assert "leave-one-out trend z" in made.baseline.checks[0].derivation
+    baseline, golden = made.baseline, golden_trace(made.baseline)
+    tilted = [evaluate_check(baseline.checks[0], baseline, golden, _tilted(rng, 0.08), True).status
+              for _ in range(50)]
+    assert tilted.count(FAIL) / len(tilted) >= 0.9

@@ -115,3 +115,45 @@ def test_pooled_needs_method_absolute(tmp_path: Path) -> None:
     path = _yaml(tmp_path, f"{{metric: {METRIC}, method: relative, operator: <, threshold: 3, scope: pooled}}")
     with pytest.raises(UsageError, match=r"checks\[0\]\.method: 'relative' cannot be pooled.*method: absolute"):
         load_baseline(path)
+
+
+TREND = CheckSpec(METRIC, "absolute", "<", 1.0, scope="pooled", window=(1, 20), statistic="trend")
+
+
+def test_trend_sees_a_slow_start_that_catches_up_where_the_mean_does_not() -> None:
+    # learning delayed early (2 noise units below golden), then ahead late: the mean is ~0, the line tilts
+    tilted = {s: GOLDEN[s] + 0.01 * (-2 + 4 * (s - 1) / 19) for s in STEPS}
+    mean = _check(POOLED, tilted)
+    assert mean.status == PASS and mean.observed == pytest.approx(0.0, abs=1e-9)
+    trend = _check(TREND, tilted)
+    assert trend.status == FAIL
+    assert trend.observed == pytest.approx(4.0)
+    assert "rises by +4 x calibrated noise from first to last step" in trend.message
+    assert trend.check_id == f"{METRIC}[pooled trend 1-20]"
+    assert trend.parameters["statistic"] == "trend"
+    assert trend.first_breach_step == 2  # the deviation climbs above its start from step 2 on
+
+
+def test_trend_ignores_a_constant_offset() -> None:
+    shifted = {s: GOLDEN[s] - 0.03 for s in STEPS}
+    assert _check(POOLED, shifted).status == FAIL
+    result = _check(TREND, shifted)
+    assert result.status == PASS and result.observed == pytest.approx(0.0, abs=1e-9)
+
+
+def test_trend_loads_round_trips_and_is_pooled_only(tmp_path: Path) -> None:
+    path = _yaml(tmp_path, f"{{metric: {METRIC}, method: absolute, operator: <, threshold: 3.1, scope: pooled, "
+                           "window: [1, 2], statistic: trend}")
+    baseline = load_baseline(path)
+    assert baseline.checks[0].statistic == "trend"
+    again = tmp_path / "again.yaml"
+    again.write_text(baseline_yaml(baseline))
+    assert load_baseline(again).checks == baseline.checks
+    wrong_scope = _yaml(tmp_path, f"{{metric: {METRIC}, method: absolute, operator: <, threshold: 3, "
+                                  "scope: window, window: [1, 2], statistic: trend}")
+    with pytest.raises(UsageError, match=r"checks\[0\]\.statistic: only applies to scope 'pooled'"):
+        load_baseline(wrong_scope)
+    unknown = _yaml(tmp_path, f"{{metric: {METRIC}, method: absolute, operator: <, threshold: 3, scope: pooled, "
+                              "statistic: slope}")
+    with pytest.raises(UsageError, match=r"checks\[0\]\.statistic: .*slope.*mean, trend"):
+        load_baseline(unknown)

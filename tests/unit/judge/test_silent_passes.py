@@ -84,7 +84,8 @@ def test_a_non_finite_step_is_one_line(tmp_path: Path, step: str, shown: str) ->
 
 @pytest.mark.parametrize("row, key", [('{"step": 1, "loss": 1.0, "loss": 2.0}', "loss"),
                                       ('{"step": 1, "step": 2, "loss": 1.0}', "step"),
-                                      ('{"step": 1, "data": {"a": 1, "a": 2}}', "a")])
+                                      ('{"step": 1, "data": {"a": 1, "a": 2}}', "a"),
+                                      ('{"step": 1, "loss" : 1.0, "loss"  :  2.0}', "loss")])
 def test_duplicate_keys_in_one_row_are_an_error(tmp_path: Path, row: str, key: str) -> None:
     path = tmp_path / "tracker.jsonl"
     path.write_text('{"step": 0, "loss": 1.0}\n' + row + "\n", encoding="utf-8")

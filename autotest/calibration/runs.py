@@ -14,7 +14,6 @@ import datetime as dt
 import json
 import os
 import shutil
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -41,10 +40,10 @@ from autotest.judge.verdict import golden_trace
 from autotest.pipeline import RunOptions, run_case
 from autotest.redaction import json_ready
 from autotest.report.publish import AfterResults
-from autotest.run.interrupts import clear_stop, describe, request_stop
+from autotest.run.interrupts import describe
 from autotest.run.platform import check_platform
 from autotest.run.preflight import run_preflight
-from autotest.run.replicates import default_jobs
+from autotest.run.replicates import default_jobs, side_by_side
 from autotest.run.results_dir import default_results_root, fresh_folder, run_stamp
 
 CONFIG_NAME = "config.json"
@@ -218,19 +217,11 @@ def run_all(case: Case, seeds: Sequence[int], folder: Path, options: Calibration
             + (f" ({'; '.join(record.reasons)})" if record.reasons else ""))
         return record
 
-    pool = ThreadPoolExecutor(max_workers=jobs)
     try:
-        futures = [pool.submit(one, i) for i in range(len(seeds))]
-        return [future.result() for future in futures]
-    except KeyboardInterrupt as exc:
-        # a signal reaches only this thread; the runs wait in the pool: stop them all now, not when
-        # each has finished (they publish their ERROR verdicts on the way out)
-        request_stop(describe(exc))
-        say(f"{case.name}: interrupted ({describe(exc)}): stopping every calibration run")
+        return side_by_side([lambda i=i: one(i) for i in range(len(seeds))], jobs)
+    except KeyboardInterrupt as exc:  # every run has been stopped and has published its ERROR verdict
+        say(f"{case.name}: interrupted ({describe(exc)}): every calibration run stopped")
         raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-        clear_stop()
 
 
 def _run_on_ray(case: Case, seeds: Sequence[int], dirs: Sequence[Path], address: str,

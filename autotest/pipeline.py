@@ -35,6 +35,7 @@ from autotest.judge.trace import Trace
 from autotest.judge.triage import is_consistency_metric
 from autotest.judge.verdict import Comparison, checked_metrics, golden_trace, judge
 from autotest.redaction import mask_file
+from autotest.report.markdown import relaunch_phrase, relaunches_of
 from autotest.report.publish import AfterResults, publish
 from autotest.run.artifacts import artifacts_for
 from autotest.run.backends import start
@@ -141,11 +142,9 @@ class CaseRun:
 
     def summary_line(self) -> str:
         where = f" (report: {self.report})" if self.verdict is not None and self.report else ""
-        n = len(self.relaunches)
-        after = f" after {n} relaunch{'es' if n > 1 else ''} ({', '.join(self.relaunches)})" if n else ""
-        if self.replicates > 1 and self.verdict is not None:
-            after += f" (mean of {self.replicates} replicates)"
-        return f"{self.case}: {self.status}{after}{' — ' + self.reason if self.reason else ''}{where}"
+        reason = f" — {self.reason}" if self.reason else ""
+        mean = f" (mean of {self.replicates} replicates)" if self.replicates > 1 and self.verdict is not None else ""
+        return f"{self.case}: {self.status}{relaunch_phrase(self.relaunches)}{mean}{reason}{where}"
 
 
 @dataclass(frozen=True)
@@ -216,8 +215,7 @@ def run_case(case: Case, options: RunOptions) -> CaseRun:
         raise interrupt
     status = comparison.verdict.status
     primary = next((f.suggestion for f in comparison.verdict.triage if f.primary), "")
-    relaunches = tuple(f"{a['infra']['kind']} ({a['infra']['signature']})"
-                       for a in comparison.verdict.context.get("retries") or () if a["decision"]["retry"])
+    relaunches = tuple(relaunches_of(comparison.verdict.context))
     return replace(shown, status=status, reason=primary if status != PASS else "", verdict=comparison.verdict,
                    consistency_request=request_path, relaunches=relaunches)
 

@@ -23,6 +23,18 @@ from autotest.redaction import mask_known
 STATUS_MARK = {PASS: "✅ PASS", FAIL: "❌ FAIL", ERROR: "⚠️ ERROR", INFO: "ℹ️ INFO"}
 
 
+def relaunches_of(context: dict[str, Any]) -> list[str]:
+    """One "kind (signature)" per relaunch in the verdict's retry trail; empty for a first attempt's verdict."""
+    return [f"{a['infra']['kind']} ({a['infra']['signature']})"
+            for a in context.get("retries") or () if a["decision"]["retry"]]
+
+
+def relaunch_phrase(relaunches: Sequence[str]) -> str:
+    """" after 1 relaunch (port_in_use (Address already in use))", said wherever a verdict is shown."""
+    n = len(relaunches)
+    return f" after {n} relaunch{'es' if n > 1 else ''} ({', '.join(relaunches)})" if n else ""
+
+
 def write_results_json(verdict: Verdict, out_dir: Path, extra: dict[str, Any] | None = None) -> Path:
     """results.json; paths inside ``out_dir`` are written relative to it, so the folder can move."""
     data = verdict.to_dict()
@@ -68,8 +80,10 @@ def _table(verdict: Verdict) -> list[str]:
     return lines
 
 
-def _mean_of(verdict: Verdict) -> str:
-    return f" (mean of {len(verdict.replicates)} replicates)" if verdict.replicates else ""
+def _headline(verdict: Verdict) -> str:
+    """``✅ PASS``, with "after 1 relaunch (…)" and "(mean of K replicates)" where they apply."""
+    mean = f" (mean of {len(verdict.replicates)} replicates)" if verdict.replicates else ""
+    return f"{STATUS_MARK[verdict.status]}{relaunch_phrase(relaunches_of(verdict.context))}{mean}"
 
 
 def _replicates(verdict: Verdict, link: Callable[[object], str]) -> list[str]:
@@ -129,7 +143,7 @@ def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, histo
     def link(path: object) -> str:
         shown = portable(str(path), folder) if folder is not None else str(path)
         return f"[{shown}]({shown})" if not Path(shown).is_absolute() and shown != str(path) else f"`{shown}`"
-    lines = [f"# {verdict.case}: {STATUS_MARK[verdict.status]}{_mean_of(verdict)}", ""]
+    lines = [f"# {verdict.case}: {_headline(verdict)}", ""]
     problems = [r for r in verdict.results if r.status in (FAIL, ERROR) and r.is_gate]
     for r in problems:
         lines.append(f"- **{r.status}** {r.message}")
@@ -191,8 +205,10 @@ def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, histo
 
 def render_step_summary(verdict: Verdict, report_path: Path | None = None, history: Sequence[str] = ()) -> str:
     failing = [r for r in verdict.results if r.status in (FAIL, ERROR) and r.is_gate]
-    lines = [f"### {verdict.case}: {STATUS_MARK[verdict.status]}{_mean_of(verdict)}", ""]
+    lines = [f"### {verdict.case}: {_headline(verdict)}", ""]
     lines += [f"- {r.status}: {r.message}" for r in failing[:10]]
+    lines += [f"- attempt {a['attempt']}: {a['verdict']}, {a['decision']['reason']}; log `{a['log_path']}`"
+              for a in verdict.context.get("retries") or () if a["decision"]["retry"]]
     lines += [f"- {line}" for line in history]
     primary = next((f for f in verdict.triage if f.primary), None)
     if primary:

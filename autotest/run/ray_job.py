@@ -22,6 +22,9 @@ What differs from a local launch, and why:
   is requested, recorded as unconfirmed, and takes effect once the job is scheduled.
 - The exit code comes from Ray's ``driver_exit_code`` where the server reports it, else from
   the "exit code N" in the job message; a STOPPED job has none.
+- Should the harness die without stopping the job (SIGKILL, OOM), its watchdog
+  (:mod:`autotest.run.watchdog`) asks the job server to stop it; it also stops a job that
+  outlives its pending and run limits. A ``ray://`` client address has no job server to ask.
 - A case that starts its own Ray (``launch.uses_ray``) is refused: its ``ray stop --force``
   would take down the cluster the job runs on.
 """
@@ -44,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from autotest.errors import UsageError
+from autotest.run import watchdog
 from autotest.run.interrupts import Interrupted, describe, stop_requested
 from autotest.run.launch import (
     LaunchResult,
@@ -312,6 +316,11 @@ def submit(spec: LaunchSpec, results_dir: Path, *, address: str, num_gpus: int =
     write_launch_record(launch_json, record)
     job = _Job(client, submission_id, stdout_log)
     pending_limit = spec.timeout_s if pending_timeout_s is None else pending_timeout_s
+    # stops the job if this process dies without stopping it (SIGKILL, OOM); a ray:// client address
+    # has no HTTP job server to ask
+    guard = (watchdog.start_for_ray_job(url, submission_id, pending_limit + spec.timeout_s, stop_wait_s,
+                                        logs / "watchdog.log")
+             if url.startswith(("http://", "https://")) else None)
     timed_out, stopped, interrupted, lost = False, None, None, None
     interrupt: BaseException | None = None
     running_since: float | None = None
@@ -359,6 +368,7 @@ def submit(spec: LaunchSpec, results_dir: Path, *, address: str, num_gpus: int =
         wall_s = round(end - (running_since if running_since is not None else t0), 3)
         if not job.terminal:
             ray_record.update(job.stop(stop_wait_s))
+        watchdog.stop(guard)
         job.fetch_logs()
         status = job.status
         message = job.info.get("message")

@@ -223,9 +223,17 @@ def test_report_summary_appends_every_report(tmp_path: Path) -> None:
     (results / "tiny-mopd").mkdir()
     (results / "tiny-mopd" / "report.md").write_text("# tiny-mopd: FAIL\n")
     env = {**os.environ, **_github_files(tmp_path), "RESULTS_DIR": str(results)}
-    subprocess.run(["bash", "-eo", "pipefail", "-c", script], env=env, check=True, timeout=60)
+    done = subprocess.run(["bash", "-eo", "pipefail", "-c", script], env=env, check=True, timeout=60,
+                          capture_output=True, text=True)
     summary = (tmp_path / "summary.md").read_text()
     assert summary == "## tiny-grpo/report.md\n\n# tiny-grpo: PASS\n\n## tiny-mopd/report.md\n\n# tiny-mopd: FAIL\n\n"
+    assert "::warning" not in done.stdout
+    # a verdict reached after a relaunch is annotated on the run
+    (results / "tiny-grpo" / "report.md").write_text("# tiny-grpo: ✅ PASS after 1 relaunch (oom (CUDA out of memory))\n")
+    done = subprocess.run(["bash", "-eo", "pipefail", "-c", script], env=env, check=True, timeout=60,
+                          capture_output=True, text=True)
+    assert done.stdout == (f"::warning title=relaunch::tiny-grpo: ✅ PASS after 1 relaunch (oom (CUDA out of memory)); "
+                           f"earlier attempts: {results}/tiny-grpo/attempts/\n")
     (tmp_path / "summary.md").write_text("")
     env["RESULTS_DIR"] = str(tmp_path / "nothing")
     subprocess.run(["bash", "-eo", "pipefail", "-c", script], env=env, check=True, timeout=60)

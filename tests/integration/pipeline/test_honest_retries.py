@@ -41,7 +41,14 @@ def test_the_trail_points_each_attempt_at_its_own_kept_log(case, tmp_path: Path)
     assert second["verdict"] == "PASS"
 
 
-def test_a_pass_after_a_relaunch_says_so_in_its_summary(case, tmp_path: Path) -> None:
+def test_a_pass_after_a_relaunch_says_so_in_its_summary(case, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "summary.md"))
     run = run_case(case, options(tmp_path, fault="infra-once", retry_policy=FAST))
     assert run.status == "PASS"
-    assert run.summary_line().startswith("scripted: PASS after 1 relaunch (port_in_use (Address already in use))")
+    after = "PASS after 1 relaunch (port_in_use (Address already in use))"
+    assert run.summary_line().startswith(f"scripted: {after}")
+    assert run.report.read_text().splitlines()[0] == f"# scripted: ✅ {after}"
+    summary = (tmp_path / "summary.md").read_text()
+    assert summary.startswith(f"### scripted: ✅ {after}\n")
+    kept = run.results_dir / "attempts" / "1" / "logs" / "stderr.log"
+    assert f"- attempt 1: ERROR, port_in_use (Address already in use): relaunch 1 of 2; log `{kept}`" in summary

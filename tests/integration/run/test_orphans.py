@@ -16,21 +16,23 @@ from pathlib import Path
 
 import pytest
 
+from autotest.run.gpu_slots import SLOTS_DIR_ENV, GpuSlotTimeout, acquire, current_holders, slots_dir_for
 from autotest.run.proctable import alive_as_recorded, descendants
+from tests.integration.run.test_xtuner_node import NVIDIA_SMI
 
 REPO = Path(__file__).resolve().parents[3]
 GONE_WITHIN_S = 15.0  # the run's SIGTERM grace (10 s) plus slack on a loaded machine
 
 
-def case_file(tmp_path: Path, step_s: float = 1.0, timeout_s: int = 120) -> Path:
+def case_file(tmp_path: Path, step_s: float = 1.0, timeout_s: int = 120, gpus: int = 0) -> Path:
     """The scripted case with its paths absolute (so a copy may live in tmp_path) and a long timeout."""
     path = tmp_path / "slow.yaml"
     path.write_text(f"""name: slow
 description: The scripted run, slowed down, for kill tests.
-markers: []
+markers: {"[gpu]" if gpus else "[]"}
 goal: Be killed mid-run.
 minimal_scale: One Python process.
-platform: {{gpus: 0, framework: null}}
+platform: {{gpus: {gpus}, framework: null}}
 inputs: {{}}
 launch:
   command: ["{{python}}", tests/data/scripted_run.py, --work-dir, "{{work_dir}}", --seed, "{{seed}}", --step-s, "{step_s}"]
@@ -45,8 +47,8 @@ consistency: {{policy: off}}
     return path
 
 
-def harness(args: list[str], tmp_path: Path) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+def harness(args: list[str], tmp_path: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+    env = {**os.environ, **(env or {}), "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     return subprocess.Popen([sys.executable, *args], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
@@ -85,8 +87,8 @@ def assert_all_gone(tracked: dict[int, int]) -> float:
     return time.monotonic() - t0
 
 
-def run_command(tmp_path: Path, fault: str = "hang-at:3") -> list[str]:
-    return ["-m", "autotest.cli", "run", str(case_file(tmp_path)), "--yes", "--results-dir",
+def run_command(tmp_path: Path, fault: str = "hang-at:3", gpus: int = 0) -> list[str]:
+    return ["-m", "autotest.cli", "run", str(case_file(tmp_path, gpus=gpus)), "--yes", "--results-dir",
             str(tmp_path / "results"), "--fault", fault]
 
 
@@ -113,6 +115,29 @@ def test_sigkill_of_the_harness_stops_a_hung_run(tmp_path: Path) -> None:
     assert took_s < GONE_WITHIN_S  # not the case's 120 s timeout
     log = next((tmp_path / "results").glob("slow/*/logs/watchdog.log")).read_text()
     assert "is gone: stopping session" in log and "stopped" in log
+
+
+def test_sigkill_of_the_harness_releases_its_gpu_slots(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a simulated 8-GPU node (a stand-in nvidia-smi); the case takes the whole node
+    fakebin = tmp_path / "bin"
+    fakebin.mkdir()
+    (fakebin / "nvidia-smi").write_text(NVIDIA_SMI)
+    (fakebin / "nvidia-smi").chmod(0o755)
+    slots_root = tmp_path / "slots"
+    monkeypatch.setenv(SLOTS_DIR_ENV, str(slots_root))
+    slots = slots_dir_for(tmp_path)
+    proc = harness(run_command(tmp_path, gpus=8), tmp_path,
+                   env={"PATH": f"{fakebin}:{os.environ['PATH']}", SLOTS_DIR_ENV: str(slots_root)})
+    tracked = wait_for_run(proc)
+    assert {h.pid for h in current_holders(slots, 8)} == {proc.pid}  # the harness holds all 8
+    with pytest.raises(GpuSlotTimeout):
+        with acquire(1, 8, timeout_s=0.5, slots_dir=slots, poll_s=0.05):
+            pass
+    proc.kill()
+    proc.communicate(timeout=30)
+    with acquire(8, 8, timeout_s=5.0, slots_dir=slots, poll_s=0.05) as devices:  # the kernel dropped the flocks
+        assert devices == list(range(8))
+    assert_all_gone(tracked)
 
 
 def pytest_harness(tmp_path: Path) -> subprocess.Popen:

@@ -22,6 +22,7 @@ from autotest.run.proctable import descendants, process_table
 from autotest.run.ray_job import submit
 from tests.unit.run.test_ray_job import run_dir, spec_for
 
+REPO = Path(__file__).resolve().parents[3]
 RAY = shutil.which("ray", path=str(Path(sys.executable).parent)) or shutil.which("ray")
 START_TIMEOUT_S = 120.0  # Ray on 2 shared cores: ~10 s idle, a minute under load
 
@@ -240,6 +241,42 @@ def test_keyboard_interrupt_stops_the_job_and_propagates(ray_head: str, tmp_path
     record = json.loads((results / "logs" / "launch.json").read_text())
     assert record["ray"]["status"] == "STOPPED" and record["ray"]["stop_confirmed"] is True
     assert record["result"]["interrupted"] == "KeyboardInterrupt"
+
+
+def test_sigkill_of_the_harness_stops_the_job(ray_head: str, tmp_path: Path) -> None:
+    # a harness process of its own that submits a job and waits on it; then SIGKILL: no finally runs
+    results = run_dir(tmp_path)
+    pid_file = tmp_path / "job.pid"
+    job_code = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(600)"
+    harness_code = (f"from pathlib import Path; from autotest.run.ray_job import submit; "
+                    f"from tests.unit.run.test_ray_job import spec_for; "
+                    f"submit(spec_for(Path({str(tmp_path)!r}), {job_code!r}, timeout_s=600.0), "
+                    f"Path({str(results)!r}), address={ray_head!r})")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    harness = subprocess.Popen([sys.executable, "-c", harness_code], cwd=REPO, env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while not (pid_file.exists() and pid_file.read_text()):
+            assert harness.poll() is None, "the harness ended before the job ran"
+            assert time.monotonic() < deadline, "the job did not start"
+            time.sleep(0.2)
+        job_pid = int(pid_file.read_text())
+        harness.kill()
+        harness.wait(timeout=30)
+        t0 = time.monotonic()
+        watchdog_log = results / "logs" / "watchdog.log"
+        while (alive(job_pid) or " stopped" not in watchdog_log.read_text()) and time.monotonic() - t0 < 30:
+            time.sleep(0.1)
+        assert not alive(job_pid), "the job's process outlived the harness by 30 s"
+        log = watchdog_log.read_text()
+        assert "is gone: stopping Ray job rl-autotest-unit-case-" in log and " stopped" in log, log
+        submission_id = json.loads((results / "logs" / "launch.json").read_text())["ray"]["submission_id"]
+        with urllib.request.urlopen(f"{ray_head}/api/jobs/{submission_id}", timeout=10) as response:
+            assert json.loads(response.read())["status"] == "STOPPED"
+        print(f"job process gone {time.monotonic() - t0:.1f} s after the harness's SIGKILL")
+    finally:
+        harness.kill()
+        harness.wait()
 
 
 # ---------------------------------------------------------------- the tiny case end to end

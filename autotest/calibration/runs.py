@@ -219,8 +219,8 @@ def run_all(case: Case, seeds: Sequence[int], folder: Path, options: Calibration
 
     try:
         return side_by_side([lambda i=i: one(i) for i in range(len(seeds))], jobs)
-    except KeyboardInterrupt as exc:  # every run has been stopped and has published its ERROR verdict
-        say(f"{case.name}: interrupted ({describe(exc)}): every calibration run stopped")
+    except KeyboardInterrupt as exc:  # side_by_side stopped every run; each published its ERROR verdict
+        say(f"{case.name}: interrupted ({describe(exc)}): stopping every calibration run")
         raise
 
 

@@ -83,8 +83,11 @@ def _show(card: str) -> bool:
 def _run(args: argparse.Namespace) -> int:
     if args.results_dir is not None:
         require_folder(args.results_dir, "--results-dir")
+    if args.replicates is not None and args.replicates < 1:
+        raise UsageError(f"--replicates: {args.replicates} is below 1; give the number of seeds to run and average")
     run = run_case(load_case(args.case), RunOptions(
-        results_root=args.results_dir, seed=args.seed, fault=args.fault, dry_run=args.dry_run,
+        results_root=args.results_dir, seed=args.seed, replicates=args.replicates, fault=args.fault,
+        dry_run=args.dry_run,
         fail_fast=args.fail_fast, progress=print, ray_address=args.ray_address,
         confirm=_show if args.yes else _confirm_on_terminal,
         after_results=None if args.no_history else history_recorder(args.history),
@@ -212,6 +215,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("case", help="case name (autotest/cases/<name>.yaml) or a case file")
     p.add_argument("--results-dir", type=Path, help=results_help)
     p.add_argument("--seed", type=int, help="seed for cases that take one (default: the case's)")
+    p.add_argument("--replicates", type=int, metavar="K", help="run K seeds side by side and judge their mean "
+                   "(default: the case's replicates, else 1)")
     p.add_argument("--fault", help="inject a fault NAME[:ARG] (embedded workloads)")
     p.add_argument("--fail-fast", action="store_true", help="stop the run at the first per-step gate failure")
     p.add_argument("--ray-address", help="submit the launch as a Ray job to this cluster")

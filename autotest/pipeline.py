@@ -4,11 +4,14 @@
 slicing, retries, the results root and the step summary behave the same everywhere. Every ending
 — pass, fail, crash, timeout, fail-fast stop, preflight error — is judged by
 :func:`autotest.judge.verdict.judge` and published by :func:`autotest.report.publish.publish`.
-Everything the run produced is kept in its results folder whatever happened.
+Everything the run produced is kept in its results folder whatever happened. A case with
+``replicates: K`` runs K seeds side by side, each one such run in ``replicates/r<i>-seed<S>/``, and
+one verdict judges their mean (:mod:`autotest.judge.replicate_mean`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import math
@@ -24,8 +27,9 @@ from autotest.files import write_atomic
 from autotest.inputs.baseline import Baseline, for_hardware, load_baseline
 from autotest.inputs.case import REPO_ROOT, Case
 from autotest.judge.live import Follower
-from autotest.judge.model import FAIL, PASS, Verdict
+from autotest.judge.model import ERROR, FAIL, PASS, CheckResult, Verdict
 from autotest.judge.readers import read_trace
+from autotest.judge.replicate_mean import judge_replicate_runs
 from autotest.judge.structural import LogFinding, RunFacts
 from autotest.judge.trace import Trace
 from autotest.judge.triage import is_consistency_metric
@@ -52,6 +56,7 @@ from autotest.run.infra import (
     RetryTrail,
     classify_log_file,
 )
+from autotest.run.interrupts import describe
 from autotest.run.launch import (
     LaunchResult,
     LaunchSpec,
@@ -62,6 +67,12 @@ from autotest.run.launch import (
 from autotest.run.platform import check_platform
 from autotest.run.preflight import Preflight, run_preflight
 from autotest.run.recipe_guard import tracker_problem
+from autotest.run.replicates import (
+    default_jobs,
+    replicate_folder,
+    replicate_seeds,
+    side_by_side,
+)
 from autotest.run.results_dir import default_results_root, new_results_dir
 
 SKIP = "SKIP"
@@ -102,6 +113,10 @@ class RunOptions:
     #: the framework repository and ref to test (override the case file and RL_AUTOTEST_FRAMEWORK_*)
     framework_repo: str | None = None
     framework_ref: str | None = None
+    #: seeds to run side by side and judge on their mean; None: the case's ``replicates``
+    replicates: int | None = None
+    #: append the verdict to $GITHUB_STEP_SUMMARY (a replicate's own verdict does not: the mean's does)
+    step_summary: bool = True
 
 
 @dataclass(frozen=True)
@@ -118,6 +133,8 @@ class CaseRun:
     consistency_request: Path | None = None
     #: one "kind (signature)" per relaunch before this verdict; a verdict after a relaunch says so
     relaunches: tuple[str, ...] = ()
+    #: how many seeds ran (the verdict judged their mean when more than one)
+    replicates: int = 1
 
     @property
     def report(self) -> Path | None:
@@ -126,7 +143,8 @@ class CaseRun:
     def summary_line(self) -> str:
         where = f" (report: {self.report})" if self.verdict is not None and self.report else ""
         reason = f" — {self.reason}" if self.reason else ""
-        return f"{self.case}: {self.status}{relaunch_phrase(self.relaunches)}{reason}{where}"
+        mean = f" (mean of {self.replicates} replicates)" if self.replicates > 1 and self.verdict is not None else ""
+        return f"{self.case}: {self.status}{relaunch_phrase(self.relaunches)}{mean}{reason}{where}"
 
 
 @dataclass(frozen=True)
@@ -145,7 +163,11 @@ class _Prepared:
 
 
 def run_case(case: Case, options: RunOptions) -> CaseRun:
-    """One attempt of ``case`` (relaunched only on a known infrastructure failure), judged and published."""
+    """One attempt of ``case`` (relaunched only on a known infrastructure failure), judged and published;
+    with replicates, one such attempt per seed and a verdict on their mean."""
+    count = options.replicates or case.replicates
+    if count > 1:
+        return _run_replicates(case, options, count)
     environ = {**os.environ, **options.env}
     request = framework_request(case, environ, repo=options.framework_repo, ref=options.framework_ref)
     platform = check_platform(case, environ, checkout_pending=request is not None)
@@ -170,7 +192,8 @@ def run_case(case: Case, options: RunOptions) -> CaseRun:
                          launched=False)
         comparison = judge(prep.baseline, None, golden=prep.golden, facts=facts, case=case.name,
                            context=prep.context)
-        publish(comparison, prep.results_dir, with_plots=options.with_plots, after_results=options.after_results)
+        publish(comparison, prep.results_dir, with_plots=options.with_plots, after_results=options.after_results,
+                step_summary=options.step_summary)
         return replace(shown, status=comparison.verdict.status, reason="; ".join(prep.problems),
                        verdict=comparison.verdict)
     slots_root = options.results_root or default_results_root()
@@ -182,7 +205,8 @@ def run_case(case: Case, options: RunOptions) -> CaseRun:
         comparison, interrupt = _harness_failure(case, prep, exc), None
     _mask_logs(prep.results_dir)
     request_path = _write_consistency_request(case, comparison.verdict, prep)
-    publish(comparison, prep.results_dir, with_plots=options.with_plots, after_results=options.after_results)
+    publish(comparison, prep.results_dir, with_plots=options.with_plots, after_results=options.after_results,
+            step_summary=options.step_summary)
     if interrupt is not None:
         # the run is stopped and its ERROR verdict published; the interrupt still ends the session
         if options.progress:
@@ -194,6 +218,74 @@ def run_case(case: Case, options: RunOptions) -> CaseRun:
     relaunches = tuple(relaunches_of(comparison.verdict.context))
     return replace(shown, status=status, reason=primary if status != PASS else "", verdict=comparison.verdict,
                    consistency_request=request_path, relaunches=relaunches)
+
+
+def _run_replicates(case: Case, options: RunOptions, count: int) -> CaseRun:
+    """``count`` seeds side by side, each a normal run in ``replicates/r<i>-seed<S>/``, judged on their mean."""
+    first = options.seed if options.seed is not None else case.seed.default
+    seeds = replicate_seeds(case, count, first)
+    # this pipeline's own dry run makes the folder, its preflight and card (and skips where it skips)
+    shown = run_case(case, replace(options, replicates=1, seed=first, dry_run=True, confirm=None))
+    if shown.status == SKIP or shown.results_dir is None:
+        return shown
+    folder = shown.results_dir
+    with contextlib.suppress(OSError):
+        (folder / "work").rmdir()  # each replicate has its own work dir
+    card = shown.card + (f"\n## Replicates\n\n{count} seeds ({', '.join(map(str, seeds))}) side by side, each in "
+                         "replicates/r<i>-seed<S>/; the checks judge their mean (pooled thresholds scaled, "
+                         "see autotest.judge.replicate_mean)\n")
+    write_atomic(folder / "card.md", card)
+    shown = replace(shown, card=card, replicates=count)
+    if options.dry_run:
+        return shown
+    if options.confirm is not None and not options.confirm(card):
+        return replace(shown, reason="not confirmed: nothing launched")
+    say = options.progress or (lambda line: None)
+
+    def replicate(index: int, seed: int) -> Callable[[], CaseRun]:
+        label = f"r{index}-seed{seed}"
+        one = replace(options, replicates=1, seed=seed, results_dir=replicate_folder(folder, index, seed),
+                      confirm=None, after_results=None, with_plots=False, step_summary=False,
+                      progress=lambda line: say(f"{label}: {line}"))
+        return lambda: run_case(case, one)
+
+    jobs = default_jobs(case, count)
+    say(f"[{case.name}] {count} replicates (seeds {', '.join(map(str, seeds))}), {jobs} at a time, in {folder}")
+    runs: list[CaseRun] = []
+    interrupt: KeyboardInterrupt | None = None
+    try:
+        runs = side_by_side([replicate(i + 1, s) for i, s in enumerate(seeds)], jobs)
+    except KeyboardInterrupt as exc:  # every replicate is stopped and has published its own ERROR verdict
+        interrupt = exc
+    comparison = _judge_replicates(case, options, folder, seeds, runs, interrupt)
+    publish(comparison, folder, with_plots=options.with_plots, after_results=options.after_results,
+            step_summary=options.step_summary)
+    if interrupt is not None:
+        raise interrupt
+    status = comparison.verdict.status
+    primary = next((f.suggestion for f in comparison.verdict.triage if f.primary), "")
+    return replace(shown, status=status, reason=primary if status != PASS else "", verdict=comparison.verdict,
+                   consistency_request=next((r.consistency_request for r in runs if r.consistency_request), None))
+
+
+def _judge_replicates(case: Case, options: RunOptions, folder: Path, seeds: tuple[int, ...], runs: list[CaseRun],
+                      interrupt: KeyboardInterrupt | None) -> Comparison:
+    """The mean's verdict; the harness failing here is an ERROR verdict too (traceback in logs/)."""
+    context = {"results_dir": str(folder), "card": str(folder / "card.md"), "seed": list(seeds),
+               "fault": options.fault}
+    first = runs[0].verdict.context if runs and runs[0].verdict is not None else {}
+    context.update({k: first[k] for k in ("commit", "harness_commit", "framework") if k in first})
+    try:
+        gpu = json.loads((folder / "preflight.json").read_text(encoding="utf-8"))["environment"].get("gpu")
+        return judge_replicate_runs(case, options.baseline_path or case.baseline_path,
+                                    [(seed, run.results_dir, run.verdict) for seed, run in zip(seeds, runs)],
+                                    context=context, gpu=gpu, interrupted=describe(interrupt) if interrupt else None)
+    except Exception as exc:  # noqa: BLE001 - every ending leaves a verdict
+        log = folder / "logs" / "harness_error.log"
+        write_atomic(log, "".join(traceback.format_exception(exc)))
+        failure = CheckResult("run[harness]", ERROR, f"the harness failed judging the replicates: "
+                              f"{type(exc).__name__}: {exc} (traceback: {log})", kind="structural")
+        return judge(None, None, case=case.name, context=context, structural=[failure])
 
 
 def _harness_failure(case: Case, prep: _Prepared, exc: Exception) -> Comparison:

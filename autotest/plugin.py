@@ -53,12 +53,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--framework-repo", default=None,
                     help="framework repository (URL or local path); default $RL_AUTOTEST_FRAMEWORK_REPO, "
                          "else the case file's, else the clone its env var names")
+    group.addoption("--replicates", type=int, default=None, metavar="K",
+                    help="run K seeds of each case side by side and judge their mean (default: the case's replicates)")
     group.addoption("--allow-dirty", action="store_true",
                     help="calibration: accept uncommitted changes (recorded in the provenance)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     collect_secrets(argv=config.invocation_params.args)  # secret values are masked in everything written
+    replicates_option(config)  # a bad --replicates is one line before anything runs
     for name, text in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
     config.pluginmanager.register(CaseSummary(config), "rl-autotest-summary")
@@ -95,6 +98,14 @@ class CaseSummary:
 def recorder_option(config: pytest.Config):
     """Record every verdict in the run history unless --no-history."""
     return None if config.getoption("--no-history") else history_recorder(config.getoption("--history"))
+
+
+def replicates_option(config: pytest.Config) -> int | None:
+    """--replicates K (K >= 1), else None: the case's own."""
+    count = config.getoption("--replicates")
+    if count is not None and count < 1:
+        raise pytest.UsageError(f"--replicates: {count} is below 1; give the number of seeds to run and average")
+    return count
 
 
 def results_root_option(config: pytest.Config) -> Path | None:
@@ -134,7 +145,8 @@ def run_accuracy_case(request: pytest.FixtureRequest) -> Callable[..., CaseRun]:
                              ray_address=config.getoption("--ray-address") or os.environ.get("RAY_ADDRESS"),
                              gpu_wait_s=config.getoption("--gpu-wait-s"), after_results=recorder_option(config),
                              framework_repo=config.getoption("--framework-repo"),
-                             framework_ref=config.getoption("--framework-ref"))
+                             framework_ref=config.getoption("--framework-ref"),
+                             replicates=replicates_option(config))
         try:
             with signals_as_interrupt(), warnings.catch_warnings():  # CI cancels with SIGTERM: as Ctrl-C
                 # a warning in the harness's own code never fails a user's accuracy run (filterwarnings=error)

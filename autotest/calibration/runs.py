@@ -14,7 +14,6 @@ import datetime as dt
 import json
 import os
 import shutil
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -41,9 +40,10 @@ from autotest.judge.verdict import golden_trace
 from autotest.pipeline import RunOptions, run_case
 from autotest.redaction import json_ready
 from autotest.report.publish import AfterResults
-from autotest.run.interrupts import clear_stop, describe, request_stop
-from autotest.run.platform import check_platform, detect_gpus
+from autotest.run.interrupts import describe
+from autotest.run.platform import check_platform
 from autotest.run.preflight import run_preflight
+from autotest.run.replicates import default_jobs, side_by_side
 from autotest.run.results_dir import default_results_root, fresh_folder, run_stamp
 
 CONFIG_NAME = "config.json"
@@ -151,7 +151,7 @@ def calibration_seeds(case: Case, runs: int) -> tuple[int, ...]:
 def calibration_run(case: Case, index: int, seed: int, run_dir: Path, results_root: Path | None = None,
              baseline_path: Path | None = None, after_results: AfterResults | None = None) -> RunRecord:
     """One calibration run: the same pipeline as ``rl-autotest run``, into ``run_dir``."""
-    run = run_case(case, RunOptions(results_root=results_root, results_dir=run_dir, seed=seed,
+    run = run_case(case, RunOptions(results_root=results_root, results_dir=run_dir, seed=seed, replicates=1,
                                     baseline_path=baseline_path, after_results=after_results))
     verdict = run.verdict
     assert verdict is not None  # the platform was checked and preflight passed before any run
@@ -200,13 +200,6 @@ def history_records(case: Case, runs: int, options: CalibrationOptions) -> list[
     return records
 
 
-def default_jobs(case: Case, runs: int) -> int:
-    """Runs side by side on this node: one per CPU (embedded cases cap torch threads), or per GPU slice."""
-    if case.platform.gpus > 0:
-        return max(1, min(runs, detect_gpus().count // case.platform.gpus))
-    return max(1, min(runs, os.cpu_count() or 1))
-
-
 def run_all(case: Case, seeds: Sequence[int], folder: Path, options: CalibrationOptions,
             baseline_path: Path | None = None) -> list[RunRecord]:
     """Every calibration run, in parallel where resources allow; results in seed order."""
@@ -224,19 +217,11 @@ def run_all(case: Case, seeds: Sequence[int], folder: Path, options: Calibration
             + (f" ({'; '.join(record.reasons)})" if record.reasons else ""))
         return record
 
-    pool = ThreadPoolExecutor(max_workers=jobs)
     try:
-        futures = [pool.submit(one, i) for i in range(len(seeds))]
-        return [future.result() for future in futures]
-    except KeyboardInterrupt as exc:
-        # a signal reaches only this thread; the runs wait in the pool: stop them all now, not when
-        # each has finished (they publish their ERROR verdicts on the way out)
-        request_stop(describe(exc))
+        return side_by_side([lambda i=i: one(i) for i in range(len(seeds))], jobs)
+    except KeyboardInterrupt as exc:  # side_by_side stopped every run; each published its ERROR verdict
         say(f"{case.name}: interrupted ({describe(exc)}): stopping every calibration run")
         raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-        clear_stop()
 
 
 def _run_on_ray(case: Case, seeds: Sequence[int], dirs: Sequence[Path], address: str,

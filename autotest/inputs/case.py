@@ -62,6 +62,9 @@ Schema::
       env: str             also export the seed in this env var
     consistency:
       policy: off|on-breach|always   when to run the consistency dump job (default off)
+    replicates: int        seeds run per verdict (default 1); the checks judge their mean, pooled
+                           thresholds scaled to keep the calibrated false-alarm rate
+                           (autotest.judge.replicate_mean); `--replicates K` overrides it
 
 Substitutions, done when a run is resolved (not on load, so listing cases needs no share):
 ``${NAME}`` is the harness's environment variable NAME (unset: a UsageError naming file, key
@@ -175,6 +178,8 @@ class Case:
     seed: Seed
     consistency: Consistency
     source: Path
+    #: seeds run side by side per verdict, judged on their mean (autotest.judge.replicate_mean)
+    replicates: int = 1
 
     @property
     def baseline_path(self) -> Path:
@@ -227,7 +232,7 @@ def _parse_case(path: Path) -> Case:
     """Read and validate one case file and build the Case."""
     top = load_section(path, what="a case", doc="autotest/cases.py", required=(
         "name", "description", "markers", "goal", "minimal_scale", "platform", "launch",
-        "tracker", "expected", "baseline"), optional=("inputs", "seed", "consistency"))
+        "tracker", "expected", "baseline"), optional=("inputs", "seed", "consistency", "replicates"))
     name = top.text("name")
     if name != path.stem:
         top.fail("name", f"{name!r} does not match the file name {path.name!r}",
@@ -251,7 +256,9 @@ def _parse_case(path: Path) -> Case:
                 goal=top.text("goal"), minimal_scale=top.text("minimal_scale"),
                 platform=platform, inputs=inputs, launch=launch, tracker=tracker,
                 expected=expected, baseline=baseline, seed=seed,
-                consistency=_consistency(top.section("consistency", optional=True)), source=path)
+                consistency=_consistency(top.section("consistency", optional=True)), source=path,
+                replicates=top.integer("replicates", minimum=1, default=1,
+                                       fix="write how many seeds to run and average, a whole number >= 1"))
     if len(set(seed.calibration)) > 1 and not case.takes_seed:
         top.fail("seed.calibration", f"{len(seed.calibration)} seeds but the launch takes no seed",
                  "use {seed} in launch.command or set seed.env")

@@ -113,6 +113,28 @@ class TriageFinding:
 
 
 @dataclass(frozen=True)
+class Replicate:
+    """One of the K runs behind a replicate-mean verdict; its own verdict and logs are in ``folder``."""
+
+    index: int
+    seed: int
+    folder: str
+    #: its own verdict (one run, calibrated thresholds unscaled)
+    status: str
+    #: how its process ended: "0", "1", "SIGKILL", "timed out", "not launched"
+    exit: str
+    wall_s: float | None
+    #: whether its trace is part of the mean (a crashed or stopped replicate is not)
+    averaged: bool
+    #: check_id -> the value its own verdict compared with the threshold
+    observed: dict[str, float | None] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return f"r{self.index}-seed{self.seed}"
+
+
+@dataclass(frozen=True)
 class Verdict:
     status: str
     case: str
@@ -124,6 +146,10 @@ class Verdict:
     warnings: tuple[str, ...] = ()
     #: run context: commit under test, log paths, wall time, launch status ... (rendered as is)
     context: dict[str, Any] = field(default_factory=dict)
+    #: the runs whose mean was judged (empty for a single run)
+    replicates: tuple[Replicate, ...] = ()
+    #: the factor applied to pooled thresholds for that mean (None for a single run)
+    pooled_threshold_scale: float | None = None
 
     def failing(self) -> tuple[CheckResult, ...]:
         return tuple(r for r in self.results if r.status in (FAIL, ERROR))
@@ -136,6 +162,7 @@ class Verdict:
             results.append(item)
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "results"}
         data["triage"] = [asdict(t) for t in self.triage]
+        data["replicates"] = [asdict(r) for r in self.replicates]
         data = _json_safe(data)
         data["results"] = results
         data["schema_version"] = RESULTS_SCHEMA_VERSION

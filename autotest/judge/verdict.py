@@ -8,6 +8,7 @@ in one place (:func:`autotest.judge.model.decide_status`) and triage runs once.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -36,6 +37,8 @@ class Comparison:
     baseline: Baseline | None
     golden: Trace | None
     current: Trace | None
+    #: (label, trace) of each replicate when ``current`` is their mean (plots draw them thinly)
+    replicate_traces: tuple[tuple[str, Trace], ...] = ()
 
 
 def golden_trace(baseline: Baseline) -> Trace:
@@ -96,12 +99,14 @@ def _not_reached(results: list[CheckResult], facts: RunFacts) -> list[CheckResul
 
 def judge(baseline: Baseline | None, current: Trace | None, *, golden: Trace | None = None,
           facts: RunFacts | None = None, case: str | None = None, wall_time_s: float | None = None,
-          context: dict[str, Any] | None = None) -> Comparison:
+          context: dict[str, Any] | None = None, structural: Sequence[CheckResult] = ()) -> Comparison:
     """The one verdict for ``current`` against ``baseline`` given how the run went (``facts``).
 
     ``baseline`` may be None only when ``facts`` carries the preflight problem that explains it.
+    ``structural`` results made by the caller (each replicate's run, for a replicate mean) come first.
     """
-    results: list[CheckResult] = run_results(facts, current) if facts is not None else []
+    results: list[CheckResult] = list(structural)
+    results += run_results(facts, current) if facts is not None else []
     checked = baseline is not None and current is not None and not (facts and facts.preflight_problems)
     if checked:
         if golden is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +80,43 @@ def _table(verdict: Verdict) -> list[str]:
     return lines
 
 
+def _headline(verdict: Verdict) -> str:
+    """``✅ PASS``, with "after 1 relaunch (…)" and "(mean of K replicates)" where they apply."""
+    mean = f" (mean of {len(verdict.replicates)} replicates)" if verdict.replicates else ""
+    return f"{STATUS_MARK[verdict.status]}{relaunch_phrase(relaunches_of(verdict.context))}{mean}"
+
+
+def _replicates(verdict: Verdict, link: Callable[[object], str]) -> list[str]:
+    """Every replicate: its seed, exit, own verdict and own value of each check, beside the mean's."""
+    if not verdict.replicates:
+        return []
+    averaged = [r for r in verdict.replicates if r.averaged]
+    scale = verdict.pooled_threshold_scale
+    scaled = (f"Pooled thresholds are the calibrated ones x {scale:.3f} = sqrt((1/K + 1/N) / (1 + 1/N)) for "
+              f"K = {len(averaged)} (N = calibration runs; see each check's derivation in results.json), which "
+              "keeps the calibrated false-alarm rate; other thresholds are kept. ") if scale is not None else ""
+    about = (f"The checks above judge the mean of {len(averaged)} complete replicate(s) of {len(verdict.replicates)}, "
+             "per step at the steps all of them logged (timing metrics `time/*`: the median replicate, since their "
+             f"noise is the machine's). {scaled}Each replicate's own verdict (one run, thresholds unscaled) is in "
+             "its folder.")
+    lines = ["## Replicates", "", about, "",
+             "| replicate | seed | exit | wall s | own verdict | in the mean | folder |",
+             "|---|---|---|---|---|---|---|"]
+    for r in verdict.replicates:
+        lines.append(f"| {r.label} | {r.seed} | {r.exit} | {fmt(r.wall_s)} | {STATUS_MARK.get(r.status, r.status)} "
+                     f"| {'yes' if r.averaged else 'no'} | {link(r.folder)} |")
+    metric_checks = [c for c in verdict.results if c.kind == "metric"]
+    if metric_checks:
+        lines += ["", "Observed value of each check (what its threshold bounds): the mean's, then each replicate's.",
+                  "",
+                  "| check | mean | " + " | ".join(r.label for r in verdict.replicates) + " |",
+                  "|---|---|" + "---|" * len(verdict.replicates)]
+        for c in metric_checks:
+            own = " | ".join(fmt(r.observed.get(c.check_id)) for r in verdict.replicates)
+            lines.append(f"| {c.check_id} | {fmt(c.observed)} {STATUS_MARK[c.status]} | {own} |")
+    return lines + [""]
+
+
 def _failing_points(verdict: Verdict) -> list[str]:
     rows = [(r, p) for r in verdict.results if r.status == FAIL for p in r.points.breaches()]
     if not rows:
@@ -106,7 +143,7 @@ def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, histo
     def link(path: object) -> str:
         shown = portable(str(path), folder) if folder is not None else str(path)
         return f"[{shown}]({shown})" if not Path(shown).is_absolute() and shown != str(path) else f"`{shown}`"
-    lines = [f"# {verdict.case}: {STATUS_MARK[verdict.status]}{relaunch_phrase(relaunches_of(ctx))}", ""]
+    lines = [f"# {verdict.case}: {_headline(verdict)}", ""]
     problems = [r for r in verdict.results if r.status in (FAIL, ERROR) and r.is_gate]
     for r in problems:
         lines.append(f"- **{r.status}** {r.message}")
@@ -115,6 +152,7 @@ def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, histo
     if history:
         lines += ["## History (earlier runs of this case)", "", *[f"- {line}" for line in history], ""]
     lines += ["## Checks (measured)", "", *_table(verdict), *_failing_points(verdict), ""]
+    lines += _replicates(verdict, link)
     lines += ["## Messages", ""] + [f"- `{r.check_id}` {r.status}: {r.message}" for r in verdict.results] + [""]
     lines += ["## Suggested next step (inferred from the breach pattern)", ""]
     if verdict.triage:
@@ -167,7 +205,7 @@ def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, histo
 
 def render_step_summary(verdict: Verdict, report_path: Path | None = None, history: Sequence[str] = ()) -> str:
     failing = [r for r in verdict.results if r.status in (FAIL, ERROR) and r.is_gate]
-    lines = [f"### {verdict.case}: {STATUS_MARK[verdict.status]}{relaunch_phrase(relaunches_of(verdict.context))}", ""]
+    lines = [f"### {verdict.case}: {_headline(verdict)}", ""]
     lines += [f"- {r.status}: {r.message}" for r in failing[:10]]
     lines += [f"- attempt {a['attempt']}: {a['verdict']}, {a['decision']['reason']}; log `{a['log_path']}`"
               for a in verdict.context.get("retries") or () if a["decision"]["retry"]]

@@ -1,10 +1,13 @@
-"""One PNG per checked metric: x = real step, golden and current series, threshold band, breaches marked."""
+"""One PNG per checked metric: x = real step, golden and current series, threshold band, breaches marked.
+
+For a replicate mean, each replicate is drawn thinly under the mean (the series that was judged)."""
 
 from __future__ import annotations
 
 import io
 import math
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from autotest.files import write_bytes_atomic
@@ -29,8 +32,11 @@ def _band(result: CheckResult, steps: list[int], golden: list[float]) -> tuple[l
     return None
 
 
-def plot_checks(verdict: Verdict, golden: Trace, current: Trace, out_dir: Path) -> dict[str, str]:
-    """Write plots/<metric>.png for every metric check; returns metric -> path relative to out_dir."""
+def plot_checks(verdict: Verdict, golden: Trace, current: Trace, out_dir: Path,
+                replicates: Sequence[tuple[str, Trace]] = ()) -> dict[str, str]:
+    """Write plots/<metric>.png for every metric check; returns metric -> path relative to out_dir.
+
+    ``replicates``: (label, trace) of each replicate when ``current`` is their mean."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -51,10 +57,15 @@ def plot_checks(verdict: Verdict, golden: Trace, current: Trace, out_dir: Path) 
             steps = list(gold)
             ax.plot(steps, list(gold.values()), "o-" if len(steps) < 30 else "-", color="tab:blue",
                     label=f"golden ({Path(golden.source.split(' ')[0]).name})", markersize=3)
+        for label, trace in replicates:
+            finite = [(s, v) for s, v in (trace.get(metric) or {}).items() if math.isfinite(v)]
+            ax.plot([s for s, _ in finite], [v for _, v in finite], "-", color="tab:gray", linewidth=0.7,
+                    alpha=0.6, label=label)
         if cur:
             finite = [(s, v) for s, v in cur.items() if math.isfinite(v)]
             ax.plot([s for s, _ in finite], [v for _, v in finite], "s-" if len(cur) < 30 else "-",
-                    color="tab:orange", label="current", markersize=3)
+                    color="tab:orange", label=f"mean of {len(replicates)} replicates" if replicates else "current",
+                    markersize=3)
         for r in results:
             points = [p for p in r.points if p.baseline is not None and math.isfinite(p.baseline)]
             band = _band(r, [p.step for p in points], [p.baseline for p in points])

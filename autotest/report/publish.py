@@ -31,8 +31,9 @@ AfterResults = Callable[[Path], Sequence[str]]
 
 
 def publish(comparison: Comparison, out_dir: str | Path, *, with_plots: bool = True,
-            after_results: AfterResults | None = None) -> Published:
-    """Render the verdict into ``out_dir``; every file is written atomically."""
+            after_results: AfterResults | None = None, step_summary: bool = True) -> Published:
+    """Render the verdict into ``out_dir``; every file is written atomically (``step_summary``: and append
+    it to the CI step summary)."""
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     plots: dict[str, str] = {}
@@ -42,7 +43,7 @@ def publish(comparison: Comparison, out_dir: str | Path, *, with_plots: bool = T
     history = list(after_results(out)) if after_results is not None else []
     report_md = out / "report.md"
     write_atomic(report_md, render_markdown(comparison.verdict, plots, history, folder=out))
-    summary = append_step_summary(render_step_summary(comparison.verdict, report_md, history))
+    summary = step_summary and append_step_summary(render_step_summary(comparison.verdict, report_md, history))
     return Published(results_json, report_md, plots, summary)
 
 
@@ -51,7 +52,8 @@ def _draw(comparison: Comparison, out: Path) -> dict[str, str]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # e.g. "No artists with labels found" on a run with no rows
-            return plot_checks(comparison.verdict, comparison.golden, comparison.current, out)
+            return plot_checks(comparison.verdict, comparison.golden, comparison.current, out,
+                               replicates=comparison.replicate_traces)
     except Exception as exc:  # noqa: BLE001 - the verdict stands without its pictures
         comparison.verdict.context["plots_error"] = f"plots not drawn: {type(exc).__name__}: {exc}"
         return {}

@@ -104,3 +104,30 @@ def test_xdist_workers_get_disjoint_gpu_slices(pytester, monkeypatch):
     assert overlapping, "the two workers never ran at the same time"
     for a, b in overlapping:
         assert not a[0] & b[0], f"GPUs {sorted(a[0] & b[0])} were given to two runs at once"
+
+
+REPLICATED = f"""
+from autotest.inputs.case import load_case
+from autotest.plugin import assert_case_outcome
+
+def test_scripted(run_accuracy_case):
+    assert_case_outcome(run_accuracy_case(load_case({str(CASE)!r})), False)
+"""
+
+
+def test_replicates_option_runs_k_seeds_and_summarises_their_mean(pytester):
+    pytester.makepyfile(test_suite=REPLICATED)
+    results = pytester.path / "out"
+    result = pytester.runpytest_subprocess("--results-dir", str(results), "--replicates", "3", "--no-history",
+                                           "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["scripted: PASS (mean of 3 replicates) (report: *report.md)"])
+    (folder,) = (results / "scripted").iterdir()
+    assert sorted(p.name for p in (folder / "replicates").iterdir()) == ["r1-seed0", "r2-seed1", "r3-seed2"]
+
+
+def test_a_bad_replicates_option_is_one_usage_line(pytester):
+    pytester.makepyfile(test_suite=REPLICATED)
+    result = pytester.runpytest_subprocess("--replicates", "0", "-p", "no:cacheprovider")
+    assert result.ret == 4  # pytest's usage error, before anything runs
+    result.stderr.fnmatch_lines(["ERROR: --replicates: 0 is below 1; give the number of seeds to run and average"])

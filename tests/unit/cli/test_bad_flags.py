@@ -67,3 +67,12 @@ def test_a_consistency_request_of_the_wrong_shape_is_one_line(text: str, problem
 def test_promote_force_needs_a_reason(capsys) -> None:
     assert main(["baseline", "promote", "tiny-grpo", "--force", " "]) == 2
     assert _one_error_line(capsys).startswith("rl-autotest: error: --force: give the reason")
+
+
+@pytest.mark.parametrize("value", ["0", "-2"])
+def test_a_replicate_count_below_one_is_refused_before_any_run(value: str, tmp_path: Path, capsys) -> None:
+    code = main(["run", "tiny-grpo", "--yes", "--no-history", "--results-dir", str(tmp_path), f"--replicates={value}"])
+    assert code == 2
+    assert _one_error_line(capsys) == f"rl-autotest: error: --replicates: {value} is below 1; give the number of " \
+                                      "seeds to run and average"
+    assert not any(tmp_path.iterdir())

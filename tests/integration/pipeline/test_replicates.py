@@ -1,0 +1,143 @@
+"""Replicates end to end on tiny-grpo: K real runs side by side, each in its own folder, one verdict on their mean."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from autotest.inputs.baseline import load_baseline
+from autotest.inputs.case import REPO_ROOT, load_case
+from autotest.judge.readers import read_trace
+from autotest.judge.replicate_mean import pooled_threshold_scale
+from autotest.pipeline import RunOptions, run_case
+
+pytestmark = pytest.mark.slow
+
+REWARDS = "response/rewards/mean"
+
+
+def _options(tmp_path: Path, **kw) -> RunOptions:
+    return RunOptions(results_root=tmp_path / "results", poll_interval_s=0.2, **kw)
+
+
+def test_two_replicates_are_judged_on_their_mean_with_scaled_pooled_thresholds(tmp_path: Path) -> None:
+    case = load_case("tiny-grpo")
+    run = run_case(case, _options(tmp_path, replicates=2))
+    # two replicates fill both cores: on a loaded machine step time (the machine's noise) may breach, nothing else
+    failing = [r.check_id for r in run.verdict.failing() if r.is_gate]
+    assert failing in ([], ["time/step[percentile]"]), [r.message for r in run.verdict.failing()]
+    assert run.summary_line().startswith(f"tiny-grpo: {run.status} (mean of 2 replicates)")
+    folder = run.results_dir
+    replicates = [folder / "replicates" / "r1-seed0", folder / "replicates" / "r2-seed5"]
+    for sub in replicates:  # each replicate is a normal run: its logs, tracker, work dir and own verdict
+        for name in ("tracker.jsonl", "logs/stdout.log", "work", "results.json", "report.md"):
+            assert (sub / name).exists(), sub / name
+    data = json.loads((folder / "results.json").read_text())
+    own = [json.loads((sub / "results.json").read_text())["status"] for sub in replicates]
+    assert [(r["seed"], r["folder"], r["status"]) for r in data["replicates"]] == [
+        (0, "replicates/r1-seed0", own[0]), (5, "replicates/r2-seed5", own[1])]  # relative: the folder can move
+    scale = pooled_threshold_scale(2, 5)
+    assert data["pooled_threshold_scale"] == pytest.approx(scale)
+    calibrated = {c.check_id: c.threshold for c in load_baseline(case.baseline_path).checks}
+    pooled = [r for r in data["results"] if r.get("scope") == "pooled"]
+    assert pooled and all(r["threshold"] == pytest.approx(calibrated[r["check_id"]] * scale) for r in pooled)
+    # the judged series is the per-step mean of the two trackers
+    traces = [read_trace(sub / "tracker.jsonl", "xtuner") for sub in replicates]
+    early = next(r for r in pooled if r["check_id"] == f"{REWARDS}[pooled 1-15]")["points"]
+    expected = [(traces[0].series[REWARDS][s] + traces[1].series[REWARDS][s]) / 2 for s in early["steps"]]
+    assert early["steps"] == list(range(1, 16)) and early["current"] == pytest.approx(expected)
+    report = (folder / "report.md").read_text()
+    assert report.splitlines()[0].endswith(" (mean of 2 replicates)")
+    for label in ("r1-seed0", "r2-seed5"):
+        assert f"| {label} | {label[-1]} | 0 |" in report and f"[replicates/{label}](replicates/{label})" in report
+    assert "| check | mean | r1-seed0 | r2-seed5 |" in report  # each replicate's own value of every check
+    assert (folder / "plots" / "response_rewards_mean.png").is_file()
+
+
+def test_a_crashing_replicate_makes_the_verdict_an_error_naming_it(tmp_path: Path) -> None:
+    """Replicate 2 (seed 5) gets the catalogue's crash fault; replicate 1 runs clean."""
+    source = (REPO_ROOT / "autotest" / "cases" / "tiny-grpo.yaml").read_text()
+    command = ('  command: if [ {seed} = 5 ]; then crash="--fault crash-at:3"; fi; '
+               "exec {python} -m autotest.workloads.grpo --work-dir {work_dir} --seed {seed} $crash\n")
+    lines = [command if line.startswith("  command:") else line for line in source.splitlines(keepends=True)]
+    path = tmp_path / "tiny-grpo.yaml"
+    path.write_text("".join(lines) + "replicates: 2\n")
+    case = load_case(path)
+    assert case.replicates == 2
+    run = run_case(case, _options(tmp_path, with_plots=False))
+    data = json.loads((run.results_dir / "results.json").read_text())
+    assert [(r["seed"], r["exit"], r["averaged"]) for r in data["replicates"]] == [(0, "0", True), (5, "1", False)]
+    # ERROR, or FAIL as for a single run when one of its own gates failed before the crash (step time on a
+    # loaded machine can, over two steps)
+    own = data["replicates"][1]["status"]
+    assert run.status == ("FAIL" if own == "FAIL" else "ERROR")
+    failing = [r for r in run.verdict.failing() if r.is_gate]
+    assert [r.check_id for r in failing] == ["replicate[r2-seed5]"], [r.message for r in failing]
+    assert "replicate r2-seed5: run exited with code 1 at step 2 of 45" in failing[0].message
+    assert run.summary_line().startswith(f"tiny-grpo: {run.status} (mean of 2 replicates)")
+    assert data["pooled_threshold_scale"] == pytest.approx(1.0)  # the clean replicate alone is judged
+    assert "replicate[r2-seed5]" in (run.results_dir / "report.md").read_text()
+
+
+SLOW_CASE = """name: slow
+description: The scripted run, slowed down, in two replicates.
+markers: []
+goal: Be interrupted mid-run.
+minimal_scale: One Python process per replicate.
+platform: {gpus: 0, framework: null}
+inputs: {}
+launch:
+  command: ["{python}", tests/data/scripted_run.py, --work-dir, "{work_dir}", --seed, "{seed}", --step-s, "1.0"]
+  timeout_s: 120
+tracker: {format: xtuner, work_dir_env: WORK_DIR}
+expected: {steps: 10, exact_steps: true}
+baseline: tests/data/baselines/scripted.yaml
+seed: {default: 0}
+replicates: 2
+"""
+
+
+def _scripted_runs(tmp_path: Path) -> list[int]:
+    """Pids of the scripted runs alive now whose command line names ``tmp_path`` (this test's runs only)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            line = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if "scripted_run.py" in line and str(tmp_path) in line:
+            found.append(int(proc.name))
+    return found
+
+
+def test_an_interrupt_stops_every_replicate_and_each_ending_leaves_a_verdict(tmp_path: Path) -> None:
+    (tmp_path / "slow.yaml").write_text(SLOW_CASE, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-m", "autotest.cli", "run", str(tmp_path / "slow.yaml"), "--yes",
+                             "--no-history", "--results-dir", str(tmp_path / "results")], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while len(_scripted_runs(tmp_path)) < 2:  # both replicates side by side
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.1)
+    time.sleep(1.5)  # a step logged
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "rl-autotest: interrupted (SIGTERM)" in err
+    assert not _scripted_runs(tmp_path)
+    (folder,) = (tmp_path / "results" / "slow").iterdir()
+    top = json.loads((folder / "results.json").read_text())
+    assert top["status"] == "ERROR"
+    assert [r["check_id"] for r in top["results"] if r["status"] == "ERROR"] == ["replicates[interrupted]"]
+    for sub in ("r1-seed0", "r2-seed1"):
+        own = json.loads((folder / "replicates" / sub / "results.json").read_text())
+        assert own["status"] == "ERROR"
+        assert any("run interrupted (SIGTERM) at step" in r["message"] for r in own["results"]), sub
+    assert "# slow: ⚠️ ERROR" in (folder / "report.md").read_text()

@@ -12,9 +12,7 @@ one verdict judges their mean (:mod:`autotest.judge.replicate_mean`).
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import json
-import math
 import os
 import time
 import traceback
@@ -25,16 +23,16 @@ from typing import Callable
 from autotest.errors import UsageError
 from autotest.files import write_atomic
 from autotest.inputs.baseline import Baseline, for_hardware, load_baseline
-from autotest.inputs.case import REPO_ROOT, Case
+from autotest.inputs.case import Case
 from autotest.judge.live import Follower
-from autotest.judge.model import ERROR, FAIL, PASS, CheckResult, Verdict
+from autotest.judge.model import ERROR, PASS, CheckResult, Verdict
 from autotest.judge.readers import read_trace
 from autotest.judge.replicate_mean import judge_replicate_runs
 from autotest.judge.structural import LogFinding, RunFacts
 from autotest.judge.trace import Trace
-from autotest.judge.triage import is_consistency_metric
 from autotest.judge.verdict import Comparison, checked_metrics, golden_trace, judge
 from autotest.redaction import mask_file
+from autotest.report.consistency_request import write_consistency_request
 from autotest.report.markdown import relaunch_phrase, relaunches_of
 from autotest.report.publish import AfterResults, publish
 from autotest.run.artifacts import artifacts_for
@@ -204,7 +202,7 @@ def run_case(case: Case, options: RunOptions) -> CaseRun:
     except Exception as exc:  # noqa: BLE001 - every ending, the harness's own failure included, leaves a verdict
         comparison, interrupt = _harness_failure(case, prep, exc), None
     _mask_logs(prep.results_dir)
-    request_path = _write_consistency_request(case, comparison.verdict, prep)
+    request_path = write_consistency_request(case, comparison.verdict, prep.results_dir, prep.work_dir)
     publish(comparison, prep.results_dir, with_plots=options.with_plots, after_results=options.after_results,
             step_summary=options.step_summary)
     if interrupt is not None:
@@ -460,45 +458,3 @@ def _log_finding(failure: InfraFailure | None, log_path: str) -> LogFinding | No
     lines = failure.excerpt.splitlines()
     line = lines[min(failure.line_number - 1, 2)].strip() if lines else ""  # the excerpt starts 2 lines before
     return LogFinding(failure.kind.value, failure.signature, log_path, failure.line_number, line)
-
-
-def consistency_request(case: Case, verdict: Verdict, results_dir: Path, work_dir: Path) -> dict | None:
-    """The request for a consistency dump job, or None when the case's policy says no.
-
-    Paths are relative to the results folder (the folder holding the request) and the case file is
-    relative to the harness checkout, so a job on another runner works from the uploaded artifact.
-    """
-    policy = case.consistency.policy
-    # a NaN is numerical divergence, not a train-inference disagreement a dump could localise
-    breached = [r for r in verdict.results if is_consistency_metric(r.metric) and r.status == FAIL
-                and r.observed is not None and math.isfinite(r.observed)]
-    if policy == "off" or (policy == "on-breach" and not breached):
-        return None
-    source = Path(case.source).resolve()
-    return {
-        "schema_version": 2,
-        "paths": "relative to the folder holding this file; case_file relative to the harness checkout",
-        "case": case.name,
-        "case_file": str(source.relative_to(REPO_ROOT)) if source.is_relative_to(REPO_ROOT) else str(source),
-        "policy": policy,
-        "reason": "breach" if breached else "always",
-        "breaches": [{"metric": r.metric, "first_breach_step": r.first_breach_step, "worst_step": r.worst_step,
-                      "threshold": r.threshold, "operator": r.operator,
-                      "points": [{"step": p.step, "current": p.current, "baseline": p.baseline}
-                                 for p in r.points.breaches()[:20]]} for r in breached],
-        "results_dir": ".",
-        "work_dir": os.path.relpath(work_dir, results_dir),
-        "tracker": "tracker.jsonl",
-        "run_config": "run_config",
-        "requested_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-    }
-
-
-def _write_consistency_request(case: Case, verdict: Verdict, prep: _Prepared) -> Path | None:
-    request = consistency_request(case, verdict, prep.results_dir, prep.work_dir)
-    if not request:
-        return None
-    path = prep.results_dir / "consistency_request.json"
-    write_atomic(path, json.dumps(request, indent=2) + "\n")
-    verdict.context["consistency_request"] = str(path)
-    return path

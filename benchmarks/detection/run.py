@@ -37,16 +37,42 @@ from autotest.judge.verdict import checked_metrics, compare
 WORKLOADS = {"grpo": "autotest.workloads.grpo", "mopd": "autotest.workloads.mopd_launch"}
 #: (case, regression spec, what it models); magnitudes from barely visible to obvious
 GRID = (
+    ("grpo", "lr-scale:0.85", "optimiser lr x0.85"),
     ("grpo", "lr-scale:0.7", "optimiser lr x0.7"),
     ("grpo", "lr-scale:0.5", "optimiser lr x0.5"),
+    ("grpo", "lr-decay:0.5", "lr decays to 0.5x instead of 0.1x"),
+    ("grpo", "lr-decay:1.0", "lr decay lost (constant lr)"),
+    ("grpo", "grad-clip:0.3", "gradients clipped at 0.3 instead of 1.0"),
+    ("grpo", "grad-clip:0.1", "gradients clipped at 0.1 instead of 1.0"),
+    ("grpo", "adv-std-eps:0.1", "advantage std + 0.1 instead of + 1e-6"),
+    ("grpo", "adv-std-eps:0.5", "advantage std + 0.5 instead of + 1e-6"),
+    ("grpo", "clip-range:0.1", "PPO clip range 0.1 instead of 0.2"),
+    ("grpo", "clip-range:0.05", "PPO clip range 0.05 instead of 0.2"),
+    ("grpo", "entropy-scale:3", "entropy bonus x3"),
+    ("grpo", "entropy-scale:10", "entropy bonus x10"),
     ("grpo", "judge-drops:0.15", "judge scores 15% of correct answers 0"),
     ("grpo", "judge-drops:0.3", "judge scores 30% of correct answers 0"),
-    ("grpo", "stale-eval", "eval engine weights never refreshed"),
+    ("grpo", "length-penalty:0.003", "reward -0.003 per response token"),
+    ("grpo", "length-penalty:0.01", "reward -0.01 per response token"),
     ("grpo", "sampling-temperature:1.1", "rollout samples at temperature 1.1"),
     ("grpo", "sampling-temperature:1.3", "rollout samples at temperature 1.3"),
+    ("grpo", "top-k:12", "rollout samples from the top 12 of 16 tokens"),
+    ("grpo", "top-k:8", "rollout samples from the top 8 of 16 tokens"),
+    ("grpo", "stale-eval", "eval engine weights never refreshed"),
+    ("grpo", "eval-temperature:1.2", "sampled eval at temperature 1.2"),
+    ("grpo", "eval-temperature:1.5", "sampled eval at temperature 1.5"),
+    ("grpo", "undersample:0.5", "half of targets 7-9 replaced by duplicates"),
+    ("grpo", "undersample:1.0", "targets 7-9 never trained"),
+    ("mopd", "lr-scale:0.7", "student lr x0.7"),
+    ("mopd", "lr-scale:0.5", "student lr x0.5"),
+    ("mopd", "judge-drops:0.15", "judge scores 15% of correct answers 0"),
+    ("mopd", "judge-drops:0.3", "judge scores 30% of correct answers 0"),
+    ("mopd", "length-penalty:0.01", "reward -0.01 per response token"),
+    ("mopd", "undersample:0.5", "half of digit_product prompts replaced by duplicates"),
     ("mopd", "misroute:0.1", "10% of samples routed to the wrong teacher"),
     ("mopd", "misroute:0.2", "20% of samples routed to the wrong teacher"),
-    ("mopd", "judge-drops:0.3", "judge scores 30% of correct answers 0"),
+    ("mopd", "teacher-temperature:1.1", "teachers score at temperature 1.1"),
+    ("mopd", "teacher-temperature:1.2", "teachers score at temperature 1.2"),
 )
 
 
@@ -118,8 +144,8 @@ def pooled_effects(case: str) -> list[str]:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--seeds", default="11,12")
-    p.add_argument("--clean-seeds", default="11,12,13,14")
+    p.add_argument("--seeds", default="11,12,13")
+    p.add_argument("--clean-seeds", default=",".join(str(s) for s in range(11, 31)))
     p.add_argument("--cases", default="grpo,mopd")
     p.add_argument("--only", help="run only regressions whose spec starts with this")
     p.add_argument("--runs-dir", type=Path, default=ROOT / "results" / "detection")

@@ -125,6 +125,8 @@ def judge_run(case: str, work: Path) -> dict:
     accuracy = [r for r in verdict.results if r.is_gate and r.kind == "metric" and not r.metric.startswith("time/")]
     fired = sorted(r.check_id for r in accuracy if r.status == "FAIL")
     status = "FAIL" if fired else "ERROR" if any(r.status == "ERROR" for r in accuracy) else "PASS"
+    # a run no accuracy gate caught has no triage of interest here (a step-time FAIL measures the load)
+    primary = primary if fired else ""
     margins = {r.check_id: r.observed / r.threshold for r in accuracy
                if r.observed is not None and r.threshold and r.observed == r.observed}
     return {"status": status, "verdict": verdict.status, "effect": effect(case, baseline, trace), "triage": primary, "fired": fired,

@@ -54,6 +54,11 @@ class LocalEngines:
         """Greedy eval accuracy."""
         return self.rollout.evaluate(prompts, judge)
 
+    def evaluate_sampled(self, prompts: Sequence[Prompt], judge: Judge, samples_per_prompt: int,
+                         eval_seed: int) -> float:
+        """Sampled eval pass@1."""
+        return self.rollout.evaluate_sampled(prompts, judge, samples_per_prompt, eval_seed)
+
     def train_step(self, batch: RolloutBatch, rewards: torch.Tensor, step: int, observe: bool) -> TrainResult:
         """One trainer step."""
         return self.trainer.train_step(batch, rewards, step, observe)
@@ -144,6 +149,12 @@ class RayEngines:
     def evaluate(self, prompts: Sequence[Prompt], judge: Judge) -> float:
         """Greedy eval accuracy."""
         return self._get(self.rollout.call.remote("evaluate", list(prompts), judge))
+
+    def evaluate_sampled(self, prompts: Sequence[Prompt], judge: Judge, samples_per_prompt: int,
+                         eval_seed: int) -> float:
+        """Sampled eval pass@1."""
+        return self._get(self.rollout.call.remote("evaluate_sampled", list(prompts), judge, samples_per_prompt,
+                                                  eval_seed))
 
     def train_step(self, batch: RolloutBatch, rewards: torch.Tensor, step: int, observe: bool) -> TrainResult:
         """One trainer step."""

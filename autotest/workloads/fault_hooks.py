@@ -3,7 +3,8 @@
 Hook points (and who calls them): ``configure`` (the entry point, on the run config),
 ``on_step_start`` (the driver loop), ``on_sync`` and ``patch_rollout_model`` (the rollout engine),
 ``wrap_judge`` (the training reward), ``on_advantages`` and ``on_actor_logprobs`` (the trainer),
-``wrap_tracker`` (the metric log). The named faults are in :mod:`autotest.workloads.faults`.
+``wrap_tracker`` (the metric log), ``on_prompts`` (the driver's prompt batch), ``eval_logits`` (the
+rollout engine's sampled eval) and ``teacher_server_args`` (MOPD's launcher). The named faults are in :mod:`autotest.workloads.faults`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from autotest.errors import UsageError
 if TYPE_CHECKING:
     import torch
 
-    from autotest.workloads.tasks import Judge
+    from autotest.workloads.tasks import Judge, Prompt
 
 MISMATCH = "mismatch/mismatch_k3_kl"
 REWARDS = "response/rewards/mean"
@@ -75,6 +76,18 @@ class FaultHooks:
     def sampling_logits(self, logits: torch.Tensor) -> torch.Tensor:
         """The logits the rollout samples from and takes its reported log-probs of."""
         return logits
+
+    def eval_logits(self, logits: torch.Tensor) -> torch.Tensor:
+        """The logits the sampled (pass@1) eval draws from, after ``sampling_logits``."""
+        return logits
+
+    def on_prompts(self, prompts: list[Prompt], step: int) -> list[Prompt]:
+        """The training prompts of ``step`` as the data loader hands them over (after they are drawn)."""
+        return prompts
+
+    def teacher_server_args(self) -> list[str]:
+        """MOPD: extra command-line arguments of every teacher server."""
+        return []
 
     def route_sources(self, sources: Sequence[str], step: int) -> list[str]:
         """MOPD: the data source each sample's teacher request is routed by."""

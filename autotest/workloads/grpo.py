@@ -8,7 +8,9 @@ Structured like a real RL framework: a rollout engine with its own model copy sa
 responses (KV cache, temperature 1) and returns their log-probs; the driver grades them
 with the task's judge; the trainer recomputes log-probs in fp32, logs the train/inference
 mismatch, and runs PPO-clip updates on group-normalised advantages; the new weights are
-synced to the rollout engine; greedy eval runs at step 0 and every ``--eval-every`` steps.
+synced to the rollout engine; eval runs at step 0 and every ``--eval-every`` steps: ``eval/accuracy``
+is pass@1 from ``--eval-samples`` samples per eval prompt at the rollout temperature (a generator of
+its own, seeded by (seed, step)), ``eval/greedy_accuracy`` the greedy answers' accuracy (reference).
 Metrics go to ``$WORK_DIR/<timestamp>/logs/exp_tracking/tracker.jsonl`` (xtuner layout).
 
 A run is bitwise deterministic for a seed (time metrics aside). Exit code 0 on success,
@@ -47,7 +49,9 @@ class GRPOConfig:
     steps: int = 45
     """Training steps, numbered 1..steps."""
     eval_every: int = 15
-    """Greedy eval after every N-th step (and at step 0 and the last step)."""
+    """Eval after every N-th step (and at step 0 and the last step)."""
+    eval_samples: int = 32
+    """Samples per eval prompt for pass@1 (9 prompts x 32 = 288 graded samples per eval point)."""
     task: str = "digit_sum"
     """Task (data_source) from ``tasks.TASKS``."""
     prompts_per_step: int = 64
@@ -90,7 +94,9 @@ class GRPOConfig:
 
     def to_json(self) -> dict[str, Any]:
         """The config as written to ``config.json``."""
-        return {**dataclasses.asdict(self), "recompute_logprobs": True, "algorithm": "grpo"}
+        eval_set_size = len(get_task(self.task).eval_targets) * self.eval_samples
+        return {**dataclasses.asdict(self), "recompute_logprobs": True, "algorithm": "grpo",
+                "eval_set_size": {"eval/accuracy": eval_set_size}}
 
 
 def run(config: GRPOConfig, work_dir: Path, diagnostic: dict[str, Any] | None = None) -> Path:
@@ -139,9 +145,9 @@ def run(config: GRPOConfig, work_dir: Path, diagnostic: dict[str, Any] | None = 
     engines = (RayEngines if config.ray else LocalEngines)(rollout_kwargs, trainer_kwargs, diagnostic)
     try:
         engines.sync(0)
-        accuracy = engines.evaluate(task.eval_prompts(), task.judge)
-        tracker.write({"eval/accuracy": accuracy, "step": 0})
-        print(f"[tiny-grpo] step 0 eval/accuracy {accuracy:.3f}", flush=True)
+        scores = _evaluate(config, engines, task, 0)
+        tracker.write({**scores, "step": 0})
+        print(f"[tiny-grpo] step 0 eval/accuracy {scores['eval/accuracy']:.3f}", flush=True)
         prompt_gen = torch.Generator().manual_seed(config.seed)
         last_step = config.window_step or config.steps
         for step in range(1, last_step + 1):
@@ -171,7 +177,7 @@ def _train_step(
     start = time.perf_counter()
     hooks.on_step_start(step)
     observe = step == config.window_step
-    prompts = task.sample_prompts(config.prompts_per_step, prompt_gen)
+    prompts = hooks.on_prompts(task.sample_prompts(config.prompts_per_step, prompt_gen), step)
     batch = engines.generate(prompts, config.samples_per_prompt, step)
     if observe:
         engines.observe_prefill(batch, step)
@@ -185,7 +191,7 @@ def _train_step(
     t_sync = time.perf_counter()
     summary: dict[str, Any] = {}
     if step % config.eval_every == 0 or step == last_step:
-        summary["eval/accuracy"] = engines.evaluate(task.eval_prompts(), task.judge)
+        summary.update(_evaluate(config, engines, task, step))
         summary["time/eval"] = time.perf_counter() - t_sync
     summary.update(
         {
@@ -209,6 +215,16 @@ def _train_step(
         f"{evaluated} time {summary['time/step']:.2f}s",
         flush=True,
     )
+
+
+def _evaluate(config: GRPOConfig, engines: Any, task: Any, step: int) -> dict[str, float]:
+    """``eval/accuracy`` (sampled pass@1, the gated one) and ``eval/greedy_accuracy`` (reference)."""
+    from autotest.workloads.rollout import eval_seed_of
+
+    prompts = task.eval_prompts()
+    return {"eval/accuracy": engines.evaluate_sampled(prompts, task.judge, config.eval_samples,
+                                                      eval_seed_of(config.seed, step)),
+            "eval/greedy_accuracy": engines.evaluate(prompts, task.judge)}
 
 
 def _check_fault_against_model(hooks: FaultHooks, model_config: TinyLMConfig) -> None:
@@ -252,6 +268,7 @@ def build_config(args: argparse.Namespace, diagnostic: dict[str, Any] | None) ->
         seed=args.seed,
         steps=_positive("--steps", args.steps),
         eval_every=_positive("--eval-every", args.eval_every),
+        eval_samples=_positive("--eval-samples", args.eval_samples),
         task=args.task,
         prompts_per_step=_positive("--prompts-per-step", args.prompts_per_step),
         samples_per_prompt=_positive("--samples-per-prompt", args.samples_per_prompt),
@@ -279,6 +296,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=defaults.seed)
     p.add_argument("--steps", type=int, default=defaults.steps)
     p.add_argument("--eval-every", type=int, default=defaults.eval_every)
+    p.add_argument("--eval-samples", type=int, default=defaults.eval_samples, help="samples per eval prompt (pass@1)")
     p.add_argument("--task", default=defaults.task)
     p.add_argument("--rollout-dtype", default=defaults.rollout_dtype, help="fp32 or bf16")
     p.add_argument("--fault", help="inject a fault NAME[:ARG] (see --list-faults)")

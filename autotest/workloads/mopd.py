@@ -73,8 +73,8 @@ class MOPDConfig:
     """Prompts per step, one response each (distillation needs no groups)."""
     max_new_tokens: int = 8
     """Longest response, ``<eos>`` included."""
-    eval_samples: int = 16
-    """Samples per eval prompt."""
+    eval_samples: int = 32
+    """Samples per eval prompt (pass@1 over 9 prompts x 32 = 288 graded samples per domain and eval point)."""
     eval_seed: int = 12345
     """Seed of the eval engine's sampling: the same for every run, so step-0 eval is identical."""
     lr: float = 1e-3
@@ -94,8 +94,9 @@ class MOPDConfig:
 
     def to_json(self) -> dict[str, Any]:
         """The config as written to ``config.json``."""
+        sizes = {f"eval/{d}/acc": len(get_task(d).eval_targets) * self.eval_samples for d in self.domains}
         return {**dataclasses.asdict(self), "teacher_map": dict(self.routing().teacher_of),
-                "algorithm": "mopd-sampled-token-k1"}
+                "algorithm": "mopd-sampled-token-k1", "eval_set_size": sizes}
 
 
 def model_config_of(student: Path) -> TinyLMConfig:
@@ -173,7 +174,8 @@ def _train_step(parts: _Parts, config: MOPDConfig, prompt_gen: Any, step: int) -
 
     start = time.perf_counter()
     parts.hooks.on_step_start(step)
-    batch = parts.rollout.generate(_sample_prompts(parts.tasks, config, prompt_gen), 1, step)
+    prompts = parts.hooks.on_prompts(_sample_prompts(parts.tasks, config, prompt_gen), step)
+    batch = parts.rollout.generate(prompts, 1, step)
     t_generate = time.perf_counter()
     rewards = torch.tensor([parts.judges[p.data_source](p.target, r)
                             for p, r in zip(batch.prompts, batch.responses(), strict=True)])
@@ -271,15 +273,15 @@ def build_config(args: argparse.Namespace) -> MOPDConfig:
     if args.fault and args.fault.partition(":")[0] not in ACCEPTED_FAULTS:
         raise UsageError(f"--fault {args.fault}: not a training fault of tiny MOPD; choose one of "
                          f"{', '.join(ACCEPTED_FAULTS)} (teacher faults are injected by mopd_launch)")
-    make_fault(args.fault, args.seed)  # a bad ARG fails here, before any work
     for domain in args.domains.split(","):
         get_task(domain)
     if not (args.student / "config.json").is_file():
         raise UsageError(f"--student {args.student}: no config.json there; give the student's checkpoint dir")
-    return MOPDConfig(student=str(args.student.resolve()), seed=args.seed, steps=args.steps,
-                      eval_every=args.eval_every, domains=tuple(args.domains.split(",")),
-                      prompts_per_step=args.prompts_per_step, mini_batches=args.mini_batches,
-                      fault=args.fault or "", **({"lr": args.lr} if args.lr is not None else {}))
+    config = MOPDConfig(student=str(args.student.resolve()), seed=args.seed, steps=args.steps,
+                        eval_every=args.eval_every, domains=tuple(args.domains.split(",")),
+                        prompts_per_step=args.prompts_per_step, mini_batches=args.mini_batches,
+                        fault=args.fault or "", **({"lr": args.lr} if args.lr is not None else {}))
+    return make_fault(config.fault, config.seed).configure(config)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

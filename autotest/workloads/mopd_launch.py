@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from autotest.errors import UsageError
+from autotest.workloads.faults import make_fault
 from autotest.workloads.mopd import ACCEPTED_FAULTS
 from autotest.workloads.regressions import MOPD_REGRESSIONS, listed
 from autotest.workloads.tasks import get_task
@@ -133,9 +134,11 @@ def parse_fault(spec: str | None) -> tuple[str | None, int | None, str | None]:
                      f"{', '.join(TEACHER_FAULTS + ACCEPTED_FAULTS)}")
 
 
-def start_servers(fixture: Fixture, folder: Path, replicas: int, die_at: int | None, servers: list[Server]) -> None:
+def start_servers(fixture: Fixture, folder: Path, replicas: int, die_at: int | None, servers: list[Server],
+                  server_args: Sequence[str] = ()) -> None:
     """One server process per teacher replica, each the leader of its own process group.
 
+    ``server_args`` go to every server (a regression's serving change, e.g. ``--temperature``).
     Each is appended to ``servers`` as soon as it runs, so a failure half-way still stops the others.
     """
     folder.mkdir(parents=True, exist_ok=True)
@@ -147,7 +150,7 @@ def start_servers(fixture: Fixture, folder: Path, replicas: int, die_at: int | N
             port_file.unlink(missing_ok=True)
             command = [sys.executable, "-m", "autotest.workloads.teacher_server", "--model",
                        str(fixture.teacher(domain)), "--name", name, "--port-file", str(port_file),
-                       "--parent-pid", str(os.getpid())]
+                       "--parent-pid", str(os.getpid()), *server_args]
             if die_at is not None and index == 0:
                 command += ["--exit-at-step", str(die_at)]
             with log.open("wb") as out:
@@ -286,7 +289,8 @@ def launch(args: argparse.Namespace) -> int:
     servers: list[Server] = []
     procs: dict[str, subprocess.Popen] = {}
     try:
-        start_servers(fixture, args.work_dir / "teachers", args.replicas, die_at, servers)
+        server_args = make_fault(training_fault, args.seed).teacher_server_args()
+        start_servers(fixture, args.work_dir / "teachers", args.replicas, die_at, servers, server_args)
         wait_ready(servers, args.ready_timeout_s, probe_tokens(fixture.domains[0]))
         say(f"all {len(servers)} teacher servers are ready")
         endpoints = endpoints_of(servers, swap=teacher_fault == "teacher-swap")

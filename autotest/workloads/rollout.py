@@ -81,6 +81,20 @@ class RolloutBatch:
         return [r[:n] for r, n in zip(self.response_ids.tolist(), lengths, strict=True)]
 
 
+def pass_at_1(rewards: Sequence[float]) -> float:
+    """pass@1 estimated from samples: the mean reward over every sample of every prompt (each sample
+    is one independent first attempt, so with n per prompt this is the unbiased pass@1 of the set)."""
+    if not rewards:
+        raise ValueError("pass@1 of no samples")
+    return sum(rewards) / len(rewards)
+
+
+def eval_seed_of(seed: int, step: int) -> int:
+    """The sampled eval's seed at ``step`` of the run seeded ``seed``: fixed per (seed, step), apart from
+    every training stream (those are seeded seed, seed + 1, seed + 2)."""
+    return 1_000_003 * (seed + 1) + 7 * step + 5
+
+
 class RolloutEngine:
     """Generates responses with its own copy of the model."""
 
@@ -133,11 +147,17 @@ class RolloutEngine:
                 params[name].copy_(tensor)
         self.weight_version = version
 
-    def _decode(self, prompt_ids: torch.Tensor, greedy: bool, model: Any = None) -> tuple[torch.Tensor, ...]:
-        """Autoregressive decoding with a KV cache; returns (ids, mask, log-probs)."""
+    def _decode(self, prompt_ids: torch.Tensor, greedy: bool, model: Any = None,
+                eval_generator: torch.Generator | None = None) -> tuple[torch.Tensor, ...]:
+        """Autoregressive decoding with a KV cache; returns (ids, mask, log-probs).
+
+        With ``eval_generator`` it is the sampled eval: drawn from that generator (never the rollout's
+        own, so training samples do not depend on whether or how often eval ran).
+        """
         import torch
 
         model = self.model if model is None else model
+        generator = self.generator if eval_generator is None else eval_generator
         tok = self.tokenizer
         batch = prompt_ids.shape[0]
         done = torch.zeros(batch, dtype=torch.bool)
@@ -145,11 +165,14 @@ class RolloutEngine:
         with torch.no_grad():
             logits, cache = forward_logits(model, prompt_ids)
             for _ in range(self.max_new_tokens):
-                logp_all = self.hooks.sampling_logits(logits[:, -1, :].float()).log_softmax(dim=-1)
+                step_logits = self.hooks.sampling_logits(logits[:, -1, :].float())
+                if eval_generator is not None:
+                    step_logits = self.hooks.eval_logits(step_logits)
+                logp_all = step_logits.log_softmax(dim=-1)
                 if greedy:
                     nxt = logp_all.argmax(dim=-1)
                 else:  # temperature 1: sample from the model's own distribution
-                    nxt = torch.multinomial(logp_all.exp(), 1, generator=self.generator).squeeze(1)
+                    nxt = torch.multinomial(logp_all.exp(), 1, generator=generator).squeeze(1)
                 logp = logp_all.gather(1, nxt.unsqueeze(1)).squeeze(1)
                 ids.append(torch.where(done, tok.pad_id, nxt))
                 logps.append(torch.where(done, 0.0, logp))
@@ -185,6 +208,22 @@ class RolloutEngine:
         lengths = mask.sum(dim=1).long().tolist()
         rewards = [judge(p.target, r[:n]) for p, r, n in zip(prompts, response_ids.tolist(), lengths, strict=True)]
         return sum(rewards) / len(rewards)
+
+    def evaluate_sampled(self, prompts: Sequence[Prompt], judge: Judge, samples_per_prompt: int,
+                         eval_seed: int) -> float:
+        """pass@1 on ``prompts``: the mean reward of ``samples_per_prompt`` samples each, at the rollout's
+        temperature, drawn from a generator seeded with ``eval_seed`` alone (the training stream is untouched)."""
+        import torch
+
+        prompt_ids = torch.tensor([p.token_ids for p in prompts]).repeat_interleave(samples_per_prompt, dim=0)
+        generator = torch.Generator().manual_seed(eval_seed)
+        response_ids, mask, _ = self._decode(prompt_ids, greedy=False, model=self.hooks.eval_model(self.model),
+                                             eval_generator=generator)
+        lengths = mask.sum(dim=1).long().tolist()
+        graded = [judge(p.target, r[:n]) for p, r, n in
+                  zip([p for p in prompts for _ in range(samples_per_prompt)], response_ids.tolist(), lengths,
+                      strict=True)]
+        return pass_at_1(graded)
 
     def observe_prefill(self, batch: RolloutBatch, step: int) -> None:
         """Diagnostics only: one full-sequence forward per sample, wrapped by the observer."""

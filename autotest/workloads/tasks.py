@@ -16,9 +16,18 @@ saturate in 45 steps, and a saturated curve is what keeps run-to-run noise small
 ``digit_product`` is a second domain (for multi-teacher distillation): every answer
 needs two or more digits, so ``digit_sum``'s single-digit answers never solve it; GRPO
 from a random init does not learn it within 45 steps (reward stays ~0.01), so the MOPD
-workload starts from fine-tuned checkpoints. The prompt space is tiny, so the eval set is
-every target once, graded greedily: it measures the greedy policy, where training
-rewards measure sampled responses. A new task is one more ``DigitTask`` in ``TASKS``.
+workload starts from fine-tuned checkpoints.
+
+Why the eval set has few distinct items, and how eval still resolves a few points: a prompt is
+a marker and a two-digit target, and a target outside what the model trains on would measure
+generalisation no tiny model has, so each task has exactly one eval prompt per training target
+(9 each). Graded greedily these saturate (``digit_sum`` reaches 1.0 by step 30: a 9-item
+accuracy cannot see a 0.05 change, its binomial floor is 0.21). The workloads therefore report
+pass@1 from sampling: every eval prompt is sampled n times (32) at the rollout temperature and
+the mean reward over the 9 x 32 = 288 samples is the eval metric. That measures the sampled
+policy, which stays below saturation (~0.9 at the end), with a binomial floor of
+2 x sqrt(p(1 - p) / 288) ~ 0.035 instead of 0.21; greedy accuracy is kept as a reference.
+A new task is one more ``DigitTask`` in ``TASKS``.
 """
 
 from __future__ import annotations
@@ -71,7 +80,7 @@ class DigitTask:
     train_targets: tuple[int, ...]
     """Targets sampled (uniformly) for training prompts."""
     eval_targets: tuple[int, ...]
-    """The fixed greedy-eval prompt set, one prompt per target."""
+    """The fixed eval prompt set, one prompt per target (each sampled n times for pass@1)."""
     combine: Callable[[Sequence[int]], int]
     """How the response digits are reduced before comparing with the target."""
 

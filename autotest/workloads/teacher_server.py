@@ -1,7 +1,7 @@
 """One teacher as an HTTP server on loopback: per-token log-probs of given token ids.
 
     python -m autotest.workloads.teacher_server --model DIR --name NAME --port-file PATH
-        [--host 127.0.0.1] [--parent-pid PID] [--exit-at-step K]
+        [--host 127.0.0.1] [--parent-pid PID] [--exit-at-step K] [--temperature T]
 
 It binds port 0 (the kernel picks a free port, never a fixed one) and writes
 ``{"port", "pid", "name"}`` to ``--port-file`` (atomically) once it listens. Endpoints:
@@ -15,7 +15,8 @@ It binds port 0 (the kernel picks a free port, never a fixed one) and writes
 Requests are served on threads; the forward passes run one at a time. With ``--parent-pid``
 the server exits when that process is gone (a launcher killed with SIGKILL leaves no server
 behind). ``--exit-at-step K`` is the ``teacher-dies`` fault: the process exits (code 3,
-no reply) on the first request for step K or later.
+no reply) on the first request for step K or later. ``--temperature T`` (default 1) scores with
+the logits over T: the ``teacher-temperature`` regression of the detection benchmark.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ class BadRequest(ValueError):
 class Teacher:
     """The model and its one-at-a-time forward."""
 
-    def __init__(self, model_dir: Path, name: str, exit_at_step: int | None = None) -> None:
+    def __init__(self, model_dir: Path, name: str, exit_at_step: int | None = None, temperature: float = 1.0) -> None:
         import torch
 
         from autotest.workloads.teachers import load_checkpoint
@@ -61,6 +62,7 @@ class Teacher:
         self.max_len = int(self.model.config.max_position_embeddings)
         self.pad_id = 0  # any id: right padding never changes a causal model's earlier positions
         self.exit_at_step = exit_at_step
+        self.temperature = temperature
         self.requests = 0
         self._lock = threading.Lock()
 
@@ -88,6 +90,8 @@ class Teacher:
         with self._lock, torch.no_grad():
             self.requests += 1
             logits = self.model(input_ids=ids, use_cache=False).logits[:, :-1, :].float()
+            if self.temperature != 1.0:  # the default path stays bitwise what it was
+                logits = logits / self.temperature
             logp = logits.log_softmax(dim=-1).gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
         return [row[: len(s) - 1] for row, s in zip(logp.tolist(), sequences, strict=True)]
 
@@ -176,7 +180,9 @@ def serve(args: argparse.Namespace) -> int:
     if args.parent_pid is not None:
         threading.Thread(target=_watch_parent, args=(args.parent_pid,), daemon=True).start()
     started = time.perf_counter()
-    teacher = Teacher(args.model, args.name, args.exit_at_step)
+    if not args.temperature > 0:
+        raise SystemExit(f"error: --temperature: must be positive (got {args.temperature})")
+    teacher = Teacher(args.model, args.name, args.exit_at_step, args.temperature)
     server = ThreadingHTTPServer((args.host, 0), make_handler(teacher))
     server.daemon_threads = True
 
@@ -207,6 +213,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (loopback by default)")
     p.add_argument("--parent-pid", type=int, help="exit when this process is gone")
     p.add_argument("--exit-at-step", type=int, help="fault teacher-dies: exit on a request for step K or later")
+    p.add_argument("--temperature", type=float, default=1.0,
+                   help="log-probs of logits / T (regression teacher-temperature; 1 for a healthy teacher)")
     return p.parse_args(argv)
 
 

@@ -1,6 +1,6 @@
 """Detection power of the accuracy gates: realistic regressions and clean seeds against the committed baselines.
 
-    python benchmarks/detection/run.py [--seeds 11,12] [--clean-seeds 11,12,13,14] [--cases grpo,mopd]
+    python benchmarks/detection/run.py [--seeds 11,12,13] [--clean-seeds 11,...,30] [--cases grpo,mopd]
         [--only NAME] [--runs-dir results/detection] [--jobs 2] [--json OUT]
 
 Each regression of ``autotest.workloads.regressions`` (at the magnitudes of ``GRID``) runs on every
@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -35,28 +36,62 @@ from autotest.judge.readers import read_trace
 from autotest.judge.verdict import checked_metrics, compare
 
 WORKLOADS = {"grpo": "autotest.workloads.grpo", "mopd": "autotest.workloads.mopd_launch"}
-#: (case, regression spec, what it models); magnitudes from barely visible to obvious
+#: (case, regression spec, what it models, primary); magnitudes from barely visible to obvious. The primary
+#: row of each kind runs first on every seed; the other magnitudes follow (see main)
 GRID = (
-    ("grpo", "lr-scale:0.7", "optimiser lr x0.7"),
-    ("grpo", "lr-scale:0.5", "optimiser lr x0.5"),
-    ("grpo", "judge-drops:0.15", "judge scores 15% of correct answers 0"),
-    ("grpo", "judge-drops:0.3", "judge scores 30% of correct answers 0"),
-    ("grpo", "stale-eval", "eval engine weights never refreshed"),
-    ("grpo", "sampling-temperature:1.1", "rollout samples at temperature 1.1"),
-    ("grpo", "sampling-temperature:1.3", "rollout samples at temperature 1.3"),
-    ("mopd", "misroute:0.1", "10% of samples routed to the wrong teacher"),
-    ("mopd", "misroute:0.2", "20% of samples routed to the wrong teacher"),
-    ("mopd", "judge-drops:0.3", "judge scores 30% of correct answers 0"),
+    ("grpo", "lr-scale:0.85", "optimiser lr x0.85", False),
+    ("grpo", "lr-scale:0.7", "optimiser lr x0.7", True),
+    ("grpo", "lr-scale:0.5", "optimiser lr x0.5", False),
+    ("grpo", "lr-decay:0.5", "lr decays to 0.5x instead of 0.1x", False),
+    ("grpo", "lr-decay:1.0", "lr decay lost (constant lr)", True),
+    ("grpo", "grad-clip:0.3", "gradients clipped at 0.3 instead of 1.0", False),
+    ("grpo", "grad-clip:0.1", "gradients clipped at 0.1 instead of 1.0", False),
+    ("grpo", "adv-std-eps:0.1", "advantage std + 0.1 instead of + 1e-6", False),
+    ("grpo", "adv-std-eps:0.5", "advantage std + 0.5 instead of + 1e-6", True),
+    ("grpo", "clip-range:0.1", "PPO clip range 0.1 instead of 0.2", False),
+    ("grpo", "clip-range:0.05", "PPO clip range 0.05 instead of 0.2", False),
+    ("grpo", "entropy-scale:3", "entropy bonus x3", True),
+    ("grpo", "entropy-scale:10", "entropy bonus x10", False),
+    ("grpo", "judge-drops:0.15", "judge scores 15% of correct answers 0", False),
+    ("grpo", "judge-drops:0.3", "judge scores 30% of correct answers 0", True),
+    ("grpo", "length-penalty:0.003", "reward -0.003 per response token", True),
+    ("grpo", "length-penalty:0.01", "reward -0.01 per response token", False),
+    ("grpo", "sampling-temperature:1.1", "rollout samples at temperature 1.1", True),
+    ("grpo", "sampling-temperature:1.3", "rollout samples at temperature 1.3", False),
+    ("grpo", "top-k:12", "rollout samples from the top 12 of 16 tokens", True),
+    ("grpo", "top-k:8", "rollout samples from the top 8 of 16 tokens", False),
+    ("grpo", "stale-eval", "eval engine weights never refreshed", True),
+    ("grpo", "eval-temperature:1.2", "sampled eval at temperature 1.2", True),
+    ("grpo", "eval-temperature:1.5", "sampled eval at temperature 1.5", False),
+    ("grpo", "undersample:0.5", "half of targets 7-9 replaced by duplicates", False),
+    ("grpo", "undersample:1.0", "targets 7-9 never trained", True),
+    ("mopd", "lr-scale:0.7", "student lr x0.7", False),
+    ("mopd", "lr-scale:0.5", "student lr x0.5", False),
+    ("mopd", "judge-drops:0.15", "judge scores 15% of correct answers 0", False),
+    ("mopd", "judge-drops:0.3", "judge scores 30% of correct answers 0", False),
+    ("mopd", "length-penalty:0.01", "reward -0.01 per response token", False),
+    ("mopd", "undersample:0.5", "half of digit_product prompts replaced by duplicates", False),
+    ("mopd", "misroute:0.1", "10% of samples routed to the wrong teacher", False),
+    ("mopd", "misroute:0.2", "20% of samples routed to the wrong teacher", True),
+    ("mopd", "teacher-temperature:1.1", "teachers score at temperature 1.1", True),
+    ("mopd", "teacher-temperature:1.2", "teachers score at temperature 1.2", False),
 )
+
+
+def run_dir(runs_dir: Path, case: str, spec: str, seed: int) -> Path:
+    """Where one run of the grid lives."""
+    return runs_dir / case / (spec or "clean").replace(":", "-") / f"seed-{seed}"
 
 
 def run_workload(case: str, spec: str, seed: int, runs_dir: Path) -> Path:
     """The run's work dir (reused when its tracker is complete)."""
-    work = runs_dir / case / (spec or "clean").replace(":", "-") / f"seed-{seed}"
+    work = run_dir(runs_dir, case, spec, seed)
     done = work / "DONE"
     if done.exists():
         return work
-    work.mkdir(parents=True, exist_ok=True)
+    if work.exists():  # an interrupted run: start over, so one work dir holds one run
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
     cmd = [sys.executable, "-m", WORKLOADS[case], "--work-dir", str(work), "--seed", str(seed)]
     cmd += ["--fault", spec] if spec else []
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
@@ -90,6 +125,8 @@ def judge_run(case: str, work: Path) -> dict:
     accuracy = [r for r in verdict.results if r.is_gate and r.kind == "metric" and not r.metric.startswith("time/")]
     fired = sorted(r.check_id for r in accuracy if r.status == "FAIL")
     status = "FAIL" if fired else "ERROR" if any(r.status == "ERROR" for r in accuracy) else "PASS"
+    # a run no accuracy gate caught has no triage of interest here (a step-time FAIL measures the load)
+    primary = primary if fired else ""
     margins = {r.check_id: r.observed / r.threshold for r in accuracy
                if r.observed is not None and r.threshold and r.observed == r.observed}
     return {"status": status, "verdict": verdict.status, "effect": effect(case, baseline, trace), "triage": primary, "fired": fired,
@@ -97,41 +134,66 @@ def judge_run(case: str, work: Path) -> dict:
             "closest": max(margins.items(), key=lambda kv: kv[1]) if margins else None}
 
 
-def pooled_effects(case: str) -> list[str]:
-    """Per pooled gate: the constant shift over its window that puts the statistic at its threshold.
+def minimum_detectable_effects(case: str) -> list[str]:
+    """Per accuracy gate: the constant shift over its steps that puts its statistic at the threshold.
 
-    A shift d at every step gives mean z = d x mean(1 / noise_s), so d = threshold / mean(1 / noise_s):
-    the effect detected half of the time (noise on top of it pushes either way).
+    Pooled: a shift d at every step gives mean z = d x mean(1 / noise_s), so d = threshold / mean(1 / noise_s).
+    Per-step absolute (points, final, percentile, stepwise): d = threshold; relative: threshold x |golden|;
+    a bound (method value) is its own threshold. That shift is caught about half of the time (noise on top
+    pushes either way); twice it nearly always. The last column is d relative to golden over those steps.
     """
     baseline = load_baseline(ROOT / "baselines" / f"tiny-{case}.yaml")
     lines = []
     for check in baseline.checks:
-        if check.scope != "pooled" or check.severity != "gate" or not baseline.noise_table:
+        if check.severity != "gate" or check.metric.startswith("time/"):
             continue
-        noise = baseline.noise_table[check.metric]
-        first, last = check.window or (min(noise), max(noise))
-        inverse = [1 / v for s, v in noise.items() if first <= s <= last]
-        shift = check.threshold / (sum(inverse) / len(inverse))
-        lines.append(f"| tiny-{case} | `{check.check_id}` | {check.threshold:g} | {shift:.3g} |")
+        golden = baseline.golden_table.get(check.metric) or {}
+        if check.scope == "pooled":
+            noise = baseline.noise_table[check.metric]
+            first, last = check.window or (min(noise), max(noise))
+            steps = [s for s in noise if first <= s <= last]
+            shift = check.threshold / (sum(1 / noise[s] for s in steps) / len(steps))
+            unit = "x noise"
+        else:
+            steps = list(check.points) if check.scope == "points" else [max(golden)] if check.scope == "final" \
+                else sorted(golden)
+            level = sum(abs(golden[s]) for s in steps if s in golden) / max(1, len(steps))
+            shift = check.threshold * level if check.method == "relative" else check.threshold
+            unit = "relative" if check.method == "relative" else "bound" if check.method == "value" else "absolute"
+        level = sum(abs(golden[s]) for s in steps if s in golden) / max(1, len(steps))
+        # k3's golden is ~1e-15 (fp32 round-off): a share of it says nothing
+        relative = f"{shift / level:.1%}" if level and not check.metric.startswith("mismatch/") else "-"
+        lines.append(f"| tiny-{case} | `{check.check_id}` | {check.threshold:g} ({unit}) | {shift:.3g} | {relative} |")
     return lines
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--seeds", default="11,12")
-    p.add_argument("--clean-seeds", default="11,12,13,14")
+    p.add_argument("--seeds", default="11,12,13")
+    p.add_argument("--clean-seeds", default=",".join(str(s) for s in range(11, 31)))
     p.add_argument("--cases", default="grpo,mopd")
-    p.add_argument("--only", help="run only regressions whose spec starts with this")
+    p.add_argument("--only", help="run only regressions whose spec starts with one of these (comma-separated)")
     p.add_argument("--runs-dir", type=Path, default=ROOT / "results" / "detection")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--json", type=Path)
+    p.add_argument("--finished-only", action="store_true", help="judge the finished runs only; start none")
     args = p.parse_args()
     cases = args.cases.split(",")
     seeds = [int(s) for s in args.seeds.split(",")]
     clean = [int(s) for s in args.clean_seeds.split(",") if s]
-    jobs = [(c, spec, s) for c, spec, _ in GRID if c in cases and (not args.only or spec.startswith(args.only))
-            for s in seeds]
-    jobs += [(c, "", s) for c in cases for s in clean]
+    only = tuple(args.only.split(",")) if args.only else ("",)
+    # in rounds, each a share of the clean seeds and one seed of every regression: a grid stopped early
+    # (then judged with --finished-only) still has every row and a false-alarm rate
+    jobs = []
+    grid = [(c, spec) for c, spec, _, _ in GRID if c in cases and spec.startswith(only)]
+    primary = [(c, spec) for c, spec, _, first in GRID if first and (c, spec) in grid]
+    for round_, seed in enumerate(seeds):
+        share = clean[round_ * len(clean) // len(seeds):(round_ + 1) * len(clean) // len(seeds)]
+        jobs += [(c, "", s) for s in share for c in cases]
+        jobs += [(c, spec, seed) for c, spec in primary]
+    jobs += [(c, spec, seed) for seed in seeds for c, spec in grid if (c, spec) not in primary]
+    if args.finished_only:
+        jobs = [j for j in jobs if (run_dir(args.runs_dir, *j) / "DONE").exists()]
     start = time.perf_counter()
     with ThreadPoolExecutor(args.jobs) as pool:
         works = list(pool.map(lambda j: run_workload(j[0], j[1], j[2], args.runs_dir), jobs))
@@ -140,7 +202,7 @@ def main() -> int:
     print("| case | regression | what it models | effect per seed | detected | by per-step gates alone | primary "
           "triage | gates that fired |")
     print("|---|---|---|---|---|---|---|---|")
-    for case, spec, what in GRID:
+    for case, spec, what, _ in GRID:
         rows = [r for r in results if r["case"] == case and r["spec"] == spec]
         if not rows:
             continue
@@ -162,10 +224,10 @@ def main() -> int:
                                if r["effect"] is not None)
             print(f"\ntiny-{case}: false alarms {alarms}/{len(rows)} clean seeds (effect {spread}) "
                   f"({', '.join(str(r['seed']) for r in rows)}){closest}")
-    print("\n| case | pooled gate | threshold (x noise) | constant shift detected half the time |")
-    print("|---|---|---|---|")
+    print("\n| case | accuracy gate | threshold | constant shift detected half the time | as a share of golden |")
+    print("|---|---|---|---|---|")
     for case in cases:
-        print("\n".join(pooled_effects(case)))
+        print("\n".join(minimum_detectable_effects(case)))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return 0

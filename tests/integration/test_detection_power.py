@@ -2,7 +2,8 @@
 
 Runs the embedded GRPO case for real (seed 11, outside the calibration seeds 0-4) against the committed
 baseline, once clean and once with a regression of ``autotest.workloads.regressions`` whose effect is
-within the old thresholds' reach only at a few steps (benchmarks/detection measures the full grid).
+within the old thresholds' reach only at a few steps, and once with an eval-path regression that only the
+sampled (pass@1) eval can see (benchmarks/detection measures the full grid).
 """
 
 from __future__ import annotations
@@ -38,3 +39,14 @@ def test_clean_seed_passes_and_a_judge_dropping_correct_answers_fails_on_a_poole
     assert regressed.status == "FAIL", _detail(regressed)
     # caught by pooling the late phase (on seeds 11 and 12 no per-step gate fires: benchmarks/detection)
     assert "response/rewards/mean[pooled 31-45]" in _accuracy_failures(regressed), _detail(regressed)
+
+
+@pytest.mark.slow
+def test_an_eval_at_another_temperature_fails_the_sampled_eval_and_triages_to_the_eval_path(tmp_path):
+    verdict = _run(tmp_path, "eval-temperature:1.2")
+    failed = _accuracy_failures(verdict)
+    # training is bitwise a clean run's: only the eval gates may fire; greedy eval (reference) cannot see it
+    assert failed and all(check.startswith("eval/accuracy") for check in failed), _detail(verdict)
+    assert next(f.rule for f in verdict.triage if f.primary) == "eval-path", _detail(verdict)
+    greedy = next(r for r in verdict.results if r.metric == "eval/greedy_accuracy")
+    assert greedy.status == "INFO" and greedy.observed == 0, _detail(verdict)

@@ -90,7 +90,7 @@ def test_tracker_layout_row_kinds_and_config(tmp_path: Path) -> None:
         exp = run(config, tmp_path / "work")
     assert exp.parent == tmp_path / "work" and len(exp.name) == 14 and exp.name.isdigit()
     rows = _rows(exp)
-    assert rows[0] == {"eval/accuracy": rows[0]["eval/accuracy"], "step": 0}
+    assert set(rows[0]) == {"eval/accuracy", "eval/greedy_accuracy", "step"} and rows[0]["step"] == 0
     kinds = []
     for row in rows[1:]:
         if any(k.startswith("train_metrics/worker_0/") for k in row):
@@ -106,6 +106,18 @@ def test_tracker_layout_row_kinds_and_config(tmp_path: Path) -> None:
     assert saved["recompute_logprobs"] is True
     assert (saved["seed"], saved["fault"], saved["rollout_dtype"], saved["steps"]) == (3, "", "fp32", 3)
     assert saved["lr"] == config.lr and saved["model"]["hidden_size"] == 64
+    assert saved["eval_set_size"] == {"eval/accuracy": 9 * config.eval_samples}  # the binomial floor's n
+
+
+def test_sampled_eval_never_moves_training_metrics(tmp_path: Path) -> None:
+    """pass@1 draws from a generator of its own: the eval's size changes eval metrics only."""
+    trained = {}
+    for samples in (1, 8):
+        with contextlib.redirect_stdout(io.StringIO()):
+            exp = run(dataclasses.replace(SMALL, seed=2, eval_samples=samples), tmp_path / str(samples))
+        trained[samples] = [{k: v for k, v in row.items() if not k.startswith(("eval/", "time/"))}
+                            for row in _rows(exp)]
+    assert trained[1] == trained[8]
 
 
 def test_same_seed_is_bitwise_identical_and_seeds_differ(tmp_path: Path) -> None:

@@ -127,7 +127,7 @@ def test_cli_usage_errors_are_one_line(tmp_path: Path, mopd_fixture: Fixture) ->
     done = _run_cli(tmp_path, "--student", student, "--fault", "teacher-swap", env=endpoints)
     assert done.returncode == 2 and done.stderr.startswith(
         "error: --fault teacher-swap: not a training fault of tiny MOPD; choose one of judge-bug, crash-at, hang-at, "
-        "judge-drops, misroute "
+        "lr-scale, judge-drops, length-penalty, undersample, misroute, teacher-temperature "
         "(teacher faults are injected by mopd_launch)")
     done = _run_cli(tmp_path, "--student", str(tmp_path), env=endpoints)
     assert done.returncode == 2 and "no config.json there" in done.stderr

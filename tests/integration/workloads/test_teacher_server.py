@@ -126,6 +126,21 @@ def test_unknown_paths_get_404(sum_teacher: Served) -> None:
         assert info.value.code == 404
 
 
+def test_temperature_scores_the_logits_over_t(mopd_fixture: Fixture, tmp_path: Path) -> None:
+    """The teacher-temperature regression: every log-prob is of logits / T, a flatter target for T > 1."""
+    served = start_server(mopd_fixture.teacher("digit_sum"), tmp_path, "warm", "--temperature", "2")
+    try:
+        model = load_checkpoint(mopd_fixture.teacher("digit_sum"))
+        seq = sequences()[0]
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([seq]), use_cache=False).logits[0, :-1].float() / 2
+        expected = logits.log_softmax(-1).gather(-1, torch.tensor(seq[1:]).unsqueeze(-1)).squeeze(-1).tolist()
+        got = request_logprobs(served.url, [seq])[0]
+        assert got == pytest.approx(expected, abs=1e-5) and got != pytest.approx(local_logprobs(model, seq), abs=1e-3)
+    finally:
+        stop(served)
+
+
 def test_exit_at_step_dies_without_reply(mopd_fixture: Fixture, tmp_path: Path) -> None:
     served = start_server(mopd_fixture.teacher("digit_sum"), tmp_path, "dying", "--exit-at-step", "2")
     try:

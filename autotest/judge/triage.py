@@ -60,6 +60,19 @@ def _first(results: Iterable[CheckResult]) -> float:
     return min((r.first_breach_step for r in results if r.first_breach_step is not None), default=math.inf)
 
 
+#: a training gate this close to its threshold (observed / threshold) makes "eval path only" uncertain;
+#: it adds a caveat, never changes the rule (a clean seed's closest gate can reach 0.9 by chance)
+EVAL_PATH_TRAINING_MARGIN = 0.7
+
+
+def _closest_to_threshold(checks: Iterable[CheckResult]) -> tuple[float, str] | None:
+    """(observed / threshold, check id) of the upper-bounded check nearest its threshold."""
+    ratios = [(r.observed / r.threshold, r.check_id) for r in checks
+              if r.operator in ("<", "<=") and r.threshold and r.threshold > 0 and r.method != "value"
+              and r.observed is not None and math.isfinite(r.observed)]
+    return max(ratios) if ratios else None
+
+
 def triage(results: Iterable[CheckResult], current: Trace | None = None) -> tuple[TriageFinding, ...]:
     results = list(results)
     failed = _gate_failures(results)
@@ -93,9 +106,16 @@ def triage(results: Iterable[CheckResult], current: Trace | None = None) -> tupl
             and training and all(r.status == PASS for r in training)):
         # the policy that was trained is the golden one (every training gate agrees): what changed is how
         # it is evaluated, so the first breach step (gradual or not) says nothing about the training loop
-        fire("eval-path", "only eval breached while every training metric is within bounds: check the eval path "
-                          "(eval engine and the weight refresh before eval, eval config, eval data, grading)",
-             f"{accuracy[0].message}; {len(training)} training gate checks pass")
+        suggestion = ("only eval breached while every training metric is within bounds: check the eval path "
+                      "(eval engine and the weight refresh before eval, eval config, eval data, grading)")
+        closest = _closest_to_threshold(training)
+        evidence = f"{accuracy[0].message}; {len(training)} training gate checks pass"
+        if closest is not None and closest[0] >= EVAL_PATH_TRAINING_MARGIN:
+            # a sampled eval can be the most sensitive gate: a training change it sees first looks the same
+            suggestion += ("; training moved too (see evidence), so a training change that the eval sees "
+                           "first is also possible: read the training diff as well")
+            evidence += f", the closest {closest[1]} at {closest[0]:.2f} of its threshold"
+        fire("eval-path", suggestion, evidence)
         return tuple(findings)
     firsts = _first_steps(current)
     early = [r for r in accuracy if r.first_breach_step is not None and r.first_breach_step in firsts

@@ -27,6 +27,19 @@ def test_eval_breach_with_every_training_gate_in_bounds_is_the_eval_path() -> No
     assert "4 training gate checks pass" in findings[0].evidence
 
 
+def test_eval_path_warns_when_a_training_gate_came_close() -> None:
+    near = CheckResult("response/rewards/mean[pooled 31-45]", PASS, "rewards pooled PASS",
+                       metric="response/rewards/mean", method="absolute", operator="<", threshold=4.0, observed=3.4)
+    findings = triage([near, *TRAINING_OK[1:], result("eval/accuracy", FAIL, 45)], CURRENT)
+    assert [f.rule for f in findings] == ["eval-path"]
+    assert "a training change that the eval sees first is also possible" in findings[0].suggestion
+    assert "the closest response/rewards/mean[pooled 31-45] at 0.85 of its threshold" in findings[0].evidence
+    far = CheckResult("response/rewards/mean[pooled 31-45]", PASS, "rewards pooled PASS",
+                      metric="response/rewards/mean", method="absolute", operator="<", threshold=4.0, observed=1.0)
+    quiet = triage([far, *TRAINING_OK[1:], result("eval/accuracy", FAIL, 45)], CURRENT)
+    assert "also possible" not in quiet[0].suggestion
+
+
 def test_eval_breach_with_a_training_breach_stays_gradual() -> None:
     rewards = result("response/rewards/mean", FAIL, 20)
     findings = triage([rewards, *TRAINING_OK[1:], result("eval/accuracy", FAIL, 30)], CURRENT)

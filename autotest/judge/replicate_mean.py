@@ -165,8 +165,8 @@ def replicate_results(members: Sequence[Member]) -> list[CheckResult]:
 
 def interrupted_result(reason: str, count: int) -> CheckResult:
     return CheckResult("replicates[interrupted]", ERROR,
-                       f"interrupted ({reason}) while {count} replicates ran; each one's own verdict is in its "
-                       "folder under replicates/", kind="structural")
+                       f"run interrupted ({reason}): every replicate was stopped ({count} had finished); each "
+                       "one's own verdict is in its folder under replicates/", kind="structural")
 
 
 def judge_replicates(baseline: Baseline | None, golden: Trace | None, members: Sequence[Member], *,

@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from autotest.inputs.baseline import load_baseline
 from autotest.judge.readers import read_trace
+from autotest.judge.replicate_mean import for_the_mean, mean_trace
 from autotest.judge.verdict import checked_metrics, compare
 
 WORKLOADS = {"grpo": "autotest.workloads.grpo", "mopd": "autotest.workloads.mopd_launch"}
@@ -117,8 +118,17 @@ def effect(case: str, baseline, trace) -> float | None:
 
 
 def judge_run(case: str, work: Path) -> dict:
+    return judge_runs(case, [work])
+
+
+def judge_runs(case: str, works: list[Path]) -> dict:
+    """One run, or the mean of several judged as ``replicates: K`` does (pooled thresholds scaled)."""
     baseline = load_baseline(ROOT / "baselines" / f"tiny-{case}.yaml")
-    trace = read_trace(work, aliases=dict(baseline.metric_aliases), metrics=checked_metrics(baseline))
+    traces = [read_trace(w, aliases=dict(baseline.metric_aliases), metrics=checked_metrics(baseline)) for w in works]
+    trace = traces[0]
+    if len(traces) > 1:
+        baseline, _ = for_the_mean(baseline, len(traces))
+        trace = mean_trace(traces, [w.name for w in works])
     verdict = compare(baseline, trace, case=f"tiny-{case}").verdict
     primary = next((f.rule for f in verdict.triage if f.primary), "")
     # accuracy power only: step time on a shared 2-core machine measures the machine's load, not the change
@@ -132,6 +142,36 @@ def judge_run(case: str, work: Path) -> dict:
     return {"status": status, "verdict": verdict.status, "effect": effect(case, baseline, trace), "triage": primary, "fired": fired,
             "per_step_only": any(r.scope != "pooled" for r in accuracy if r.status == "FAIL"),
             "closest": max(margins.items(), key=lambda kv: kv[1]) if margins else None}
+
+
+def print_replicate_pairs(cases: list[str], jobs: list[tuple[str, str, int]], works: list[Path]) -> None:
+    """The same runs judged two at a time as ``replicates: 2``: every pair of a regression's seeds, and
+    disjoint pairs of clean seeds (each clean run in one pair only, so the false alarms stay independent)."""
+    by_row: dict[tuple[str, str], list[tuple[int, Path]]] = {}
+    for (case, spec, seed), work in zip(jobs, works):
+        by_row.setdefault((case, spec), []).append((seed, work))
+    print("\nThe same runs as `replicates: 2` (the mean of two seeds; pooled thresholds scaled):\n")
+    print("| case | regression | detected (pairs of seeds) | primary triage |")
+    print("|---|---|---|---|")
+    for case, spec, _, _ in GRID:
+        runs = sorted(by_row.get((case, spec), []))
+        pairs = [(a, b) for i, a in enumerate(runs) for b in runs[i + 1:]]
+        if not pairs:
+            continue
+        judged = [judge_runs(case, [a[1], b[1]]) for a, b in pairs]
+        hits = sum(r["status"] == "FAIL" for r in judged)
+        triage = ", ".join(sorted({r["triage"] or "-" for r in judged}))
+        print(f"| tiny-{case} | `{spec}` | {hits}/{len(pairs)} | {triage} |")
+    for case in cases:
+        clean = sorted(by_row.get((case, ""), []))
+        pairs = list(zip(clean[0::2], clean[1::2]))
+        if pairs:
+            judged = [judge_runs(case, [a[1], b[1]]) for a, b in pairs]
+            alarms = sum(r["status"] != "PASS" for r in judged)
+            worst = max((r["closest"] for r in judged if r["closest"]), key=lambda kv: kv[1], default=None)
+            closest = f"; closest gate {worst[0]} at {worst[1]:.2f} of its threshold" if worst else ""
+            print(f"\ntiny-{case} as replicates: 2: false alarms {alarms}/{len(pairs)} disjoint pairs of clean "
+                  f"seeds{closest}")
 
 
 def minimum_detectable_effects(case: str) -> list[str]:
@@ -224,6 +264,7 @@ def main() -> int:
                                if r["effect"] is not None)
             print(f"\ntiny-{case}: false alarms {alarms}/{len(rows)} clean seeds (effect {spread}) "
                   f"({', '.join(str(r['seed']) for r in rows)}){closest}")
+    print_replicate_pairs(cases, jobs, works)
     print("\n| case | accuracy gate | threshold | constant shift detected half the time | as a share of golden |")
     print("|---|---|---|---|---|")
     for case in cases:

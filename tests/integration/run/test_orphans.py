@@ -18,7 +18,7 @@ import pytest
 
 from autotest.run.gpu_slots import SLOTS_DIR_ENV, GpuSlotTimeout, acquire, current_holders, slots_dir_for
 from autotest.run.proctable import alive_as_recorded, descendants
-from tests.integration.run.test_xtuner_node import NVIDIA_SMI
+from tests.integration.run.xtuner_node import NVIDIA_SMI
 
 REPO = Path(__file__).resolve().parents[3]
 GONE_WITHIN_S = 15.0  # the run's SIGTERM grace (10 s) plus slack on a loaded machine

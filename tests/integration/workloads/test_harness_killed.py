@@ -24,6 +24,7 @@ import pytest
 
 pytest.importorskip("torch")
 
+from autotest.inputs.case import load_case  # noqa: E402
 from tests.helpers import ROOT  # noqa: E402
 
 MARKER_ENV = "RL_AUTOTEST_KILL_TEST"
@@ -171,9 +172,14 @@ def test_killing_the_harness_leaves_no_process_and_no_port(sig: signal.Signals, 
     output, _ = run.proc.communicate(timeout=60)
     took_s = run.assert_nothing_left(ports)
     print(f"{sig.name} {case} {harness}: nothing left {took_s:.1f} s after the harness ended; ports {sorted(ports)}")
+    # a case with replicates (tiny-mopd) runs each seed in its own folder, with its own session and watchdog
+    replicates = load_case(case).replicates
+    logs_pattern = "*/*/replicates/*/logs" if replicates > 1 else "*/*/logs"
     if sig == signal.SIGKILL:  # nothing could be written: the watchdog said why it stopped the run
-        (log,) = run.results.glob("*/*/logs/watchdog.log")
-        assert "is gone: stopping session" in log.read_text(), log.read_text()
+        logs = list(run.results.glob(f"{logs_pattern}/watchdog.log"))
+        assert len(logs) == replicates, logs
+        for log in logs:
+            assert "is gone: stopping session" in log.read_text(), log.read_text()
         return
     name = "KeyboardInterrupt" if sig == signal.SIGINT else sig.name
     assert run.proc.returncode == 2, output[-3000:]  # rl-autotest: error/interrupt; pytest: interrupted
@@ -181,6 +187,8 @@ def test_killing_the_harness_leaves_no_process_and_no_port(sig: signal.Signals, 
     assert results["status"] == "ERROR"
     messages = [r["message"] for r in results["results"]]
     assert any(f"run interrupted ({name})" in m for m in messages), messages
-    (logs,) = run.results.glob("*/*/logs")
-    assert (logs / "stdout.log").is_file() and (logs / "launch.json").is_file()
-    assert (logs.parent / "report.md").is_file()
+    every_logs = list(run.results.glob(logs_pattern))
+    assert len(every_logs) == replicates, every_logs
+    for logs in every_logs:
+        assert (logs / "stdout.log").is_file() and (logs / "launch.json").is_file()
+        assert (logs.parent / "report.md").is_file()

@@ -23,8 +23,9 @@ def run(tmp_path: Path, fault: str | None = None, timeout_s: float | None = None
     case = load_case("tiny-mopd")
     if timeout_s is not None:
         case = dataclasses.replace(case, launch=dataclasses.replace(case.launch, timeout_s=timeout_s))
-    # no relaunch: a dead teacher is a known infra signature the default policy would retry
-    options = RunOptions(results_root=tmp_path, fault=fault, with_plots=False,
+    # no relaunch: a dead teacher is a known infra signature the default policy would retry; one run, not
+    # the case's replicates: a fault's verdict is one run's plumbing (replicates are tested on their own)
+    options = RunOptions(results_root=tmp_path, fault=fault, with_plots=False, replicates=1,
                          retry_policy=RetryPolicy(per_kind={}, max_total_relaunches=0))
     outcome = run_case(case, options)
     assert outcome.results_dir is not None and outcome.verdict is not None

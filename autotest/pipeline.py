@@ -240,11 +240,19 @@ def _run_replicates(case: Case, options: RunOptions, count: int) -> CaseRun:
         return replace(shown, reason="not confirmed: nothing launched")
     say = options.progress or (lambda line: None)
 
+    # the history records each replicate (a single run with its tracker, what drift and calibration from
+    # history read); the mean's report shows the drift lines of the last one recorded
+    drift: list[str] = []
+
+    def record(results_dir: Path) -> list[str]:
+        drift[:] = list(options.after_results(results_dir)) if options.after_results is not None else []
+        return list(drift)
+
     def replicate(index: int, seed: int) -> Callable[[], CaseRun]:
         label = f"r{index}-seed{seed}"
         one = replace(options, replicates=1, seed=seed, results_dir=replicate_folder(folder, index, seed),
-                      confirm=None, after_results=None, with_plots=False, step_summary=False,
-                      progress=lambda line: say(f"{label}: {line}"))
+                      confirm=None, after_results=record if options.after_results is not None else None,
+                      with_plots=False, step_summary=False, progress=lambda line: say(f"{label}: {line}"))
         return lambda: run_case(case, one)
 
     jobs = default_jobs(case, count)
@@ -256,7 +264,8 @@ def _run_replicates(case: Case, options: RunOptions, count: int) -> CaseRun:
     except KeyboardInterrupt as exc:  # every replicate is stopped and has published its own ERROR verdict
         interrupt = exc
     comparison = _judge_replicates(case, options, folder, seeds, runs, interrupt)
-    publish(comparison, folder, with_plots=options.with_plots, after_results=options.after_results,
+    publish(comparison, folder, with_plots=options.with_plots,
+            after_results=(lambda _folder: list(drift)) if options.after_results is not None else None,
             step_summary=options.step_summary)
     if interrupt is not None:
         raise interrupt

@@ -218,18 +218,22 @@ def read_results_folder(folder: str | Path) -> RunRecord:
 
 
 def find_results_folders(path: str | Path) -> list[Path]:
-    """A results folder itself, or every results folder under a results root (sorted)."""
+    """A results folder itself, or every results folder under a results root (sorted); a run of replicates
+    gives its replicates' folders (single runs with their trackers, as the pipeline records them)."""
     path = Path(path)
     if not path.exists():
         raise UsageError(f"{path}: no such file or directory; pass a results folder or a results root")
     if path.is_file():
         raise UsageError(f"{path}: is a file; pass the results folder that holds results.json")
     if (path / "results.json").is_file():
-        return [path.resolve()]
-    folders = sorted({p.parent.resolve() for p in path.rglob("results.json")})
-    # a results folder's own subfolders (consistency/ ...) are part of it, not runs of their own
-    found = set(folders)
-    folders = [f for f in folders if not any(parent in found for parent in f.parents)]
+        folders = [path.resolve()]
+    else:
+        folders = sorted({p.parent.resolve() for p in path.rglob("results.json")})
+        # a results folder's own subfolders (consistency/ ...) are part of it, not runs of their own
+        found = set(folders)
+        folders = [f for f in folders if not any(parent in found for parent in f.parents)]
+    folders = [r for f in folders
+               for r in (sorted(p.parent.resolve() for p in f.glob("replicates/*/results.json")) or [f])]
     if not folders:
         raise UsageError(f"{path}: no results.json in it or below; pass a results folder or a results root")
     return folders

@@ -22,6 +22,7 @@ from autotest.history.database import (
     tables,
 )
 from autotest.history.record import RunRecord, find_results_folders, read_results_folder
+from autotest.run.replicates import REPLICATES_FOLDER
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -197,7 +198,10 @@ def _run_row(r) -> RunRow:
 
 
 def default_root_of(results_dir: Path, case: str) -> Path:
-    """Results folders live at ``<root>/<case>/<run>``; a folder elsewhere keeps its history beside it."""
+    """Results folders live at ``<root>/<case>/<run>``, a replicate's at ``<run>/replicates/<r>``; a folder
+    elsewhere keeps its history beside it."""
+    if results_dir.parent.name == REPLICATES_FOLDER:
+        results_dir = results_dir.parent.parent
     return results_dir.parent.parent if results_dir.parent.name == case else results_dir.parent
 
 

@@ -45,9 +45,12 @@ def replicate_seeds(case: Case, count: int, first: int) -> tuple[int, ...]:
     return tuple(seeds)
 
 
+REPLICATES_FOLDER = "replicates"
+
+
 def replicate_folder(results_dir: Path, index: int, seed: int) -> Path:
     """``<results>/replicates/r<i>-seed<S>``: a replicate's own results folder (logs, tracker, work dir)."""
-    return Path(results_dir) / "replicates" / f"r{index}-seed{seed}"
+    return Path(results_dir) / REPLICATES_FOLDER / f"r{index}-seed{seed}"
 
 
 def side_by_side(tasks: Sequence[Callable[[], T]], jobs: int) -> list[T]:

@@ -97,6 +97,19 @@ def test_a_results_root_is_walked_and_a_folder_s_own_subfolders_are_not_runs(tmp
     assert find_results_folders(a) == [a.resolve()]
 
 
+def test_a_run_of_replicates_is_recorded_as_its_single_runs(tmp_path) -> None:
+    from autotest.history.store import default_root_of
+
+    run = write_results_folder(tmp_path, "c", 1, {})
+    (run / "replicates").mkdir()
+    replicas = [write_results_folder(tmp_path / "made", "c", i, {}).rename(run / "replicates" / f"r{i}-seed{i}")
+                for i in (1, 2)]
+    assert find_results_folders(tmp_path) == [r.resolve() for r in replicas]
+    assert find_results_folders(run) == [r.resolve() for r in replicas]
+    # a replicate's history lives with its run's results root, not inside the run
+    assert default_root_of(replicas[0], "c") == default_root_of(run, "c")
+
+
 @pytest.mark.parametrize("make, message", [
     (lambda p: p / "missing", "no such file or directory"),
     (lambda p: (p / "f.txt", (p / "f.txt").write_text("x"))[0], "is a file"),

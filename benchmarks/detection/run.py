@@ -1,7 +1,7 @@
 """Detection power of the accuracy gates: realistic regressions and clean seeds against the committed baselines.
 
     python benchmarks/detection/run.py [--seeds 11,12,13] [--clean-seeds 11,...,30] [--cases grpo,mopd]
-        [--only NAME] [--runs-dir results/detection] [--jobs 2] [--json OUT]
+        [--only NAME] [--runs-dir results/detection] [--jobs 2] [--json OUT] [--finished-only]
 
 Each regression of ``autotest.workloads.regressions`` (at the magnitudes of ``GRID``) runs on every
 seed of ``--seeds`` through its embedded workload, exactly as the case launches it; each clean seed
@@ -13,7 +13,9 @@ per case the false-alarm rate over the clean seeds; the effect column is the lat
 steps 41-45) or distill_kl's relative change (MOPD, steps 1-25) against golden. Only accuracy gates count (step time measures the
 machine's load here, not the change); the table also says how many runs the per-step gates alone
 (every scope but ``pooled``) would have caught. A finished run is reused (delete
-``--runs-dir`` to rerun), so re-judging after a recalibration costs no training.
+``--runs-dir`` to rerun), so re-judging after a recalibration costs no training. The same runs are
+then judged two at a time as ``replicates: 2`` would (mean trace, pooled thresholds scaled): every
+pair of a regression's seeds and disjoint pairs of clean seeds.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ from autotest.report.markdown import relaunch_phrase, relaunches_of
 from autotest.report.publish import AfterResults, publish
 from autotest.run.artifacts import artifacts_for
 from autotest.run.backends import start
-from autotest.run.card import render_card
+from autotest.run.card import card_criteria, hardware_thresholds, render_card
 from autotest.run.fault_catalogue import check_fault
 from autotest.run.framework import (
     Checkout,
@@ -288,8 +288,7 @@ def _judge_replicates(case: Case, options: RunOptions, folder: Path, seeds: tupl
                                     [(seed, run.results_dir, run.verdict) for seed, run in zip(seeds, runs)],
                                     context=context, gpu=gpu, interrupted=describe(interrupt) if interrupt else None)
     except Exception as exc:  # noqa: BLE001 - every ending leaves a verdict
-        log = folder / "logs" / "harness_error.log"
-        write_atomic(log, "".join(traceback.format_exception(exc)))
+        log = _harness_error_log(folder, exc)
         failure = CheckResult("run[harness]", ERROR, f"the harness failed judging the replicates: "
                               f"{type(exc).__name__}: {exc} (traceback: {log})", kind="structural")
         return judge(None, None, case=case.name, context=context, structural=[failure])
@@ -297,8 +296,7 @@ def _judge_replicates(case: Case, options: RunOptions, folder: Path, seeds: tupl
 
 def _harness_failure(case: Case, prep: _Prepared, exc: Exception) -> Comparison:
     """An ERROR verdict for a run the harness could not launch or follow; the traceback goes to a log."""
-    log = prep.results_dir / "logs" / "harness_error.log"
-    write_atomic(log, "".join(traceback.format_exception(exc)))
+    log = _harness_error_log(prep.results_dir, exc)
     if isinstance(exc, UsageError):  # e.g. the command could not start: the message says what to fix
         reason = str(exc)
     else:
@@ -306,6 +304,12 @@ def _harness_failure(case: Case, prep: _Prepared, exc: Exception) -> Comparison:
     facts = RunFacts(case.expected.steps, case.expected.exact_steps, launched=False, harness_error=reason)
     return judge(prep.baseline, None, golden=prep.golden, facts=facts, case=case.name,
                  context={**prep.context, "harness_error_log": str(log)})
+
+
+def _harness_error_log(results_dir: Path, exc: BaseException) -> Path:
+    log = results_dir / "logs" / "harness_error.log"
+    write_atomic(log, "".join(traceback.format_exception(exc)))
+    return log
 
 
 def _mask_logs(results_dir: Path) -> None:
@@ -338,43 +342,18 @@ def _prepare(case: Case, options: RunOptions, framework: Checkout | None) -> _Pr
         spec = replace(spec, env={**options.env, **spec.env})
     except UsageError as exc:
         spec_error = str(exc)
-    card = render_card(case, preflight, _criteria(baseline, baseline_error), spec=spec)
+    card = render_card(case, preflight, card_criteria(baseline, baseline_error), spec=spec)
     write_atomic(results_dir / "card.md", card)
     context = {"results_dir": str(results_dir), "work_dir": str(work_dir), "card": str(results_dir / "card.md"),
                "commit": preflight.commit.to_dict(), "harness_commit": preflight.harness.to_dict(),
                "seed": options.seed if options.seed is not None else case.seed.default, "fault": options.fault,
                "framework": framework.to_dict() if framework else None,
-               "hardware_thresholds": _hardware_thresholds(baseline)}
+               "hardware_thresholds": hardware_thresholds(baseline)}
     problems = [m for m in (baseline_error, spec_error) if m] + preflight.requirement_problems(case)
     if spec is not None:  # what the config will log, resolved in the framework's Python (no GPU time spent)
         problems += [m for m in (tracker_problem(case, spec.cwd, {**environ, **spec.env}),) if m]
     problems += [f"input {s.name} is missing: {s.path or s.raw} ({s.reason})" for s in preflight.missing_inputs]
     return _Prepared(results_dir, work_dir, preflight, baseline, golden, spec, card, tuple(problems), context)
-
-
-def _criteria(baseline: Baseline | None, error: str | None) -> list[str]:
-    if baseline is None:
-        return [f"baseline could not be loaded: {error}"]
-    lines = [c.describe() for c in baseline.checks]
-    if baseline.steps.expected is not None:
-        lines.append(f"{'exactly' if baseline.steps.exact else 'at least'} {baseline.steps.expected} training steps")
-    if baseline.calibrated_range:
-        lines.append(f"checked on the calibrated range {baseline.calibrated_range[0]}-{baseline.calibrated_range[1]}"
-                     "; later steps reported as uncalibrated")
-    if baseline.wall_time_max_s:
-        hardware = f" (for {baseline.wall_time_hardware})" if baseline.wall_time_hardware else ""
-        lines.append(f"end-to-end wall time < {baseline.wall_time_max_s:g} s{hardware}")
-    return lines
-
-
-def _hardware_thresholds(baseline: Baseline | None) -> list[str]:
-    """Which per-hardware overrides this node's GPUs picked (shown in the card's criteria and the report)."""
-    if baseline is None:
-        return []
-    lines = [f"{c.check_id}: threshold {c.threshold:g} for {c.hardware}" for c in baseline.checks if c.hardware]
-    if baseline.wall_time_hardware:
-        lines.append(f"wall_time: max_s {baseline.wall_time_max_s:g} for {baseline.wall_time_hardware}")
-    return lines
 
 
 def _attempts(case: Case, options: RunOptions, spec: LaunchSpec,

@@ -35,13 +35,13 @@ Schema::
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from autotest.inputs.golden_table import check_golden_keys, parse_step_table
 from autotest.inputs.hardware_overrides import HardwareOverride, parse_overrides, pick
 from autotest.inputs.schema import Section, expand_env, load_section, show
 
@@ -248,35 +248,6 @@ def _step_range(sec: Section, name: str) -> tuple[int, int]:
     return steps[0], steps[1]
 
 
-def _golden_table(sec: Section) -> dict[str, Mapping[int, float]]:
-    fix = "write whole-number steps: {step: value}, e.g. {5: 0.31}"
-    table: dict[str, Mapping[int, float]] = {}
-    for metric, values in sec.data.items():
-        if not isinstance(values, dict):
-            sec.fail(metric, f"{show(values)} is not a mapping of step to value", fix)
-        series: dict[int, float] = {}
-        for step, value in values.items():
-            if isinstance(step, bool) or not isinstance(step, int):
-                sec.fail(f"{metric}.{step}", f"step {show(step)} is not a whole number", fix)
-            if isinstance(value, str) and value.lower() in {"nan", ".nan", "inf", "-inf"}:
-                value = float(value.lower().replace(".", ""))
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                sec.fail(f"{metric}.{step}", f"{show(value)} is not a number", "write e.g. 0.31 (or .nan)")
-            series[step] = float(value)
-        table[str(metric)] = MappingProxyType(dict(sorted(series.items())))
-    return table
-
-
-def _golden_keys_checked(golden: Section, table: Mapping[str, Any], checks: tuple[CheckSpec, ...]) -> None:
-    """A golden metric no check uses is almost always a typo of one that then has no golden value."""
-    checked = sorted({c.metric for c in checks if c.method != "value"})
-    for metric in table:
-        if metric not in checked:
-            close = difflib.get_close_matches(metric, checked, n=1, cutoff=0.6)
-            fix = f"did you mean {close[0]!r}?" if close else "fix the name to a checked metric or remove it"
-            golden.fail(f"table.{metric}", "no check uses this golden metric", fix)
-
-
 def _metric_numbers(sec: Section, name: str, integer: bool, checked: set[str]) -> dict[str, float]:
     mapping = sec.section(name, optional=True)
     if mapping is None:
@@ -335,11 +306,11 @@ def load_baseline(path: str | Path, env: dict[str, str] | None = None) -> Baseli
     if "noise" in golden.data:
         noise_sec = golden.section("noise")
         assert noise_sec is not None
-        noise = MappingProxyType(_golden_table(noise_sec))
+        noise = MappingProxyType(parse_step_table(noise_sec))
     if "table" in golden.data:
         table_sec = golden.section("table")
         assert table_sec is not None
-        table = _golden_table(table_sec)
+        table = parse_step_table(table_sec)
     else:
         tracker = Path(expand_env(golden.text("tracker"), f"{path}: golden.tracker", env))
         if not tracker.is_absolute():
@@ -365,7 +336,7 @@ def load_baseline(path: str | Path, env: dict[str, str] | None = None) -> Baseli
         sec.fail("checks", "every check is severity: reference, so nothing gates the run",
                  "make at least one check severity: gate (the default)")
     if table is not None:
-        _golden_keys_checked(golden, table, checks)
+        check_golden_keys(golden, table, sorted({c.metric for c in checks if c.method != "value"}))
 
     steps = StepPolicy()
     steps_sec = sec.section("steps", optional=True)

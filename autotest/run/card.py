@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shlex
 
+from autotest.inputs.baseline import Baseline
 from autotest.inputs.case import Case
 from autotest.redaction import redact
 from autotest.run.isolation import PYTHON_ENV
@@ -132,3 +133,29 @@ def render_card(case: Case, preflight: Preflight, criteria: list[str], *,
         "## 启动 Launch", "", *_launch_lines(case, spec), "",
     ]
     return "\n".join(lines)
+
+
+def card_criteria(baseline: Baseline | None, error: str | None) -> list[str]:
+    """The card's 判读标准: every check and structural bound of the baseline, or why it could not be loaded."""
+    if baseline is None:
+        return [f"baseline could not be loaded: {error}"]
+    lines = [c.describe() for c in baseline.checks]
+    if baseline.steps.expected is not None:
+        lines.append(f"{'exactly' if baseline.steps.exact else 'at least'} {baseline.steps.expected} training steps")
+    if baseline.calibrated_range:
+        lines.append(f"checked on the calibrated range {baseline.calibrated_range[0]}-{baseline.calibrated_range[1]}"
+                     "; later steps reported as uncalibrated")
+    if baseline.wall_time_max_s:
+        hardware = f" (for {baseline.wall_time_hardware})" if baseline.wall_time_hardware else ""
+        lines.append(f"end-to-end wall time < {baseline.wall_time_max_s:g} s{hardware}")
+    return lines
+
+
+def hardware_thresholds(baseline: Baseline | None) -> list[str]:
+    """Which per-hardware overrides this node's GPUs picked (shown in the card's criteria and the report)."""
+    if baseline is None:
+        return []
+    lines = [f"{c.check_id}: threshold {c.threshold:g} for {c.hardware}" for c in baseline.checks if c.hardware]
+    if baseline.wall_time_hardware:
+        lines.append(f"wall_time: max_s {baseline.wall_time_max_s:g} for {baseline.wall_time_hardware}")
+    return lines

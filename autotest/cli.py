@@ -50,11 +50,15 @@ def _compare(args: argparse.Namespace) -> int:
         raise UsageError(f"--wall-time-s: {args.wall_time_s:g} is not a wall time; give the measured seconds (>= 0)")
     if args.out is not None:
         require_folder(args.out, "--out")
+    if args.strict_history and not args.out:
+        raise UsageError("--strict-history: only with --out (compare records a verdict only when it writes a "
+                         "results folder)")
+    recorder = _recorder(args)
     comparison = compare_paths(args.baseline, args.current, fmt=args.format, wall_time_s=args.wall_time_s)
     verdict = comparison.verdict
     if args.out:
-        recorder = None if args.no_history else history_recorder(args.history)
         published = publish(comparison, args.out, with_plots=not args.no_plots, after_results=recorder)
+        verdict = published.verdict or verdict
         print(f"report: {published.report_md}")
     for warning in verdict.warnings:
         print(f"warning: {warning}", file=sys.stderr)
@@ -66,6 +70,17 @@ def _compare(args: argparse.Namespace) -> int:
             print(f"next step: {finding.suggestion}")
     print(f"{verdict.case}: {verdict.status}")
     return exit_code_for(verdict.status)
+
+
+def _recorder(args: argparse.Namespace):
+    """The history hook of ``run`` and ``compare``: None with --no-history; a record that cannot be written is
+    a warning on stderr, and an ERROR verdict with --strict-history."""
+    if args.no_history:
+        if args.strict_history:
+            raise UsageError("--strict-history and --no-history contradict each other; drop one")
+        return None
+    return history_recorder(args.history, strict=args.strict_history,
+                            warn=lambda line: print(f"warning: {line}", file=sys.stderr, flush=True))
 
 
 def _confirm_on_terminal(card: str) -> bool:
@@ -90,7 +105,7 @@ def _run(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
         fail_fast=args.fail_fast, progress=print, ray_address=args.ray_address,
         confirm=_show if args.yes else _confirm_on_terminal,
-        after_results=None if args.no_history else history_recorder(args.history),
+        after_results=_recorder(args),
         framework_repo=args.framework_repo, framework_ref=args.framework_ref))
     if run.status == DRY_RUN and args.dry_run:
         print(run.card)
@@ -210,6 +225,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--history", metavar="URL", help="with --out: " + history_help)
     p.add_argument("--no-history", action="store_true", help="with --out: do not record the verdict in the history")
+    p.add_argument("--strict-history", action="store_true", help="with --out: a verdict the history could not "
+                   "record is an ERROR (exit 2), not a warning")
 
     p = sub.add_parser("run", help="run one case end to end (card, launch, compare, report)")
     p.add_argument("case", help="case name (autotest/cases/<name>.yaml) or a case file")
@@ -224,6 +241,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--yes", action="store_true", help="launch without asking for confirmation")
     p.add_argument("--history", metavar="URL", help=history_help)
     p.add_argument("--no-history", action="store_true", help="do not record this verdict in the run history")
+    p.add_argument("--strict-history", action="store_true", help="a verdict the history could not record is an "
+                   "ERROR (exit 2), not a warning (the nightly uses it)")
     p.add_argument("--framework-ref", help="framework ref to test: branch, tag, sha or refs/pull/N/head "
                    "(default: $RL_AUTOTEST_FRAMEWORK_REF, else the case's platform.framework.ref)")
     p.add_argument("--framework-repo", help="framework repository URL or local path to fetch the ref from "

@@ -34,7 +34,7 @@ from autotest.judge.verdict import Comparison, checked_metrics, golden_trace, ju
 from autotest.redaction import mask_file
 from autotest.report.consistency_request import write_consistency_request
 from autotest.report.markdown import relaunch_phrase, relaunches_of
-from autotest.report.publish import AfterResults, publish
+from autotest.report.publish import AfterResults, NotRecorded, publish
 from autotest.run.artifacts import artifacts_for
 from autotest.run.backends import start
 from autotest.run.card import card_criteria, hardware_thresholds, render_card
@@ -115,6 +115,14 @@ class RunOptions:
     replicates: int | None = None
     #: append the verdict to $GITHUB_STEP_SUMMARY (a replicate's own verdict does not: the mean's does)
     step_summary: bool = True
+    #: why the run is made ("gate", "calibration", "bisect"), recorded as results.json's context.kind; a run
+    #: with a fault is "fault" whatever this says. Only gate and calibration runs feed the history's
+    #: calibration, drift and bands
+    purpose: str = "gate"
+
+    @property
+    def kind(self) -> str:
+        return "fault" if self.fault else self.purpose
 
 
 @dataclass(frozen=True)
@@ -190,10 +198,9 @@ def run_case(case: Case, options: RunOptions) -> CaseRun:
                          launched=False)
         comparison = judge(prep.baseline, None, golden=prep.golden, facts=facts, case=case.name,
                            context=prep.context)
-        publish(comparison, prep.results_dir, with_plots=options.with_plots, after_results=options.after_results,
-                step_summary=options.step_summary)
-        return replace(shown, status=comparison.verdict.status, reason="; ".join(prep.problems),
-                       verdict=comparison.verdict)
+        verdict = publish(comparison, prep.results_dir, with_plots=options.with_plots,
+                          after_results=options.after_results, step_summary=options.step_summary).verdict
+        return replace(shown, status=verdict.status, reason="; ".join(prep.problems), verdict=verdict)
     slots_root = options.results_root or default_results_root()
     try:
         with case_slice(case.platform.gpus, slots_root, options.gpu_wait_s, case.name) as env:
@@ -203,8 +210,9 @@ def run_case(case: Case, options: RunOptions) -> CaseRun:
         comparison, interrupt = _harness_failure(case, prep, exc), None
     _mask_logs(prep.results_dir)
     request_path = write_consistency_request(case, comparison.verdict, prep.results_dir, prep.work_dir)
-    publish(comparison, prep.results_dir, with_plots=options.with_plots, after_results=options.after_results,
-            step_summary=options.step_summary)
+    comparison = replace(comparison, verdict=publish(
+        comparison, prep.results_dir, with_plots=options.with_plots, after_results=options.after_results,
+        step_summary=options.step_summary).verdict)
     if interrupt is not None:
         # the run is stopped and its ERROR verdict published; the interrupt still ends the session
         if options.progress:
@@ -243,9 +251,21 @@ def _run_replicates(case: Case, options: RunOptions, count: int) -> CaseRun:
     # the history records each replicate (a single run with its tracker, what drift and calibration from
     # history read); the mean's report shows the drift lines of the last one recorded
     drift: list[str] = []
+    not_recorded: list[NotRecorded] = []
 
     def record(results_dir: Path) -> list[str]:
-        drift[:] = list(options.after_results(results_dir)) if options.after_results is not None else []
+        try:
+            drift[:] = list(options.after_results(results_dir)) if options.after_results is not None else []
+        except NotRecorded as exc:
+            not_recorded.append(exc)
+            raise
+        return list(drift)
+
+    def mean_after(_folder: Path) -> list[str]:
+        if not_recorded:  # the mean's verdict says it too (and is ERROR under --strict-history)
+            last = not_recorded[-1]
+            raise NotRecorded(f"{len(not_recorded)} of {count} replicates not recorded: {last.error}",
+                              url=last.url, strict=last.strict)
         return list(drift)
 
     def replicate(index: int, seed: int) -> Callable[[], CaseRun]:
@@ -264,9 +284,10 @@ def _run_replicates(case: Case, options: RunOptions, count: int) -> CaseRun:
     except KeyboardInterrupt as exc:  # every replicate is stopped and has published its own ERROR verdict
         interrupt = exc
     comparison = _judge_replicates(case, options, folder, seeds, runs, interrupt)
-    publish(comparison, folder, with_plots=options.with_plots,
-            after_results=(lambda _folder: list(drift)) if options.after_results is not None else None,
-            step_summary=options.step_summary)
+    comparison = replace(comparison, verdict=publish(
+        comparison, folder, with_plots=options.with_plots,
+        after_results=mean_after if options.after_results is not None else None,
+        step_summary=options.step_summary).verdict)
     if interrupt is not None:
         raise interrupt
     status = comparison.verdict.status
@@ -279,7 +300,7 @@ def _judge_replicates(case: Case, options: RunOptions, folder: Path, seeds: tupl
                       interrupt: KeyboardInterrupt | None) -> Comparison:
     """The mean's verdict; the harness failing here is an ERROR verdict too (traceback in logs/)."""
     context = {"results_dir": str(folder), "card": str(folder / "card.md"), "seed": list(seeds),
-               "fault": options.fault}
+               "fault": options.fault, "kind": options.kind}
     first = runs[0].verdict.context if runs and runs[0].verdict is not None else {}
     context.update({k: first[k] for k in ("commit", "harness_commit", "framework") if k in first})
     try:
@@ -347,7 +368,7 @@ def _prepare(case: Case, options: RunOptions, framework: Checkout | None) -> _Pr
     context = {"results_dir": str(results_dir), "work_dir": str(work_dir), "card": str(results_dir / "card.md"),
                "commit": preflight.commit.to_dict(), "harness_commit": preflight.harness.to_dict(),
                "seed": options.seed if options.seed is not None else case.seed.default, "fault": options.fault,
-               "framework": framework.to_dict() if framework else None,
+               "kind": options.kind, "framework": framework.to_dict() if framework else None,
                "hardware_thresholds": hardware_thresholds(baseline)}
     problems = [m for m in (baseline_error, spec_error) if m] + preflight.requirement_problems(case)
     if spec is not None:  # what the config will log, resolved in the framework's Python (no GPU time spent)

@@ -47,6 +47,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--history", default=None, metavar="URL",
                     help="run history database URL (default: $RL_AUTOTEST_HISTORY, else <results root>/history.sqlite)")
     group.addoption("--no-history", action="store_true", help="do not record verdicts in the run history")
+    group.addoption("--strict-history", action="store_true",
+                    help="a verdict the history could not record is an ERROR, not a warning (nightly)")
     group.addoption("--framework-ref", default=None,
                     help="framework ref to test (branch, tag, sha, refs/pull/N/head); default "
                          "$RL_AUTOTEST_FRAMEWORK_REF, else the case file's")
@@ -95,9 +97,15 @@ class CaseSummary:
             terminalreporter.write_line(run.summary_line())
 
 
-def recorder_option(config: pytest.Config):
-    """Record every verdict in the run history unless --no-history."""
-    return None if config.getoption("--no-history") else history_recorder(config.getoption("--history"))
+def recorder_option(config: pytest.Config, warn: Callable[[str], None] | None = None):
+    """Record every verdict in the run history unless --no-history; --strict-history makes a record that
+    could not be written an ERROR verdict (else a warning through ``warn``)."""
+    strict = config.getoption("--strict-history")
+    if config.getoption("--no-history"):
+        if strict:
+            raise pytest.UsageError("--strict-history and --no-history contradict each other; drop one")
+        return None
+    return history_recorder(config.getoption("--history"), strict=strict, warn=warn)
 
 
 def replicates_option(config: pytest.Config) -> int | None:
@@ -139,11 +147,15 @@ def run_accuracy_case(request: pytest.FixtureRequest) -> Callable[..., CaseRun]:
 
     def run(case: Case, *, fault: str | None = None, seed: int | None = None,
             results_root: Path | None = None) -> CaseRun:
+        try:
+            recorder = recorder_option(config, warn=lambda line: live([f"warning: {line}"]))
+        except UsageError as exc:  # a malformed --history / $RL_AUTOTEST_HISTORY: one line, before the run
+            pytest.fail(f"{case.name}: {exc}", pytrace=False)
         options = RunOptions(results_root=results_root or results_root_option(config), seed=seed, fault=fault,
                              dry_run=config.getoption("--dry-run"), fail_fast=config.getoption("--fail-fast"),
                              progress=progress, confirm=show_card,
                              ray_address=config.getoption("--ray-address") or os.environ.get("RAY_ADDRESS"),
-                             gpu_wait_s=config.getoption("--gpu-wait-s"), after_results=recorder_option(config),
+                             gpu_wait_s=config.getoption("--gpu-wait-s"), after_results=recorder,
                              framework_repo=config.getoption("--framework-repo"),
                              framework_ref=config.getoption("--framework-ref"),
                              replicates=replicates_option(config))

@@ -152,7 +152,8 @@ def calibration_run(case: Case, index: int, seed: int, run_dir: Path, results_ro
              baseline_path: Path | None = None, after_results: AfterResults | None = None) -> RunRecord:
     """One calibration run: the same pipeline as ``rl-autotest run``, into ``run_dir``."""
     run = run_case(case, RunOptions(results_root=results_root, results_dir=run_dir, seed=seed, replicates=1,
-                                    baseline_path=baseline_path, after_results=after_results))
+                                    baseline_path=baseline_path, after_results=after_results,
+                                    purpose="calibration"))
     verdict = run.verdict
     assert verdict is not None  # the platform was checked and preflight passed before any run
     # calibration needs complete runs; their verdict against the old baseline is for the record only
@@ -195,7 +196,7 @@ def history_records(case: Case, runs: int, options: CalibrationOptions) -> list[
         records.append(RunRecord(index, seed, run.results_dir, run.tracker, "ERROR" if problems else "PASS",
                                  tuple(problems), wall_s, config, run.framework_sha, run.harness_sha))
     if len(records) < 2:
-        raise UsageError(f"{case.name}: the history holds {len(records)} passing run(s) with trackers on disk; "
+        raise UsageError(f"{case.name}: the history holds {len(records)} trusted passing run(s) with trackers on disk; "
                          "calibration needs at least two")
     return records
 

@@ -1,6 +1,8 @@
-"""``rl-autotest history ingest|show|drift|dashboard``: a thin shell over the history functions.
+"""``rl-autotest history ingest|show|drift|dashboard|untrust|trust``: a thin shell over the history functions.
 
-Exit codes as everywhere: 0 fine, 1 drift found (``drift``), 2 bad input (one line, no traceback).
+Exit codes as everywhere: 0 fine, 1 drift found (``drift``), 2 bad input (one line, no traceback),
+and 2 for ``show``/``drift``/``dashboard`` on a history with no runs ("no runs in <url>": nothing to judge).
+``show``, ``drift`` and ``dashboard`` open the history read-only; the default results root is ``run``'s.
 """
 
 from __future__ import annotations
@@ -12,17 +14,19 @@ from typing import Callable
 
 from autotest.errors import UsageError
 from autotest.history.dashboard import write_dashboard
-from autotest.history.database import HISTORY_ENV, describe
+from autotest.history.database import HISTORY_ENV, SQLITE_NAME, describe, resolve_url, sqlite_url
 from autotest.history.drift import drift_in, render_drift_lines, statistic_histories
 from autotest.history.store import ingest, open_for_reading
+from autotest.history.trust import mark_run
+from autotest.run.results_dir import DEFAULT_ROOT_HELP, default_results_root
 
 EXIT_OK, EXIT_DRIFT = 0, 1
-DEFAULT_ROOT = Path("results")
 
 
 def _ingest(args: argparse.Namespace) -> int:
 
-    outcome = ingest(args.paths, args.history or (_sqlite_under(args.results_dir) if args.results_dir else None))
+    outcome = ingest(args.paths, args.history or (sqlite_url(args.results_dir / SQLITE_NAME)
+                                                  if args.results_dir else None))
     for warning in outcome.warnings:
         print(f"warning: {warning}", file=sys.stderr)
 
@@ -38,13 +42,13 @@ def _positive(text: str) -> int:
     return value
 
 
-def _sqlite_under(root: Path) -> str:
-    return str((root / "history.sqlite").resolve())
+def _root(args: argparse.Namespace) -> Path:
+    """--results-dir, else the root ``run`` writes to (``$RL_AUTOTEST_RESULTS``, the project's, the demo's)."""
+    return args.results_dir or default_results_root()
 
 
 def _open(args: argparse.Namespace):
-
-    return open_for_reading(args.history, args.results_dir or DEFAULT_ROOT)
+    return open_for_reading(args.history, _root(args))
 
 
 def _check_case(store, case: str) -> None:
@@ -76,7 +80,9 @@ def _show(args: argparse.Namespace) -> int:
                 if p.status != "PASS":
                     failing.setdefault(p.run.run_id, []).append(p.check_id)
             table = pd.DataFrame([{
-                "started_at": r.started_at, "status": r.status, "framework": (r.framework_sha or "-")[:10],
+                "run": r.run_id, "started_at": r.started_at, "status": r.status,
+                "trusted": "yes" if r.trusted else f"no: {r.why_untrusted}",
+                "framework": (r.framework_sha or "-")[:10],
                 "harness": (r.harness_sha or "-")[:10], "hardware": r.hardware,
                 "not passing": ", ".join(failing.get(r.run_id, [])) or "-", "results": r.results_dir}
                 for r in runs])
@@ -107,11 +113,28 @@ def _drift(args: argparse.Namespace) -> int:
 
 
 def _dashboard(args: argparse.Namespace) -> int:
-
+    out = args.out.expanduser()
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out}: is not a folder (the dashboard is a folder holding index.html); "
+                         "give a folder")
     with _open(args) as store:
         page = write_dashboard(store, args.out)
     print(f"dashboard: {page}")
     return EXIT_OK
+
+
+def _mark(args: argparse.Namespace, trusted: bool) -> int:
+    marked = mark_run(resolve_url(args.history, _root(args)), args.run, trusted=trusted, why=args.why)
+    print(marked.message)
+    return EXIT_OK
+
+
+def _untrust(args: argparse.Namespace) -> int:
+    return _mark(args, trusted=False)
+
+
+def _trust(args: argparse.Namespace) -> int:
+    return _mark(args, trusted=True)
 
 
 def add_history_parser(subparsers: argparse._SubParsersAction,
@@ -134,15 +157,26 @@ def add_history_parser(subparsers: argparse._SubParsersAction,
     p.add_argument("case", help="case name")
     p.add_argument("--metric", help="show this metric's per-run summaries and check statistics")
     p.add_argument("--last", type=_positive, help="only the latest N runs")
-    common(p, f"results root holding history.sqlite (default: {DEFAULT_ROOT})")
+    common(p, f"results root holding history.sqlite (default: {DEFAULT_ROOT_HELP})")
 
     p = sub.add_parser("drift", help="exit 1 when a gated statistic changed persistently in the latest runs")
     p.add_argument("--case", help="only this case (default: every case in the history)")
-    common(p, f"results root holding history.sqlite (default: {DEFAULT_ROOT})")
+    common(p, f"results root holding history.sqlite (default: {DEFAULT_ROOT_HELP})")
 
     p = sub.add_parser("dashboard", help="write a static HTML dashboard (no server needed)")
     p.add_argument("--out", type=Path, required=True, help="folder to write index.html into")
-    common(p, f"results root holding history.sqlite (default: {DEFAULT_ROOT})")
+    common(p, f"results root holding history.sqlite (default: {DEFAULT_ROOT_HELP})")
 
-    actions = {"ingest": _ingest, "show": _show, "drift": _drift, "dashboard": _dashboard}
+    p = sub.add_parser("untrust", help="keep a run out of calibrate --from-history, drift and the dashboard's bands")
+    p.add_argument("run", metavar="RUN", help="run id (history show lists them) or its results folder")
+    p.add_argument("--why", required=True, help="why the run is not to be trusted (recorded with when and who)")
+    common(p, f"results root holding history.sqlite (default: {DEFAULT_ROOT_HELP})")
+
+    p = sub.add_parser("trust", help="revoke an untrust mark: the run feeds calibration, drift and bands again")
+    p.add_argument("run", metavar="RUN", help="run id (history show lists them) or its results folder")
+    p.add_argument("--why", help="why it is trusted again (recorded with the mark)")
+    common(p, f"results root holding history.sqlite (default: {DEFAULT_ROOT_HELP})")
+
+    actions = {"ingest": _ingest, "show": _show, "drift": _drift, "dashboard": _dashboard,
+               "untrust": _untrust, "trust": _trust}
     commands["history"] = lambda args: actions[args.history_command](args)

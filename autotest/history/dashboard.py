@@ -8,12 +8,14 @@ numbers come from the store and the change points from :mod:`autotest.history.dr
 
 from __future__ import annotations
 
+import contextlib
 import os
 from datetime import datetime, timezone
 from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from autotest.errors import UsageError
 from autotest.history.database import describe
 from autotest.history.drift import (
     LOWER_IS_BETTER,
@@ -43,6 +45,7 @@ table.verdicts td, table.verdicts th { border: 1px solid #d0d7de; padding: 2px 8
 figure.trend { margin: 0; border: 1px solid #d0d7de; padding: 6px; }
 figcaption { font-family: ui-monospace, monospace; font-size: 12px; }
 svg text { font: 10px ui-monospace, monospace; fill: #57606a; }
+tr.untrusted td { color: #8c959f; font-style: italic; }
 circle.PASS { fill: #1a7f37; } circle.FAIL { fill: #cf222e; } circle.ERROR { fill: #9a6700; }
 """
 
@@ -111,10 +114,13 @@ def trend_svg(history: StatisticHistory, out_dir: Path) -> str:
 
 
 def _verdicts_table(runs: list["RunRow"], out_dir: Path) -> str:
-    rows = ["<tr><th>started (UTC)</th><th>verdict</th><th>framework</th><th>harness</th><th>hardware</th>"
-            "<th>report</th></tr>"]
+    rows = ["<tr><th>run</th><th>started (UTC)</th><th>verdict</th><th>trusted</th><th>framework</th><th>harness</th>"
+            "<th>hardware</th><th>report</th></tr>"]
     for r in reversed(runs[-LATEST_VERDICTS:]):
-        rows.append(f"<tr><td>{escape(r.started_at)}</td><td class=\"{escape(r.status)}\">{escape(r.status)}</td>"
+        trust = "yes" if r.trusted else f"no: {r.why_untrusted}"
+        rows.append(f"<tr class=\"{'trusted' if r.trusted else 'untrusted'}\"><td>{r.run_id}</td>"
+                    f"<td>{escape(r.started_at)}</td><td class=\"{escape(r.status)}\">{escape(r.status)}</td>"
+                    f"<td>{escape(trust)}</td>"
                     f"<td>{escape((r.framework_sha or '-')[:10])}</td><td>{escape((r.harness_sha or '-')[:10])}</td>"
                     f"<td>{escape(r.hardware)}</td><td><a href=\"{_href(r.results_dir, out_dir)}\">report.md</a></td></tr>")
     return f'<table class="verdicts">{"".join(rows)}</table>'
@@ -149,16 +155,25 @@ def render_dashboard(store: "HistoryStore", out_dir: Path) -> str:
         "<title>rl-autotest history</title>", f"<style>{STYLE}</style>", "</head><body>",
         "<h1>rl-autotest history</h1>",
         f"<p>{len(cases)} case(s) from {escape(describe(store.url))}; generated {generated}. Green band: allowed "
-        "side of the threshold; dashed amber line: a detected change point; each point links to its report.</p>",
+        "side of the threshold; dashed amber line: a detected change point; each point links to its report. "
+        "Trends, bands and drift use trusted runs only (gate and calibration runs not marked untrusted); "
+        "the others are listed, marked, in the verdicts table.</p>",
         f"<nav>{nav}</nav>", *sections, "</body></html>", ""])
 
 
 def write_dashboard(store: "HistoryStore", out_dir: str | Path) -> Path:
     """Write ``<out_dir>/index.html``; returns its path."""
-    out = Path(out_dir).resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    out = Path(out_dir).expanduser().resolve()
+    html = render_dashboard(store, out)  # read everything first: a bad history writes nothing
     page = out / "index.html"
     tmp = page.with_suffix(".html.tmp")
-    tmp.write_text(render_dashboard(store, out), encoding="utf-8")
-    tmp.replace(page)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(html, encoding="utf-8")
+        tmp.replace(page)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise UsageError(f"--out {out}: cannot write the dashboard ({exc.strerror or exc}); "
+                         "give a writable folder") from None
     return page

@@ -12,6 +12,7 @@ lock (PostgreSQL advisory lock; SQLite's write lock), so concurrent first openin
 from __future__ import annotations
 
 import os
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -35,17 +36,68 @@ def _require_sqlalchemy():
     return sqlalchemy
 
 
+#: the URL forms the history accepts; anything else is refused in one line (never a file in the working directory)
+URL_FORMS = "sqlite:///PATH (sqlite:////abs/path for an absolute path) or postgresql://USER@HOST[:PORT]/DB"
+_SCHEMES = ("sqlite", "postgresql", "postgresql+psycopg")
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
 def resolve_url(url: str | None, results_root: str | Path | None) -> str:
     """``url``, else ``$RL_AUTOTEST_HISTORY``, else SQLite at ``<results_root>/history.sqlite``.
 
-    A value without ``://`` is a SQLite file path.
+    A given URL is checked strictly (:func:`check_url`): a plain path or a typo is refused, never
+    turned into a new SQLite file in the working directory.
     """
     chosen = url or os.environ.get(HISTORY_ENV)
     if chosen:
-        return chosen if "://" in chosen else f"sqlite:///{Path(chosen).resolve()}"
+        where = "--history" if url else f"${HISTORY_ENV}"
+        check_url(chosen, where)
+        return chosen
     if results_root is None:
         raise UsageError(f"no history database: pass --history URL, set {HISTORY_ENV}, or give a results root")
-    return f"sqlite:///{(Path(results_root) / SQLITE_NAME).resolve()}"
+    return sqlite_url(Path(results_root) / SQLITE_NAME)
+
+
+def sqlite_url(path: str | Path) -> str:
+    """The SQLite URL of a file (absolute)."""
+    return f"sqlite:///{Path(path).expanduser().resolve()}"
+
+
+def check_url(url: str, where: str = "--history"):
+    """Parse a history URL strictly; returns SQLAlchemy's URL. Every bad form is one UsageError line."""
+    sa = _require_sqlalchemy()
+    shown = describe(url)
+    scheme = _SCHEME.match(url)
+    if scheme is None:
+        if url.lower().startswith(("postgres", "sqlite")):
+            hint = "; the back end is followed by ://"
+        elif os.sep in url or url.endswith((".sqlite", ".db")):
+            hint = f"; for a SQLite file give {sqlite_url(url)}"
+        else:
+            hint = ""
+        raise UsageError(f"{where}: {shown!r} is not a history URL; expected {URL_FORMS}{hint}")
+    name = scheme.group(1).lower()
+    if name not in _SCHEMES:
+        suggestion = "; did you mean postgresql://...?" if name.startswith("postgres") else ""
+        raise UsageError(f"{where}: bad history URL {shown}: back end {name!r} is not supported; "
+                         f"expected {URL_FORMS}{suggestion}")
+    try:
+        parsed = sa.engine.make_url(url)
+    except sa.exc.ArgumentError:
+        raise UsageError(f"{where}: bad history URL {shown}: cannot be parsed; expected {URL_FORMS}") from None
+    except ValueError as exc:  # e.g. a port that is not a number
+        detail = "the port is not a number" if "int()" in str(exc) else str(exc)
+        raise UsageError(f"{where}: bad history URL {shown}: {detail}; expected {URL_FORMS}") from None
+    if name == "sqlite":
+        if not parsed.database or parsed.database == ":memory:" or parsed.database.startswith("file:"):
+            raise UsageError(f"{where}: bad history URL {shown}: a SQLite history needs a file path "
+                             "(sqlite:///PATH)")
+        if parsed.host or parsed.query:
+            raise UsageError(f"{where}: bad history URL {shown}: a SQLite URL has no host or options; "
+                             "give sqlite:///PATH")
+    elif not parsed.database:
+        raise UsageError(f"{where}: bad history URL {shown}: no database name (postgresql://USER@HOST/DB)")
+    return parsed
 
 
 def describe(url: str) -> str:
@@ -53,47 +105,53 @@ def describe(url: str) -> str:
     sa = _require_sqlalchemy()
     try:
         return sa.engine.make_url(url).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 - an unparsable URL is shown as given, minus anything after '@'
-        return url.split("@")[-1]
+    except Exception:  # noqa: BLE001 - an unparsable URL is shown as given, its password masked
+        return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", url)
 
 
-def create_history_engine(url: str, *, must_exist: bool = False) -> "Engine":
-    """An engine on a SQLite or PostgreSQL URL (psycopg 3 driver); bad URLs are one-line UsageErrors."""
+def create_history_engine(url: str, *, read_only: bool = False) -> "Engine":
+    """An engine on a SQLite or PostgreSQL URL (psycopg 3 driver); bad URLs are one-line UsageErrors.
+
+    ``read_only`` (``show``, ``drift``, ``dashboard``, ``calibrate --from-history``): SQLite opens the file
+    with ``mode=ro`` (a missing file is "no runs", never created; nothing is ever written into it) and
+    PostgreSQL sessions are ``default_transaction_read_only``.
+    """
     sa = _require_sqlalchemy()
-    try:
-        parsed = sa.engine.make_url(url)
-    except sa.exc.ArgumentError:
-        raise UsageError(f"bad history URL {url!r}: expected sqlite:///PATH or postgresql://USER@HOST/DB") from None
-    backend = parsed.get_backend_name()
-    if backend == "sqlite":
-        if not parsed.database or parsed.database == ":memory:":
-            raise UsageError(f"bad history URL {describe(url)}: a SQLite history needs a file path")
-        path = Path(parsed.database)
-        if must_exist and not path.is_file():
-            raise UsageError(f"no history at {path}; ingest results first (rl-autotest history ingest) "
-                             "or pass --history URL")
+    parsed = check_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        path = Path(parsed.database).expanduser()
+        if read_only and not path.exists():
+            raise UsageError(f"no runs in {describe(url)} (no such file); record runs first (rl-autotest run, "
+                             "or rl-autotest history ingest RESULTS_ROOT) or pass --history URL")
+        if path.exists() and not path.is_file():
+            raise UsageError(f"history file {path}: is not a file; give sqlite:///PATH of a file")
         if not path.parent.is_dir():
             raise UsageError(f"history file {path}: folder {path.parent} does not exist")
+        if read_only:
+            import sqlite3
+
+            target = f"{path.resolve().as_uri()}?mode=ro"
+            return sa.create_engine("sqlite://", creator=lambda: sqlite3.connect(target, uri=True, timeout=60))
         # a writer waits up to 60 s for another's lock instead of failing (pytest-xdist, parallel runners)
         return sa.create_engine(parsed, connect_args={"timeout": 60})
-    if backend == "postgresql":
-        if parsed.drivername == "postgresql":
-            parsed = parsed.set(drivername="postgresql+psycopg")
-        try:
-            return sa.create_engine(parsed, pool_pre_ping=True)
-        except ImportError:
-            raise UsageError("a PostgreSQL history needs psycopg: pip install 'rl-autotest[history]'") from None
-    raise UsageError(f"bad history URL {describe(url)}: back end {backend!r} is not supported; "
-                     "use sqlite:///PATH or postgresql://...")
+    if parsed.drivername == "postgresql":
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    connect_args = {"options": "-c default_transaction_read_only=on"} if read_only else {}
+    try:
+        return sa.create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
+    except ImportError:
+        raise UsageError("a PostgreSQL history needs psycopg: pip install 'rl-autotest[history]'") from None
 
 
-def _metadata():
+def _metadata(version: int):
+    """The tables as of schema ``version`` (a migration builds exactly its version's definition)."""
     sa = _require_sqlalchemy()
     md = sa.MetaData()
     sa.Table("schema_migrations", md,
              sa.Column("version", sa.Integer, primary_key=True, autoincrement=False),
              sa.Column("description", sa.String(200), nullable=False),
              sa.Column("applied_at", sa.String(32), nullable=False))
+    since_v2 = [sa.Column("kind", sa.String(16), nullable=False, server_default=GATE)] if version >= 2 else []
     sa.Table("runs", md,
              sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
              sa.Column("run_key", sa.String(64), nullable=False, unique=True),
@@ -107,6 +165,7 @@ def _metadata():
              sa.Column("harness_sha", sa.String(64)),
              sa.Column("hardware", sa.Text, nullable=False),
              sa.Column("recorded_at", sa.String(32), nullable=False),
+             *since_v2,
              sa.Index("ix_runs_case_started", "case_name", "started_at"))
     sa.Table("checks", md,
              sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
@@ -126,8 +185,24 @@ def _metadata():
              sa.Column("final", sa.Float(53)),
              sa.Column("mean", sa.Float(53)),
              sa.Column("last_window_mean", sa.Float(53)))
+    if version >= 2:
+        # append-only: a run's trust is its latest mark (none: trusted); each says when, who and why
+        sa.Table("trust_marks", md,
+                 sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+                 sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+                 sa.Column("trusted", sa.Boolean, nullable=False),
+                 sa.Column("reason", sa.Text, nullable=False),
+                 sa.Column("marked_at", sa.String(32), nullable=False),
+                 sa.Column("marked_by", sa.String(200)),
+                 sa.Index("ix_trust_marks_run", "run_id", "id"))
     return md
 
+
+#: a gating run (the default); the other kinds a run may have are in :data:`RUN_KINDS`
+GATE = "gate"
+#: why a run was made; only ``TRUSTED_KINDS`` feed calibrate --from-history, drift and the dashboard's bands
+RUN_KINDS = (GATE, "calibration", "fault", "dry-run", "bisect")
+TRUSTED_KINDS = (GATE, "calibration")
 
 _TABLES = None
 
@@ -136,22 +211,64 @@ def tables():
     """The current schema's tables by name (built once; SQLAlchemy is imported on first use)."""
     global _TABLES
     if _TABLES is None:
-        _TABLES = _metadata()
+        _TABLES = _metadata(SCHEMA_VERSION)
     return _TABLES.tables
 
 
 def _v1_create_tables(conn: "Connection") -> None:
-    # v1 is the schema as defined above; the first migration that changes a table freezes v1's
-    # definition here and alters the table in its own function
-    md = tables()["runs"].metadata
+    md = _metadata(1)
     md.create_all(conn, tables=[md.tables[n] for n in ("runs", "checks", "metric_summaries")])
+
+
+def _v2_kind_and_trust(conn: "Connection") -> None:
+    sa = _require_sqlalchemy()
+    conn.execute(sa.text(f"ALTER TABLE runs ADD COLUMN kind VARCHAR(16) NOT NULL DEFAULT '{GATE}'"))
+    _metadata(2).tables["trust_marks"].create(conn)
+    # runs recorded before v2 get their kind from their results.json when it is still on disk
+    from autotest.history.record import kind_of_folder
+
+    for run_id, results_dir in conn.execute(sa.text("SELECT id, results_dir FROM runs")).all():
+        kind = kind_of_folder(Path(str(results_dir)))
+        if kind != GATE:
+            conn.execute(sa.text("UPDATE runs SET kind = :kind WHERE id = :id"), {"kind": kind, "id": run_id})
 
 
 #: (version, description, apply): append only; a released migration never changes
 MIGRATIONS: tuple[tuple[int, str, Callable[["Connection"], None]], ...] = (
     (1, "runs, checks and per-metric summaries", _v1_create_tables),
+    (2, "run kind (gate, calibration, fault, dry-run, bisect) and trust marks", _v2_kind_and_trust),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+
+_OURS = ("schema_migrations", "runs", "checks", "metric_summaries", "trust_marks")
+
+
+def found_version(conn: "Connection", url: str) -> int:
+    """The schema version of the database behind ``conn``: 0 when it holds nothing of ours yet.
+
+    Another application's database (its own ``runs`` or ``schema_migrations``, or, for SQLite, any
+    tables at all) is a one-line UsageError, never written into; so is a newer schema than this one.
+    """
+    sa = _require_sqlalchemy()
+    names = set(sa.inspect(conn).get_table_names()) - {"_history_lock"}
+    migrations = {c["name"] for c in sa.inspect(conn).get_columns("schema_migrations")} \
+        if "schema_migrations" in names else set()
+    if {"version", "description", "applied_at"} <= migrations and "runs" in names:
+        found = conn.execute(sa.text("SELECT MAX(version) FROM schema_migrations")).scalar() or 0
+        if not isinstance(found, int):
+            raise UsageError(f"{describe(url)}: table schema_migrations holds version {found!r}; "
+                             "not an rl-autotest history")
+        if found > SCHEMA_VERSION:
+            raise UsageError(f"history database {describe(url)} has schema version {found}, "
+                             f"newer than this rl-autotest's {SCHEMA_VERSION}; upgrade rl-autotest")
+        return found
+    clash = sorted(names & set(_OURS))
+    if clash or (names and conn.dialect.name == "sqlite"):
+        shown = ", ".join(sorted(names)[:5]) + (", ..." if len(names) > 5 else "")
+        raise UsageError(f"{describe(url)} is not an rl-autotest history (it holds tables {shown}); "
+                         "give the history's URL, or a new file for a new history")
+    return 0
 
 
 def _lock(conn: "Connection") -> None:
@@ -164,17 +281,15 @@ def _lock(conn: "Connection") -> None:
         conn.execute(sa.text("DELETE FROM _history_lock"))
 
 
-def migrate(engine: "Engine") -> int:
+def migrate(engine: "Engine", url: str | None = None) -> int:
     """Bring the schema to :data:`SCHEMA_VERSION`; returns the version found before. Safe to race."""
     sa = _require_sqlalchemy()
     migrations = tables()["schema_migrations"]
     with engine.begin() as conn:
+        found_version(conn, url or str(engine.url))  # another application's database: refused before any write
         _lock(conn)
+        found = found_version(conn, url or str(engine.url))
         migrations.create(conn, checkfirst=True)
-        found = conn.execute(sa.select(sa.func.max(migrations.c.version))).scalar() or 0
-        if found > SCHEMA_VERSION:
-            raise UsageError(f"history database {describe(str(engine.url))} has schema version {found}, "
-                             f"newer than this rl-autotest's {SCHEMA_VERSION}; upgrade rl-autotest")
         for version, description, apply in MIGRATIONS:
             if version > found:
                 apply(conn)

@@ -8,6 +8,7 @@ the report, the step summary and ``history drift`` print.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -19,9 +20,10 @@ from autotest.history.changepoint import (
     change_points,
     latest_change,
 )
-from autotest.history.database import resolve_url
+from autotest.history.database import HISTORY_ENV, describe, resolve_url
 from autotest.history.record import read_results_folder
 from autotest.history.store import HistoryStore, default_root_of, open_for_reading
+from autotest.report.publish import NotRecorded
 
 if TYPE_CHECKING:
     from autotest.history.store import CheckPoint, HistoryStore, RunRow
@@ -63,10 +65,11 @@ class DriftFinding:
     direction: str
 
 
-def statistic_histories(store: "HistoryStore", case: str) -> list[StatisticHistory]:
-    """Every gated statistic of a case that has a positive threshold, oldest run first."""
+def statistic_histories(store: "HistoryStore", case: str, *, trusted_only: bool = True) -> list[StatisticHistory]:
+    """Every gated statistic of a case that has a positive threshold, oldest run first; only trusted runs
+    (gate and calibration runs not marked untrusted) unless asked."""
     by_check: dict[str, list[CheckPoint]] = {}
-    for point in store.check_points(case, gates_only=True):
+    for point in store.check_points(case, gates_only=True, trusted_only=trusted_only):
         if point.observed is not None and point.threshold is not None and point.threshold > 0:
             by_check.setdefault(point.check_id, []).append(point)
     return [StatisticHistory(case, check_id, points[-1].metric, points[-1].operator, tuple(points))
@@ -131,26 +134,50 @@ def record_and_detect(results_dir: str | Path, url: str | None = None,
     """After a verdict: record its results folder, then the case's drift (for report.md and the step summary).
 
     Returns (newly recorded, findings). The history is ``url``, else $RL_AUTOTEST_HISTORY, else
-    ``<results root>/history.sqlite``.
+    ``<results root>/history.sqlite``. A record that cannot be written raises :class:`NotRecorded`.
     """
+    import sqlalchemy as sa
 
-    record = read_results_folder(results_dir)
-    with HistoryStore.open(resolve_url(url, default_root_of(Path(record.results_dir), record.case))) as store:
-        recorded = store.add(record)
+    chosen = None
+    try:
+        record = read_results_folder(results_dir)
+        chosen = resolve_url(url, default_root_of(Path(record.results_dir), record.case))
+        store = HistoryStore.open(chosen)
+    except UsageError as exc:
+        raise NotRecorded(str(exc), url=describe(chosen) if chosen else None) from None
+    with store:
+        try:
+            recorded = store.add(record)
+        except (sa.exc.SQLAlchemyError, OSError) as exc:
+            first = (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise NotRecorded(f"cannot write to history database {describe(chosen)}: {first}",
+                              url=describe(chosen)) from None
         return recorded, drift_in(store, record.case, params)
 
 
-def history_recorder(url: str | None = None) -> Callable[[Path], list[str]]:
+def history_recorder(url: str | None = None, *, strict: bool = False,
+                     warn: Callable[[str], None] | None = None) -> Callable[[Path], list[str]]:
     """The pipeline's ``after_results`` hook: record the run, return its case's drift lines for the report.
 
-    A history that cannot be written is said in the report, never fatal: the verdict stands.
+    A record that cannot be written is a warning (``warn``), a ``history`` field in results.json and a line
+    in the report; ``strict`` (--strict-history) makes it an ERROR gate of the verdict. Drift that cannot
+    be computed after a successful record is a line in the report.
     """
+
+    if url or os.environ.get(HISTORY_ENV):
+        resolve_url(url, None)  # a malformed URL is one line before anything runs, not after the run
 
     def record(results_dir: Path) -> list[str]:
         try:
             _, findings = record_and_detect(results_dir, url)
+        except NotRecorded as exc:
+            exc.strict = strict
+            if warn is not None:
+                warn(f"{results_dir}: verdict not recorded in the run history: {exc.error}"
+                     + (" (--strict-history: the verdict is ERROR)" if strict else ""))
+            raise
         except UsageError as exc:
-            return [f"not recorded in the run history: {exc}"]
+            return [f"drift not computed: {exc}"]
         return render_drift_lines(findings)
 
     return record

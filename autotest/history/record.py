@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -18,7 +19,17 @@ from typing import Any
 
 from autotest.errors import UsageError
 from autotest.files import recorded_path
+from autotest.history.database import GATE, RUN_KINDS
+from autotest.judge.model import RESULTS_SCHEMA_VERSION, STATUSES
 from autotest.judge.readers import read_trace
+
+#: a run's verdict (a check may also be INFO)
+RUN_STATUSES = ("PASS", "FAIL", "ERROR")
+SEVERITIES = ("gate", "reference")
+#: a case name as case files spell it (the file's stem)
+CASE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+#: how results.json writes a non-finite number (autotest.judge.model)
+NON_FINITE = ("nan", "inf", "-inf")
 
 #: the last quarter of a run's steps (at least one) is its closing window
 LAST_WINDOW_FRACTION = 0.25
@@ -71,6 +82,9 @@ class RunRecord:
     hardware: str
     checks: tuple[CheckRecord, ...]
     metrics: tuple[MetricSummary, ...]
+    #: why the run was made (:data:`autotest.history.database.RUN_KINDS`); only gate and calibration runs
+    #: feed calibrate --from-history, drift and the dashboard's bands
+    kind: str = GATE
     #: what could not be read (tracker copy missing ...): recorded anyway, said aloud
     warnings: tuple[str, ...] = ()
 
@@ -105,9 +119,15 @@ def _load_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def _commit(context: dict[str, Any], key: str) -> dict[str, Any]:
+def _commit(context: dict[str, Any], key: str, path: Path) -> dict[str, Any]:
     value = context.get(key)
-    return value if isinstance(value, dict) else {}
+    if not isinstance(value, dict):
+        return {}
+    for field, kinds in (("sha", str), ("branch", str), ("dirty", bool)):
+        if value.get(field) is not None and not isinstance(value[field], kinds):
+            raise UsageError(f"{path}: key 'context.{key}.{field}' is {value[field]!r}; expected "
+                             f"{'true/false' if kinds is bool else 'text'} (or null)")
+    return value
 
 
 def hardware_fingerprint(preflight: dict[str, Any]) -> str:
@@ -131,22 +151,83 @@ def hardware_fingerprint(preflight: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def _statistic(item: dict[str, Any], key: str, where: str) -> float | None:
+    value = item.get(key)
+    if value is None or (isinstance(value, str) and value.lower() in NON_FINITE):
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UsageError(f"{where}.{key}' is {value!r}; expected a number (or null); "
+                         "the results folder is corrupt or not rl-autotest's")
+    return _finite(value)
+
+
+def _text(item: dict[str, Any], key: str, where: str) -> str | None:
+    value = item.get(key)
+    if value is not None and not isinstance(value, str):
+        raise UsageError(f"{where}.{key}' is {value!r}; expected text (or null)")
+    return value
+
+
 def _checks(results: Any, path: Path) -> tuple[CheckRecord, ...]:
     if not isinstance(results, list):
         raise UsageError(f"{path}: key 'results' must be a list of checks")
     checks = []
     for index, item in enumerate(results):
+        where = f"{path}: key 'results[{index}]"
         if not isinstance(item, dict) or not item.get("check_id") or not item.get("status"):
             raise UsageError(f"{path}: results[{index}] has no check_id/status; the results folder is corrupt")
+        if item["status"] not in STATUSES:
+            raise UsageError(f"{where}.status' is {item['status']!r}; expected one of {', '.join(STATUSES)}")
+        severity = item.get("severity") or "gate"
+        if severity not in SEVERITIES:
+            raise UsageError(f"{where}.severity' is {severity!r}; expected one of {', '.join(SEVERITIES)}")
         checks.append(CheckRecord(
-            check_id=str(item["check_id"]), status=str(item["status"]),
-            severity=str(item.get("severity") or "gate"), metric=item.get("metric"), method=item.get("method"),
-            operator=item.get("operator"), scope=item.get("scope"),
-            observed=_finite(item.get("observed")), threshold=_finite(item.get("threshold"))))
+            check_id=str(item["check_id"]), status=item["status"], severity=severity,
+            metric=_text(item, "metric", where), method=_text(item, "method", where),
+            operator=_text(item, "operator", where), scope=_text(item, "scope", where),
+            observed=_statistic(item, "observed", where), threshold=_statistic(item, "threshold", where)))
     ids = [c.check_id for c in checks]
     if len(set(ids)) != len(ids):
         raise UsageError(f"{path}: a check_id appears twice; the results folder is corrupt")
     return tuple(checks)
+
+
+def check_header(data: dict[str, Any], path: Path) -> tuple[str, str]:
+    """results.json's schema version, case and status, checked; returns (case, status)."""
+    if "schema_version" not in data:
+        raise UsageError(f"{path}: no key 'schema_version'; is this an rl-autotest results.json?")
+    version = data["schema_version"]
+    if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= RESULTS_SCHEMA_VERSION:
+        raise UsageError(f"{path}: key 'schema_version' is {version!r}; this rl-autotest reads results.json "
+                         f"version {RESULTS_SCHEMA_VERSION} (a newer one needs a newer rl-autotest)")
+    case, status = data.get("case"), data.get("status")
+    if not isinstance(case, str) or not CASE_NAME.fullmatch(case):
+        raise UsageError(f"{path}: key 'case' is {case!r}; expected a case name (letters, digits, '.', '_', '-')")
+    if status not in RUN_STATUSES:
+        raise UsageError(f"{path}: key 'status' is {status!r}; expected one of {', '.join(RUN_STATUSES)}")
+    return case, status
+
+
+def run_kind(data: dict[str, Any], path: Path) -> str:
+    """Why the run was made: ``context.kind`` when recorded, else ``fault`` for a run with a fault, else gate."""
+    context = data.get("context") if isinstance(data.get("context"), dict) else {}
+    kind = context.get("kind")
+    if kind is not None:
+        if kind not in RUN_KINDS:
+            raise UsageError(f"{path}: key 'context.kind' is {kind!r}; expected one of {', '.join(RUN_KINDS)}")
+        return kind
+    if context.get("fault"):
+        return "fault"
+    return "dry-run" if context.get("dry_run") else GATE
+
+
+def kind_of_folder(folder: Path) -> str:
+    """The kind of an already recorded run from its results.json (gate when it is gone or unreadable)."""
+    try:
+        data = json.loads((folder / "results.json").read_bytes())
+        return run_kind(data, folder / "results.json") if isinstance(data, dict) else GATE
+    except (OSError, ValueError):
+        return GATE
 
 
 def summarise_series(metric: str, series: dict[int, float]) -> MetricSummary:
@@ -194,10 +275,8 @@ def read_results_folder(folder: str | Path) -> RunRecord:
         raise UsageError(f"{folder}: no results.json; pass a results folder (or a results root holding them)")
     raw = path.read_bytes()
     data = _load_json(path)
-    case = data.get("case")
-    status = data.get("status")
-    if not isinstance(case, str) or not case or not isinstance(status, str) or not status:
-        raise UsageError(f"{path}: no 'case'/'status'; is this a rl-autotest results.json?")
+    case, status = check_header(data, path)
+    kind = run_kind(data, path)
     checks = _checks(data.get("results", []), path)
     context = data.get("context") if isinstance(data.get("context"), dict) else {}
     preflight_path = folder / "preflight.json"
@@ -205,8 +284,8 @@ def read_results_folder(folder: str | Path) -> RunRecord:
     launch = context.get("launch") if isinstance(context.get("launch"), dict) else {}
     started_at = (_utc_iso(launch.get("started_at")) or _utc_iso(preflight.get("created_at"))
                   or datetime.fromtimestamp(path.stat().st_mtime, timezone.utc).isoformat(timespec="seconds"))
-    framework = _commit(context, "commit") or _commit(preflight, "commit")
-    harness = _commit(context, "harness_commit") or _commit(preflight, "harness")
+    framework = _commit(context, "commit", path) or _commit(preflight, "commit", preflight_path)
+    harness = _commit(context, "harness_commit", path) or _commit(preflight, "harness", preflight_path)
     digest = hashlib.sha256(raw).hexdigest()
     run_key = hashlib.sha256(f"{case}\0{started_at}\0{digest}".encode()).hexdigest()[:32]
     metrics, warnings = _metric_summaries(folder, data, checks)
@@ -214,7 +293,7 @@ def read_results_folder(folder: str | Path) -> RunRecord:
         run_key=run_key, case=case, results_dir=str(folder), started_at=started_at, status=status,
         framework_sha=framework.get("sha"), framework_branch=framework.get("branch"),
         framework_dirty=framework.get("dirty"), harness_sha=harness.get("sha"),
-        hardware=hardware_fingerprint(preflight), checks=checks, metrics=metrics, warnings=warnings)
+        hardware=hardware_fingerprint(preflight), checks=checks, metrics=metrics, kind=kind, warnings=warnings)
 
 
 def find_results_folders(path: str | Path) -> list[Path]:

@@ -15,13 +15,17 @@ from typing import TYPE_CHECKING, Sequence
 
 from autotest.errors import UsageError
 from autotest.history.database import (
+    GATE,
+    SCHEMA_VERSION,
+    TRUSTED_KINDS,
     create_history_engine,
     describe,
+    found_version,
     migrate,
     resolve_url,
     tables,
 )
-from autotest.history.record import RunRecord, find_results_folders, read_results_folder
+from autotest.history.record import RunRecord, find_results_folders, kind_of_folder, read_results_folder
 from autotest.run.replicates import REPLICATES_FOLDER
 
 if TYPE_CHECKING:
@@ -42,6 +46,24 @@ class RunRow:
     framework_sha: str | None
     harness_sha: str | None
     hardware: str
+    #: why the run was made (gate, calibration, fault, dry-run, bisect); gate for runs recorded before v2
+    kind: str = GATE
+    #: the latest trust mark: False when a person marked the run untrusted (``history untrust``)
+    marked_trusted: bool = True
+    trust_reason: str | None = None
+    trust_marked_at: str | None = None
+
+    @property
+    def trusted(self) -> bool:
+        """Feeds calibrate --from-history, drift and the dashboard's bands: a gate or calibration run not
+        marked untrusted."""
+        return self.kind in TRUSTED_KINDS and self.marked_trusted
+
+    @property
+    def why_untrusted(self) -> str:
+        if not self.marked_trusted:
+            return f"untrusted since {self.trust_marked_at}: {self.trust_reason}"
+        return "" if self.kind in TRUSTED_KINDS else f"{self.kind} run"
 
 
 @dataclass(frozen=True)
@@ -76,28 +98,44 @@ class PassingRun:
 
 
 def _unreachable(url: str, exc: Exception) -> UsageError:
-    first_line = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+    first_line = (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__])[0]
     return UsageError(f"cannot open history database {describe(url)}: {first_line}")
 
 
 class HistoryStore:
-    """A migrated connection to one history database."""
+    """A connection to one history database: migrated for writing, or read as it is (``read_only``)."""
 
-    def __init__(self, engine: "Engine", url: str) -> None:
+    def __init__(self, engine: "Engine", url: str, version: int = SCHEMA_VERSION, read_only: bool = False) -> None:
         self.engine = engine
         self.url = url
+        self.version = version
+        self.read_only = read_only
 
     @classmethod
-    def open(cls, url: str, *, must_exist: bool = False) -> "HistoryStore":
+    def open(cls, url: str, *, read_only: bool = False) -> "HistoryStore":
+        """Writers migrate the schema; readers never write (SQLite ``mode=ro``, a read-only PostgreSQL
+        session) and read an older schema with defaults. A reader on a history without runs is told so."""
         import sqlalchemy as sa
 
-        engine = create_history_engine(url, must_exist=must_exist)
+        engine = create_history_engine(url, read_only=read_only)
         try:
-            migrate(engine)
+            if read_only:
+                with engine.connect() as conn:
+                    version = found_version(conn, url)
+                    runs = conn.execute(sa.text("SELECT COUNT(*) FROM runs")).scalar() if version else 0
+                if not runs:
+                    raise UsageError(f"no runs in {describe(url)}; record runs first (rl-autotest run, or "
+                                     "rl-autotest history ingest RESULTS_ROOT) or pass --history URL")
+            else:
+                migrate(engine, url)
+                version = SCHEMA_VERSION
         except sa.exc.SQLAlchemyError as exc:
             engine.dispose()
             raise _unreachable(url, exc) from None
-        return cls(engine, url)
+        except BaseException:
+            engine.dispose()
+            raise
+        return cls(engine, url, version, read_only)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -122,7 +160,7 @@ class HistoryStore:
         row = dict(run_key=record.run_key, case_name=record.case, results_dir=record.results_dir,
                    started_at=record.started_at, status=record.status, framework_sha=record.framework_sha,
                    framework_branch=record.framework_branch, framework_dirty=record.framework_dirty,
-                   harness_sha=record.harness_sha, hardware=record.hardware, recorded_at=now)
+                   harness_sha=record.harness_sha, hardware=record.hardware, recorded_at=now, kind=record.kind)
         stmt = self._insert(t["runs"]).values(**row).on_conflict_do_nothing(
             index_elements=["run_key"]).returning(t["runs"].c.id)
         with self.engine.begin() as conn:
@@ -140,42 +178,76 @@ class HistoryStore:
                          last_window_mean=m.last_window_mean) for m in record.metrics])
         return True
 
+    def _read(self, query) -> list:
+        """Rows of a query; a database error while reading is one line."""
+        import sqlalchemy as sa
+
+        try:
+            with self.engine.connect() as conn:
+                return list(conn.execute(query).mappings())
+        except sa.exc.SQLAlchemyError as exc:
+            raise _unreachable(self.url, exc) from None
+
+    def _runs_query(self, *extra):
+        """Runs with their kind and latest trust mark (defaults on a schema older than v2)."""
+        import sqlalchemy as sa
+
+        runs = tables()["runs"]
+        base = [c for c in runs.c if c.name != "kind"]
+        if self.version < 2:
+            return sa.select(*base, sa.literal(GATE).label("kind"), sa.literal(True).label("marked_trusted"),
+                             sa.null().label("trust_reason"), sa.null().label("trust_marked_at"), *extra)
+        marks = tables()["trust_marks"]
+        latest = sa.select(sa.func.max(marks.c.id).label("mark_id"), marks.c.run_id).group_by(
+            marks.c.run_id).subquery()
+        return (sa.select(*base, runs.c.kind, sa.func.coalesce(marks.c.trusted, True).label("marked_trusted"),
+                          marks.c.reason.label("trust_reason"), marks.c.marked_at.label("trust_marked_at"), *extra)
+                .select_from(runs.outerjoin(latest, latest.c.run_id == runs.c.id)
+                             .outerjoin(marks, marks.c.id == latest.c.mark_id)))
+
     def cases(self) -> list[str]:
         import sqlalchemy as sa
 
         runs = tables()["runs"]
-        with self.engine.connect() as conn:
-            return list(conn.execute(sa.select(runs.c.case_name).distinct().order_by(runs.c.case_name)).scalars())
+        return [r["case_name"] for r in self._read(sa.select(runs.c.case_name).distinct().order_by(runs.c.case_name))]
 
-    def runs(self, case: str, *, status: str | None = None, last_n: int | None = None) -> list[RunRow]:
+    def runs(self, case: str, *, status: str | None = None, last_n: int | None = None,
+             trusted_only: bool = False) -> list[RunRow]:
         """A case's runs, oldest first (by start time, then recording order)."""
-        import sqlalchemy as sa
-
         runs = tables()["runs"]
-        query = sa.select(runs).where(runs.c.case_name == case)
+        query = self._runs_query().where(runs.c.case_name == case)
         if status is not None:
             query = query.where(runs.c.status == status)
         query = query.order_by(runs.c.started_at.desc(), runs.c.id.desc())
-        if last_n is not None:
-            query = query.limit(last_n)
-        with self.engine.connect() as conn:
-            rows = [_run_row(r) for r in conn.execute(query).mappings()]
-        return rows[::-1]
+        rows = [r for r in (self._run_row(m) for m in self._read(query)) if r.trusted or not trusted_only]
+        return (rows if last_n is None else rows[:last_n])[::-1]
 
-    def check_points(self, case: str, *, gates_only: bool = True) -> list[CheckPoint]:
+    def run(self, run_id: int) -> RunRow | None:
+        rows = self._read(self._runs_query().where(tables()["runs"].c.id == run_id))
+        return self._run_row(rows[0]) if rows else None
+
+    def run_at(self, results_dir: str) -> list[RunRow]:
+        return [self._run_row(m) for m in self._read(
+            self._runs_query().where(tables()["runs"].c.results_dir == results_dir))]
+
+    def check_points(self, case: str, *, gates_only: bool = True, trusted_only: bool = False) -> list[CheckPoint]:
         """Every check statistic of a case's runs, oldest run first."""
-        import sqlalchemy as sa
-
         runs, checks = tables()["runs"], tables()["checks"]
-        query = (sa.select(runs, checks.c.check_id, checks.c.metric, checks.c.status.label("check_status"),
-                           checks.c.operator, checks.c.observed, checks.c.threshold)
+        query = (self._runs_query(checks.c.check_id, checks.c.metric, checks.c.status.label("check_status"),
+                                  checks.c.operator, checks.c.observed, checks.c.threshold)
                  .join(checks, checks.c.run_id == runs.c.id).where(runs.c.case_name == case)
                  .order_by(runs.c.started_at, runs.c.id, checks.c.check_id))
         if gates_only:
             query = query.where(checks.c.severity == "gate")
-        with self.engine.connect() as conn:
-            return [CheckPoint(_run_row(r), r["check_id"], r["metric"], r["check_status"], r["operator"],
-                               r["observed"], r["threshold"]) for r in conn.execute(query).mappings()]
+        points = []
+        for r in self._read(query):
+            where = f"run {r['id']} check {r['check_id']!r}"
+            point = CheckPoint(self._run_row(r), r["check_id"], r["metric"], r["check_status"], r["operator"],
+                               self._number(r["observed"], "checks", "observed", where),
+                               self._number(r["threshold"], "checks", "threshold", where))
+            if point.run.trusted or not trusted_only:
+                points.append(point)
+        return points
 
     def metric_rows(self, case: str, metric: str | None = None) -> list[dict]:
         """Per-metric summaries of a case's runs (for ``history show --metric``), oldest first."""
@@ -188,13 +260,23 @@ class HistoryStore:
                  .order_by(runs.c.started_at, runs.c.id, summaries.c.metric))
         if metric is not None:
             query = query.where(summaries.c.metric == metric)
-        with self.engine.connect() as conn:
-            return [dict(r) for r in conn.execute(query).mappings()]
+        rows = [dict(r) for r in self._read(query)]
+        for row in rows:
+            for column in ("final", "mean", "last_window_mean", "num_steps"):
+                self._number(row[column], "metric_summaries", column, f"run {row['run_id']} {row['metric']!r}")
+        return rows
 
+    def _number(self, value, table: str, column: str, where: str) -> float | None:
+        """A numeric column's value; text there (a database written by something else) is one line."""
+        if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+            return value
+        raise UsageError(f"history {describe(self.url)}: table {table}, {where}: column {column!r} holds "
+                         f"{value!r}, not a number; the database was written by something else")
 
-def _run_row(r) -> RunRow:
-    return RunRow(r["id"], r["case_name"], r["results_dir"], r["started_at"], r["status"], r["framework_sha"],
-                  r["harness_sha"], r["hardware"])
+    def _run_row(self, r) -> RunRow:
+        return RunRow(r["id"], r["case_name"], r["results_dir"], r["started_at"], r["status"], r["framework_sha"],
+                      r["harness_sha"], r["hardware"], r["kind"], bool(r["marked_trusted"]), r["trust_reason"],
+                      r["trust_marked_at"])
 
 
 def default_root_of(results_dir: Path, case: str) -> Path:
@@ -237,22 +319,33 @@ def ingest(paths: Sequence[str | Path], url: str | None = None) -> IngestOutcome
 
 def passing_runs(case: str, last_n: int, url: str | None = None,
                  results_root: str | Path | None = None) -> list[PassingRun]:
-    """The last ``last_n`` passing runs of ``case`` whose tracker copy is still on disk, oldest first."""
+    """The last ``last_n`` trusted passing runs of ``case`` whose tracker copy is still on disk, oldest first.
+
+    A run made with a fault, a dry run, a bisect probe or a run marked untrusted never counts; its
+    results.json is read again, so a history recorded before runs had a kind cannot slip one in.
+    """
     if last_n < 1:
         raise UsageError(f"--last must be at least 1, got {last_n}")
-    with HistoryStore.open(resolve_url(url, results_root), must_exist=True) as store:
+    with open_for_reading(url, results_root) as store:
         rows = store.runs(case, status=PASS)
     found: list[PassingRun] = []
+    left_out = 0
     for row in reversed(rows):
+        if not row.trusted or kind_of_folder(Path(row.results_dir)) not in TRUSTED_KINDS:
+            left_out += 1
+            continue
         tracker = Path(row.results_dir) / "tracker.jsonl"
         if tracker.is_file():
             found.append(PassingRun(Path(row.results_dir), tracker, row.framework_sha, row.harness_sha))
         if len(found) == last_n:
             break
     if not found:
-        raise UsageError(f"no passing run of {case!r} with its tracker copy on disk in the history")
+        untrusted = f" ({left_out} passing run(s) left out: made with a fault, or marked untrusted)" if left_out else ""
+        raise UsageError(f"no trusted passing run of {case!r} with its tracker copy on disk in the history{untrusted}")
     return found[::-1]
 
 
 def open_for_reading(url: str | None, results_root: str | Path | None) -> HistoryStore:
-    return HistoryStore.open(resolve_url(url, results_root), must_exist=True)
+    """The history opened read-only (``show``, ``drift``, ``dashboard``, ``--from-history``): nothing is
+    created or written; an empty or missing history is "no runs in <url>"."""
+    return HistoryStore.open(resolve_url(url, results_root), read_only=True)

@@ -20,7 +20,8 @@ FIRST_NIGHT = datetime(2026, 1, 1, 2, 0, tzinfo=timezone.utc)
 
 
 def write_results_folder(root: Path, case: str, night: int, observed: dict[str, float],
-                         status: str | None = None, sha: str | None = None, tracker: bool = True) -> Path:
+                         status: str | None = None, sha: str | None = None, tracker: bool = True,
+                         fault: str | None = None, kind: str | None = None) -> Path:
     """One nightly's results folder at ``<root>/<case>/night-NN``; status follows the thresholds."""
     started = FIRST_NIGHT + timedelta(days=night)
     folder = root / case / f"night-{night:02d}"
@@ -37,7 +38,9 @@ def write_results_folder(root: Path, case: str, night: int, observed: dict[str, 
     commit = {"sha": sha or hashlib.sha1(f"night {night}".encode()).hexdigest(), "branch": "main", "dirty": False}
     data = {"status": verdict, "case": case, "schema_version": 1, "results": results, "triage": [],
             "context": {"commit": commit, "harness_commit": {"sha": "a" * 40, "dirty": False},
-                        "launch": {"started_at": started.isoformat()}}}
+                        "launch": {"started_at": started.isoformat()}, "fault": fault}}
+    if kind is not None:
+        data["context"]["kind"] = kind
     (folder / "results.json").write_text(json.dumps(data), encoding="utf-8")
     (folder / "preflight.json").write_text(json.dumps({"created_at": started.isoformat(), "environment": {
         "machine": "x86_64", "cpu_count": 16, "gpu": {"models": ["NVIDIA H200"] * 8, "driver": "560.35",

@@ -1,6 +1,8 @@
-"""Where the history is, and its versioned schema."""
+"""Where the history is (a strict URL grammar), its versioned schema, and opening it without writing."""
 
 from __future__ import annotations
+
+import sqlite3
 
 import pytest
 import sqlalchemy as sa
@@ -9,6 +11,8 @@ from autotest.errors import UsageError
 from autotest.history.database import (
     HISTORY_ENV,
     SCHEMA_VERSION,
+    _metadata,
+    check_url,
     create_history_engine,
     describe,
     migrate,
@@ -22,7 +26,7 @@ def test_the_url_comes_from_the_flag_then_the_environment_then_the_results_root(
     assert resolve_url(None, tmp_path) == f"sqlite:///{tmp_path / 'history.sqlite'}"
     monkeypatch.setenv(HISTORY_ENV, "postgresql://ci@db/history")
     assert resolve_url(None, tmp_path) == "postgresql://ci@db/history"
-    assert resolve_url(str(tmp_path / "h.db"), tmp_path) == f"sqlite:///{tmp_path / 'h.db'}"
+    assert resolve_url(f"sqlite:///{tmp_path / 'h.db'}", tmp_path) == f"sqlite:///{tmp_path / 'h.db'}"
     monkeypatch.delenv(HISTORY_ENV)
     with pytest.raises(UsageError, match="no history database: pass --history URL"):
         resolve_url(None, None)
@@ -32,21 +36,58 @@ def test_passwords_are_hidden_in_messages() -> None:
     assert describe("postgresql://ci:s3cret@db/history") == "postgresql://ci:***@db/history"
 
 
+@pytest.mark.parametrize("url", ["sqlite:///h.sqlite", "sqlite:////abs/h.sqlite", "postgresql://ci@db/history",
+                                 "postgresql+psycopg://ci:pw@db:5433/history?sslmode=require"])
+def test_the_accepted_url_forms(url) -> None:
+    assert check_url(url).database
+
+
 @pytest.mark.parametrize("url, message", [
+    ("not a url", "--history: 'not a url' is not a history URL; expected sqlite:///PATH"),
+    ("::::", "'::::' is not a history URL"),
+    ("postgres//oops", "'postgres//oops' is not a history URL; expected sqlite:///PATH .*; the back end is "
+                       "followed by ://"),
+    ("results/history.sqlite", "is not a history URL; .*for a SQLite file give sqlite:////"),
+    ("postgres://ci@db/h", "back end 'postgres' is not supported; .*did you mean postgresql://"),
     ("mysql://u@h/db", "back end 'mysql' is not supported"),
+    ("postgresql://u@h:abc/db", "bad history URL postgresql://u@h:abc/db: the port is not a number"),
+    ("postgresql://u@h", "no database name"),
     ("sqlite://", "a SQLite history needs a file path"),
-    ("not a url://", "bad history URL"),
-    ("sqlite:////no/such/folder/h.sqlite", "folder /no/such/folder does not exist"),
+    ("sqlite:///:memory:", "a SQLite history needs a file path"),
+    ("sqlite://host/h.db", "a SQLite URL has no host or options"),
 ])
-def test_bad_urls_are_one_clear_error(url, message) -> None:
-    with pytest.raises(UsageError, match=message):
-        create_history_engine(url)
+def test_every_other_url_is_refused_in_one_line(url, message) -> None:
+    with pytest.raises(UsageError, match=message) as error:
+        check_url(url)
+    assert "\n" not in str(error.value)
 
 
-def test_a_missing_sqlite_history_is_not_created_by_readers(tmp_path) -> None:
-    with pytest.raises(UsageError, match="no history at .*; ingest results first"):
-        create_history_engine(f"sqlite:///{tmp_path / 'h.sqlite'}", must_exist=True)
+def test_a_malformed_url_in_the_environment_names_the_variable(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv(HISTORY_ENV, "not a url")
+    with pytest.raises(UsageError, match=r"\$RL_AUTOTEST_HISTORY: 'not a url' is not a history URL"):
+        resolve_url(None, tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_sqlite_file_in_a_missing_folder_is_refused() -> None:
+    with pytest.raises(UsageError, match="folder /no/such/folder does not exist"):
+        create_history_engine("sqlite:////no/such/folder/h.sqlite")
+
+
+def test_readers_never_create_the_file(tmp_path) -> None:
+    with pytest.raises(UsageError, match=r"no runs in sqlite:///.*h.sqlite \(no such file\)"):
+        create_history_engine(f"sqlite:///{tmp_path / 'h.sqlite'}", read_only=True)
     assert not (tmp_path / "h.sqlite").exists()
+
+
+def test_a_read_only_engine_cannot_write(tmp_path) -> None:
+    path = tmp_path / "h.sqlite"
+    sqlite3.connect(path).close()
+    engine = create_history_engine(f"sqlite:///{path}", read_only=True)
+    with pytest.raises(sa.exc.OperationalError, match="readonly database"), engine.begin() as conn:
+        conn.execute(sa.text("CREATE TABLE t (x INTEGER)"))
+    engine.dispose()
+    assert path.stat().st_size == 0
 
 
 def test_migrations_apply_once_and_are_recorded(tmp_path) -> None:
@@ -56,7 +97,28 @@ def test_migrations_apply_once_and_are_recorded(tmp_path) -> None:
     with engine.connect() as conn:
         versions = conn.execute(sa.select(tables()["schema_migrations"].c.version)).scalars().all()
         names = set(sa.inspect(conn).get_table_names())
-    assert versions == [1] and {"runs", "checks", "metric_summaries"} <= names
+    assert versions == [1, 2] and {"runs", "checks", "metric_summaries", "trust_marks"} <= names
+    engine.dispose()
+
+
+def test_a_version_1_history_is_migrated_with_each_run_kind_read_from_its_results(tmp_path) -> None:
+    from tests.unit.history.builders import write_results_folder
+
+    clean = write_results_folder(tmp_path, "c", 1, {})
+    faulty = write_results_folder(tmp_path, "c", 2, {}, fault="lr-scale")
+    engine = create_history_engine(f"sqlite:///{tmp_path / 'h.sqlite'}")
+    v1 = _metadata(1)
+    with engine.begin() as conn:
+        v1.create_all(conn)
+        conn.execute(v1.tables["schema_migrations"].insert().values(version=1, description="v1", applied_at="x"))
+        for key, folder in (("a", clean), ("b", faulty), ("c", tmp_path / "gone")):
+            conn.execute(v1.tables["runs"].insert().values(
+                run_key=key, case_name="c", results_dir=str(folder), started_at="2026-01-01T00:00:00+00:00",
+                status="PASS", hardware="x", recorded_at="x"))
+    assert migrate(engine) == 1
+    with engine.connect() as conn:
+        kinds = dict(conn.execute(sa.text("SELECT run_key, kind FROM runs")).all())
+    assert kinds == {"a": "gate", "b": "fault", "c": "gate"}
     engine.dispose()
 
 
@@ -66,6 +128,18 @@ def test_a_newer_schema_is_refused(tmp_path) -> None:
     with engine.begin() as conn:
         conn.execute(tables()["schema_migrations"].insert().values(version=99, description="future",
                                                                     applied_at="2030-01-01T00:00:00+00:00"))
-    with pytest.raises(UsageError, match="schema version 99, newer than this rl-autotest's 1"):
+    with pytest.raises(UsageError, match=f"schema version 99, newer than this rl-autotest's {SCHEMA_VERSION}"):
         migrate(engine)
     engine.dispose()
+
+
+def test_another_applications_sqlite_file_is_refused_and_left_untouched(tmp_path) -> None:
+    path = tmp_path / "app.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE runs (id INTEGER, name TEXT)")
+    before = path.read_bytes()
+    engine = create_history_engine(f"sqlite:///{path}")
+    with pytest.raises(UsageError, match=r"app.sqlite is not an rl-autotest history \(it holds tables runs\)"):
+        migrate(engine)
+    engine.dispose()
+    assert path.read_bytes() == before

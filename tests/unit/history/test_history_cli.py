@@ -31,7 +31,8 @@ def test_ingest_show_drift_and_dashboard_on_the_default_sqlite(tmp_path, capsys)
     assert "recorded 0 run(s), 1 already recorded" in capsys.readouterr().out
     assert main(["history", "show", "c", "--results-dir", str(root), "--last", "2"]) == 0
     shown = capsys.readouterr().out.splitlines()
-    assert shown[0].split() == ["started_at", "status", "framework", "harness", "hardware", "not", "passing", "results"]
+    assert shown[0].split() == ["run", "started_at", "status", "trusted", "framework", "harness", "hardware", "not",
+                                "passing", "results"]
     assert len(shown) == 3 and "night-06" in shown[-1]
     assert main(["history", "show", "c", "--results-dir", str(root), "--metric", "response/rewards/mean"]) == 0
     header = capsys.readouterr().out.splitlines()[0].split()
@@ -54,6 +55,23 @@ def _ingested(root, argv: list[str]) -> list[str]:
     return argv
 
 
+def _edited(root, **changes) -> str:
+    folder = write_results_folder(root, "c", 1, {REWARDS: 0.01})
+    data = json.loads((folder / "results.json").read_text())
+    if "observed" in changes:
+        data["results"][1]["observed"] = changes.pop("observed")
+    data.update(changes)
+    (folder / "results.json").write_text(json.dumps(data))
+    return str(folder)
+
+
+def _foreign_results(root) -> str:
+    folder = root / "other-tool"
+    folder.mkdir()
+    (folder / "results.json").write_text(json.dumps({"status": "ok", "case": "c", "score": 0.9}))
+    return str(folder)
+
+
 BAD_INPUTS = {
     "folder without results.json": (lambda p: ["history", "ingest", str(p)], "no results.json in it or below"),
     "missing folder": (lambda p: ["history", "ingest", str(p / "nope")], "no such file or directory"),
@@ -62,7 +80,33 @@ BAD_INPUTS = {
     "unreachable database": (lambda p: ["history", "drift", "--history",
                                         f"postgresql://u@127.0.0.1:{_closed_port()}/h"],
                              "cannot open history database postgresql://u@127.0.0.1"),
-    "no history yet": (lambda p: ["history", "show", "c", "--results-dir", str(p)], "no history at"),
+    "no history yet": (lambda p: ["history", "show", "c", "--results-dir", str(p)],
+                       "no runs in sqlite:///"),
+    "malformed URL": (lambda p: ["history", "drift", "--history", "not a url"], "'not a url' is not a history URL"),
+    "typo in the scheme": (lambda p: ["history", "show", "c", "--history", "postgres//oops"],
+                           "'postgres//oops' is not a history URL"),
+    "non-numeric port": (lambda p: ["history", "drift", "--history", "postgresql://u@h:abc/db"],
+                         "the port is not a number"),
+    "ingest schema_version 99": (lambda p: ["history", "ingest", _edited(p, schema_version=99)],
+                                 "key 'schema_version' is 99"),
+    "ingest another tool's file": (lambda p: ["history", "ingest", _foreign_results(p)],
+                                   "no key 'schema_version'; is this an rl-autotest results.json?"),
+    "ingest status MAYBE": (lambda p: ["history", "ingest", _edited(p, status="MAYBE")],
+                            "key 'status' is 'MAYBE'; expected one of PASS, FAIL, ERROR"),
+    "ingest observed abc": (lambda p: ["history", "ingest", _edited(p, observed="abc")],
+                            "key 'results[1].observed' is 'abc'; expected a number"),
+    "dashboard into a file": (lambda p: _ingested(p, ["history", "dashboard", "--results-dir", str(p), "--out",
+                                                      str(p / "c" / "night-01" / "results.json")]),
+                              "results.json: is not a folder"),
+    "dashboard into /dev/null": (lambda p: _ingested(p, ["history", "dashboard", "--results-dir", str(p),
+                                                         "--out", "/dev/null"]), "--out /dev/null: is not a folder"),
+    "untrust without a reason": (lambda p: _ingested(p, ["history", "untrust", "1", "--why", " ",
+                                                         "--results-dir", str(p)]), "--why: say why"),
+    "untrust an unknown run": (lambda p: _ingested(p, ["history", "untrust", "99", "--why", "x",
+                                                       "--results-dir", str(p)]), "RUN 99: no run with this id"),
+    "untrust a folder never recorded": (lambda p: _ingested(p, ["history", "untrust", str(p), "--why", "x",
+                                                                "--results-dir", str(p)]),
+                                        "no run recorded from results folder"),
     "unknown case": (lambda p: _ingested(p, ["history", "show", "other", "--results-dir", str(p)]),
                      "no runs of case 'other' in the history (cases: c)"),
 }

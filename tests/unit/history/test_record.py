@@ -67,14 +67,38 @@ def test_summaries_skip_non_finite_values() -> None:
     assert (summary.num_steps, summary.final, summary.mean, summary.last_window_mean) == (4, 5.0, 3.0, 5.0)
 
 
+V1 = '"schema_version": 1, '
+
+
 @pytest.mark.parametrize("text, message", [
     ("{", "not valid JSON"),
     ("[1, 2]", "expected a JSON object, found list"),
-    ('{"status": "PASS"}', "no 'case'/'status'; is this a rl-autotest results.json?"),
-    ('{"case": "c", "status": "PASS", "results": {}}', "key 'results' must be a list of checks"),
-    ('{"case": "c", "status": "PASS", "results": [{"status": "PASS"}]}', "results[0] has no check_id/status"),
-    ('{"case": "c", "status": "PASS", "results": [{"check_id": "a", "status": "PASS"}, '
+    ('{"status": "ok", "case": "c"}', "no key 'schema_version'; is this an rl-autotest results.json?"),
+    ('{"schema_version": 99, "case": "c", "status": "PASS"}',
+     "key 'schema_version' is 99; this rl-autotest reads results.json version 1"),
+    ('{"schema_version": "1", "case": "c", "status": "PASS"}', "key 'schema_version' is '1'"),
+    ('{' + V1 + '"status": "PASS"}', "key 'case' is None; expected a case name"),
+    ('{' + V1 + '"case": "../x", "status": "PASS"}', "key 'case' is '../x'; expected a case name"),
+    ('{' + V1 + '"case": "c", "status": "ok"}', "key 'status' is 'ok'; expected one of PASS, FAIL, ERROR"),
+    ('{' + V1 + '"case": "c", "status": "MAYBE"}', "key 'status' is 'MAYBE'; expected one of PASS, FAIL, ERROR"),
+    ('{' + V1 + '"case": "c", "status": "PASS", "results": {}}', "key 'results' must be a list of checks"),
+    ('{' + V1 + '"case": "c", "status": "PASS", "results": [{"status": "PASS"}]}', "results[0] has no check_id/status"),
+    ('{' + V1 + '"case": "c", "status": "PASS", "results": [{"check_id": "a", "status": "PASS"}, '
      '{"check_id": "a", "status": "FAIL"}]}', "a check_id appears twice"),
+    ('{' + V1 + '"case": "c", "status": "PASS", "results": [{"check_id": "a", "status": "ok"}]}',
+     "key 'results[0].status' is 'ok'; expected one of PASS, FAIL, ERROR, INFO"),
+    ('{' + V1 + '"case": "c", "status": "PASS", "results": [{"check_id": "a", "status": "PASS", "observed": "abc"}]}',
+     "key 'results[0].observed' is 'abc'; expected a number (or null)"),
+    ('{' + V1 + '"case": "c", "status": "PASS", "results": [{"check_id": "a", "status": "PASS", "threshold": true}]}',
+     "key 'results[0].threshold' is True; expected a number"),
+    ('{' + V1 + '"case": "c", "status": "PASS", "results": [{"check_id": "a", "status": "PASS", "severity": "x"}]}',
+     "key 'results[0].severity' is 'x'; expected one of gate, reference"),
+    ('{' + V1 + '"case": "c", "status": "PASS", "results": [{"check_id": "a", "status": "PASS", "metric": 3}]}',
+     "key 'results[0].metric' is 3; expected text"),
+    ('{' + V1 + '"case": "c", "status": "PASS", "context": {"kind": "nightly"}}',
+     "key 'context.kind' is 'nightly'; expected one of gate, calibration, fault, dry-run, bisect"),
+    ('{' + V1 + '"case": "c", "status": "PASS", "context": {"commit": {"sha": 5}}}',
+     "key 'context.commit.sha' is 5; expected text"),
 ])
 def test_a_corrupt_results_json_is_one_clear_error(tmp_path, text, message) -> None:
     (tmp_path / "results.json").write_text(text)
@@ -118,3 +142,24 @@ def test_a_run_of_replicates_is_recorded_as_its_single_runs(tmp_path) -> None:
 def test_bad_ingest_paths_are_one_clear_error(tmp_path, make, message) -> None:
     with pytest.raises(UsageError, match=message):
         find_results_folders(make(tmp_path))
+
+
+def test_non_finite_statistics_as_results_json_writes_them_are_recorded_as_missing(tmp_path) -> None:
+    folder = write_results_folder(tmp_path, "c", 1, {REWARDS: 0.1})
+    data = json.loads((folder / "results.json").read_text())
+    data["results"][1]["observed"] = "nan"
+    (folder / "results.json").write_text(json.dumps(data))
+    check = next(c for c in read_results_folder(folder).checks if c.check_id == REWARDS)
+    assert check.observed is None and check.threshold == 0.19
+
+
+@pytest.mark.parametrize("context, kind", [
+    ({}, "gate"), ({"fault": "lr-scale:0.1"}, "fault"), ({"kind": "calibration"}, "calibration"),
+    ({"kind": "bisect"}, "bisect"), ({"kind": "gate", "fault": "x"}, "gate"),
+])
+def test_a_run_s_kind_comes_from_its_context(tmp_path, context, kind) -> None:
+    folder = write_results_folder(tmp_path, "c", 1, {})
+    data = json.loads((folder / "results.json").read_text())
+    data["context"] = context
+    (folder / "results.json").write_text(json.dumps(data))
+    assert read_results_folder(folder).kind == kind

@@ -144,3 +144,97 @@ def test_results_json_written_by_compare_is_ingestible(tmp_path, capsys) -> None
     (folder / "preflight.json").unlink()
     assert main(["history", "ingest", str(folder), "--results-dir", str(tmp_path)]) == 0
     assert "recorded 1 run(s)" in capsys.readouterr().out
+
+
+def _sqlite(path) -> str:
+    return f"sqlite:///{path}"
+
+
+def _one_error_line(capsys, argv: list[str]) -> str:
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rl-autotest: error: ") and err.count("\n") == 1 and "Traceback" not in err
+    return err
+
+
+@pytest.mark.parametrize("action", [["show", "c"], ["drift"], ["dashboard", "--out", "site"]])
+def test_readers_on_a_0_byte_file_say_no_runs_and_never_write_it(tmp_path, capsys, monkeypatch, action) -> None:
+    monkeypatch.chdir(tmp_path)
+    empty = tmp_path / "mine.sqlite"
+    empty.touch()
+    err = _one_error_line(capsys, ["history", *action, "--history", _sqlite(empty)])
+    assert f"no runs in sqlite:///{empty}; record runs first" in err
+    assert empty.stat().st_size == 0 and sorted(p.name for p in tmp_path.iterdir()) == ["mine.sqlite"]
+
+
+@pytest.mark.parametrize("action", [["show", "c"], ["drift"], ["dashboard", "--out", "site"]])
+def test_readers_on_a_history_without_runs_say_so(tmp_path, capsys, action) -> None:
+    from autotest.history.store import HistoryStore
+
+    url = _sqlite(tmp_path / "history.sqlite")
+    HistoryStore.open(url).close()  # migrated, no runs
+    before = (tmp_path / "history.sqlite").read_bytes()
+    err = _one_error_line(capsys, ["history", *action, "--history", url])
+    assert f"no runs in {url}" in err
+    assert (tmp_path / "history.sqlite").read_bytes() == before
+
+
+def test_readers_on_a_missing_history_create_nothing(tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    err = _one_error_line(capsys, ["history", "drift", "--results-dir", str(tmp_path / "results")])
+    assert "no runs in sqlite:///" in err and "(no such file)" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_another_applications_sqlite_file_is_one_line(tmp_path, capsys) -> None:
+    import sqlite3
+
+    other = tmp_path / "app.sqlite"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE checks (id INTEGER, note TEXT)")
+    before = other.read_bytes()
+    for action in (["drift"], ["show", "c"], ["ingest", _edited(tmp_path / "r", status="PASS")]):
+        err = _one_error_line(capsys, ["history", *action, "--history", _sqlite(other)])
+        assert "app.sqlite is not an rl-autotest history (it holds tables checks)" in err
+    assert other.read_bytes() == before
+
+
+@pytest.mark.parametrize("column, action", [
+    ("observed", lambda tmp: ["drift"]),
+    ("threshold", lambda tmp: ["dashboard", "--out", str(tmp / "site")]),
+    ("observed", lambda tmp: ["show", "c", "--metric", "response/rewards/mean"]),
+])
+def test_text_in_a_numeric_column_is_one_line(tmp_path, capsys, column, action) -> None:
+    import sqlite3
+
+    root = tmp_path / "results"
+    write_nightlies(root, "c", nights=3)
+    assert main(["history", "ingest", str(root)]) == 0
+    with sqlite3.connect(root / "history.sqlite") as conn:
+        conn.execute(f"UPDATE checks SET {column} = 'abc' WHERE check_id = ?", (REWARDS,))
+    err = _one_error_line(capsys, ["history", *action(tmp_path), "--results-dir", str(root)])
+    assert f"table checks, run 1 check '{REWARDS}': column '{column}' holds 'abc', not a number" in err
+    assert not (tmp_path / "site").exists()
+
+
+def test_the_history_commands_default_to_run_s_results_root(tmp_path, capsys, monkeypatch) -> None:
+    root = tmp_path / "elsewhere"
+    write_nightlies(root, "c", nights=3)
+    assert main(["history", "ingest", str(root)]) == 0
+    monkeypatch.setenv("RL_AUTOTEST_RESULTS", str(root))
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert main(["history", "show", "c"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 4
+    assert main(["history", "drift"]) == 0
+    assert capsys.readouterr().out == "no drift: c, 2 gated statistics over 3 runs\n"
+
+
+def test_a_dashboard_out_where_nothing_can_be_written_is_one_line(tmp_path, capsys) -> None:
+    root = tmp_path / "results"
+    write_nightlies(root, "c", nights=2)
+    assert main(["history", "ingest", str(root)]) == 0
+    # /proc refuses new folders even to root: the same path through the code as a read-only filesystem
+    err = _one_error_line(capsys, ["history", "dashboard", "--results-dir", str(root), "--out", "/proc/site"])
+    assert "--out /proc/site: cannot write the dashboard (" in err

@@ -51,3 +51,42 @@ def test_a_plot_with_nothing_to_draw_never_fails_the_run(tmp_path):
         warnings.simplefilter("error")
         published = publish(comparison, tmp_path / "out")
     assert "response/response_len/mean" in published.plots and "plots not drawn" not in published.report_md.read_text()
+
+
+def _not_recorded(strict: bool):
+    from autotest.report.publish import NotRecorded
+
+    def after(_folder):
+        raise NotRecorded("cannot open history database postgresql://ci@db/h: connection refused",
+                          url="postgresql://ci@db/h", strict=strict)
+    return after
+
+
+def test_a_run_the_history_could_not_record_says_so_in_results_json_and_the_report(tmp_path):
+    b = load_baseline(ROOT / "baselines" / "mopd-qwen3-vl-2b.yaml")
+    comparison = compare(b, read_trace(mopd_tracker(tmp_path)))
+    published = publish(comparison, tmp_path / "out", with_plots=False, after_results=_not_recorded(False),
+                        step_summary=False)
+    data = json.loads(published.results_json.read_text())
+    assert data["status"] == "PASS" and published.verdict.status == "PASS"
+    assert data["history"] == {"recorded": False, "error": "cannot open history database postgresql://ci@db/h: "
+                               "connection refused", "url": "postgresql://ci@db/h", "strict": False}
+    assert "not recorded in the run history: cannot open history database" in published.report_md.read_text()
+
+
+def test_strict_history_makes_an_unrecorded_pass_an_error_and_keeps_a_fail(tmp_path):
+    b = load_baseline(ROOT / "baselines" / "mopd-qwen3-vl-2b.yaml")
+    passing = compare(b, read_trace(mopd_tracker(tmp_path / "a")))
+    published = publish(passing, tmp_path / "a" / "out", with_plots=False, after_results=_not_recorded(True),
+                        step_summary=False)
+    data = json.loads(published.results_json.read_text())
+    assert data["status"] == "ERROR" and published.verdict.status == "ERROR" and data["history"]["strict"] is True
+    [check] = [r for r in data["results"] if r["check_id"] == "history[recorded]"]
+    assert check["status"] == "ERROR" and "--strict-history requires it" in check["message"]
+    assert published.report_md.read_text().startswith("# mopd-qwen3-vl-2b: ")
+    assert "ERROR" in published.report_md.read_text().splitlines()[0]
+    failing = compare(b, read_trace(mopd_tracker(tmp_path / "b", nudge={("eval/gsm8k/acc", 10): 0.05})))
+    published = publish(failing, tmp_path / "b" / "out", with_plots=False, after_results=_not_recorded(True),
+                        step_summary=False)
+    assert published.verdict.status == "FAIL"
+    assert json.loads(published.results_json.read_text())["status"] == "FAIL"

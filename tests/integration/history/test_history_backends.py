@@ -137,3 +137,40 @@ def test_record_and_detect_after_each_verdict(tmp_path, history_url) -> None:
     recorded, findings = outcomes[-1]
     assert [f.check_id for f in findings] == [REWARDS]
     assert record_and_detect(folders[-1], history_url)[0] is False
+
+
+def test_readers_create_and_write_nothing_on_either_back_end(tmp_path, history_url) -> None:
+    import sqlalchemy as sa
+    import pytest
+
+    from autotest.errors import UsageError
+
+    with pytest.raises(UsageError, match="no runs in "):
+        HistoryStore.open(history_url, read_only=True)
+    if history_url.startswith("sqlite"):
+        assert not (tmp_path / "history.sqlite").exists()
+    else:
+        engine = sa.create_engine(history_url)
+        with engine.connect() as conn:
+            assert sa.inspect(conn).get_table_names() == []
+        engine.dispose()
+    write_nightlies(tmp_path / "results", "grpo-nightly", nights=2, seed=1)
+    ingest([tmp_path / "results"], history_url)
+    with HistoryStore.open(history_url, read_only=True) as store:
+        with pytest.raises(sa.exc.DBAPIError, match="read-only|readonly"), store.engine.begin() as conn:
+            conn.execute(sa.text("DELETE FROM runs"))
+        assert len(store.runs("grpo-nightly")) == 2
+
+
+def test_trust_marks_and_fault_runs_on_either_back_end(tmp_path, history_url) -> None:
+    from autotest.history.trust import mark_run
+
+    clean = [write_results_folder(tmp_path, "c", n, {REWARDS: 0.05, STEP_TIME: 0.2}) for n in (1, 2, 3)]
+    write_results_folder(tmp_path, "c", 4, {REWARDS: 0.05, STEP_TIME: 0.2}, fault="lr-scale:0.1")
+    ingest([tmp_path], history_url)
+    assert [r.results_dir for r in passing_runs("c", 10, history_url)] == clean
+    marked = mark_run(history_url, str(clean[0]), trusted=False, why="flaky node")
+    assert marked.changed and marked.run.trust_reason == "flaky node" and not marked.run.trusted
+    assert [r.results_dir for r in passing_runs("c", 10, history_url)] == clean[1:]
+    mark_run(history_url, str(marked.run.run_id), trusted=True, why=None)
+    assert [r.results_dir for r in passing_runs("c", 10, history_url)] == clean

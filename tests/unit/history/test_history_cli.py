@@ -123,10 +123,12 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, name) -> None:
     assert err.count("\n") == 1 and "Traceback" not in err
 
 
-def test_a_bad_last_is_an_argparse_error(capsys) -> None:
+@pytest.mark.parametrize("value, message", [("0", "must be at least 1, got 0"),
+                                            ("abc", "must be a whole number of runs (at least 1), got 'abc'")])
+def test_a_bad_last_is_an_argparse_error(capsys, value, message) -> None:
     with pytest.raises(SystemExit) as exit_:
-        main(["history", "show", "c", "--last", "0"])
-    assert exit_.value.code == 2 and "must be at least 1, got 0" in capsys.readouterr().err
+        main(["history", "show", "c", "--last", value])
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
 
 
 def test_corrupt_history_file_is_one_clear_error(tmp_path, capsys) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from autotest.errors import UsageError
+from autotest.inputs.project import find_project
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection, Engine
@@ -43,14 +44,20 @@ _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
 
 
 def resolve_url(url: str | None, results_root: str | Path | None) -> str:
-    """``url``, else ``$RL_AUTOTEST_HISTORY``, else SQLite at ``<results_root>/history.sqlite``.
+    """``url``, else ``$RL_AUTOTEST_HISTORY``, else the project's ``history``, else SQLite at
+    ``<results_root>/history.sqlite``.
 
     A given URL is checked strictly (:func:`check_url`): a plain path or a typo is refused, never
     turned into a new SQLite file in the working directory.
     """
-    chosen = url or os.environ.get(HISTORY_ENV)
+    chosen, where = url, "--history"
+    if not chosen and os.environ.get(HISTORY_ENV):
+        chosen, where = os.environ[HISTORY_ENV], f"${HISTORY_ENV}"
+    if not chosen:
+        project = find_project()
+        if project is not None and project.history is not None:
+            chosen, where = project.history, f"{project.source}: key 'history'"
     if chosen:
-        where = "--history" if url else f"${HISTORY_ENV}"
         check_url(chosen, where)
         return chosen
     if results_root is None:

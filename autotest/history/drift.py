@@ -8,7 +8,6 @@ the report, the step summary and ``history drift`` print.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -20,7 +19,7 @@ from autotest.history.changepoint import (
     change_points,
     latest_change,
 )
-from autotest.history.database import HISTORY_ENV, describe, resolve_url
+from autotest.history.database import describe, resolve_url
 from autotest.history.record import read_results_folder
 from autotest.history.store import HistoryStore, default_root_of, open_for_reading
 from autotest.report.publish import NotRecorded
@@ -164,8 +163,7 @@ def history_recorder(url: str | None = None, *, strict: bool = False,
     be computed after a successful record is a line in the report.
     """
 
-    if url or os.environ.get(HISTORY_ENV):
-        resolve_url(url, None)  # a malformed URL is one line before anything runs, not after the run
+    resolve_url(url, Path.cwd())  # a malformed URL is one line before anything runs, not after the run
 
     def record(results_dir: Path) -> list[str]:
         try:

@@ -240,3 +240,30 @@ def test_a_dashboard_out_where_nothing_can_be_written_is_one_line(tmp_path, caps
     # /proc refuses new folders even to root: the same path through the code as a read-only filesystem
     err = _one_error_line(capsys, ["history", "dashboard", "--results-dir", str(root), "--out", "/proc/site"])
     assert "--out /proc/site: cannot write the dashboard (" in err
+
+
+def _project(tmp_path, monkeypatch, history: str | None) -> "Path":
+    root = tmp_path / "fw"
+    (root / "accuracy" / "cases").mkdir(parents=True)
+    table = '[tool.rl-autotest]\ncases = ["accuracy/cases"]\nbaselines = "accuracy/baselines"\nresults = "accuracy/results"\n'
+    if history is not None:
+        table += f'history = "{history}"\n'
+    (root / "pyproject.toml").write_text(table)
+    monkeypatch.chdir(root)
+    monkeypatch.delenv("RL_AUTOTEST_RESULTS", raising=False)
+    monkeypatch.delenv("RL_AUTOTEST_PROJECT", raising=False)
+    return root
+
+
+def test_in_a_project_the_history_commands_read_the_project_s_results(tmp_path, capsys, monkeypatch) -> None:
+    root = _project(tmp_path, monkeypatch, None)
+    write_nightlies(root / "accuracy" / "results", "c", nights=2)
+    assert main(["history", "ingest", str(root / "accuracy" / "results")]) == 0
+    assert main(["history", "drift"]) == 0
+    assert capsys.readouterr().out.endswith("no drift: c, 2 gated statistics over 2 runs\n")
+
+
+def test_a_malformed_history_in_the_project_table_names_the_file_and_key(tmp_path, capsys, monkeypatch) -> None:
+    root = _project(tmp_path, monkeypatch, "accuracy/results/history.sqlite")
+    err = _one_error_line(capsys, ["history", "drift"])
+    assert f"{root / 'pyproject.toml'}: key 'history': 'accuracy/results/history.sqlite' is not a history URL" in err

@@ -258,3 +258,28 @@ def test_tiny_grpo_from_three_runs_passes_a_fresh_seed_and_fails_an_unsynced_lay
     assert unsynced.status == FAIL
     failing = {r.metric for r in unsynced.verdict.results if r.status == FAIL and r.is_gate}
     assert "mismatch/mismatch_k3_kl" in failing
+
+
+def test_from_history_takes_only_trusted_runs(fake_case, tmp_path):
+    """Runs made with --fault that passed (the fault is below what the gates see) and a run a person untrusted
+    are in the history, shown, but never in a golden built from it."""
+    from autotest.history.drift import history_recorder
+    from autotest.history.trust import mark_run
+    from autotest.pipeline import RunOptions, run_case
+
+    case, baselines, _ = fake_case
+    url = f"sqlite:///{tmp_path / 'history.sqlite'}"
+    assert calibrate_case(case, options(tmp_path, baselines, runs=3, promote=True)).promoted_to is not None
+
+    def gate_run(seed: int, fault: str | None):
+        return run_case(case, RunOptions(results_root=tmp_path / "results", seed=seed, fault=fault,
+                                         baseline_path=baselines / f"{case.name}.yaml",
+                                         after_results=history_recorder(url)))
+
+    clean = [gate_run(seed, None) for seed in (4, 5, 6)]
+    faulty = [gate_run(seed, "mild") for seed in (7, 8)]  # after the clean ones: the latest passing runs
+    assert [r.status for r in clean + faulty] == [PASS] * 5
+    mark_run(url, str(clean[0].results_dir), trusted=False, why="this node was shared with a benchmark")
+    outcome = calibrate_case(case, options(tmp_path, baselines, runs=5, from_history=True, history=url))
+    taken = [entry["results_dir"] for entry in load_baseline(outcome.candidate).provenance["from_history"]]
+    assert taken == [str(r.results_dir) for r in clean[1:]]

@@ -71,6 +71,8 @@ def _show(args: argparse.Namespace) -> int:
                 raise UsageError(f"no summaries of metric {args.metric!r} for {args.case!r} in the history")
             points = [p for p in store.check_points(args.case) if p.metric == args.metric]
             table = pd.DataFrame(rows)
+            trust = {r.run_id: "yes" if r.trusted else f"no: {r.why_untrusted}" for r in store.runs(args.case)}
+            table.insert(3, "trusted", table["run_id"].map(trust))
             for check_id in sorted({p.check_id for p in points}):
                 by_run = {p.run.run_id: p.observed for p in points if p.check_id == check_id}
                 table[check_id] = table["run_id"].map(by_run)
@@ -110,7 +112,10 @@ def _drift(args: argparse.Namespace) -> int:
             if not findings:
                 histories = statistic_histories(store, case)
                 runs = max((len(h.points) for h in histories), default=0)
-                print(f"no drift: {case}, {len(histories)} gated statistics over {runs} runs")
+                untrusted = sum(not r.trusted for r in store.runs(case))
+                left_out = f" ({untrusted} untrusted run(s) left out; history show {case} lists them)" \
+                    if untrusted else ""
+                print(f"no drift: {case}, {len(histories)} gated statistics over {runs} runs{left_out}")
             found = found or bool(findings)
     return EXIT_DRIFT if found else EXIT_OK
 

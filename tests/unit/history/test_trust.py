@@ -88,6 +88,14 @@ def test_an_untrusted_shift_is_not_drift(tmp_path, capsys) -> None:
                      "--results-dir", str(tmp_path)]) == 0
     with HistoryStore.open(_url(tmp_path), read_only=True) as store:
         assert drift_in(store, "c") == []
+    capsys.readouterr()
+    assert main(["history", "drift", "--results-dir", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == ("no drift: c, 2 gated statistics over 24 runs (6 untrusted run(s) left out; "
+                                       "history show c lists them)\n")
+    assert main(["history", "show", "c", "--metric", "response/rewards/mean", "--results-dir", str(tmp_path)]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert rows[0].split()[:4] == ["started_at", "status", "trusted", "framework_sha"]
+    assert sum("no: untrusted since" in row for row in rows) == 6
 
 
 def test_the_dashboard_marks_untrusted_runs_and_draws_bands_from_trusted_ones(tmp_path, capsys) -> None:

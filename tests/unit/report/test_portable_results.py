@@ -66,7 +66,7 @@ def test_an_older_results_json_with_absolute_paths_is_still_read(tmp_path):
     tracker = mopd_tracker(tmp_path / "old")
     folder = tmp_path / "results"
     folder.mkdir()
-    (folder / "results.json").write_text(json.dumps({"case": "mopd-qwen3-vl-2b", "status": "PASS",
+    (folder / "results.json").write_text(json.dumps({"schema_version": 1, "case": "mopd-qwen3-vl-2b", "status": "PASS",
                                                       "current_source": str(tracker), "results": [
         {"check_id": "eval/gsm8k/acc[points]", "metric": "eval/gsm8k/acc", "status": "PASS"}]}))
     record = read_results_folder(folder)

@@ -83,8 +83,9 @@ def ambiguous(verdict: Verdict) -> list[str]:
 def probe(case: Case, commit: str, repo: str, folder: Path, options: RunOptions,
           run: Callable[[Case, RunOptions], CaseRun] = run_case) -> ProbeResult:
     """Judge ``commit``: one run, and ``CONFIRM_REPLICATES`` more seeds when it lands in the grey zone."""
+    # a probe's results.json says it is one (context.kind "bisect"): the history never trusts it
     base = replace(options, framework_repo=repo, framework_ref=commit, results_dir=None, replicates=1,
-                   results_root=folder, confirm=None, after_results=None, step_summary=False)
+                   results_root=folder, confirm=None, after_results=None, step_summary=False, purpose="bisect")
     try:
         first = run(case, base)
     except UsageError as exc:  # the commit cannot be checked out or its case cannot start

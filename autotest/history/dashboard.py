@@ -120,9 +120,9 @@ def _verdicts_table(runs: list["RunRow"], out_dir: Path) -> str:
         trust = "yes" if r.trusted else f"no: {r.why_untrusted}"
         rows.append(f"<tr class=\"{'trusted' if r.trusted else 'untrusted'}\"><td>{r.run_id}</td>"
                     f"<td>{escape(r.started_at)}</td><td class=\"{escape(r.status)}\">{escape(r.status)}</td>"
-                    f"<td>{escape(trust)}</td>"
-                    f"<td>{escape((r.framework_sha or '-')[:10])}</td><td>{escape((r.harness_sha or '-')[:10])}</td>"
-                    f"<td>{escape(r.hardware)}</td><td><a href=\"{_href(r.results_dir, out_dir)}\">report.md</a></td></tr>")
+                    f"<td>{escape(trust)}</td><td>{escape((r.framework_sha or '-')[:10])}</td>"
+                    f"<td>{escape((r.harness_sha or '-')[:10])}</td><td>{escape(r.hardware)}</td>"
+                    f"<td><a href=\"{_href(r.results_dir, out_dir)}\">report.md</a></td></tr>")
     return f'<table class="verdicts">{"".join(rows)}</table>'
 
 

@@ -245,7 +245,8 @@ def test_a_dashboard_out_where_nothing_can_be_written_is_one_line(tmp_path, caps
 def _project(tmp_path, monkeypatch, history: str | None) -> "Path":
     root = tmp_path / "fw"
     (root / "accuracy" / "cases").mkdir(parents=True)
-    table = '[tool.rl-autotest]\ncases = ["accuracy/cases"]\nbaselines = "accuracy/baselines"\nresults = "accuracy/results"\n'
+    table = ('[tool.rl-autotest]\ncases = ["accuracy/cases"]\nbaselines = "accuracy/baselines"\n'
+             'results = "accuracy/results"\n')
     if history is not None:
         table += f'history = "{history}"\n'
     (root / "pyproject.toml").write_text(table)

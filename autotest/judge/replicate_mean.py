@@ -31,7 +31,7 @@ as K grows: the golden's own noise stays). It assumes seeds outside the calibrat
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -195,12 +195,16 @@ def judge_replicates(baseline: Baseline | None, golden: Trace | None, members: S
 
 def judge_replicate_runs(case: Case, baseline_path: Path, runs: Sequence[tuple[int, Path | None, Verdict | None]], *,
                          context: Mapping[str, Any], gpu: Mapping[str, Any] | None = None,
-                         interrupted: str | None = None, power: PowerAsk = PowerAsk()) -> Comparison:
+                         interrupted: str | None = None, power: PowerAsk = PowerAsk(),
+                         adjust: Callable[[Baseline], Baseline] | None = None) -> Comparison:
     """Read each replicate's tracker from its folder and judge their mean (``runs``: seed, folder, own verdict;
-    ``gpu``: the node's fingerprint, which picks per-hardware thresholds as for each replicate)."""
+    ``gpu``: the node's fingerprint, which picks per-hardware thresholds as for each replicate; ``adjust``: the
+    thresholds of a look of the adaptive design, :mod:`autotest.judge.sequential`)."""
     baseline, golden = None, None
     try:
         baseline = for_hardware(load_baseline(baseline_path), gpu)
+        if adjust is not None:
+            baseline = adjust(baseline)
         golden = golden_trace(baseline)
     except UsageError:  # each replicate's own preflight result says why
         baseline = None

@@ -18,6 +18,7 @@ from typing import Any
 
 from autotest.errors import UsageError
 from autotest.files import recorded_path
+from autotest.inputs.tracker_layout import COPY_NAMES, tracker_copy
 from autotest.judge.readers import read_trace
 
 #: the last quarter of a run's steps (at least one) is its closing window
@@ -159,12 +160,12 @@ def summarise_series(metric: str, series: dict[int, float]) -> MetricSummary:
 
 
 def _tracker_of(folder: Path, data: dict[str, Any]) -> Path | None:
-    copy = folder / "tracker.jsonl"
-    if copy.is_file():
+    copy = tracker_copy(folder)  # tracker.jsonl, trainer_state.json or tensorboard/
+    if copy is not None:
         return copy
     recorded = str(data.get("current_source") or "")
     source = recorded_path(folder, recorded) if recorded else None
-    return source if source is not None and source.is_file() else None
+    return source if source is not None and source.exists() else None  # a TensorBoard log is a folder
 
 
 def _metric_summaries(folder: Path, data: dict[str, Any], checks: tuple[CheckRecord, ...]
@@ -175,7 +176,8 @@ def _metric_summaries(folder: Path, data: dict[str, Any], checks: tuple[CheckRec
     if not metrics:
         return (), ()
     if tracker is None:
-        return (), (f"{folder}: no tracker copy (tracker.jsonl); per-metric summaries not recorded",)
+        return (), (f"{folder}: no copy of the run's metric log ({', '.join(COPY_NAMES)}); per-metric summaries "
+                    "not recorded",)
     try:
         trace = read_trace(tracker, metrics=set(metrics))
     except UsageError as exc:

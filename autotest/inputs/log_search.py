@@ -125,3 +125,27 @@ def not_found_message(work_dir: Path, fmt: str = "auto") -> str:
     listing = sorted(p.name + ("/" if p.is_dir() else "") for p in root.iterdir())[:10]
     return (f"{root}: {what} found; looked for: {'; '.join(LOOKED_FOR)}; entries: "
             f"{', '.join(listing) or 'empty'}; pass the log itself, or check the run's logger settings")
+
+
+#: which found kinds a case's ``tracker.format`` can read
+KINDS_OF_FORMAT = {"xtuner": (XTUNER_LAYOUT, JSONL), "verl": (JSONL,), "hf-trainer": (TRAINER_STATE_KIND, JSONL),
+                   "tensorboard": (TENSORBOARD,)}
+
+
+def _written_since(found: FoundLog, since: float | None) -> bool:
+    if since is None:
+        return True
+    files = [p for p in found.path.rglob(f"*{EVENT_FILE_MARK}*") if p.is_file()] if found.path.is_dir() \
+        else [found.path]
+    return any(p.stat().st_mtime >= since for p in files)
+
+
+def log_for_format(work_dir: Path, fmt: str, since: float | None = None) -> Path | None:
+    """The first log in ``work_dir`` of a kind ``fmt`` can be, written at or after ``since``; None when none.
+
+    For a run launched by the harness: a log left in a shared work dir by an earlier run is not this run's.
+    """
+    if not Path(work_dir).is_dir():
+        return None
+    kinds = KINDS_OF_FORMAT.get(fmt, ())
+    return next((f.path for f in find_logs(work_dir) if f.kind in kinds and _written_since(f, since)), None)

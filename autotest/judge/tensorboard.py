@@ -24,7 +24,9 @@ last wins, one warning); values further apart are an error naming both files.
 
 from __future__ import annotations
 
+import logging
 import struct
+import threading
 from collections import defaultdict
 from pathlib import Path
 from types import MappingProxyType
@@ -104,6 +106,22 @@ def event_files(path: Path) -> list[Path]:
     return found
 
 
+#: the tensorboard package logs a record that fails its checksum at DEBUG level and stops reading the file
+_LOSS_LOCK = threading.Lock()
+
+
+class _DataLoss(logging.Handler):
+    """Collects the reader's "Truncated record in <file> (<why>)" notes while one file is read."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.notes: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if str(record.msg).startswith("Truncated record"):
+            self.notes.append(str(record.args[-1]) if record.args else record.getMessage())
+
+
 def _accumulator(path: Path):
     try:
         from tensorboard.backend.event_processing.event_accumulator import (
@@ -113,10 +131,26 @@ def _accumulator(path: Path):
         raise UsageError("reading TensorBoard logs needs the tensorboard package: "
                          "pip install 'rl-autotest[tensorboard]'") from None
     acc = EventAccumulator(str(path), size_guidance={"scalars": 0, "tensors": 0})  # 0: keep every event
-    try:
-        acc.Reload()
-    except Exception as exc:  # noqa: BLE001 - a corrupt record raises tensorboard-internal types; name the file
-        raise UsageError(f"{path}: cannot read TensorBoard events ({exc}); is the file complete?") from None
+    loss = _DataLoss()
+    logger = logging.getLogger("tensorboard")
+    with _LOSS_LOCK:  # one logger for every thread: its level is changed for this read only
+        level, propagate = logger.level, logger.propagate
+        logger.setLevel(logging.DEBUG)
+        logger.propagate = False
+        logger.addHandler(loss)
+        try:
+            acc.Reload()
+        except Exception as exc:  # noqa: BLE001 - a corrupt record raises tensorboard-internal types; name the file
+            raise UsageError(f"{path}: cannot read TensorBoard events ({exc}); is the file complete?") from None
+        finally:
+            logger.removeHandler(loss)
+            logger.setLevel(level)
+            logger.propagate = propagate
+    failed = [n for n in loss.notes if "crc32" in n]
+    if failed:
+        part = "length header" if "header" in failed[0] else "data"
+        raise UsageError(f"{path}: TensorBoard event file is corrupt: a record's {part} fails its checksum, so the "
+                         "events after it cannot be read; restore the file or rerun")
     return acc
 
 

@@ -233,6 +233,23 @@ def find_tracker(path: Path, fmt: str = "auto") -> Path:
     return locate_log(path, fmt)[0]
 
 
+def _read(tracker: Path, name: str, keep: frozenset[str] | None) -> Trace:
+    if name == "tensorboard":
+        return read_tensorboard(tracker, keep)  # event files, or a folder holding them
+    if tracker.is_dir():
+        raise UsageError(f"{tracker}: a folder, not a {name} log; pass the log file (or --format tensorboard "
+                         "for a folder of event files)")
+    _check_not_binary(tracker)
+    try:
+        trace = READERS[name](tracker, keep)
+    except UnicodeDecodeError:  # valid UTF-8 at the start, not further on
+        raise _not_text(tracker) from None
+    if not trace.train_steps and not trace.eval_steps:
+        cut = " (its only line was cut short)" if any("truncated final line" in w for w in trace.warnings) else ""
+        raise UsageError(f"{tracker}: metric log has no rows{cut}; did the run start?")
+    return trace
+
+
 def read_trace(path: str | Path, fmt: str = "auto", aliases: dict[str, str] | None = None,
                metrics: set[str] | None = None) -> Trace:
     """Read a metric log (or a run's work dir) into a Trace; ``aliases`` maps canonical -> logged name.
@@ -244,20 +261,12 @@ def read_trace(path: str | Path, fmt: str = "auto", aliases: dict[str, str] | No
     if metrics is not None:
         keep = frozenset(metrics) | frozenset((aliases or {}).get(m, m) for m in metrics)
     tracker, name, notes = locate_log(path, fmt)
-    if name == "tensorboard":
-        trace = read_tensorboard(tracker, keep)  # event files, or a folder holding them
-    else:
-        if tracker.is_dir():
-            raise UsageError(f"{tracker}: a folder, not a {name} log; pass the log file (or --format tensorboard "
-                             "for a folder of event files)")
-        _check_not_binary(tracker)
-        try:
-            trace = READERS[name](tracker, keep)
-        except UnicodeDecodeError:  # valid UTF-8 at the start, not further on
-            raise _not_text(tracker) from None
-        if not trace.train_steps and not trace.eval_steps:
-            cut = " (its only line was cut short)" if any("truncated final line" in w for w in trace.warnings) else ""
-            raise UsageError(f"{tracker}: metric log has no rows{cut}; did the run start?")
+    try:
+        trace = _read(tracker, name, keep)
+    except UsageError as exc:
+        if notes:  # several logs were found: say which one failed and that others are there
+            raise UsageError(f"{exc} ({notes[0].split(': ', 1)[1]})") from None
+        raise
     if notes:
         trace = trace.with_warnings(notes)
     return trace.with_aliases(aliases) if aliases else trace

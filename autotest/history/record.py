@@ -176,8 +176,7 @@ def _metric_summaries(folder: Path, data: dict[str, Any], checks: tuple[CheckRec
     if not metrics:
         return (), ()
     if tracker is None:
-        return (), (f"{folder}: no copy of the run's metric log ({', '.join(COPY_NAMES)}); per-metric summaries "
-                    "not recorded",)
+        return (), (f"{folder}: no tracker copy ({', '.join(COPY_NAMES)}); per-metric summaries not recorded",)
     try:
         trace = read_trace(tracker, metrics=set(metrics))
     except UsageError as exc:

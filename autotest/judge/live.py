@@ -56,7 +56,7 @@ class Follower:
         """The trace when the tracker changed since the last poll, else None (one stat per poll)."""
         folder, explicit = tracker_location(self.case, self.work_dir, self.environ)
         try:
-            path = explicit if explicit is not None else find_tracker(folder)
+            path = explicit if explicit is not None else find_tracker(folder, self.case.tracker.format)
             stat = os.stat(path)
         except (UsageError, OSError):
             return None  # not written yet

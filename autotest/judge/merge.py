@@ -47,44 +47,57 @@ class StepRows:
         #: a message's prefix: ``path:line`` for a line-based log, ``path: log_history[i]`` otherwise
         self.where = (lambda n: f"{path}:{n}") if label("") == "line " else (lambda n: f"{path}: {label(n)}")
         self.ignored = frozenset(ignored)
-        #: step -> [(row number, its keys, a digest of its exact content)]
-        self._rows: dict[int, list[tuple[int, frozenset[str], int]]] = {}
+        #: every metric name seen (a row's names are added once per distinct key layout)
+        self.names: set[str] = set()
+        self._layouts: set[int] = set()
+        #: step -> [(row number, a hash of its key layout, a digest of its exact content)]
+        self._rows: dict[int, list[tuple[int, int, int]]] = {}
         self._copies: list[tuple[int, int]] = []  # (copy's number, original's number)
         self._relogged: list[tuple[int, int, int]] = []  # (step, earlier number, later number)
+
+    def layout(self, values: Mapping[str, object]) -> int:
+        """A hash of the row's keys in order (cheaper than a set: rows carry hundreds); notes new names."""
+        layout = hash(tuple(values) if not self.ignored else tuple(k for k in values if k not in self.ignored))
+        if layout not in self._layouts:
+            self._layouts.add(layout)
+            self.names.update(values)
+        return layout
 
     def admit(self, step: int, values: Mapping[str, object], number: int, digest: int,
               stored: Mapping[str, Mapping[int, float]]) -> bool:
         """Whether the row is to be stored (False: an exact copy). Raises on a conflicting re-log.
 
-        ``stored`` holds the values kept so far (metric -> step -> value); common metrics not kept
-        there (a comparison keeps only the checked ones) cannot conflict.
+        A later row is a re-log when it has the key layout of an earlier row at the step, or a value
+        at the step is already stored for one of its metrics; ``stored`` holds the values kept so far
+        (metric -> step -> value): metrics not kept (a comparison keeps only the checked ones) cannot
+        conflict.
         """
-        keys = frozenset(values) - self.ignored
+        layout = self.layout(values)
         earlier = self._rows.get(step)
         if earlier is None:
-            self._rows[step] = [(number, keys, digest)]
+            self._rows[step] = [(number, layout, digest)]
             return True
-        for first, first_keys, first_digest in earlier:
-            if first_digest == digest and first_keys == keys:
+        for first, first_layout, first_digest in earlier:
+            if first_digest == digest and first_layout == layout:
                 self._copies.append((number, first))
                 return False
-        for first, first_keys, _ in earlier:
-            common = keys & first_keys
-            if not common:
+        same = next((first for first, first_layout, _ in earlier if first_layout == layout), None)
+        common = [k for k in values if k not in self.ignored and step in stored.get(k, ())]
+        if same is None and not common:
+            earlier.append((number, layout, digest))
+            return True  # another kind of row: merge
+        first = same if same is not None else earlier[-1][0]
+        for key in common:
+            old, new = stored[key][step], values[key]
+            if type(new) not in (int, float) or same_value(old, float(new)):  # type: ignore[arg-type]
                 continue
-            for key in sorted(common):
-                old = stored.get(key, {}).get(step)
-                new = values[key]
-                if old is None or type(new) not in (int, float) or same_value(old, float(new)):  # type: ignore[arg-type]
-                    continue
-                raise UsageError(
-                    f"{self.where(number)}: step {step} logged again with a different {key}: "
-                    f"{float(new):.6g} there, {old:.6g} at {self.label(first)} (more than {RESUME_REL_TOL:.1%} apart): a resumed run re-did the step differently and "
-                    "either row could be the run's; remove the stale rows (or judge each part of the run "
-                    "separately)")
-            self._relogged.append((step, first, number))
-            break
-        earlier.append((number, keys, digest))
+            raise UsageError(
+                f"{self.where(number)}: step {step} logged again with a different {key}: {float(new):.6g} there, "  # type: ignore[arg-type]
+                f"{old:.6g} at {self.label(first)} (more than {RESUME_REL_TOL:.1%} apart): a resumed run re-did the "
+                "step differently and either row could be the run's; remove the stale rows (or judge each part of "
+                "the run separately)")
+        self._relogged.append((step, first, number))
+        earlier.append((number, layout, digest))
         return True
 
     def warnings(self) -> list[str]:

@@ -59,7 +59,7 @@ def read_xtuner(path: Path, keep: frozenset[str] | None = None) -> Trace:
                                         "steps go backwards (resumed or concatenated run?)")
             last_step, last_line = step, number
             if all(map(str.startswith, values, repeat(MINIBATCH_PREFIX))):
-                builder.names.update(values)
+                builder.rows.layout(values)  # notes its metric names
                 pending = minibatch[step]
                 for key in values if keep is None else [k for k in keep if k in values]:
                     number_value = as_number(values[key])

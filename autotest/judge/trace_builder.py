@@ -58,7 +58,7 @@ class Builder:
         self.fmt = fmt
         self.rows = StepRows(path, ignored, label)
         #: every metric name the log carries, kept or not
-        self.names: set[str] = set()
+        self.names = self.rows.names
         #: only these metrics are stored (None: all); a comparison needs just the checked ones
         self.keep = keep
         self.series: dict[str, dict[int, float]] = defaultdict(dict)
@@ -72,7 +72,6 @@ class Builder:
 
     def admit(self, step: int, values: dict[str, object], number: int, digest: int) -> bool:
         """Whether a row is to be stored: False for an exact copy; raises on a conflicting re-log."""
-        self.names.update(values)
         return self.rows.admit(step, values, number, digest, self.series)
 
     def put_row(self, step: int, values: dict[str, object], number: int) -> None:

@@ -22,6 +22,7 @@ from typing import Callable
 from autotest.errors import UsageError
 from autotest.inputs.log_search import TENSORBOARD, TRAINER_STATE_KIND, FoundLog, find_logs, is_event_file, \
     not_found_message
+from autotest.inputs.tracker_layout import exp_dirs
 from autotest.judge.hf_trainer import FORMAT as HF_FORMAT
 from autotest.judge.hf_trainer import looks_like_hf_row, read_hf_trainer
 from autotest.judge.jsonl import iter_rows, raise_file_error
@@ -211,7 +212,7 @@ def locate_log(path: str | Path, fmt: str = "auto") -> tuple[Path, str, tuple[st
     if not path.is_dir():  # a FIFO would block the read forever, a device never ends
         raise UsageError(f"{path}: not a regular file (a FIFO, socket or device); pass a metric log file "
                          "or a run's work dir")
-    if fmt == "tensorboard":
+    if fmt == "tensorboard" and not exp_dirs(path):
         return path, fmt, ()  # every event file below it (read_tensorboard says when there is none)
     found = find_logs(path)
     fitting = [f for f in found if _fits(f, fmt)]

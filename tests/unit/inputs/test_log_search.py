@@ -37,9 +37,12 @@ def test_xtuner_layout_newest_exp_dir(tmp_path):
 
 
 def test_xtuner_tensorboard_exp_dir(tmp_path):
+    write_events(tmp_path / "20261101120000" / "logs", {"a": {1: 5.0}})  # an earlier run's: never mixed in
     write_events(tmp_path / "20261102120000" / "logs" / "tb", {"a": {1: 1.0}})
     assert [(f.path, f.kind) for f in find_logs(tmp_path)] == [(tmp_path / "20261102120000" / "logs" / "tb",
                                                                  TENSORBOARD)]
+    for fmt in ("auto", "tensorboard"):
+        assert dict(read_trace(tmp_path, fmt).series["a"]) == {1: 1.0}
 
 
 def test_verl_jsonl_in_a_work_dir(tmp_path):

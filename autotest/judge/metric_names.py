@@ -30,10 +30,23 @@ def _closest(metric: str, candidates: list[str]) -> str | None:
     return next((c for c in candidates if c.rsplit("/", 1)[-1] == tail or c.endswith(metric)), None)
 
 
-def name_results(baseline: Baseline, current: Trace) -> list[CheckResult]:
-    """One ERROR when checked metrics are absent from the log (see the module doc); [] when all are there."""
+def _reached(metric: str, current: Trace, golden: Trace | None) -> bool:
+    """Whether the run got far enough to have logged ``metric`` (a crashed run may stop before its first point)."""
+    series = golden.get(metric) if golden is not None else None
+    if not series:
+        return True
+    last = max(current.train_steps + current.eval_steps, default=None)
+    return last is not None and last >= min(series)
+
+
+def name_results(baseline: Baseline, current: Trace, golden: Trace | None = None) -> list[CheckResult]:
+    """One ERROR when checked metrics are absent from the log (see the module doc); [] when all are there.
+
+    A metric whose first golden point lies beyond the run's last step is not counted: the run stopped
+    before it (that is the completion check's to say), not a renamed metric.
+    """
     checked = sorted({c.metric for c in baseline.checks})
-    missing = [m for m in checked if current.get(m) is None]
+    missing = [m for m in checked if current.get(m) is None and _reached(m, current, golden)]
     if not missing:
         return []
     aliases = dict(baseline.metric_aliases)

@@ -116,7 +116,7 @@ def judge(baseline: Baseline | None, current: Trace | None, *, golden: Trace | N
             current = current.with_aliases(dict(baseline.metric_aliases))
         if wall_time_s is None and facts is not None:
             wall_time_s = facts.wall_s
-        results += name_results(baseline, current)  # first: a log of other names explains what follows
+        results += name_results(baseline, current, golden)  # first: a log of other names explains what follows
         if not nothing_in_common(baseline, current):
             results += shape_results(baseline, current, wall_time_s)
             results += run_checks(baseline, golden, current, baseline.golden_table is not None)

@@ -142,3 +142,13 @@ def test_a_resumed_run_whose_later_step_row_is_broken_is_an_error_not_a_pass(tmp
     with pytest.raises(UsageError, match=rf"^{path}:6: step 5 logged again with a different response/rewards/mean: "
                                          r"0 there, 0.5 at line 5 \(more than 0.1% apart\)"):
         read_trace(path)
+
+
+def test_a_run_that_stopped_before_a_metrics_first_point_is_not_told_to_rename_it(tmp_path):
+    baseline = load_baseline(write_yaml(tmp_path / "b.yaml", BASELINE.replace("eval/accuracy: {0: 0.4, 5: 0.6}",
+                                                                              "eval/accuracy: {5: 0.6}")))
+    early = {"response/rewards/mean": {1: 0.1, 2: 0.2}, "time/step": {1: 1.0, 2: 1.0}}  # stopped at step 2
+    verdict = compare(baseline, read_trace(write_events(tmp_path / "tb", early), "tensorboard")).verdict
+    assert verdict.status == ERROR
+    assert "metrics[names]" not in [r.check_id for r in verdict.results]
+    assert any("run is incomplete" in r.message for r in verdict.results)

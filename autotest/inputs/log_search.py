@@ -149,3 +149,13 @@ def log_for_format(work_dir: Path, fmt: str, since: float | None = None) -> Path
         return None
     kinds = KINDS_OF_FORMAT.get(fmt, ())
     return next((f.path for f in find_logs(work_dir) if f.kind in kinds and _written_since(f, since)), None)
+
+
+def log_signature(path: Path) -> tuple:
+    """What changes when a log grows: a file's size and mtime; for a folder of event files, each file's."""
+    path = Path(path)
+    if path.is_dir():
+        return tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns)
+                     for p in sorted(path.rglob(f"*{EVENT_FILE_MARK}*")) if p.is_file())
+    stat = path.stat()
+    return (str(path), stat.st_size, stat.st_mtime_ns)

@@ -42,8 +42,8 @@ EVAL_PREFIXES = ("eval_", "test_")
 
 def looks_like_hf_row(row: object) -> bool:
     """A JSONL row a TrainerCallback wrote: Trainer.log's ``epoch``, or eval_* / summary keys."""
-    if not isinstance(row, dict):
-        return False
+    if not isinstance(row, dict) or any(k.startswith(("eval/", "train_metrics/")) for k in row):
+        return False  # xtuner's row kinds
     return "epoch" in row or any(k.startswith("eval_") or k in SUMMARY_KEYS for k in row)
 
 

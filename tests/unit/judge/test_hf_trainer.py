@@ -110,3 +110,18 @@ def test_a_callback_row_with_a_bad_step_names_its_line(tmp_path):
     path.write_text('{"loss": 1.0, "epoch": 0.1, "step": 1}\n{"loss": 1.0, "epoch": 0.2, "step": "2"}\n')
     with pytest.raises(UsageError, match=rf"^{path}:2: key 'step' is not a whole number \(a string: 2\)"):
         read_trace(path, "hf-trainer")
+
+
+@pytest.mark.parametrize("row, fmt", [
+    ({"loss": 1.0, "epoch": 0.1, "step": 1}, "hf-trainer"),
+    ({"eval_loss": 1.0, "step": 1}, "hf-trainer"),
+    ({"train_runtime": 1.0, "step": 1}, "hf-trainer"),
+    ({"response/rewards/mean": 0.1, "epoch": 1, "eval/accuracy": 0.5, "step": 1}, "xtuner"),
+    ({"train_metrics/worker_0/loss": 0.1, "epoch": 1, "step": 1}, "xtuner"),
+    ({"step": 1, "data": {"critic/score/mean": 0.1}}, "verl"),
+    ({"response/rewards/mean": 0.1, "step": 1}, "xtuner"),
+])
+def test_the_format_is_told_from_the_first_row(tmp_path, row, fmt):
+    path = tmp_path / "log.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    assert sniff_format(path) == fmt

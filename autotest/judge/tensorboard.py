@@ -38,7 +38,10 @@ from autotest.judge.trace import EVAL_PREFIX, MINIBATCH_PREFIX, Trace
 
 __all__ = ["EVENT_FILE_MARK", "is_event_file", "event_files", "read_tensorboard", "check_records",
            "looks_like_event_file"]
-_HEADER = struct.Struct("<QI")  # record length, masked CRC-32C of those 8 bytes
+_HEADER = struct.Struct("<QI")
+#: logged with every row by the Hugging Face Trainer's TensorBoard callback (train, eval and summary rows
+#: at one step): a repeat is not a copy or a resume
+BOOKKEEPING_TAGS = frozenset({"train/epoch", "train/num_input_tokens_seen", "epoch"})  # record length, masked CRC-32C of those 8 bytes
 
 
 def _masked_crc(data: bytes) -> int:
@@ -206,7 +209,7 @@ def read_tensorboard(path: str | Path, keep: frozenset[str] | None = None) -> Tr
                 values = [(max(w for w, _ in values), sum(v for _, v in values) / len(values))]
             seen = latest.get((tag, step))
             for wall_time, value in sorted(values):
-                if seen is not None:
+                if seen is not None and tag not in BOOKKEEPING_TAGS:
                     if value == seen[1] or (value != value and seen[1] != seen[1]):
                         copies += 1
                     elif not same_value(seen[1], value):

@@ -152,3 +152,22 @@ def test_a_run_that_stopped_before_a_metrics_first_point_is_not_told_to_rename_i
     assert verdict.status == ERROR
     assert "metrics[names]" not in [r.check_id for r in verdict.results]
     assert any("run is incomplete" in r.message for r in verdict.results)
+
+
+def test_the_trainers_epoch_on_every_row_is_not_a_repeat(tmp_path):
+    folder = tmp_path / "tb"
+    path = write_events(folder, {"train/reward": {1: 0.1, 2: 0.2}, "eval/reward": {2: 0.3},
+                                 "train/train_runtime": {2: 1.0}})
+    from tensorboard.compat.proto.event_pb2 import Event
+    from tensorboard.compat.proto.summary_pb2 import Summary
+    from tensorboard.summary.writer.record_writer import RecordWriter
+
+    with path.open("ab") as handle:  # the callback logs train/epoch with the train, eval and summary rows
+        writer = RecordWriter(handle)
+        for step in (1, 2, 2, 2):
+            event = Event(step=step, wall_time=time.time(),
+                          summary=Summary(value=[Summary.Value(tag="train/epoch", simple_value=step / 2)]))
+            writer.write(event.SerializeToString())
+    trace = read_trace(folder, "tensorboard")
+    assert trace.warnings == ()
+    assert dict(trace.series["train/epoch"]) == {1: 0.5, 2: 1.0}

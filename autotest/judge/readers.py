@@ -1,7 +1,11 @@
 """Readers that turn a framework's metric log into a :class:`~autotest.judge.trace.Trace`.
 
-Readers are pluggable: each is a function ``(path) -> Trace`` registered by format
-name in :data:`READERS`. ``read_trace`` picks one by name or by sniffing the first row.
+Readers are pluggable: each is a function ``(path, keep) -> Trace`` registered by format name in
+:data:`READERS` (xtuner, verl, tensorboard, hf-trainer: :mod:`autotest.judge.hf_trainer`).
+``read_trace`` takes a log file or a run's work dir: a work dir is searched as
+:mod:`autotest.inputs.log_search` says (the choice is said when there are several logs), and the
+format is the one asked for or told from the log (:func:`sniff_format`). Rows at one step merge as
+:mod:`autotest.judge.merge` says, in every row-based reader.
 
 xtuner ``tracker.jsonl`` row kinds (REFERENCE.md), told apart by their keys, never by their order:
 mini-batch rows whose keys all start with ``train_metrics/`` (attached to their own ``step``,

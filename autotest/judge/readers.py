@@ -24,8 +24,15 @@ from pathlib import Path
 from typing import Callable
 
 from autotest.errors import UsageError
-from autotest.inputs.log_search import TENSORBOARD, TRAINER_STATE_KIND, FoundLog, find_logs, is_event_file, \
-    not_found_message
+from autotest.inputs.log_search import (
+    TENSORBOARD,
+    TRAINER_STATE_KIND,
+    XTUNER_LAYOUT,
+    FoundLog,
+    find_logs,
+    is_event_file,
+    not_found_message,
+)
 from autotest.inputs.tracker_layout import exp_dirs
 from autotest.judge.hf_trainer import FORMAT as HF_FORMAT
 from autotest.judge.hf_trainer import looks_like_hf_row, read_hf_trainer
@@ -194,6 +201,8 @@ def _fits(found: FoundLog, fmt: str) -> bool:
         return fmt == HF_FORMAT
     if fmt == "tensorboard":
         return False
+    if found.kind == XTUNER_LAYOUT and fmt == "xtuner":
+        return True  # where xtuner writes it: its rows decide nothing
     try:
         return sniff_format(found.path) == fmt
     except UsageError:

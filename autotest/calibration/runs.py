@@ -43,6 +43,7 @@ from autotest.judge.seed_use import identical_runs
 from autotest.judge.verdict import golden_trace
 from autotest.pipeline import RunOptions, run_case
 from autotest.redaction import json_ready
+from autotest.report.power_table import power_provenance, power_report
 from autotest.report.publish import AfterResults
 from autotest.run.interrupts import describe
 from autotest.run.platform import check_platform

@@ -28,7 +28,7 @@ from autotest.files import require_folder
 from autotest.history.cli import add_history_parser
 from autotest.history.database import HISTORY_ENV
 from autotest.history.drift import history_recorder
-from autotest.inputs.case import list_cases, load_case
+from autotest.inputs.case import TRACKER_FORMATS, list_cases, load_case
 from autotest.inputs.project import find_project
 from autotest.judge.model import FAIL, PASS
 from autotest.inputs.baseline import load_baseline
@@ -252,10 +252,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("compare", help="check a run's metric log against a golden baseline")
     p.add_argument("--baseline", required=True, type=Path, help="baseline YAML (baselines/<case>.yaml)")
-    p.add_argument("--current", required=True, type=Path, help="tracker.jsonl, or a run's WORK_DIR")
+    p.add_argument("--current", required=True, type=Path,
+                   help="the metric log (tracker.jsonl, trainer_state.json, an event file), or a run's WORK_DIR")
     p.add_argument("--out", type=Path, help="results folder to write results.json, report.md and plots/")
-    p.add_argument("--format", default="auto", choices=["auto", "xtuner", "verl", "tensorboard"],
-                   help="metric-log format")
+    p.add_argument("--format", default="auto", choices=["auto", *TRACKER_FORMATS],
+                   help="metric-log format (auto: by name and first row; a work dir is searched for each)")
     p.add_argument("--wall-time-s", type=float, help="measured end-to-end wall time, for the wall-time check")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--history", metavar="URL", help="with --out: " + history_help)

@@ -24,6 +24,7 @@ from autotest.errors import UsageError
 from autotest.files import write_atomic
 from autotest.inputs.baseline import Baseline, for_hardware, load_baseline
 from autotest.inputs.case import Case
+from autotest.inputs.tracker_layout import COPY_NAMES
 from autotest.judge.live import Follower
 from autotest.judge.model import ERROR, PASS, CheckResult, Verdict
 from autotest.judge.power import PowerAsk, caught_phrase
@@ -414,7 +415,7 @@ def _attempts(case: Case, options: RunOptions, spec: LaunchSpec,
             return comparison, None
         kept = prep.results_dir / "attempts" / str(len(trail.attempts))
         kept.mkdir(parents=True)
-        for name in ("logs", "work", "tracker.jsonl", "run_config"):
+        for name in ("logs", "work", *COPY_NAMES, "run_config"):
             if (prep.results_dir / name).exists():
                 (prep.results_dir / name).rename(kept / name)
         # the trail points at the kept copy of the attempt's log, not at the next attempt's

@@ -40,6 +40,7 @@ from typing import Any
 from autotest.errors import UsageError
 from autotest.inputs.baseline import Baseline, for_hardware, load_baseline
 from autotest.inputs.case import Case
+from autotest.inputs.tracker_layout import tracker_copy
 from autotest.judge.model import (
     ERROR,
     FAIL,
@@ -216,8 +217,8 @@ def judge_replicate_runs(case: Case, baseline_path: Path, runs: Sequence[tuple[i
 
 def _trace(case: Case, baseline: Baseline | None, folder: Path | None) -> Trace | None:
     """The trace a replicate left in its folder (None when it has none: its own verdict says why)."""
-    path = folder and folder / ("tensorboard" if case.tracker.format == "tensorboard" else "tracker.jsonl")
-    if baseline is None or path is None or not path.exists():
+    path = tracker_copy(folder) if folder is not None else None
+    if baseline is None or path is None:
         return None
     try:
         return read_trace(path, case.tracker.format, dict(baseline.metric_aliases), metrics=checked_metrics(baseline))

@@ -323,7 +323,7 @@ def calibrate_case(case: Case, options: CalibrationOptions) -> CalibrationOutcom
     provenance = _provenance(case, options, preflight, records, settings, self_check, calibration, folder)
     candidate = replace(calibration.baseline, path=candidate_path, provenance=provenance)
     text = baseline_yaml(candidate, header=f"Golden baseline of {case.name}, made by `{provenance['command']}`; "
-                                           "do not hand-edit thresholds, recalibrate (see README).")
+                                           "do not hand-edit thresholds, recalibrate (see docs/calibration.md).")
     report = render_report(replace(calibration, baseline=candidate), self_check,
                            golden_shifts(old_golden, candidate), previous, old_note, warnings,
                            candidate_path, target, promote_command(case, options.baselines_dir))

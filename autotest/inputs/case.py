@@ -230,7 +230,7 @@ def load_case(name_or_path: str | Path) -> Case:
 
 def _parse_case(path: Path) -> Case:
     """Read and validate one case file and build the Case."""
-    top = load_section(path, what="a case", doc="autotest/cases.py", required=(
+    top = load_section(path, what="a case", doc="docs/cases.md", required=(
         "name", "description", "markers", "goal", "minimal_scale", "platform", "launch",
         "tracker", "expected", "baseline"), optional=("inputs", "seed", "consistency", "replicates"))
     name = top.text("name")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import shlex
 import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -34,7 +35,7 @@ from autotest.files import require_folder, write_atomic
 from autotest.history.store import passing_runs
 from autotest.inputs.baseline import Baseline, CalibrationSpec, load_baseline
 from autotest.inputs.baseline_writer import baseline_yaml
-from autotest.inputs.case import REPO_ROOT, Case
+from autotest.inputs.case import REPO_ROOT, Case, case_argument
 from autotest.judge.readers import read_trace
 from autotest.judge.verdict import golden_trace
 from autotest.pipeline import RunOptions, run_case
@@ -123,8 +124,8 @@ def baseline_files(case: Case, baselines_dir: Path | None = None) -> tuple[Path,
 
 
 def promote_command(case: Case, baselines_dir: Path | None = None) -> str:
-    where = f" --baselines-dir {baselines_dir}" if baselines_dir else ""
-    return f"rl-autotest baseline promote {case.name}{where}"
+    where = f" --baselines-dir {shlex.quote(str(Path(baselines_dir).resolve()))}" if baselines_dir else ""
+    return f"rl-autotest baseline promote {case_argument(case)}{where}"
 
 
 def load_spec(case: Case, baselines_dir: Path | None = None) -> Baseline:

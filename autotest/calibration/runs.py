@@ -36,6 +36,7 @@ from autotest.history.store import passing_runs
 from autotest.inputs.baseline import Baseline, CalibrationSpec, load_baseline
 from autotest.inputs.baseline_writer import baseline_yaml
 from autotest.inputs.case import REPO_ROOT, Case, case_argument
+from autotest.judge.seed_use import identical_runs
 from autotest.judge.readers import read_trace
 from autotest.judge.verdict import golden_trace
 from autotest.pipeline import RunOptions, run_case
@@ -309,6 +310,9 @@ def calibrate_case(case: Case, options: CalibrationOptions) -> CalibrationOutcom
                                f"nothing written: {detail}")
     traces = [read_trace(r.tracker, case.tracker.format) for r in records if r.tracker is not None]
     labels = [r.label for r in records]
+    copies = identical_runs([(r.label, r.seed, t) for r, t in zip(records, traces)])
+    if copies is not None:  # no noise to measure: every threshold would collapse onto its floor
+        raise CalibrationError(f"{case.name}: {copies.message}; nothing written")
     sizes = _eval_set_sizes(records, {c.metric for c in spec.checks})
     calibration = calibrate(spec, traces, settings=settings, eval_set_size=sizes)
     self_check = leave_one_out(spec, traces, labels, settings=settings, eval_set_size=sizes)

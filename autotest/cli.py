@@ -19,6 +19,7 @@ from autotest.calibration.runs import (
     calibrate_case,
     promote,
 )
+from autotest.bisect.session import BisectOptions, bisect
 from autotest.calibration.thresholds import CalibrationError
 from autotest.consistency.cli import main as analyze_main
 from autotest.consistency.job import run_consistency_job
@@ -206,6 +207,22 @@ def _baseline(args: argparse.Namespace) -> int:
     return EXIT_PASS
 
 
+def _bisect(args: argparse.Namespace) -> int:
+    if args.results_dir is not None:
+        require_folder(args.results_dir, "--results-dir")
+    if args.max_runs is not None and args.max_runs < 2:
+        raise UsageError(f"--max-runs: {args.max_runs} is below 2; the good and bad ends take two runs")
+    outcome = bisect(load_case(args.case), BisectOptions(
+        good=args.good, bad=args.bad, repo=args.framework_repo, all_commits=args.all_commits,
+        slots=args.jobs, max_runs=args.max_runs, results_root=args.results_dir, seed=args.seed,
+        progress=lambda line: print(line, flush=True)))
+    print(f"bisect: {outcome.status}: {outcome.message}")
+    for row in outcome.flipped:
+        print(f"  {row['check']}: last good {row['good']}, first bad {row['bad']} (threshold {row['threshold']})")
+    print(f"bisect: {outcome.rounds} round(s), {outcome.runs} run(s); report: {outcome.folder / 'bisect.md'}")
+    return outcome.exit_code
+
+
 def _power(args: argparse.Namespace) -> int:
     case = load_case(args.case)
     if args.baselines_dir is not None:
@@ -220,7 +237,7 @@ def _power(args: argparse.Namespace) -> int:
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "compare": _compare, "run": _run, "cases": _cases, "consistency": _consistency, "calibrate": _calibrate,
-    "baseline": _baseline, "power": _power}
+    "baseline": _baseline, "power": _power, "bisect": _bisect}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -303,6 +320,20 @@ def build_parser() -> argparse.ArgumentParser:
                        "is missed; 2: error")
     p.add_argument("case", help=CASE_HELP)
     p.add_argument("--baselines-dir", type=Path, help="read <DIR>/<baseline file name> instead of the case's baseline")
+
+    p = sub.add_parser("bisect", help="find the framework commit between a good and a bad ref where the case's "
+                       "gates start failing (noise-aware, P probes a round)",
+                       epilog="exit 0: first bad commit found; 1: the environment changed (the good ref fails "
+                       "today), not reproducible (the bad ref passes), or --max-runs spent; 2: error")
+    p.add_argument("case", help=CASE_HELP)
+    p.add_argument("--good", required=True, help="a framework ref whose runs passed")
+    p.add_argument("--bad", required=True, help="a later framework ref whose runs failed")
+    p.add_argument("--framework-repo", help="framework repository URL or local path (default: the case's)")
+    p.add_argument("--all-commits", action="store_true", help="descend into merged branches (default: first parent)")
+    p.add_argument("--jobs", type=int, default=2, help="probes side by side a round (default: 2)")
+    p.add_argument("--max-runs", type=int, help="stop after this many training runs (a budget)")
+    p.add_argument("--seed", type=int, help="seed of each probe's first run (default: the case's)")
+    p.add_argument("--results-dir", type=Path, help=results_help)
 
     b = sub.add_parser("baseline", help="manage golden baselines")
     actions = b.add_subparsers(dest="baseline_command", required=True, metavar="ACTION")

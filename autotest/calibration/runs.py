@@ -336,7 +336,7 @@ def calibrate_case(case: Case, options: CalibrationOptions) -> CalibrationOutcom
     candidate = replace(candidate, provenance={**provenance, "power": power_provenance(powers)})
     warnings = (*warnings, *(f"power: {line}" for line in target_misses(powers, case.detect)))
     text = baseline_yaml(candidate, header=f"Golden baseline of {case.name}, made by `{provenance['command']}`; "
-                                           "do not hand-edit thresholds, recalibrate (see README).")
+                                           "do not hand-edit thresholds, recalibrate (see docs/calibration.md).")
     report = render_report(replace(calibration, baseline=candidate), self_check,
                            golden_shifts(old_golden, candidate), previous, old_note, warnings,
                            candidate_path, target, promote_command(case, options.baselines_dir),

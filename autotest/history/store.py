@@ -26,6 +26,7 @@ from autotest.history.database import (
     tables,
 )
 from autotest.history.record import RunRecord, find_results_folders, kind_of_folder, read_results_folder
+from autotest.inputs.tracker_layout import tracker_copy
 from autotest.run.replicates import REPLICATES_FOLDER
 
 if TYPE_CHECKING:
@@ -334,8 +335,8 @@ def passing_runs(case: str, last_n: int, url: str | None = None,
         if not row.trusted or kind_of_folder(Path(row.results_dir)) not in TRUSTED_KINDS:
             left_out += 1
             continue
-        tracker = Path(row.results_dir) / "tracker.jsonl"
-        if tracker.is_file():
+        tracker = tracker_copy(Path(row.results_dir))  # tracker.jsonl, trainer_state.json or tensorboard/
+        if tracker is not None:
             found.append(PassingRun(Path(row.results_dir), tracker, row.framework_sha, row.harness_sha))
         if len(found) == last_n:
             break

@@ -28,6 +28,7 @@ from autotest.history.cli import add_history_parser
 from autotest.history.database import HISTORY_ENV
 from autotest.history.drift import history_recorder
 from autotest.inputs.case import list_cases, load_case
+from autotest.inputs.replicate_limits import CAPS_HELP
 from autotest.judge.model import FAIL, PASS
 from autotest.judge.verdict import compare_paths
 from autotest.pipeline import DRY_RUN, SKIP, RunOptions, run_case
@@ -87,7 +88,7 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError(f"--replicates: {args.replicates} is below 1; give the number of seeds to run and average")
     run = run_case(load_case(args.case), RunOptions(
         results_root=args.results_dir, seed=args.seed, replicates=args.replicates, fault=args.fault,
-        dry_run=args.dry_run,
+        force_replicates=args.force, dry_run=args.dry_run,
         fail_fast=args.fail_fast, progress=print, ray_address=args.ray_address,
         confirm=_show if args.yes else _confirm_on_terminal,
         after_results=None if args.no_history else history_recorder(args.history),
@@ -216,7 +217,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--results-dir", type=Path, help=results_help)
     p.add_argument("--seed", type=int, help="seed for cases that take one (default: the case's)")
     p.add_argument("--replicates", type=int, metavar="K", help="run K seeds side by side and judge their mean "
-                   "(default: the case's replicates, else 1)")
+                   f"(default: the case's replicates, else 1; {CAPS_HELP} without --force)")
+    p.add_argument("--force", action="store_true", help="run more replicates than the platform's cap")
     p.add_argument("--fault", help="inject a fault NAME[:ARG] (embedded workloads)")
     p.add_argument("--fail-fast", action="store_true", help="stop the run at the first per-step gate failure")
     p.add_argument("--ray-address", help="submit the launch as a Ray job to this cluster")

@@ -24,6 +24,7 @@ from autotest.errors import UsageError
 from autotest.files import write_atomic
 from autotest.inputs.baseline import Baseline, for_hardware, load_baseline
 from autotest.inputs.case import Case
+from autotest.inputs.replicate_limits import replicates_cost, replicates_problem
 from autotest.judge.live import Follower
 from autotest.judge.model import ERROR, PASS, CheckResult, Verdict
 from autotest.judge.readers import read_trace
@@ -113,6 +114,8 @@ class RunOptions:
     framework_ref: str | None = None
     #: seeds to run side by side and judge on their mean; None: the case's ``replicates``
     replicates: int | None = None
+    #: allow more replicates than the platform's cap (autotest.inputs.replicate_limits); ``--force``
+    force_replicates: bool = False
     #: append the verdict to $GITHUB_STEP_SUMMARY (a replicate's own verdict does not: the mean's does)
     step_summary: bool = True
 
@@ -164,6 +167,11 @@ def run_case(case: Case, options: RunOptions) -> CaseRun:
     """One attempt of ``case`` (relaunched only on a known infrastructure failure), judged and published;
     with replicates, one such attempt per seed and a verdict on their mean."""
     count = options.replicates or case.replicates
+    problem = replicates_problem(count, gpus=case.platform.gpus, takes_seed=case.takes_seed,
+                                 force=options.force_replicates, in_case=options.replicates is None)
+    if problem:  # refused before any folder, card or run
+        where = "--replicates" if options.replicates is not None else f"{case.source}: replicates"
+        raise UsageError(f"{where}: {problem[0]}; {problem[1]}")
     if count > 1:
         return _run_replicates(case, options, count)
     environ = {**os.environ, **options.env}
@@ -229,9 +237,11 @@ def _run_replicates(case: Case, options: RunOptions, count: int) -> CaseRun:
     folder = shown.results_dir
     with contextlib.suppress(OSError):
         (folder / "work").rmdir()  # each replicate has its own work dir
+    jobs = default_jobs(case, count)
+    cost = replicates_cost(count, case.expected.wall_time_s, jobs)
     card = shown.card + (f"\n## Replicates\n\n{count} seeds ({', '.join(map(str, seeds))}) side by side, each in "
                          "replicates/r<i>-seed<S>/; the checks judge their mean (pooled thresholds scaled, "
-                         "see autotest.judge.replicate_mean)\n")
+                         f"see autotest.judge.replicate_mean)\n\nCost: {cost}\n")
     write_atomic(folder / "card.md", card)
     shown = replace(shown, card=card, replicates=count)
     if options.dry_run:
@@ -255,8 +265,7 @@ def _run_replicates(case: Case, options: RunOptions, count: int) -> CaseRun:
                       with_plots=False, step_summary=False, progress=lambda line: say(f"{label}: {line}"))
         return lambda: run_case(case, one)
 
-    jobs = default_jobs(case, count)
-    say(f"[{case.name}] {count} replicates (seeds {', '.join(map(str, seeds))}), {jobs} at a time, in {folder}")
+    say(f"[{case.name}] {count} replicates (seeds {', '.join(map(str, seeds))}) in {folder}; cost: {cost}")
     runs: list[CaseRun] = []
     interrupt: KeyboardInterrupt | None = None
     try:

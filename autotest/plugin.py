@@ -17,6 +17,7 @@ import pytest
 from autotest.errors import UsageError
 from autotest.history.drift import history_recorder
 from autotest.inputs.case import Case
+from autotest.inputs.replicate_limits import CAPS_HELP
 from autotest.pipeline import DRY_RUN, GPU_WAIT_S, SKIP, CaseRun, RunOptions, run_case
 from autotest.redaction import collect_secrets
 from autotest.run.interrupts import signals_as_interrupt
@@ -54,7 +55,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="framework repository (URL or local path); default $RL_AUTOTEST_FRAMEWORK_REPO, "
                          "else the case file's, else the clone its env var names")
     group.addoption("--replicates", type=int, default=None, metavar="K",
-                    help="run K seeds of each case side by side and judge their mean (default: the case's replicates)")
+                    help="run K seeds of each case side by side and judge their mean (default: the case's replicates; "
+                         f"{CAPS_HELP} without --force-replicates)")
+    group.addoption("--force-replicates", action="store_true",
+                    help="run more replicates than the platform's cap")
     group.addoption("--allow-dirty", action="store_true",
                     help="calibration: accept uncommitted changes (recorded in the provenance)")
 
@@ -146,7 +150,8 @@ def run_accuracy_case(request: pytest.FixtureRequest) -> Callable[..., CaseRun]:
                              gpu_wait_s=config.getoption("--gpu-wait-s"), after_results=recorder_option(config),
                              framework_repo=config.getoption("--framework-repo"),
                              framework_ref=config.getoption("--framework-ref"),
-                             replicates=replicates_option(config))
+                             replicates=replicates_option(config),
+                             force_replicates=config.getoption("--force-replicates"))
         try:
             with signals_as_interrupt(), warnings.catch_warnings():  # CI cancels with SIGTERM: as Ctrl-C
                 # a warning in the harness's own code never fails a user's accuracy run (filterwarnings=error)

@@ -160,6 +160,13 @@ def check_source(source: str, where: str) -> str:
     return source
 
 
+def _normal_source(source: str) -> str:
+    """A local path becomes absolute (the cache key must not depend on the current directory)."""
+    if "://" in source or source.startswith("git@"):
+        return source
+    return str(Path(source).expanduser().resolve())
+
+
 def _git(args: list[str], *, what: str, cwd: Path | None = None) -> str:
     """Run git; a failure is one UsageError line naming what was asked and git's own first line."""
     # never wait for a password in CI; never a transport that runs a command (ext::)

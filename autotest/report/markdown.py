@@ -19,6 +19,7 @@ from autotest.files import portable, write_atomic
 from autotest.judge.checks import fmt
 from autotest.judge.model import ERROR, FAIL, INFO, PASS, CheckResult, Verdict
 from autotest.redaction import mask_known
+from autotest.report.md_safe import md_code, md_text
 
 STATUS_MARK = {PASS: "✅ PASS", FAIL: "❌ FAIL", ERROR: "⚠️ ERROR", INFO: "ℹ️ INFO"}
 
@@ -204,20 +205,21 @@ def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, histo
 
 
 def render_step_summary(verdict: Verdict, report_path: Path | None = None, history: Sequence[str] = ()) -> str:
+    """The verdict in a few lines for $GITHUB_STEP_SUMMARY; every value from outside is made inert markdown."""
     failing = [r for r in verdict.results if r.status in (FAIL, ERROR) and r.is_gate]
-    lines = [f"### {verdict.case}: {_headline(verdict)}", ""]
-    lines += [f"- {r.status}: {r.message}" for r in failing[:10]]
-    lines += [f"- attempt {a['attempt']}: {a['verdict']}, {a['decision']['reason']}; log `{a['log_path']}`"
-              for a in verdict.context.get("retries") or () if a["decision"]["retry"]]
-    lines += [f"- {line}" for line in history]
+    lines = [f"### {md_text(verdict.case)}: {md_text(_headline(verdict))}", ""]
+    lines += [f"- {r.status}: {md_text(r.message)}" for r in failing[:10]]
+    lines += [f"- attempt {a['attempt']}: {md_text(a['verdict'])}, {md_text(a['decision']['reason'])}; log "
+              f"{md_code(a['log_path'])}" for a in verdict.context.get("retries") or () if a["decision"]["retry"]]
+    lines += [f"- {md_text(line)}" for line in history]
     primary = next((f for f in verdict.triage if f.primary), None)
     if primary:
-        lines.append(f"- next step: {primary.suggestion}")
+        lines.append(f"- next step: {md_text(primary.suggestion)}")
     framework = verdict.context.get("framework")
     if isinstance(framework, dict):
-        lines.append(f"- framework under test: {framework_line(framework)}")
+        lines.append(f"- framework under test: {md_text(framework_line(framework))}")
     if report_path:
-        lines.append(f"- report: `{report_path}`")
+        lines.append(f"- report: {md_code(report_path)}")
     return "\n".join(lines) + "\n\n"
 
 

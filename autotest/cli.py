@@ -84,6 +84,8 @@ def _show(card: str) -> bool:
 def _run(args: argparse.Namespace) -> int:
     if args.results_dir is not None:
         require_folder(args.results_dir, "--results-dir")
+    if args.seed is not None and args.seed < 0:
+        raise UsageError(f"--seed: {args.seed} is below 0; give a seed >= 0")
     if args.replicates is not None and args.replicates < 1:
         raise UsageError(f"--replicates: {args.replicates} is below 1; give the number of seeds to run and average")
     run = run_case(load_case(args.case), RunOptions(

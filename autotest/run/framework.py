@@ -143,7 +143,10 @@ def check_ref(ref: str, where: str) -> str:
     """
     if ref.startswith(("-", "+")) or any(ord(c) < 32 or c.isspace() for c in ref):
         raise UsageError(f"{where}: {ref!r} is not a ref name; {_REF_HELP}")
-    done = subprocess.run(["git", "check-ref-format", "--allow-onelevel", ref], capture_output=True, check=False)
+    try:
+        done = subprocess.run(["git", "check-ref-format", "--allow-onelevel", ref], capture_output=True, check=False)
+    except FileNotFoundError:
+        raise UsageError(f"{where}: git is not installed on this machine") from None
     if done.returncode != 0:
         raise UsageError(f"{where}: {ref!r} is not a ref name (git check-ref-format refuses it); {_REF_HELP}")
     return ref

@@ -80,3 +80,11 @@ def test_history_last_that_is_not_a_number_names_the_problem(value: str, capsys)
     err = capsys.readouterr().err
     assert f"argument --last: {value!r} is not a whole number; give how many runs, e.g. 10" in err
     assert "_positive" not in err and "Traceback" not in err
+
+
+def test_adaptive_replicates_have_the_same_cap(tmp_path: Path, capsys) -> None:
+    code = main(["run", "tiny-grpo", "--yes", "--no-history", "--results-dir", str(tmp_path), f"--adaptive={CAP + 1}"])
+    assert code == 2
+    assert _one_error_line(capsys).startswith(f"rl-autotest: error: --adaptive: {CAP + 1} is above the cap of {CAP} "
+                                              "replicates for a CPU case; pass --force")
+    assert not any(tmp_path.iterdir())

@@ -117,3 +117,22 @@ def test_the_consistency_wrapper_quotes_folders_and_values(echo_case, tmp_path: 
         done = subprocess.run(["bash", str(wrapper)], capture_output=True, text=True, cwd=tmp_path)
         assert done.returncode == 0 and (work / "e" / "tracker.jsonl").is_file(), (wrapper.read_text(), done.stderr)
     assert not marker.exists()
+
+
+def test_bisect_refs_and_repository_reach_git_as_data(tmp_path: Path, monkeypatch) -> None:
+    from autotest.bisect.commits import commits_between, history_dir
+    from autotest.errors import UsageError
+
+    marker = tmp_path / "PWNED"
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@e", "-c", "user.name=t", "commit", "-q",
+                    "--allow-empty", "-m", "one"], check=True)
+    monkeypatch.chdir(tmp_path)
+    for value in _shell_values(marker) + ["", f"--output={marker}"]:
+        with pytest.raises(UsageError) as info:
+            commits_between(repo / ".git", value, "main")
+        assert "\n" not in str(info.value) and str(info.value).startswith("--good: ")
+        with pytest.raises(UsageError):
+            history_dir(value or "-", tmp_path / "cache")
+    assert not marker.exists()

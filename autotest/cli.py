@@ -32,7 +32,7 @@ from autotest.judge.model import FAIL, PASS
 from autotest.judge.verdict import compare_paths
 from autotest.pipeline import DRY_RUN, SKIP, RunOptions, run_case
 from autotest.redaction import MaskedStream, collect_secrets
-from autotest.report.publish import publish_noting_unsaved
+from autotest.report.publish import publish
 from autotest.run.interrupts import describe, signals_as_interrupt
 from autotest.run.platform import check_platform
 from autotest.run.results_dir import DEFAULT_ROOT_HELP
@@ -55,9 +55,9 @@ def _compare(args: argparse.Namespace) -> int:
     unsaved: tuple[str, ...] = ()
     if args.out:
         recorder = None if args.no_history else history_recorder(args.history)
-        published, unsaved = publish_noting_unsaved(comparison, args.out, with_plots=not args.no_plots,
-                                                    after_results=recorder)
-        if published is not None:
+        published = publish(comparison, args.out, with_plots=not args.no_plots, after_results=recorder)
+        unsaved = published.unsaved
+        if published.report_md is not None:
             print(f"report: {published.report_md}")
     for warning in verdict.warnings:
         print(f"warning: {warning}", file=sys.stderr)

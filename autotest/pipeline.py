@@ -33,7 +33,7 @@ from autotest.judge.trace import Trace
 from autotest.judge.verdict import Comparison, checked_metrics, golden_trace, judge
 from autotest.report.consistency_request import write_consistency_request
 from autotest.report.markdown import relaunch_phrase, relaunches_of
-from autotest.report.publish import AfterResults, publish_noting_unsaved
+from autotest.report.publish import AfterResults, publish
 from autotest.run.artifacts import artifacts_for, mask_logs
 from autotest.run.backends import start
 from autotest.run.card import card_criteria, hardware_thresholds, render_card
@@ -332,8 +332,8 @@ def _harness_error_log(results_dir: Path, exc: BaseException) -> str:
 
 def _save(comparison: Comparison, folder: Path, options: RunOptions, lost: Sequence[str] = ()) -> tuple[str, ...]:
     """Publish into ``folder``; the lines naming what a full or read-only disk kept from being written."""
-    return publish_noting_unsaved(comparison, folder, lost=lost, with_plots=options.with_plots,
-                                  after_results=options.after_results, step_summary=options.step_summary)[1]
+    return publish(comparison, folder, lost=lost, with_plots=options.with_plots,
+                   after_results=options.after_results, step_summary=options.step_summary).unsaved
 
 
 def _prepare(case: Case, options: RunOptions, framework: Checkout | None) -> _Prepared:

@@ -147,7 +147,7 @@ class CaseRun:
         mean = f" (mean of {self.replicates} replicates)" if self.replicates > 1 and self.verdict is not None else ""
         lost = ""
         if self.unsaved:
-            more = f" (and {len(self.unsaved) - 1} more, listed in report.md)" if len(self.unsaved) > 1 else ""
+            more = f" (and {len(self.unsaved) - 1} more)" if len(self.unsaved) > 1 else ""
             lost = f" — results not saved: {self.unsaved[0]}{more}"
         return f"{self.case}: {self.status}{relaunch_phrase(self.relaunches)}{mean}{reason}{lost}{where}"
 
@@ -442,8 +442,8 @@ def _attempt(case: Case, options: RunOptions, spec: LaunchSpec,
     context = {**prep.context, "stdout_log": str(result.stdout_log), "stderr_log": str(result.stderr_log),
                "launch": result.to_dict(), "artifacts": [str(p) for p in artifacts.run_config],
                "time_to_verdict_s": follower.time_to_verdict_s()}
-    if artifacts.unsaved:
-        context["unsaved"] = list(artifacts.unsaved)
+    if result.unsaved or artifacts.unsaved:  # a full or read-only disk: the verdict stands, the files are named
+        context["unsaved"] = [*result.unsaved, *artifacts.unsaved]
     comparison = judge(prep.baseline, trace, golden=prep.golden, facts=facts, case=case.name, context=context)
     return comparison, infra, infra_log, interrupt
 

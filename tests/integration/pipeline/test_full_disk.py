@@ -104,3 +104,29 @@ def test_tiny_grpo_into_a_nearly_full_disk_prints_its_verdict_and_leaves_no_part
     assert done.returncode == 2 and "Traceback" not in done.stdout + done.stderr, done.stderr
     assert re.fullmatch(rf"tiny-grpo: (PASS|FAIL)( — .*)? — results not saved: cannot write {folder}/tracker\.jsonl: "
                         rf"{FULL}( \(and \d+ more\))?( \(report: .*\))?", done.stdout.splitlines()[-1]), done.stdout
+
+
+SUITE = f"""
+from autotest.inputs.case import load_case
+from autotest.plugin import assert_case_outcome
+
+def test_scripted(run_accuracy_case):
+    assert_case_outcome(run_accuracy_case(load_case({str(CASE)!r}), fault="fill-disk:0"), False)
+"""
+
+
+def test_under_pytest_a_full_or_read_only_disk_fails_the_case_in_one_line(pytester, monkeypatch) -> None:
+    monkeypatch.setenv("RL_AUTOTEST_MIN_FREE_MIB", "0")
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    pytester.makepyfile(test_suite=SUITE)
+    with tmpfs(pytester.path / "disk", size_kib=1024) as disk:
+        full = pytester.runpytest_subprocess("--results-dir", str(disk), "--no-history", "-p", "no:cacheprovider")
+        read_only(disk)
+        refused = pytester.runpytest_subprocess("--results-dir", str(disk), "--no-history", "-p", "no:cacheprovider")
+    full.assert_outcomes(failed=1)
+    full.stdout.fnmatch_lines(["*scripted: PASS — results not saved: cannot write *launch.json: [[]Errno 28[]] No space "
+                               "left on device; free space on that disk or write elsewhere (and * more)"])
+    refused.assert_outcomes(failed=1)
+    refused.stdout.fnmatch_lines(["*scripted: preflight: results folder: *: [[]Errno 30[]] Read-only file system; pass "
+                                  "--results-dir*nothing was launched"])
+    assert "Traceback" not in full.stdout.str() + refused.stdout.str()

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from autotest.errors import UsageError
 from autotest.inputs.case import load_case
 from autotest.pipeline import RunOptions, run_case
 from tests.filesystems import fill, leftovers, read_only, tmpfs
@@ -107,6 +108,7 @@ def test_tiny_grpo_into_a_nearly_full_disk_prints_its_verdict_and_leaves_no_part
 
 
 SUITE = f"""
+from autotest.errors import UsageError
 from autotest.inputs.case import load_case
 from autotest.plugin import assert_case_outcome
 
@@ -130,3 +132,12 @@ def test_under_pytest_a_full_or_read_only_disk_fails_the_case_in_one_line(pytest
     refused.stdout.fnmatch_lines(["*scripted: preflight: results folder: *: [[]Errno 30[]] Read-only file system; pass "
                                   "--results-dir*nothing was launched"])
     assert "Traceback" not in full.stdout.str() + refused.stdout.str()
+
+
+def test_replicates_need_room_for_every_seed_before_any_starts(tmp_path: Path) -> None:
+    with tmpfs(tmp_path / "disk", size_kib=2048) as disk:
+        with pytest.raises(UsageError) as caught:
+            run_case(load_case(CASE), RunOptions(results_root=disk, replicates=3, env={"RL_AUTOTEST_MIN_FREE_MIB": "1"}))
+        assert list(disk.iterdir()) == []
+    assert str(caught.value).startswith(f"preflight: results folder: {disk}: only 2.0 MiB free on its disk, below the "
+                                        "3 MiB needed; ")

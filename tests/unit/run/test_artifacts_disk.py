@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from autotest.run.artifacts import collect_artifacts
+from autotest.redaction import forget_secrets, register_secret
+from autotest.run.artifacts import collect_artifacts, mask_logs
 from tests.filesystems import PAGE, fill, free_bytes, leftovers, tmpfs
 
 FULL = "[Errno 28] No space left on device; free space on that disk or write elsewhere"
@@ -55,3 +56,19 @@ def test_a_copy_that_fits_is_the_one_judged(tmp_path: Path) -> None:
     _run(tmp_path / "work", tracker_bytes=10_000)
     artifacts = collect_artifacts(tmp_path / "work", tmp_path / "results")
     assert artifacts.unsaved == () and artifacts.judged_tracker == tmp_path / "results" / "tracker.jsonl"
+
+
+def test_a_log_whose_secrets_cannot_be_masked_for_lack_of_room_is_removed(tmp_path: Path) -> None:
+    register_secret("hf_s3cr3t_value_123")
+    try:
+        with tmpfs(tmp_path / "disk", size_kib=256) as disk:
+            log = disk / "logs" / "stdout.log"
+            log.parent.mkdir()
+            log.write_text("token=hf_s3cr3t_value_123\n" + "x" * (3 * PAGE))
+            fill(disk)
+            (line,) = mask_logs(disk)
+            assert line == (f"cannot write {log}: {FULL} (the log was removed: its secret values could not be "
+                            "masked)")
+            assert not log.exists() and leftovers(disk) == []
+    finally:
+        forget_secrets()

@@ -286,8 +286,8 @@ def _run_replicates(case: Case, options: RunOptions, count: int) -> CaseRun:
         interrupt = exc
     comparison = _judge_replicates(case, options, folder, seeds, runs, interrupt)
     unsaved = _save(comparison, folder, replace(
-        options, after_results=(lambda _folder: list(drift)) if options.after_results is not None else None))
-    unsaved += tuple(line for run in runs for line in run.unsaved)
+        options, after_results=(lambda _folder: list(drift)) if options.after_results is not None else None),
+        lost=[line for run in runs for line in run.unsaved])  # the mean's results.json names the replicates' too
     if interrupt is not None:
         raise interrupt
     status = comparison.verdict.status

@@ -3,6 +3,8 @@ every write is whole or absent, and a failure is one line naming the path and th
 
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
 
 import pytest
@@ -119,3 +121,16 @@ def test_require_writable_refuses_what_is_not_a_folder(tmp_path: Path, target: s
     with pytest.raises(UsageError) as caught:
         require_writable(path, "--out")
     assert str(caught.value) == f"--out: {path} is not a directory; pass a folder"
+
+
+@pytest.mark.parametrize("code, advice", [
+    (errno.ENOSPC, "free space on that disk or write elsewhere"),
+    (errno.EDQUOT, "free space under your quota or write elsewhere"),
+    (errno.EROFS, "the filesystem is read-only; write elsewhere"),
+    (errno.EACCES, "give this user write permission there or write elsewhere"),
+    (errno.EPERM, "give this user write permission there or write elsewhere"),
+    (errno.EIO, "write elsewhere"),
+])
+def test_each_write_error_says_what_to_do(code: int, advice: str) -> None:
+    error = WriteFailed(Path("/r/results.json"), OSError(code, os.strerror(code)))
+    assert str(error) == f"cannot write /r/results.json: [Errno {code}] {os.strerror(code)}; {advice}"

@@ -24,7 +24,7 @@ from autotest.calibration.thresholds import CalibrationError
 from autotest.consistency.cli import main as analyze_main
 from autotest.consistency.job import run_consistency_job
 from autotest.errors import UsageError
-from autotest.files import require_folder
+from autotest.files import require_folder, require_writable
 from autotest.history.cli import add_history_parser
 from autotest.history.database import HISTORY_ENV
 from autotest.history.drift import history_recorder
@@ -55,14 +55,17 @@ def exit_code_for(status: str) -> int:
 def _compare(args: argparse.Namespace) -> int:
     if args.wall_time_s is not None and not (args.wall_time_s >= 0 and math.isfinite(args.wall_time_s)):
         raise UsageError(f"--wall-time-s: {args.wall_time_s:g} is not a wall time; give the measured seconds (>= 0)")
-    if args.out is not None:
-        require_folder(args.out, "--out")
+    if args.out is not None:  # before judging: a verdict must have somewhere to go
+        require_writable(args.out, "--out", advice="pass a folder on a writable disk")
     comparison = compare_paths(args.baseline, args.current, fmt=args.format, wall_time_s=args.wall_time_s)
     verdict = comparison.verdict
+    unsaved: tuple[str, ...] = ()
     if args.out:
         recorder = None if args.no_history else history_recorder(args.history)
         published = publish(comparison, args.out, with_plots=not args.no_plots, after_results=recorder)
-        print(f"report: {published.report_md}")
+        unsaved = published.unsaved
+        if published.report_md is not None:
+            print(f"report: {published.report_md}")
     for warning in (*verdict.warnings, *power_warnings(verdict)):
         print(f"warning: {warning}", file=sys.stderr)
     for result in verdict.results:
@@ -72,7 +75,11 @@ def _compare(args: argparse.Namespace) -> int:
         if finding.primary:
             print(f"next step: {finding.suggestion}")
     caught = caught_phrase(verdict.results) if verdict.status == PASS else ""
-    print(f"{verdict.case}: {verdict.status}" + (f" — {caught}" if caught else ""))
+    line = f"{verdict.case}: {verdict.status}" + (f" — {caught}" if caught else "")
+    if unsaved:  # the verdict stands; its results folder is incomplete
+        print(f"{line} — results not saved: {unsaved[0]}")
+        return EXIT_ERROR
+    print(line)
     return exit_code_for(verdict.status)
 
 
@@ -122,6 +129,8 @@ def _run(args: argparse.Namespace) -> int:
     print(run.summary_line())
     if run.status == DRY_RUN:
         return EXIT_PASS if args.dry_run else EXIT_ERROR
+    if run.unsaved:  # the summary line named the file and the error
+        return EXIT_ERROR
     return EXIT_ERROR if run.status == SKIP else exit_code_for(run.status)
 
 

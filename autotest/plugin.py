@@ -217,6 +217,8 @@ def assert_case_outcome(run: CaseRun, strict: bool) -> None:
     if run.status == DRY_RUN:
         print(run.card)
         pytest.skip(f"{run.case}: dry run; command: {run.command_line}")
+    if run.unsaved:  # the verdict stands, but its results folder is incomplete: never a silent pass
+        pytest.fail(run.summary_line(), pytrace=False)
     if run.status != "PASS":
         lines = [f"{run.case}: {run.status}"]
         assert run.verdict is not None

@@ -2,9 +2,11 @@
 inert for GitHub-flavoured markdown, where the step summary and report.md are read.
 
 A value never starts a new line (no forged ``### case: PASS`` heading or list item), never becomes HTML
-(``<img>``, ``<script>``, ``<details>``), a link or image (``[x](url)``, ``![x](url)``) or emphasis, and a
-path keeps its own backticks inside a code span. What it says stays readable: the characters are escaped,
-not dropped.
+(``<img>``, ``<script>``, ``<details>``), a link or image (``[x](url)``, ``![x](url)``, ``[x][ref]``) or a
+code span, and a path keeps its own backticks inside a code span. Only what could act is escaped, so a
+message such as ``[Errno 28] No space left on device`` or ``rewards[points]`` reads as written (a bare
+``[x]`` is no link: a reference definition would have to start a line, and a value never does).
+Emphasis (``*a*``) is left alone: it changes how text looks, not what it does.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import re
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]+")
 _HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
-_MARKDOWN = re.compile(r"([\\`*_\[\]])")  # with [ ] escaped, no ( ) or ! can make a link or image
+_MARKDOWN = re.compile(r"([\\`]|\](?=[(\[]))")  # a backslash, a backtick, a ] that would close a link
 
 
 def md_text(value: object) -> str:

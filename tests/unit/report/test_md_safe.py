@@ -18,9 +18,13 @@ def test_text_stays_on_one_line_and_every_active_character_is_escaped() -> None:
     text = md_text(HOSTILE)
     assert "\n" not in text and "\r" not in md_text("a\r\nb\u2028c")
     assert "<" not in text and ">" not in text and "&lt;script&gt;" in text
-    assert "![t](" not in text and "[click](" not in text and "\\[click\\]" in text
-    assert "**" not in text.replace("\\*", "")
-    assert md_text("response/rewards/mean[percentile] < 0.19") == "response/rewards/mean\\[percentile\\] &lt; 0.19"
+    assert "](" not in text.replace("\\](", "") and "[click\\](https://e.x)" in text and "![t\\](" in text
+    assert md_text("[a][ref]") == "[a\\][ref]"  # a reference link cannot close either
+    assert "\\`code\\`" in text  # no code span opens
+    # what cannot act reads as written
+    assert md_text("rewards[percentile] < 0.19") == "rewards[percentile] &lt; 0.19"
+    assert md_text("[Errno 28] No space left") == "[Errno 28] No space left"
+    assert md_text("a\\[b](c)") == "a\\\\[b\\](c)"  # a backslash of the text cannot undo an escape
 
 
 @pytest.mark.parametrize("path, span", [

@@ -24,12 +24,13 @@ from autotest.calibration.thresholds import CalibrationError
 from autotest.consistency.cli import main as analyze_main
 from autotest.consistency.job import run_consistency_job
 from autotest.errors import UsageError
-from autotest.files import require_folder
+from autotest.files import require_folder, require_writable
 from autotest.history.cli import add_history_parser
 from autotest.history.database import HISTORY_ENV
 from autotest.history.drift import history_recorder
 from autotest.inputs.case import TRACKER_FORMATS, list_cases, load_case
 from autotest.inputs.project import find_project
+from autotest.inputs.replicate_limits import CAPS_HELP
 from autotest.judge.model import FAIL, PASS
 from autotest.inputs.baseline import load_baseline
 from autotest.judge.power import baseline_power, caught_phrase, power_warnings, target_misses
@@ -54,18 +55,21 @@ def exit_code_for(status: str) -> int:
 def _compare(args: argparse.Namespace) -> int:
     if args.wall_time_s is not None and not (args.wall_time_s >= 0 and math.isfinite(args.wall_time_s)):
         raise UsageError(f"--wall-time-s: {args.wall_time_s:g} is not a wall time; give the measured seconds (>= 0)")
-    if args.out is not None:
-        require_folder(args.out, "--out")
+    if args.out is not None:  # before judging: a verdict must have somewhere to go
+        require_writable(args.out, "--out", advice="pass a folder on a writable disk")
     if args.strict_history and not args.out:
         raise UsageError("--strict-history: only with --out (compare records a verdict only when it writes a "
                          "results folder)")
     recorder = _recorder(args)
     comparison = compare_paths(args.baseline, args.current, fmt=args.format, wall_time_s=args.wall_time_s)
     verdict = comparison.verdict
+    unsaved: tuple[str, ...] = ()
     if args.out:
         published = publish(comparison, args.out, with_plots=not args.no_plots, after_results=recorder)
         verdict = published.verdict or verdict
-        print(f"report: {published.report_md}")
+        unsaved = published.unsaved
+        if published.report_md is not None:
+            print(f"report: {published.report_md}")
     for warning in (*verdict.warnings, *power_warnings(verdict)):
         print(f"warning: {warning}", file=sys.stderr)
     for result in verdict.results:
@@ -75,7 +79,11 @@ def _compare(args: argparse.Namespace) -> int:
         if finding.primary:
             print(f"next step: {finding.suggestion}")
     caught = caught_phrase(verdict.results) if verdict.status == PASS else ""
-    print(f"{verdict.case}: {verdict.status}" + (f" — {caught}" if caught else ""))
+    line = f"{verdict.case}: {verdict.status}" + (f" — {caught}" if caught else "")
+    if unsaved:  # the verdict stands; its results folder is incomplete
+        print(f"{line} — results not saved: {unsaved[0]}")
+        return EXIT_ERROR
+    print(line)
     return exit_code_for(verdict.status)
 
 
@@ -105,6 +113,8 @@ def _show(card: str) -> bool:
 def _run(args: argparse.Namespace) -> int:
     if args.results_dir is not None:
         require_folder(args.results_dir, "--results-dir")
+    if args.seed is not None and args.seed < 0:
+        raise UsageError(f"--seed: {args.seed} is below 0; give a seed >= 0")
     if args.replicates is not None and args.replicates < 1:
         raise UsageError(f"--replicates: {args.replicates} is below 1; give the number of seeds to run and average")
     if args.adaptive is not None and (args.adaptive < 2 or args.replicates is not None):
@@ -118,7 +128,7 @@ def _run(args: argparse.Namespace) -> int:
     run = run_case(case, RunOptions(
         baseline_path=baseline_path,
         results_root=args.results_dir, seed=args.seed, replicates=args.replicates, fault=args.fault,
-        dry_run=args.dry_run,
+        force_replicates=args.force, dry_run=args.dry_run,
         fail_fast=args.fail_fast, progress=print, ray_address=args.ray_address,
         confirm=_show if args.yes else _confirm_on_terminal,
         after_results=_recorder(args),
@@ -134,6 +144,8 @@ def _run(args: argparse.Namespace) -> int:
     print(run.summary_line())
     if run.status == DRY_RUN:
         return EXIT_PASS if args.dry_run else EXIT_ERROR
+    if run.unsaved:  # the summary line named the file and the error
+        return EXIT_ERROR
     return EXIT_ERROR if run.status == SKIP else exit_code_for(run.status)
 
 
@@ -286,7 +298,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="judge against <DIR>/<baseline file name> instead of the case's baseline")
     p.add_argument("--seed", type=int, help="seed for cases that take one (default: the case's)")
     p.add_argument("--replicates", type=int, metavar="K", help="run K seeds side by side and judge their mean "
-                   "(default: the case's replicates, else 1)")
+                   f"(default: the case's replicates, else 1; {CAPS_HELP} without --force)")
+    p.add_argument("--force", action="store_true", help="run more replicates than the platform's cap")
     p.add_argument("--adaptive", type=int, metavar="K_MAX", help="adaptive replicates: one seed, then K_MAX seeds "
                    "judged on their mean when it lands near a pooled threshold (the false-alarm budget spent over "
                    "both looks)")

@@ -18,6 +18,7 @@ from autotest.errors import UsageError
 from autotest.history.drift import history_recorder
 from autotest.inputs.case import Case, list_cases
 from autotest.inputs.project import find_project
+from autotest.inputs.replicate_limits import CAPS_HELP
 from autotest.judge.power import power_warnings
 from autotest.pipeline import DRY_RUN, GPU_WAIT_S, SKIP, CaseRun, RunOptions, run_case
 from autotest.redaction import collect_secrets
@@ -62,7 +63,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="framework repository (URL or local path); default $RL_AUTOTEST_FRAMEWORK_REPO, "
                          "else the case file's, else the clone its env var names")
     group.addoption("--replicates", type=int, default=None, metavar="K",
-                    help="run K seeds of each case side by side and judge their mean (default: the case's replicates)")
+                    help="run K seeds of each case side by side and judge their mean (default: the case's replicates; "
+                         f"{CAPS_HELP} without --force-replicates)")
+    group.addoption("--force-replicates", action="store_true",
+                    help="run more replicates than the platform's cap")
     group.addoption("--allow-dirty", action="store_true",
                     help="calibration: accept uncommitted changes (recorded in the provenance)")
     group.addoption("--packaged-cases", action="store_true",
@@ -198,6 +202,7 @@ def run_accuracy_case(request: pytest.FixtureRequest) -> Callable[..., CaseRun]:
                              framework_repo=config.getoption("--framework-repo"),
                              framework_ref=config.getoption("--framework-ref"),
                              replicates=replicates_option(config),
+                             force_replicates=config.getoption("--force-replicates"),
                              strict_power=config.getoption("--strict-power"),
                              adaptive_max=config.getoption("--adaptive-replicates"))
         try:
@@ -224,6 +229,8 @@ def assert_case_outcome(run: CaseRun, strict: bool) -> None:
     if run.status == DRY_RUN:
         print(run.card)
         pytest.skip(f"{run.case}: dry run; command: {run.command_line}")
+    if run.unsaved:  # the verdict stands, but its results folder is incomplete: never a silent pass
+        pytest.fail(run.summary_line(), pytrace=False)
     if run.status != "PASS":
         lines = [f"{run.case}: {run.status}"]
         assert run.verdict is not None

@@ -49,7 +49,7 @@ from autotest.run.interrupts import describe
 from autotest.run.platform import check_platform
 from autotest.run.preflight import run_preflight
 from autotest.run.replicates import default_jobs, side_by_side
-from autotest.run.results_dir import default_results_root, fresh_folder, run_stamp
+from autotest.run.results_dir import default_results_root, fresh_folder, require_room, run_stamp
 
 CONFIG_NAME = "config.json"
 
@@ -300,6 +300,8 @@ def calibrate_case(case: Case, options: CalibrationOptions) -> CalibrationOutcom
     if runs < 2:
         raise UsageError(f"--runs: {runs} is below 2; run-to-run noise needs at least two runs")
     target, candidate_path, report_path = baseline_files(case, options.baselines_dir)
+    if not options.from_history:  # N runs need N runs' room: refused before the first, not after the last
+        require_room(options.results_root or default_results_root(), runs=runs)
 
     folder = fresh_folder(Path(options.results_root or default_results_root()).resolve() / case.name,
                           f"calibration-{run_stamp()}")

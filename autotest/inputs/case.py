@@ -65,7 +65,9 @@ Schema::
       policy: off|on-breach|always   when to run the consistency dump job (default off)
     replicates: int        seeds run per verdict (default 1); the checks judge their mean, pooled
                            thresholds scaled to keep the calibrated false-alarm rate
-                           (autotest.judge.replicate_mean); `--replicates K` overrides it
+                           (autotest.judge.replicate_mean); `--replicates K` overrides it; at most
+                           the platform's cap (autotest.inputs.replicate_limits), and > 1 only when
+                           the launch takes the seed
 
 Substitutions, done when a run is resolved (not on load, so listing cases needs no share):
 ``${NAME}`` is the harness's environment variable NAME (unset: a UsageError naming file, key
@@ -87,6 +89,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from autotest.errors import UsageError
 from autotest.inputs.placeholders import REPO_ROOT, check_template
 from autotest.inputs.project import Project, find_project
+from autotest.inputs.replicate_limits import replicates_problem
 from autotest.inputs.schema import NAME, Section, load_section
 
 CASES_DIR = REPO_ROOT / "autotest" / "cases"
@@ -347,6 +350,9 @@ def _parse_case(path: Path) -> Case:
     if len(set(seed.calibration)) > 1 and not case.takes_seed:
         top.fail("seed.calibration", f"{len(seed.calibration)} seeds but the launch takes no seed",
                  "use {seed} in launch.command or set seed.env")
+    problem = replicates_problem(case.replicates, gpus=platform.gpus, takes_seed=case.takes_seed, in_case=True)
+    if problem:
+        top.fail("replicates", *problem)
     return case
 
 
@@ -378,6 +384,9 @@ def _platform(sec: Section) -> Platform:
     fw = sec.section("framework", optional=True)
     if fw is not None:
         fw.check_keys(required=("name", "env"), optional=("repo", "ref"))
+        for key in ("repo", "ref"):  # `ref:` with no value must not quietly mean HEAD
+            if key in fw.data and fw.data[key] is None:
+                fw.fail(key, "is empty", f"write the {key} to test, or remove the key")
         env = fw.text("env")
         if not NAME.fullmatch(env):
             fw.fail("env", f"{env!r} is not an environment variable name", "e.g. XTUNER_ROOT")

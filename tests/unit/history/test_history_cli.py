@@ -124,7 +124,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, name) -> None:
 
 
 @pytest.mark.parametrize("value, message", [("0", "must be at least 1, got 0"),
-                                            ("abc", "must be a whole number of runs (at least 1), got 'abc'")])
+                                            ("abc", "'abc' is not a whole number; give how many runs, e.g. 10")])
 def test_a_bad_last_is_an_argparse_error(capsys, value, message) -> None:
     with pytest.raises(SystemExit) as exit_:
         main(["history", "show", "c", "--last", value])

@@ -5,6 +5,7 @@ an attribute or a script."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -35,7 +36,6 @@ def _hostile_results(root: Path) -> None:
     for night in (1, 2, 3):
         folder = write_results_folder(root, "evil", night, {REWARDS: 0.01 * night})
         data = json.loads((folder / "results.json").read_text())
-        data["case"] = f"{SCRIPT}{QUOTE}"
         for check in data["results"]:
             if check["check_id"] == REWARDS:
                 check["check_id"] = check["metric"] = f"m{SCRIPT}[percentile]"
@@ -49,6 +49,10 @@ def test_markup_from_ingested_results_comes_out_escaped(tmp_path: Path) -> None:
     _hostile_results(tmp_path / "results")
     url = f"sqlite:///{tmp_path / 'history.sqlite'}"
     ingest([tmp_path / "results"], url)
+    # ingest refuses a case name that is not one (autotest.history.record); another writer of the same
+    # database may not: the dashboard escapes whatever the database holds
+    with sqlite3.connect(tmp_path / "history.sqlite") as conn:
+        conn.execute("UPDATE runs SET case_name = ?", (f"{SCRIPT}{QUOTE}",))
     with HistoryStore.open(url) as store:
         page = write_dashboard(store, tmp_path / "site").read_text(encoding="utf-8")
     parsed = _Page()
@@ -60,3 +64,16 @@ def test_markup_from_ingested_results_comes_out_escaped(tmp_path: Path) -> None:
     assert f"GPU{SCRIPT}" in text
     assert ("data-case", f"{SCRIPT}{QUOTE}") in parsed.attributes  # one attribute value, not two attributes
     assert SCRIPT not in page and "&lt;script&gt;" in page
+
+
+def test_ingest_refuses_a_case_name_with_markup(tmp_path: Path) -> None:
+    import pytest
+
+    from autotest.errors import UsageError
+
+    folder = write_results_folder(tmp_path / "results", "evil", 1, {REWARDS: 0.01})
+    data = json.loads((folder / "results.json").read_text())
+    data["case"] = f"{SCRIPT}{QUOTE}"
+    (folder / "results.json").write_text(json.dumps(data))
+    with pytest.raises(UsageError, match="key 'case' is .*; expected a case name"):
+        ingest([folder], f"sqlite:///{tmp_path / 'history.sqlite'}")

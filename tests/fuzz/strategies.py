@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from hypothesis import strategies as st
+from hypothesis import settings, strategies as st
 
 from autotest.errors import UsageError
 
@@ -108,3 +108,8 @@ def verdict_or_one_line(call: Callable[[], T], named: Path | str, errors: tuple[
         assert "\n" not in message and "\r" not in message, f"more than one line: {message!r}"
         assert name in message, f"the message does not name {name}: {message!r}"
         return None
+
+
+def scaled(fraction: float) -> settings:
+    """A fraction of the active profile's examples, for a property whose every example is slow."""
+    return settings(max_examples=max(5, int(settings.default.max_examples * fraction)))

@@ -29,7 +29,12 @@ _MISSING = object()
 
 
 def fail(path: Path, key: str, problem: str, fix: str) -> NoReturn:
-    raise UsageError(f"{path}: {key}: {problem}; {fix}")
+    raise UsageError(f"{path}: {printable(key)}: {problem}; {fix}")
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters escaped (a key named "\\r" must not break the one-line error)."""
+    return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 # numbers YAML 1.1 leaves as strings: an exponent without a dot (5e-3, 1E6)

@@ -152,3 +152,11 @@ def test_a_construct_json_of_the_wrong_shape_only_loses_the_tree(tensor_dump, tm
     (train / "construct.json").write_text("[1, 2, 3]")
     code, err = _analyze(capsys, train, rollout, tmp_path / "out")
     assert code == 0, err
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux /proc: a folder nobody can write into")
+def test_an_out_folder_that_cannot_be_written_is_one_line(tensor_dump, tmp_path, capsys):
+    train, rollout = _copy(tensor_dump, tmp_path)
+    out = Path("/proc/self/rl-autotest-out")  # a folder even root cannot create
+    code, err = _analyze(capsys, train, rollout, out)
+    _one_line(code, err, out, "cannot write the analysis", "pass a writable --out folder")

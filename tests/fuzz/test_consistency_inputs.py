@@ -133,3 +133,31 @@ def test_consistency_request(data: st.DataObject) -> None:
         request = verdict_or_one_line(lambda: load_request(folder), REQUEST_FILE)
         if request is not None:
             verdict_or_one_line(lambda: request_case(request), REQUEST_FILE)
+
+
+def logprob_seed() -> list[dict[str, Any]]:
+    """Two samples as each of the three kinds saw them (logprob_records.py's format)."""
+    rows = []
+    for kind, shift in (("recorded", 0.0), ("recomputed", 1e-6), ("trainer", 2e-6)):
+        for sample in (0, 1):
+            rows.append({"kind": kind, "step": 2, "sample": sample, "request_id": f"s2-p0-r{sample}",
+                         "positions": [5, 6, 7], "token_ids": [9, 4, 1], "logprobs": [-0.41 - shift, -1.2, -0.03],
+                         "dtype": "fp32"})
+    return rows
+
+
+@given(data=st.data())
+def test_logprob_records(data: st.DataObject) -> None:
+    from autotest.consistency.logprob_compare import load_comparison
+
+    rows: Any = logprob_seed()
+    for _ in range(data.draw(st.integers(1, 3))):
+        rows = data.draw(mutated(rows))
+    lines = rows if isinstance(rows, list) else [rows]
+    raw = "".join(json_text(r) + "\n" for r in lines).encode("utf-8", "surrogatepass")
+    if data.draw(st.booleans()):
+        raw = data.draw(corrupted(raw))
+    with scratch() as folder:
+        path = folder / "logprobs.jsonl"
+        path.write_bytes(raw)
+        verdict_or_one_line(lambda: load_comparison([path], strict=True), path)

@@ -105,6 +105,11 @@ def _load_json(path: Path) -> dict[str, Any]:
     return data
 
 
+def _kind(value: Any) -> str:
+    return {list: "a list", dict: "an object", bool: "a boolean", int: "a number", float: "a number"}.get(
+        type(value), type(value).__name__)
+
+
 def _commit(context: dict[str, Any], key: str) -> dict[str, Any]:
     value = context.get(key)
     return value if isinstance(value, dict) else {}
@@ -138,6 +143,10 @@ def _checks(results: Any, path: Path) -> tuple[CheckRecord, ...]:
     for index, item in enumerate(results):
         if not isinstance(item, dict) or not item.get("check_id") or not item.get("status"):
             raise UsageError(f"{path}: results[{index}] has no check_id/status; the results folder is corrupt")
+        for key in ("metric", "method", "operator", "scope"):  # stored as text columns
+            if not (item.get(key) is None or isinstance(item[key], str)):
+                raise UsageError(f"{path}: key 'results[{index}].{key}' is {_kind(item[key])}, not text (or null); "
+                                 "the results folder is corrupt")
         checks.append(CheckRecord(
             check_id=str(item["check_id"]), status=str(item["status"]),
             severity=str(item.get("severity") or "gate"), metric=item.get("metric"), method=item.get("method"),
@@ -162,9 +171,12 @@ def _tracker_of(folder: Path, data: dict[str, Any]) -> Path | None:
     copy = folder / "tracker.jsonl"
     if copy.is_file():
         return copy
-    recorded = str(data.get("current_source") or "")
-    source = recorded_path(folder, recorded) if recorded else None
-    return source if source is not None and source.is_file() else None
+    recorded = data.get("current_source")
+    source = recorded_path(folder, recorded) if isinstance(recorded, str) and recorded else None
+    try:
+        return source if source is not None and source.is_file() else None
+    except OSError:  # a name no filesystem holds (too long): no tracker to summarise
+        return None
 
 
 def _metric_summaries(folder: Path, data: dict[str, Any], checks: tuple[CheckRecord, ...]

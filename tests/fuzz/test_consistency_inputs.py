@@ -95,6 +95,7 @@ def correlation_lines(draw: st.DrawFn) -> bytes:
     lines: list[Any] = [json.loads(line) for line in CORRELATION.splitlines()]
     for _ in range(draw(st.integers(1, 3))):
         lines = draw(mutated(lines))
+    lines = lines if isinstance(lines, list) else [lines]
     return "".join(json_text(line) + "\n" for line in lines).encode("utf-8", "surrogatepass")
 
 

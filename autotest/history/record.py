@@ -18,6 +18,8 @@ from typing import Any
 
 from autotest.errors import UsageError
 from autotest.files import recorded_path
+from autotest.inputs.baseline import load_baseline
+from autotest.inputs.tracker_layout import COPY_NAMES, tracker_copy
 from autotest.judge.readers import read_trace
 
 #: the last quarter of a run's steps (at least one) is its closing window
@@ -168,15 +170,30 @@ def summarise_series(metric: str, series: dict[int, float]) -> MetricSummary:
 
 
 def _tracker_of(folder: Path, data: dict[str, Any]) -> Path | None:
-    copy = folder / "tracker.jsonl"
-    if copy.is_file():
+    copy = tracker_copy(folder)  # tracker.jsonl, trainer_state.json or tensorboard/
+    if copy is not None:
         return copy
     recorded = data.get("current_source")
     source = recorded_path(folder, recorded) if isinstance(recorded, str) and recorded else None
     try:
-        return source if source is not None and source.is_file() else None
-    except OSError:  # a name no filesystem holds (too long): no tracker to summarise
+        return source if source is not None and source.exists() else None  # a TensorBoard log is a folder
+    except OSError:  # a name no filesystem holds (too long): no log to summarise
         return None
+
+
+def _aliases(folder: Path, data: dict[str, Any]) -> dict[str, str]:
+    """The judged baseline's metric_aliases (a TensorBoard or Hugging Face log names metrics its own way)."""
+    recorded = data.get("baseline_file")
+    path = recorded_path(folder, recorded) if isinstance(recorded, str) and recorded else None
+    try:
+        if path is None or not path.is_file():
+            return {}
+    except OSError:  # a name no filesystem holds (too long)
+        return {}
+    try:
+        return dict(load_baseline(path).metric_aliases)
+    except UsageError:
+        return {}
 
 
 def _metric_summaries(folder: Path, data: dict[str, Any], checks: tuple[CheckRecord, ...]
@@ -187,9 +204,9 @@ def _metric_summaries(folder: Path, data: dict[str, Any], checks: tuple[CheckRec
     if not metrics:
         return (), ()
     if tracker is None:
-        return (), (f"{folder}: no tracker copy (tracker.jsonl); per-metric summaries not recorded",)
+        return (), (f"{folder}: no tracker copy ({', '.join(COPY_NAMES)}); per-metric summaries not recorded",)
     try:
-        trace = read_trace(tracker, metrics=set(metrics))
+        trace = read_trace(tracker, aliases=_aliases(folder, data), metrics=set(metrics))
     except UsageError as exc:
         return (), (f"per-metric summaries not recorded: {exc}",)
     summaries = tuple(summarise_series(m, dict(trace.get(m) or {})) for m in metrics if trace.get(m) is not None)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from typing import Iterable
 
+from autotest.judge.metric_names import CHECK_ID as NAMES_CHECK_ID
 from autotest.judge.model import ERROR, FAIL, PASS, CheckResult, TriageFinding
 from autotest.judge.trace import EVAL_PREFIX, Trace
 
@@ -93,7 +94,11 @@ def triage(results: Iterable[CheckResult], current: Trace | None = None) -> tupl
         first = min(nonfinite, key=lambda r: r.first_breach_step if r.first_breach_step is not None else math.inf)
         fire("non-finite", "numerical divergence: a metric became NaN/inf (loss, learning rate, overflow); read "
                            "the run's logs around that step", first.message)
-    incomplete = [r for r in results if r.kind == "structural" and r.status == ERROR]
+    names = [r for r in results if r.check_id == NAMES_CHECK_ID and r.status == ERROR]
+    if names:
+        fire("metric-names", "the log does not name the baseline's metrics: map its names with metric_aliases, "
+                             "or pass this case's own log", names[0].message)
+    incomplete = [r for r in results if r.kind == "structural" and r.status == ERROR and r not in names]
     if incomplete:
         fire("run-incomplete", "the run did not complete (crash, hang, timeout or a truncated log): read the "
                                "run's logs before judging accuracy", incomplete[0].message)

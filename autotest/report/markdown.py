@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from autotest.files import portable, write_atomic
+from autotest.errors import WriteFailed
+from autotest.files import append_text, portable, write_atomic
 from autotest.judge.checks import fmt
 from autotest.judge.model import ERROR, FAIL, INFO, PASS, CheckResult, Verdict
 from autotest.judge.power import caught_phrase
@@ -216,6 +217,8 @@ def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, histo
                       json.dumps(shown, indent=2, default=str), "```"]
     if plots:
         lines += ["", "## Plots", ""] + [f"![{metric}]({rel})" for metric, rel in sorted(plots.items())]
+    if ctx.get("unsaved"):
+        lines += ["", "## Not saved", ""] + [f"- {line}" for line in ctx["unsaved"]]
     if ctx.get("plots_error"):
         lines += ["", "## Plots", "", f"- {ctx['plots_error']}"]
     if verdict.warnings:
@@ -259,7 +262,13 @@ def append_step_summary(text: str, summary_path: str | None = None) -> bool:
         return False
     from filelock import FileLock
 
-    with FileLock(f"{target}.lock", timeout=60):
-        with open(target, "a", encoding="utf-8") as handle:
-            handle.write(mask_known(text))
+    try:
+        lock = FileLock(f"{target}.lock", timeout=60)
+        lock.acquire()
+    except OSError as exc:  # the lock file cannot be made beside it (read-only, full)
+        raise WriteFailed(f"{target}.lock", exc) from exc
+    try:
+        append_text(Path(target), mask_known(text))  # all or nothing: a failed append is cut back
+    finally:
+        lock.release()
     return True

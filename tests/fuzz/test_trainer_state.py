@@ -13,14 +13,12 @@ import math
 from pathlib import Path
 from typing import Any
 
-import pytest
 from hypothesis import given, strategies as st
 
 from autotest.judge.model import PASS
 from autotest.judge.verdict import compare_paths
 from tests.fuzz.strategies import corrupted, json_text, mutated, scratch, verdict_or_one_line
 
-pytest.importorskip("autotest.judge.hf_trainer", reason="the Hugging Face Trainer reader (branch read) is not here")
 
 BASELINE = Path(__file__).with_name("data") / "hf-trainer.yaml"
 REWARD = {1: 0.12, 2: 0.14, 3: 0.16, 4: 0.18, 5: 0.2, 6: 0.22}

@@ -46,3 +46,4 @@ def test_a_project_table_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
     path.write_bytes(b"[tool.rl-autotest]\ncases = [\"\x80\"]\n")
     with pytest.raises(UsageError, match=rf"^{re.escape(str(path))}: not UTF-8 text \(byte 29\); TOML files are UTF-8$"):
         find_project(tmp_path)
+

@@ -147,7 +147,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     for warning in outcome.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     for c in outcome.calibration.checks:
-        print(f"{c.check.check_id}: {c.previous.threshold:g} -> {c.check.threshold:g} ({c.status})")
+        print(f"{c.check.check_id}: {c.previous.shown_threshold} -> {c.check.shown_threshold} ({c.status})")
     rate = outcome.self_check.false_alarm_rate
     print(f"self-check: leave-one-out false alarms {outcome.self_check.false_alarms}/"
           f"{len(outcome.self_check.held_out)}" + ("" if rate is None else f" ({rate:.0%})"))

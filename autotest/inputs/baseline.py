@@ -17,7 +17,8 @@ Schema::
       tracker_steps: int       the reviewed tracker's number of training steps (checked with the hash)
       noise: {metric: {step: sd}}  calibrated seed-to-seed standard deviation per step (scope pooled)
     checks:                    a non-empty list of
-      - metric, method (absolute|relative|slowdown|value), operator (< <= > >=), threshold,
+      - metric, method (absolute|relative|slowdown|value), operator (< <= > >=), threshold (a number,
+        or ``placeholder``: written by ``rl-autotest init``, ERROR until ``calibrate`` sets it),
         scope (stepwise|percentile|final|points|window|pooled; default stepwise), severity (gate|reference),
         percentile (scope percentile), points: [int] (scope points), window: [first, last] (scope
         window; optional for pooled), statistic (scope pooled: mean|trend; default mean), relative_floor,
@@ -35,6 +36,7 @@ Schema::
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -52,6 +54,8 @@ SCOPES = ("stepwise", "percentile", "final", "points", "window", "pooled")
 SEVERITIES = ("gate", "reference")
 #: what a pooled check gates: the mean of z over the window, or its fitted change across it
 POOLED_STATISTICS = ("mean", "trend")
+#: the threshold ``rl-autotest init`` writes: never a number, so a spec cannot pass before it is calibrated
+PLACEHOLDER = "placeholder"
 #: |base| below this is treated as this value in the relative error (explicit, reported)
 DEFAULT_RELATIVE_FLOOR = 1e-12
 
@@ -79,6 +83,13 @@ class CheckSpec:
     overrides: tuple[HardwareOverride, ...] = ()
     #: the hardware whose override set ``threshold`` on this node (None: the default applies)
     hardware: str | None = None
+    #: ``threshold: placeholder`` (``rl-autotest init``): no number yet; the check is an ERROR until calibrated
+    placeholder: bool = False
+
+    @property
+    def shown_threshold(self) -> str:
+        """The threshold as written: a number, or ``placeholder``."""
+        return PLACEHOLDER if self.placeholder else f"{self.threshold:g}"
 
     @property
     def check_id(self) -> str:
@@ -105,7 +116,7 @@ class CheckSpec:
             scope = f"|{what} of per-step deviations / calibrated noise| over {where}"
         severity = "" if self.severity == "gate" else " (reference only, never fails)"
         hardware = f" (threshold for {self.hardware})" if self.hardware else ""
-        return f"{self.metric}: {self.method} {self.operator} {self.threshold:g}{hardware}, {scope}{severity}"
+        return f"{self.metric}: {self.method} {self.operator} {self.shown_threshold}{hardware}, {scope}{severity}"
 
 
 @dataclass(frozen=True)
@@ -204,8 +215,13 @@ def _check(sec: Section) -> CheckSpec:
         sec.fail("statistic", f"only applies to scope 'pooled', not {scope!r}", "remove it or set scope: pooled")
     method = sec.choice("method", METHODS)
     operator = sec.choice("operator", OPERATORS)
-    threshold = sec.number("threshold", fix="write a number, e.g. 0.05 (unquoted)")
-    _check_sign(sec, method, operator, threshold)
+    placeholder = sec.get("threshold") == PLACEHOLDER
+    if placeholder:
+        threshold = math.nan
+    else:
+        threshold = sec.number("threshold", fix=f"write a number, e.g. 0.05 (unquoted), or {PLACEHOLDER} "
+                                                "until rl-autotest calibrate sets it")
+        _check_sign(sec, method, operator, threshold)
     overrides = parse_overrides(sec, "threshold", validate=lambda entry, value: _check_sign(entry, method, operator,
                                                                                              value))
     return CheckSpec(
@@ -226,6 +242,7 @@ def _check(sec: Section) -> CheckSpec:
                                           fix="write the measured deviation (>= 0) or remove it"),
         statistic=sec.choice("statistic", POOLED_STATISTICS, default="mean"),
         overrides=overrides,
+        placeholder=placeholder,
     )
 
 

@@ -11,6 +11,7 @@ import yaml
 
 from autotest.inputs.baseline import (
     DEFAULT_RELATIVE_FLOOR,
+    PLACEHOLDER,
     SCHEMA_VERSION,
     Baseline,
     CalibrationSpec,
@@ -43,7 +44,8 @@ def _number(value: float) -> float | int:
 
 def _check_doc(check: CheckSpec) -> dict[str, Any]:
     doc: dict[str, Any] = {"metric": check.metric, "method": check.method, "operator": check.operator,
-                           "threshold": check.threshold, "scope": check.scope}
+                           "threshold": PLACEHOLDER if check.placeholder else check.threshold,
+                           "scope": check.scope}
     if check.severity != "gate":
         doc["severity"] = check.severity
     if check.percentile is not None:

@@ -26,6 +26,8 @@ from autotest.judge.structural import (
     shape_results,
 )
 from autotest.judge.trace import EVAL_PREFIX, Trace
+from autotest.inputs.roles import resolve_roles
+from autotest.judge.evidence import role_evidence
 from autotest.judge.triage import triage
 
 
@@ -120,11 +122,14 @@ def judge(baseline: Baseline | None, current: Trace | None, *, golden: Trace | N
     if facts is not None:
         results = _not_reached(results, facts)
     frozen = tuple(results)
+    roles = baseline.role_map if baseline is not None else resolve_roles({r.metric for r in frozen if r.metric})
     verdict = Verdict(
         status=decide_status(frozen),
         case=case or (baseline.name if baseline is not None else "?"),
         results=frozen,
-        triage=triage(frozen, current),
+        triage=triage(frozen, current, roles),
+        evidence=role_evidence(frozen, roles),
+        roles_note=roles.describe(),
         current_source=current.source if current is not None else "",
         baseline_source=golden.source if golden is not None else "",
         baseline_file=str(baseline.path) if baseline is not None else "",

@@ -191,6 +191,8 @@ class Verdict:
     evidence: tuple[RoleEvidence, ...] = ()
     #: where the metric roles came from (declared, preset named or inferred)
     roles_note: str = ""
+    #: checked metric -> its role (autotest.inputs.roles); metrics without a role are absent
+    metric_roles: dict[str, str] = field(default_factory=dict)
 
     def failing(self) -> tuple[CheckResult, ...]:
         return tuple(r for r in self.results if r.status in (FAIL, ERROR))

@@ -130,6 +130,8 @@ def judge(baseline: Baseline | None, current: Trace | None, *, golden: Trace | N
         triage=triage(frozen, current, roles),
         evidence=role_evidence(frozen, roles),
         roles_note=roles.describe(),
+        metric_roles={m: role for m in sorted({r.metric for r in frozen if r.metric})
+                      if (role := roles.role_of(m)) is not None},
         current_source=current.source if current is not None else "",
         baseline_source=golden.source if golden is not None else "",
         baseline_file=str(baseline.path) if baseline is not None else "",

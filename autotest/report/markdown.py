@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from autotest.files import portable, write_atomic
+from autotest.inputs.roles import ROLES, base_role
 from autotest.judge.checks import fmt
 from autotest.judge.model import ERROR, FAIL, INFO, PASS, CheckResult, Verdict
 from autotest.redaction import mask_known
@@ -131,6 +132,21 @@ def _failing_points(verdict: Verdict) -> list[str]:
     return lines
 
 
+def _by_role(verdict: Verdict) -> Callable[[tuple[str, str]], tuple[int, str]]:
+    """Plots in the order of the role vocabulary (reward first, time last); metrics without a role after."""
+    order = list(ROLES)
+
+    def key(item: tuple[str, str]) -> tuple[int, str]:
+        role = verdict.metric_roles.get(item[0])
+        return (order.index(base_role(role)) if role else len(order), item[0])
+    return key
+
+
+def _plot_label(verdict: Verdict, metric: str) -> str:
+    role = verdict.metric_roles.get(metric)
+    return f"{metric} ({role})" if role else metric
+
+
 def _evidence_table(verdict: Verdict) -> list[str]:
     """What triage read, per metric role over the whole run (rendered as is from the verdict)."""
     if not verdict.evidence:
@@ -218,7 +234,8 @@ def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, histo
             lines += ["", f"## {key.replace('_', ' ').capitalize()}", "", "```json",
                       json.dumps(shown, indent=2, default=str), "```"]
     if plots:
-        lines += ["", "## Plots", ""] + [f"![{metric}]({rel})" for metric, rel in sorted(plots.items())]
+        lines += ["", "## Plots", ""] + [f"![{_plot_label(verdict, metric)}]({rel})"
+                                         for metric, rel in sorted(plots.items(), key=_by_role(verdict))]
     if ctx.get("plots_error"):
         lines += ["", "## Plots", "", f"- {ctx['plots_error']}"]
     if verdict.warnings:

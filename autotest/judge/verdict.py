@@ -47,8 +47,10 @@ def golden_trace(baseline: Baseline) -> Trace:
     """The golden values as a Trace: from the baseline's table, or read from its reference tracker."""
     if baseline.golden_table is not None:
         table = baseline.golden_table
-        train = sorted({s for m, v in table.items() if not m.startswith(EVAL_PREFIX) for s in v})
-        evals = sorted({s for m, v in table.items() if m.startswith(EVAL_PREFIX) for s in v})
+        roles = baseline.role_map  # eval points are the eval role's steps, whatever the framework calls them
+        is_eval = {m: roles.group_of(m) == "eval" or m.startswith(EVAL_PREFIX) for m in table}
+        train = sorted({s for m, v in table.items() if not is_eval[m] for s in v})
+        evals = sorted({s for m, v in table.items() if is_eval[m] for s in v})
         return Trace(source=f"{baseline.path} (golden table)", series=MappingProxyType(dict(table)),
                      train_steps=tuple(train), eval_steps=tuple(evals), format="table")
     assert baseline.golden_tracker is not None

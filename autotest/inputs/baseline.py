@@ -26,6 +26,9 @@ Schema::
         overrides: [{hardware: {gpu: str, count: int}, threshold}]  per-hardware thresholds of a
         machine-dependent check (time/step); the preflight's GPU fingerprint picks one, else threshold
     metric_aliases, short_names: {str: str}
+    preset: str                the log vocabulary of the framework: xtuner|verl|slime|trl|nemo-rl (default:
+                               inferred from the metric names); see autotest/inputs/roles.py
+    roles: {metric: role}      a checked metric's role (reward, eval, mismatch, step_time, ...; see roles.py)
     steps: {expected: int, exact: bool}
     calibrated_range: [first, last]
     wall_time: {max_s: number, overrides: [{hardware: {gpu, count}, max_s}]}
@@ -45,6 +48,7 @@ from typing import Any, Mapping
 
 from autotest.inputs.golden_table import check_golden_keys, parse_step_table
 from autotest.inputs.hardware_overrides import HardwareOverride, parse_overrides, pick
+from autotest.inputs.roles import RoleMap, parse_roles, resolve_roles
 from autotest.inputs.schema import Section, expand_env, load_section, show
 
 SCHEMA_VERSION = 1
@@ -175,6 +179,15 @@ class Baseline:
     calibration: CalibrationSpec | None = None
     #: metric -> step -> calibrated seed-to-seed standard deviation (what scope pooled divides by)
     noise_table: Mapping[str, Mapping[int, float]] | None = None
+    #: the framework's log vocabulary (``preset:``), None: inferred from the checked metrics' names
+    preset: str | None = None
+    #: metric -> role declared in the baseline (``roles:``); see autotest.inputs.roles
+    roles: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def role_map(self) -> RoleMap:
+        """Each checked metric's role: declared, else the preset's (named or inferred)."""
+        return resolve_roles({c.metric for c in self.checks}, self.roles, self.preset)
 
     @property
     def golden_source(self) -> str:
@@ -306,7 +319,7 @@ def load_baseline(path: str | Path, env: dict[str, str] | None = None) -> Baseli
     path = Path(path)
     sec = load_section(path, what="a baseline", doc=_DOC, required=("golden", "checks"), optional=(
         "schema_version", "name", "description", "metric_aliases", "short_names", "steps", "calibrated_range",
-        "wall_time", "provenance", "calibration"))
+        "wall_time", "provenance", "calibration", "preset", "roles"))
     version = sec.integer("schema_version", default=SCHEMA_VERSION)
     if version != SCHEMA_VERSION:
         sec.fail("schema_version", f"version {version} is not supported (this rl-autotest reads {SCHEMA_VERSION})",
@@ -365,6 +378,7 @@ def load_baseline(path: str | Path, env: dict[str, str] | None = None) -> Baseli
     if wall_sec is not None:
         wall_sec.check_keys(required=("max_s",), optional=("overrides",))
     provenance = sec.section("provenance", optional=True)
+    preset, roles = parse_roles(sec, {c.metric for c in checks})
     return Baseline(
         name=sec.text("name", path.stem),
         path=path,
@@ -384,6 +398,8 @@ def load_baseline(path: str | Path, env: dict[str, str] | None = None) -> Baseli
         description=sec.text("description", ""),
         calibration=_calibration(sec.section("calibration", optional=True), {c.metric for c in checks}),
         noise_table=noise,
+        preset=preset,
+        roles=MappingProxyType(roles),
     )
 
 

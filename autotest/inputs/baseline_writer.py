@@ -100,6 +100,10 @@ def baseline_document(baseline: Baseline) -> dict[str, Any]:
         doc["metric_aliases"] = dict(baseline.metric_aliases)
     if baseline.short_names:
         doc["short_names"] = dict(baseline.short_names)
+    if baseline.preset:
+        doc["preset"] = baseline.preset
+    if baseline.roles:
+        doc["roles"] = dict(baseline.roles)
     if baseline.steps.expected is not None:
         doc["steps"] = _FlowMap(expected=baseline.steps.expected, exact=baseline.steps.exact)
     if baseline.calibrated_range is not None:

@@ -28,6 +28,7 @@ from autotest.history.cli import add_history_parser
 from autotest.history.database import HISTORY_ENV
 from autotest.history.drift import history_recorder
 from autotest.inputs.case import list_cases, load_case
+from autotest.inputs.project import find_project
 from autotest.judge.model import FAIL, PASS
 from autotest.judge.verdict import compare_paths
 from autotest.pipeline import DRY_RUN, SKIP, RunOptions, run_case
@@ -38,6 +39,7 @@ from autotest.run.platform import check_platform
 from autotest.run.results_dir import DEFAULT_ROOT_HELP
 
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
+CASE_HELP = "a case: its name (the project's cases, then the packaged demo cases) or its YAML file"
 EXIT_NOT_COLLECTED = 3  # `consistency`: no collection hook wired for the framework (neutral in the nightly)
 
 
@@ -85,7 +87,13 @@ def _run(args: argparse.Namespace) -> int:
         require_folder(args.results_dir, "--results-dir")
     if args.replicates is not None and args.replicates < 1:
         raise UsageError(f"--replicates: {args.replicates} is below 1; give the number of seeds to run and average")
-    run = run_case(load_case(args.case), RunOptions(
+    case = load_case(args.case)
+    baseline_path = None
+    if args.baselines_dir is not None:
+        require_folder(args.baselines_dir, "--baselines-dir")
+        baseline_path, _, _ = baseline_files(case, args.baselines_dir)
+    run = run_case(case, RunOptions(
+        baseline_path=baseline_path,
         results_root=args.results_dir, seed=args.seed, replicates=args.replicates, fault=args.fault,
         dry_run=args.dry_run,
         fail_fast=args.fail_fast, progress=print, ray_address=args.ray_address,
@@ -104,7 +112,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _cases(args: argparse.Namespace) -> int:
-    for case in list_cases():
+    for case in list_cases(packaged=args.packaged or find_project() is None):
         check = check_platform(case)
         where = "runnable here" if check.runnable else f"skips here: {check.skip_reason}"
         print(f"{case.name:34} [{','.join(case.markers)}] {where}")
@@ -212,8 +220,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-history", action="store_true", help="with --out: do not record the verdict in the history")
 
     p = sub.add_parser("run", help="run one case end to end (card, launch, compare, report)")
-    p.add_argument("case", help="case name (autotest/cases/<name>.yaml) or a case file")
+    p.add_argument("case", help=CASE_HELP)
     p.add_argument("--results-dir", type=Path, help=results_help)
+    p.add_argument("--baselines-dir", type=Path,
+                   help="judge against <DIR>/<baseline file name> instead of the case's baseline")
     p.add_argument("--seed", type=int, help="seed for cases that take one (default: the case's)")
     p.add_argument("--replicates", type=int, metavar="K", help="run K seeds side by side and judge their mean "
                    "(default: the case's replicates, else 1)")
@@ -229,7 +239,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--framework-repo", help="framework repository URL or local path to fetch the ref from "
                    "(default: $RL_AUTOTEST_FRAMEWORK_REPO, else the case's, else the local clone in its env var)")
 
-    sub.add_parser("cases", help="list the cases and whether each can run here")
+    p = sub.add_parser("cases", help="list the cases (the project's, else the packaged demo) and whether each "
+                       "can run here")
+    p.add_argument("--packaged", action="store_true", help="in a project, also list the packaged demo cases")
 
     p = sub.add_parser("consistency", help="run the consistency dump job an accuracy run requested "
                        "('consistency analyze --help': analyse MSProbe dumps made anywhere)",
@@ -245,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "run-to-run deviation x margin and pooled checks' = a t quantile for the "
                                    "case's false-alarm budget x the statistic's spread (floors apply), and write "
                                    "<baseline>.candidate.yaml with a diff report beside the baseline.")
-    p.add_argument("case", help="case name (autotest/cases/<name>.yaml) or a case file")
+    p.add_argument("case", help=CASE_HELP)
     p.add_argument("--runs", type=int, help="number of runs (default: the baseline's calibration.runs, else 3)")
     p.add_argument("--jobs", type=int, help="runs side by side here (default: as CPUs or GPU slices allow)")
     p.add_argument("--ray-address", help="run each calibration run as a Ray task on this cluster "
@@ -265,7 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("baseline", help="manage golden baselines")
     actions = b.add_subparsers(dest="baseline_command", required=True, metavar="ACTION")
     p = actions.add_parser("promote", help="replace a case's baseline with its reviewed candidate (atomic)")
-    p.add_argument("case", help="case name or case file")
+    p.add_argument("case", help=CASE_HELP)
     p.add_argument("--baselines-dir", "--out", dest="baselines_dir", type=Path,
                    help="folder holding the baseline and its candidate (default: beside the case's baseline)")
     p.add_argument("--force", metavar="REASON", help="promote a candidate without calibrate provenance or with "

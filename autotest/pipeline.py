@@ -28,6 +28,7 @@ from autotest.judge.live import Follower
 from autotest.judge.model import ERROR, PASS, CheckResult, Verdict
 from autotest.judge.readers import read_trace
 from autotest.judge.replicate_mean import judge_replicate_runs
+from autotest.judge.seed_use import logged_seed
 from autotest.judge.structural import LogFinding, RunFacts
 from autotest.judge.trace import Trace
 from autotest.judge.verdict import Comparison, checked_metrics, golden_trace, judge
@@ -421,12 +422,20 @@ def _attempt(case: Case, options: RunOptions, spec: LaunchSpec,
         case.expected.steps, case.expected.exact_steps, exit_code=result.exit_code, signal=result.signal,
         timed_out=result.timed_out, timeout_s=result.timeout_s, wall_s=result.wall_s,
         stopped_reason=result.stopped_reason, interrupted=result.interrupted, fail_fast=follower.stop(),
-        tracker_problem=tracker_problem, infra=_log_finding(infra, infra_log))
+        tracker_problem=tracker_problem, infra=_log_finding(infra, infra_log),
+        requested_seed=_seed_asked(case, options), logged_seed=logged_seed(artifacts.run_config))
     context = {**prep.context, "stdout_log": str(result.stdout_log), "stderr_log": str(result.stderr_log),
                "launch": result.to_dict(), "artifacts": [str(p) for p in artifacts.run_config],
                "time_to_verdict_s": follower.time_to_verdict_s()}
     comparison = judge(prep.baseline, trace, golden=prep.golden, facts=facts, case=case.name, context=context)
     return comparison, infra, infra_log, interrupt
+
+
+def _seed_asked(case: Case, options: RunOptions) -> int | None:
+    """The seed this run was given, when its launch takes one."""
+    if not case.takes_seed:
+        return None
+    return case.seed.default if options.seed is None else options.seed
 
 
 def _infra_failure(result: LaunchResult) -> tuple[InfraFailure | None, str]:

@@ -16,7 +16,8 @@ import pytest
 
 from autotest.errors import UsageError
 from autotest.history.drift import history_recorder
-from autotest.inputs.case import Case
+from autotest.inputs.case import Case, list_cases
+from autotest.inputs.project import find_project
 from autotest.pipeline import DRY_RUN, GPU_WAIT_S, SKIP, CaseRun, RunOptions, run_case
 from autotest.redaction import collect_secrets
 from autotest.run.interrupts import signals_as_interrupt
@@ -57,11 +58,42 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="run K seeds of each case side by side and judge their mean (default: the case's replicates)")
     group.addoption("--allow-dirty", action="store_true",
                     help="calibration: accept uncommitted changes (recorded in the provenance)")
+    group.addoption("--packaged-cases", action="store_true",
+                    help="in a project ([tool.rl-autotest]), also run the harness's packaged demo cases")
+
+
+SUITES = Path(__file__).resolve().parent / "suites"
+
+
+def _collect_suites_in_project(config: pytest.Config) -> None:
+    """In a project, ``pytest -m grpo`` collects the accuracy suites from the installed harness (the
+    harness's own pytest.ini does it through testpaths): only when a marker of ours is asked for and no
+    paths were named."""
+    words = set((config.getoption("markexpr") or "").replace("(", " ").replace(")", " ").split())
+    if not words & set(MARKERS) or config.args_source == pytest.Config.ArgsSource.ARGS:
+        return
+    try:
+        project = find_project()
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if project is not None and not any(Path(a).resolve() == SUITES for a in config.args):
+        config.args.append(str(SUITES))
+
+
+def selected_cases(config: pytest.Config) -> list[Case]:
+    """The cases the suites run: the project's (and the packaged demo with --packaged-cases), else the demo.
+
+    A bad project table or case file is one usage line, not a collection traceback."""
+    try:
+        return list_cases(packaged=bool(config.getoption("--packaged-cases")))
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def pytest_configure(config: pytest.Config) -> None:
     collect_secrets(argv=config.invocation_params.args)  # secret values are masked in everything written
     replicates_option(config)  # a bad --replicates is one line before anything runs
+    _collect_suites_in_project(config)
     for name, text in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
     config.pluginmanager.register(CaseSummary(config), "rl-autotest-summary")

@@ -51,6 +51,7 @@ from autotest.judge.model import (
     Verdict,
 )
 from autotest.judge.readers import read_trace
+from autotest.judge.seed_use import identical_runs
 from autotest.judge.trace import Trace
 from autotest.judge.verdict import Comparison, checked_metrics, golden_trace, judge
 
@@ -180,6 +181,11 @@ def judge_replicates(baseline: Baseline | None, golden: Trace | None, members: S
     if interrupted is not None:
         structural.append(interrupted_result(interrupted, len(members)))
     usable = [m for m, r in zip(members, structural) if r.status == PASS and m.trace is not None]
+    # copies of one run (a launch that drops {seed}) are one run: ERROR, and no K-replicate thresholds
+    copies = identical_runs([(m.label, m.seed, m.trace) for m in usable if m.trace is not None])
+    if copies is not None:
+        structural.append(copies)
+        usable = usable[:1]
     current = mean_trace([m.trace for m in usable], [m.label for m in usable],
                          baseline.role_map if baseline is not None else None) if usable else None
     scale = None

@@ -19,6 +19,7 @@ from autotest.calibration.runs import (
     calibrate_case,
     promote,
 )
+from autotest.calibration.init_cli import add_init_parser, split_command
 from autotest.calibration.thresholds import CalibrationError
 from autotest.consistency.cli import main as analyze_main
 from autotest.consistency.job import run_consistency_job
@@ -284,6 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "self-check false alarms; REASON is recorded in the baseline")
 
     add_history_parser(sub, COMMANDS)
+    add_init_parser(sub, COMMANDS)
     return parser
 
 
@@ -293,7 +295,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return analyze_main(argv[2:])
     collect_secrets(argv=argv)  # before anything is printed or written: their values are masked everywhere
     parser = build_parser()
+    argv, launch_command = split_command(argv)
     args = parser.parse_args(argv)
+    args.launch_command = launch_command
     out, err = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = MaskedStream(out), MaskedStream(err)
     try:

@@ -52,6 +52,8 @@ class InitOptions:
     log: Path | None = None
     #: the log's format (auto: sniffed)
     format: str = "auto"
+    #: write ``baseline:`` into the case (False: the project's default, <baselines>/<name>.yaml, applies)
+    baseline_key: bool = True
     #: the metric-name preset (None: inferred from the names)
     preset: str | None = None
     marker: str = "grpo"
@@ -187,7 +189,7 @@ def init_case(options: InitOptions) -> InitOutcome:
     baseline_path = options.baselines_dir / f"{options.name}.yaml"
     options.cases_dir.mkdir(parents=True, exist_ok=True)
     options.baselines_dir.mkdir(parents=True, exist_ok=True)
-    tracker_path = _tracker_path(log, work_dir)
+    tracker_path = _tracker_path(log, work_dir, options.command)
     case_text = case_yaml(options, proposal, log_format, tracker_path, baseline_path, case_path, wall_s)
     provenance = {"produced_by": PRODUCED_BY_INIT, "date": dt.datetime.now(dt.timezone.utc).isoformat(
         timespec="seconds"), "command": shlex.join(options.command), "log": str(log),
@@ -202,13 +204,16 @@ def init_case(options: InitOptions) -> InitOutcome:
     return InitOutcome(case_path, baseline_path, True, proposal, log, log_format, wall_s)
 
 
-def _tracker_path(log: Path, work_dir: Path | None) -> str:
-    """The log's place for the case: under ``{work_dir}`` when the run wrote it there, else as given."""
+def _tracker_path(log: Path, work_dir: Path | None, command: Sequence[str]) -> str:
+    """Where each run of the case writes its log: under ``{work_dir}`` as this run did; for ``--log``, the
+    file's name under ``{work_dir}`` when the command takes one (else the path as given)."""
     if work_dir is not None:
         try:
             return "{work_dir}/" + log.relative_to(work_dir.resolve()).as_posix()
         except ValueError:
             pass
+    if any("{work_dir}" in word for word in command):
+        return "{work_dir}/" + log.name
     return str(log)
 
 
@@ -226,7 +231,7 @@ def case_yaml(options: InitOptions, proposal: Proposal, log_format: str, tracker
 
     takes_seed = any("{seed}" in w for w in options.command)
     timeout_s = max(300, int(round((wall_s or 60) * 5, -1)))
-    baseline = Path(os.path.relpath(baseline_path, case_path.parent)).as_posix()
+    baseline = Path(os.path.relpath(baseline_path, case_path.parent)).as_posix() if options.baseline_key else None
     roles = sorted({r.role for r in proposal.rows if r.checks and r.role})
     measured = f"{proposal.expected_steps} steps in {wall_s:.0f} s here" if wall_s is not None else \
         f"{proposal.expected_steps} steps (read from {options.log})"
@@ -235,7 +240,7 @@ def case_yaml(options: InitOptions, proposal: Proposal, log_format: str, tracker
         f"#   rl-autotest calibrate {options.name}      (runs it {len(CALIBRATION_SEEDS)} times and measures the noise)",
         f"#   rl-autotest baseline promote {options.name}",
         f"name: {options.name}",
-        f"description: {json.dumps(f'{shlex.join(options.command)} checked against its calibrated baseline')}",
+        f"description: {json.dumps(' '.join(options.command) + ' checked against its calibrated baseline')}",
         f"markers: [{options.marker}]",
         f"goal: {json.dumps('Keep ' + ', '.join(roles) + ' within the calibrated seed-to-seed noise of the golden baseline.')}",
         f"minimal_scale: {json.dumps('One run as init measured it: ' + measured + '.')}",
@@ -247,11 +252,11 @@ def case_yaml(options: InitOptions, proposal: Proposal, log_format: str, tracker
         f"  timeout_s: {timeout_s}  # 5x the wall time init measured",
         "tracker:",
         f"  format: {'tensorboard' if log_format == 'tensorboard' else log_format}",
-        f"  path: {json.dumps(tracker_path)}",
+        f"  path: {json.dumps(tracker_path)}" + ("" if options.log is None else "  # from --log: check each run writes it here"),
         "expected:",
         f"  steps: {proposal.expected_steps}",
-        f"baseline: {baseline}",
     ]
+    lines += [f"baseline: {baseline}"] if baseline else ["# baseline: the project's <baselines>/<name>.yaml"]
     if takes_seed:
         lines += ["seed:", "  default: 0", f"  calibration: [{', '.join(str(s) for s in CALIBRATION_SEEDS)}]"]
     else:

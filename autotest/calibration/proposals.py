@@ -46,7 +46,8 @@ CHECKS_BY_ROLE: Mapping[str, tuple[tuple[str, dict, str], ...]] = MappingProxyTy
     "ref_kl": (("absolute", _P80, "reference"),),
     "step_time": (("slowdown", {"scope": "percentile", "percentile": 50.0}, "reference"),),
 })
-#: words that mark a role's headline metric among several (``response/rewards/mean`` over ``.../max``)
+#: words of a name's last part that mark a role's headline metric among several, best first
+#: (``response/rewards/mean`` over ``.../max``, ``time/step`` over ``time/generate``)
 _HEADLINE_WORDS = ("mean", "step", "reward", "acc", "score")
 PRODUCED_BY_INIT = "rl-autotest init"
 
@@ -86,8 +87,9 @@ def _rule_index(preset: str | None, metric: str) -> int:
 
 
 def _headline_key(preset: str | None, metric: str) -> tuple:
-    words = metric.lower()
-    return (_rule_index(preset, metric), not any(w in words for w in _HEADLINE_WORDS), len(metric), metric)
+    last = metric.lower().rsplit("/", 1)[-1]
+    word = next((i for i, w in enumerate(_HEADLINE_WORDS) if w in last), len(_HEADLINE_WORDS))
+    return (_rule_index(preset, metric), word, len(metric), metric)
 
 
 def _constant(series: Mapping[int, float]) -> bool:

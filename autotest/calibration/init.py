@@ -6,7 +6,7 @@ It runs the command once in a fresh work folder under the results root (``{work_
 (:mod:`autotest.inputs.roles`); and writes
 
 - ``<cases>/<name>.yaml``: the case (the command, the log's format and place, the steps the run reached,
-  three calibration seeds when the command takes ``{seed}``), and
+  seed 0 for gating runs and seeds 1, 2, 3 for calibration when the command takes ``{seed}``), and
 - ``<baselines>/<name>.yaml``: the checks proposed per role (:mod:`autotest.calibration.proposals`),
   every threshold ``placeholder``, so any run against it is an ERROR until ``rl-autotest calibrate``.
 
@@ -35,7 +35,10 @@ from autotest.run.launch import LaunchSpec
 from autotest.run.results_dir import fresh_folder, run_stamp
 
 DEFAULT_TIMEOUT_S = 1800.0
-CALIBRATION_SEEDS = (0, 1, 2)
+#: the seed a gating run uses, and the calibration runs' seeds: never the same, so a gate is judged on a seed
+#: its thresholds did not see
+DEFAULT_SEED = 0
+CALIBRATION_SEEDS = (1, 2, 3)
 #: where a run's own logs go (stdout/stderr), never taken for its metric log
 _LAUNCH_LOGS = "logs"
 
@@ -99,7 +102,7 @@ def _run_once(options: InitOptions) -> tuple[Path, float]:
     folder = fresh_folder(options.results_root / options.name, f"init-{run_stamp()}")
     work_dir = folder / "work"
     work_dir.mkdir()
-    values = placeholder_values(work_dir=work_dir, seed=CALIBRATION_SEEDS[0])
+    values = placeholder_values(work_dir=work_dir, seed=DEFAULT_SEED)
     command = tuple(_substitute(word, values) for word in options.command)
     spec = LaunchSpec(command=command, cwd=Path.cwd(), env={"WORK_DIR": str(work_dir)}, timeout_s=options.timeout_s)
     _say(options, f"running once: {spec.command_line}")
@@ -258,7 +261,8 @@ def case_yaml(options: InitOptions, proposal: Proposal, log_format: str, tracker
     ]
     lines += [f"baseline: {baseline}"] if baseline else ["# baseline: the project's <baselines>/<name>.yaml"]
     if takes_seed:
-        lines += ["seed:", "  default: 0", f"  calibration: [{', '.join(str(s) for s in CALIBRATION_SEEDS)}]"]
+        lines += ["seed:  # gating runs use a seed the calibration runs did not",
+                  f"  default: {DEFAULT_SEED}", f"  calibration: [{', '.join(str(s) for s in CALIBRATION_SEEDS)}]"]
     else:
         lines += ["# the command takes no {seed}: calibration repeats the same run (only nondeterminism is measured)"]
     return "\n".join(lines) + "\n"

@@ -149,6 +149,6 @@ def baseline_spec(name: str, path: Path, proposal: Proposal, provenance: Mapping
         name=name, path=path, checks=proposal.checks, golden_table=MappingProxyType({}),
         steps=StepPolicy(expected=proposal.expected_steps, exact=True),
         provenance=MappingProxyType(dict(provenance)),
-        description=f"Checks proposed by {PRODUCED_BY_INIT} from one run; thresholds are placeholders until "
-                    "rl-autotest calibrate measures the run-to-run noise.",
+        description=f"Checks {PRODUCED_BY_INIT} proposed per metric role from one run; a threshold written "
+                    "'placeholder' is not measured yet (rl-autotest calibrate measures it).",
         calibration=CalibrationSpec(runs=runs), preset=proposal.preset)

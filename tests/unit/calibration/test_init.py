@@ -57,7 +57,7 @@ def test_init_from_a_log_writes_a_loadable_case_and_a_placeholder_baseline(proje
     case = load_case("my-grpo")  # found by name in the project, its baseline the project's default
     assert case.baseline_path == project / "accuracy" / "baselines" / "my-grpo.yaml"
     assert case.tracker.path == "{work_dir}/tracker.jsonl"
-    assert case.expected.steps == 10 and case.seed.calibration == (0, 1, 2)
+    assert case.expected.steps == 10 and case.seed.default == 0 and case.seed.calibration == (1, 2, 3)
     assert case.launch.command == tuple(COMMAND[1:])
     baseline = load_baseline(case.baseline_path)
     assert baseline.checks and all(c.placeholder for c in baseline.checks)

@@ -32,6 +32,7 @@ from autotest.judge.readers import read_trace
 from autotest.judge.tensorboard import is_event_file
 from autotest.judge.trace import Trace
 from autotest.run.launch import LaunchSpec
+from autotest.run.process_group import launch
 from autotest.run.results_dir import fresh_folder, run_stamp
 
 DEFAULT_TIMEOUT_S = 1800.0
@@ -97,8 +98,6 @@ def existing(options: InitOptions) -> InitOutcome | None:
 
 def _run_once(options: InitOptions) -> tuple[Path, float]:
     """Run the command once; (its work folder, wall seconds). A failure or timeout is one UsageError."""
-    from autotest.run.process_group import launch  # a process group with a timeout, cleaned up on every ending
-
     folder = fresh_folder(options.results_root / options.name, f"init-{run_stamp()}")
     work_dir = folder / "work"
     work_dir.mkdir()

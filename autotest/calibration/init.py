@@ -151,6 +151,13 @@ def _has_step_rows(path: Path) -> bool:
     return isinstance(row, dict) and ("step" in row or isinstance(row.get("data"), dict))
 
 
+def _format_of(log: Path, fmt: str) -> str:
+    """A folder holding event files (what :func:`find_logs` returns for TensorBoard) is read as TensorBoard."""
+    if fmt == "auto" and log.is_dir() and any(is_event_file(p) for p in log.rglob("*")):
+        return "tensorboard"
+    return fmt
+
+
 def _read(log: Path, fmt: str) -> Trace:
     trace = read_trace(log, fmt)
     if not trace.metrics:
@@ -181,12 +188,12 @@ def init_case(options: InitOptions) -> InitOutcome:
             _say(options, f"found {len(logs)} metric logs; taking {logs[0]} (others: "
                           f"{', '.join(str(p) for p in logs[1:4])})")
         log = logs[0]
-    trace = _read(log, options.format)
+    trace = _read(log, _format_of(log, options.format))
     proposal = propose(trace, options.preset)
     if not proposal.gates:
         raise UsageError(f"init: {log}: no metric has a role init gates ({proposal.roles_line}); nothing written; "
                          "pass --preset, or write the baseline's checks by hand")
-    log_format = "tensorboard" if log.is_dir() or is_event_file(log) else trace.format
+    log_format = "tensorboard" if trace.format == "tensorboard" or log.is_dir() or is_event_file(log) else trace.format
     case_path = options.cases_dir / f"{options.name}.yaml"
     baseline_path = options.baselines_dir / f"{options.name}.yaml"
     options.cases_dir.mkdir(parents=True, exist_ok=True)
@@ -211,9 +218,11 @@ def _tracker_path(log: Path, work_dir: Path | None, command: Sequence[str]) -> s
     file's name under ``{work_dir}`` when the command takes one (else the path as given)."""
     if work_dir is not None:
         try:
-            return "{work_dir}/" + log.relative_to(work_dir.resolve()).as_posix()
+            inside = log.relative_to(work_dir.resolve())
         except ValueError:
             pass
+        else:  # TensorBoard folders are named per run (runs/<date>_<host>): keep the top one, read recursively
+            return "{work_dir}/" + (inside.parts[0] if log.is_dir() else inside.as_posix())
     if any("{work_dir}" in word for word in command):
         return "{work_dir}/" + log.name
     return str(log)

@@ -69,3 +69,21 @@ def test_a_command_that_logs_nothing_is_one_line(project: Path, capsys) -> None:
 def test_a_command_that_outlives_its_timeout_is_one_line(project: Path, capsys) -> None:
     assert main(["init", "w", "--timeout-s", "1", "--", sys.executable, "-c", "import time; time.sleep(30)"]) == 2
     assert "did not finish within 1 s (--timeout-s); nothing written" in _one_error_line(capsys)
+
+
+TB_WRITER = ("import os, sys; from torch.utils.tensorboard import SummaryWriter; "
+             "w = SummaryWriter(os.path.join(sys.argv[1], 'runs', 'Dec01_run-host')); "
+             "[w.add_scalar('train/reward', s / 10, s) or w.add_scalar('train/entropy', 3 - s / 10, s) "
+             "for s in range(1, 6)]; w.close()")
+
+
+def test_a_tensorboard_only_trainer_gets_a_tensorboard_case_reading_its_runs_folder(project: Path, capsys) -> None:
+    pytest.importorskip("tensorboard", reason="needs the tensorboard extra")
+    assert main(["init", "tb", "--", sys.executable, "-c", TB_WRITER, "{work_dir}"]) == 0
+    out = capsys.readouterr().out
+    assert "/work/runs/Dec01_run-host (tensorboard, 5 steps, 2 metrics" in out
+    assert "from preset trl" in out  # train/reward is TRL's TensorBoard name
+    case = load_case("tb")
+    assert (case.tracker.format, case.tracker.path) == ("tensorboard", "{work_dir}/runs")
+    assert [c.check_id for c in load_baseline(case.baseline_path).checks] == [
+        "train/entropy[points]", "train/reward[percentile]", "train/reward[pooled]"]

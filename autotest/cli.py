@@ -19,6 +19,7 @@ from autotest.calibration.runs import (
     calibrate_case,
     promote,
 )
+from autotest.bisect.session import BisectOptions, bisect
 from autotest.calibration.init_cli import add_init_parser, split_command
 from autotest.calibration.thresholds import CalibrationError
 from autotest.consistency.cli import main as analyze_main
@@ -31,6 +32,9 @@ from autotest.history.drift import history_recorder
 from autotest.inputs.case import list_cases, load_case
 from autotest.inputs.project import find_project
 from autotest.judge.model import FAIL, PASS
+from autotest.inputs.baseline import load_baseline
+from autotest.judge.power import baseline_power, caught_phrase, power_warnings, target_misses
+from autotest.report.power_table import power_report
 from autotest.judge.verdict import compare_paths
 from autotest.pipeline import DRY_RUN, SKIP, RunOptions, run_case
 from autotest.redaction import MaskedStream, collect_secrets
@@ -59,7 +63,7 @@ def _compare(args: argparse.Namespace) -> int:
         recorder = None if args.no_history else history_recorder(args.history)
         published = publish(comparison, args.out, with_plots=not args.no_plots, after_results=recorder)
         print(f"report: {published.report_md}")
-    for warning in verdict.warnings:
+    for warning in (*verdict.warnings, *power_warnings(verdict)):
         print(f"warning: {warning}", file=sys.stderr)
     for result in verdict.results:
         if result.status != PASS:
@@ -67,7 +71,8 @@ def _compare(args: argparse.Namespace) -> int:
     for finding in verdict.triage:
         if finding.primary:
             print(f"next step: {finding.suggestion}")
-    print(f"{verdict.case}: {verdict.status}")
+    caught = caught_phrase(verdict.results) if verdict.status == PASS else ""
+    print(f"{verdict.case}: {verdict.status}" + (f" — {caught}" if caught else ""))
     return exit_code_for(verdict.status)
 
 
@@ -100,12 +105,14 @@ def _run(args: argparse.Namespace) -> int:
         fail_fast=args.fail_fast, progress=print, ray_address=args.ray_address,
         confirm=_show if args.yes else _confirm_on_terminal,
         after_results=None if args.no_history else history_recorder(args.history),
-        framework_repo=args.framework_repo, framework_ref=args.framework_ref))
+        framework_repo=args.framework_repo, framework_ref=args.framework_ref, strict_power=args.strict_power))
     if run.status == DRY_RUN and args.dry_run:
         print(run.card)
     if run.verdict is not None:
         for result in run.verdict.failing():
             print(f"{result.status:5} {result.check_id}: {result.message}")
+        for warning in power_warnings(run.verdict):
+            print(f"warning: {warning}", file=sys.stderr)
     print(run.summary_line())
     if run.status == DRY_RUN:
         return EXIT_PASS if args.dry_run else EXIT_ERROR
@@ -195,12 +202,43 @@ def _baseline(args: argparse.Namespace) -> int:
     if promotion.forced:
         print(f"forced: {promotion.forced} (recorded in the baseline)")
     print(f"promoted: {promotion.path}")
+    case = load_case(args.case)
+    for line in target_misses(baseline_power(load_baseline(promotion.path)), case.detect):
+        print(f"warning: power: {line}", file=sys.stderr)
     return EXIT_PASS
+
+
+def _bisect(args: argparse.Namespace) -> int:
+    if args.results_dir is not None:
+        require_folder(args.results_dir, "--results-dir")
+    if args.max_runs is not None and args.max_runs < 2:
+        raise UsageError(f"--max-runs: {args.max_runs} is below 2; the good and bad ends take two runs")
+    outcome = bisect(load_case(args.case), BisectOptions(
+        good=args.good, bad=args.bad, repo=args.framework_repo, all_commits=args.all_commits,
+        slots=args.jobs, max_runs=args.max_runs, results_root=args.results_dir, seed=args.seed,
+        progress=lambda line: print(line, flush=True)))
+    print(f"bisect: {outcome.status}: {outcome.message}")
+    for row in outcome.flipped:
+        print(f"  {row['check']}: last good {row['good']}, first bad {row['bad']} (threshold {row['threshold']})")
+    print(f"bisect: {outcome.rounds} round(s), {outcome.runs} run(s); report: {outcome.folder / 'bisect.md'}")
+    return outcome.exit_code
+
+
+def _power(args: argparse.Namespace) -> int:
+    case = load_case(args.case)
+    if args.baselines_dir is not None:
+        require_folder(args.baselines_dir, "--baselines-dir")
+    path, _, _ = baseline_files(case, args.baselines_dir)
+    baseline = load_baseline(path)
+    print(f"{case.name}: {path}")
+    for line in power_report(baseline_power(baseline), case.detect):
+        print(line)
+    return EXIT_FAIL if target_misses(baseline_power(baseline), case.detect) else EXIT_PASS
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "compare": _compare, "run": _run, "cases": _cases, "consistency": _consistency, "calibrate": _calibrate,
-    "baseline": _baseline}
+    "baseline": _baseline, "power": _power, "bisect": _bisect}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -237,6 +275,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-history", action="store_true", help="do not record this verdict in the run history")
     p.add_argument("--framework-ref", help="framework ref to test: branch, tag, sha or refs/pull/N/head "
                    "(default: $RL_AUTOTEST_FRAMEWORK_REF, else the case's platform.framework.ref)")
+    p.add_argument("--strict-power", action="store_true", help="a PASS whose gates cannot catch the case's "
+                   "declared detect: targets is an ERROR (default: a warning)")
     p.add_argument("--framework-repo", help="framework repository URL or local path to fetch the ref from "
                    "(default: $RL_AUTOTEST_FRAMEWORK_REPO, else the case's, else the local clone in its env var)")
 
@@ -274,6 +314,27 @@ def build_parser() -> argparse.ArgumentParser:
                    help="build the candidate from the last passing runs in the run history; run nothing")
     p.add_argument("--last", type=int, metavar="N", help="with --from-history: how many passing runs (default: --runs)")
     p.add_argument("--history", metavar="URL", help=history_help)
+
+    p = sub.add_parser("power", help="what each gate of a case can catch: its minimum detectable effect by "
+                       "replicates and calibration runs, from the baseline alone",
+                       epilog="exit 0: every detect: target of the case is reached (or none declared); 1: a target "
+                       "is missed; 2: error")
+    p.add_argument("case", help=CASE_HELP)
+    p.add_argument("--baselines-dir", type=Path, help="read <DIR>/<baseline file name> instead of the case's baseline")
+
+    p = sub.add_parser("bisect", help="find the framework commit between a good and a bad ref where the case's "
+                       "gates start failing (noise-aware, P probes a round)",
+                       epilog="exit 0: first bad commit found; 1: the environment changed (the good ref fails "
+                       "today), not reproducible (the bad ref passes), or --max-runs spent; 2: error")
+    p.add_argument("case", help=CASE_HELP)
+    p.add_argument("--good", required=True, help="a framework ref whose runs passed")
+    p.add_argument("--bad", required=True, help="a later framework ref whose runs failed")
+    p.add_argument("--framework-repo", help="framework repository URL or local path (default: the case's)")
+    p.add_argument("--all-commits", action="store_true", help="descend into merged branches (default: first parent)")
+    p.add_argument("--jobs", type=int, default=2, help="probes side by side a round (default: 2)")
+    p.add_argument("--max-runs", type=int, help="stop after this many training runs (a budget)")
+    p.add_argument("--seed", type=int, help="seed of each probe's first run (default: the case's)")
+    p.add_argument("--results-dir", type=Path, help=results_help)
 
     b = sub.add_parser("baseline", help="manage golden baselines")
     actions = b.add_subparsers(dest="baseline_command", required=True, metavar="ACTION")

@@ -18,6 +18,7 @@ from autotest.errors import UsageError
 from autotest.history.drift import history_recorder
 from autotest.inputs.case import Case, list_cases
 from autotest.inputs.project import find_project
+from autotest.judge.power import power_warnings
 from autotest.pipeline import DRY_RUN, GPU_WAIT_S, SKIP, CaseRun, RunOptions, run_case
 from autotest.redaction import collect_secrets
 from autotest.run.interrupts import signals_as_interrupt
@@ -35,6 +36,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--results-dir", default=None,
                     help="root folder for per-case results (default: $RL_AUTOTEST_RESULTS, else results/ "
                          "in the harness checkout)")
+    group.addoption("--strict-power", action="store_true",
+                    help="a PASS whose gates cannot catch the case's declared detect: targets fails (nightly)")
     group.addoption("--strict-cases", action="store_true",
                     help="a case that cannot run here fails instead of skipping (nightly)")
     group.addoption("--dry-run", action="store_true",
@@ -125,6 +128,8 @@ class CaseSummary:
         terminalreporter.section("rl-autotest cases")
         for run in self.runs:
             terminalreporter.write_line(run.summary_line())
+            for warning in power_warnings(run.verdict) if run.verdict is not None else ():
+                terminalreporter.write_line(f"  warning: {warning}")
 
 
 def recorder_option(config: pytest.Config):
@@ -178,7 +183,8 @@ def run_accuracy_case(request: pytest.FixtureRequest) -> Callable[..., CaseRun]:
                              gpu_wait_s=config.getoption("--gpu-wait-s"), after_results=recorder_option(config),
                              framework_repo=config.getoption("--framework-repo"),
                              framework_ref=config.getoption("--framework-ref"),
-                             replicates=replicates_option(config))
+                             replicates=replicates_option(config),
+                             strict_power=config.getoption("--strict-power"))
         try:
             with signals_as_interrupt(), warnings.catch_warnings():  # CI cancels with SIGTERM: as Ctrl-C
                 # a warning in the harness's own code never fails a user's accuracy run (filterwarnings=error)

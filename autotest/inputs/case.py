@@ -187,6 +187,8 @@ class Case:
     repo_root: Path = REPO_ROOT
     #: the project's framework checkout: the commit under test when the case names no framework env
     framework_checkout: Path | None = None
+    #: metric -> the smallest change (metric units) the case's gates must be able to catch
+    detect: dict[str, float] = field(default_factory=dict)
 
     @property
     def packaged(self) -> bool:
@@ -309,7 +311,7 @@ def _parse_case(path: Path) -> Case:
     # a project case may leave its baseline to the project's baselines folder
     needed = ("name", "description", "markers", "goal", "minimal_scale", "platform", "launch", "tracker",
               "expected")
-    optional = ("inputs", "seed", "consistency", "replicates")
+    optional = ("inputs", "seed", "consistency", "replicates", "detect")
     top = load_section(path, what="a case", doc="docs/cases.md", required=needed if project else (*needed, "baseline"),
                        optional=(*optional, "baseline") if project else optional)
     name = top.text("name")
@@ -339,11 +341,22 @@ def _parse_case(path: Path) -> Case:
                 replicates=top.integer("replicates", minimum=1, default=1,
                                        fix="write how many seeds to run and average, a whole number >= 1"),
                 repo_root=project.root if project is not None else REPO_ROOT,
-                framework_checkout=project.framework if project is not None else None)
+                framework_checkout=project.framework if project is not None else None,
+                detect=_detect(top))
     if len(set(seed.calibration)) > 1 and not case.takes_seed:
         top.fail("seed.calibration", f"{len(seed.calibration)} seeds but the launch takes no seed",
                  "use {seed} in launch.command or set seed.env")
     return case
+
+
+def _detect(top: Section) -> dict[str, float]:
+    """``detect: {metric: effect}``: what the case's gates must be able to catch (a positive number each)."""
+    section = top.section("detect", optional=True)
+    if section is None:
+        return {}
+    return {str(metric): section.number(str(metric), positive=True,
+                                        fix="write the smallest change to catch, in the metric's units (> 0)")
+            for metric in section.data}
 
 
 def _markers(top: Section) -> tuple[str, ...]:

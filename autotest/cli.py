@@ -28,7 +28,11 @@ from autotest.history.cli import add_history_parser
 from autotest.history.database import HISTORY_ENV
 from autotest.history.drift import history_recorder
 from autotest.inputs.case import list_cases, load_case
+from autotest.inputs.project import find_project
 from autotest.judge.model import FAIL, PASS
+from autotest.inputs.baseline import load_baseline
+from autotest.judge.power import baseline_power, caught_phrase, power_warnings, target_misses
+from autotest.report.power_table import power_report
 from autotest.judge.verdict import compare_paths
 from autotest.pipeline import DRY_RUN, SKIP, RunOptions, run_case
 from autotest.redaction import MaskedStream, collect_secrets
@@ -38,6 +42,7 @@ from autotest.run.platform import check_platform
 from autotest.run.results_dir import DEFAULT_ROOT_HELP
 
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
+CASE_HELP = "a case: its name (the project's cases, then the packaged demo cases) or its YAML file"
 EXIT_NOT_COLLECTED = 3  # `consistency`: no collection hook wired for the framework (neutral in the nightly)
 
 
@@ -56,7 +61,7 @@ def _compare(args: argparse.Namespace) -> int:
         recorder = None if args.no_history else history_recorder(args.history)
         published = publish(comparison, args.out, with_plots=not args.no_plots, after_results=recorder)
         print(f"report: {published.report_md}")
-    for warning in verdict.warnings:
+    for warning in (*verdict.warnings, *power_warnings(verdict)):
         print(f"warning: {warning}", file=sys.stderr)
     for result in verdict.results:
         if result.status != PASS:
@@ -64,7 +69,8 @@ def _compare(args: argparse.Namespace) -> int:
     for finding in verdict.triage:
         if finding.primary:
             print(f"next step: {finding.suggestion}")
-    print(f"{verdict.case}: {verdict.status}")
+    caught = caught_phrase(verdict.results) if verdict.status == PASS else ""
+    print(f"{verdict.case}: {verdict.status}" + (f" — {caught}" if caught else ""))
     return exit_code_for(verdict.status)
 
 
@@ -85,18 +91,26 @@ def _run(args: argparse.Namespace) -> int:
         require_folder(args.results_dir, "--results-dir")
     if args.replicates is not None and args.replicates < 1:
         raise UsageError(f"--replicates: {args.replicates} is below 1; give the number of seeds to run and average")
-    run = run_case(load_case(args.case), RunOptions(
+    case = load_case(args.case)
+    baseline_path = None
+    if args.baselines_dir is not None:
+        require_folder(args.baselines_dir, "--baselines-dir")
+        baseline_path, _, _ = baseline_files(case, args.baselines_dir)
+    run = run_case(case, RunOptions(
+        baseline_path=baseline_path,
         results_root=args.results_dir, seed=args.seed, replicates=args.replicates, fault=args.fault,
         dry_run=args.dry_run,
         fail_fast=args.fail_fast, progress=print, ray_address=args.ray_address,
         confirm=_show if args.yes else _confirm_on_terminal,
         after_results=None if args.no_history else history_recorder(args.history),
-        framework_repo=args.framework_repo, framework_ref=args.framework_ref))
+        framework_repo=args.framework_repo, framework_ref=args.framework_ref, strict_power=args.strict_power))
     if run.status == DRY_RUN and args.dry_run:
         print(run.card)
     if run.verdict is not None:
         for result in run.verdict.failing():
             print(f"{result.status:5} {result.check_id}: {result.message}")
+        for warning in power_warnings(run.verdict):
+            print(f"warning: {warning}", file=sys.stderr)
     print(run.summary_line())
     if run.status == DRY_RUN:
         return EXIT_PASS if args.dry_run else EXIT_ERROR
@@ -104,7 +118,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _cases(args: argparse.Namespace) -> int:
-    for case in list_cases():
+    for case in list_cases(packaged=args.packaged or find_project() is None):
         check = check_platform(case)
         where = "runnable here" if check.runnable else f"skips here: {check.skip_reason}"
         print(f"{case.name:34} [{','.join(case.markers)}] {where}")
@@ -186,12 +200,27 @@ def _baseline(args: argparse.Namespace) -> int:
     if promotion.forced:
         print(f"forced: {promotion.forced} (recorded in the baseline)")
     print(f"promoted: {promotion.path}")
+    case = load_case(args.case)
+    for line in target_misses(baseline_power(load_baseline(promotion.path)), case.detect):
+        print(f"warning: power: {line}", file=sys.stderr)
     return EXIT_PASS
+
+
+def _power(args: argparse.Namespace) -> int:
+    case = load_case(args.case)
+    if args.baselines_dir is not None:
+        require_folder(args.baselines_dir, "--baselines-dir")
+    path, _, _ = baseline_files(case, args.baselines_dir)
+    baseline = load_baseline(path)
+    print(f"{case.name}: {path}")
+    for line in power_report(baseline_power(baseline), case.detect):
+        print(line)
+    return EXIT_FAIL if target_misses(baseline_power(baseline), case.detect) else EXIT_PASS
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "compare": _compare, "run": _run, "cases": _cases, "consistency": _consistency, "calibrate": _calibrate,
-    "baseline": _baseline}
+    "baseline": _baseline, "power": _power}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -212,8 +241,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-history", action="store_true", help="with --out: do not record the verdict in the history")
 
     p = sub.add_parser("run", help="run one case end to end (card, launch, compare, report)")
-    p.add_argument("case", help="case name (autotest/cases/<name>.yaml) or a case file")
+    p.add_argument("case", help=CASE_HELP)
     p.add_argument("--results-dir", type=Path, help=results_help)
+    p.add_argument("--baselines-dir", type=Path,
+                   help="judge against <DIR>/<baseline file name> instead of the case's baseline")
     p.add_argument("--seed", type=int, help="seed for cases that take one (default: the case's)")
     p.add_argument("--replicates", type=int, metavar="K", help="run K seeds side by side and judge their mean "
                    "(default: the case's replicates, else 1)")
@@ -226,10 +257,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-history", action="store_true", help="do not record this verdict in the run history")
     p.add_argument("--framework-ref", help="framework ref to test: branch, tag, sha or refs/pull/N/head "
                    "(default: $RL_AUTOTEST_FRAMEWORK_REF, else the case's platform.framework.ref)")
+    p.add_argument("--strict-power", action="store_true", help="a PASS whose gates cannot catch the case's "
+                   "declared detect: targets is an ERROR (default: a warning)")
     p.add_argument("--framework-repo", help="framework repository URL or local path to fetch the ref from "
                    "(default: $RL_AUTOTEST_FRAMEWORK_REPO, else the case's, else the local clone in its env var)")
 
-    sub.add_parser("cases", help="list the cases and whether each can run here")
+    p = sub.add_parser("cases", help="list the cases (the project's, else the packaged demo) and whether each "
+                       "can run here")
+    p.add_argument("--packaged", action="store_true", help="in a project, also list the packaged demo cases")
 
     p = sub.add_parser("consistency", help="run the consistency dump job an accuracy run requested "
                        "('consistency analyze --help': analyse MSProbe dumps made anywhere)",
@@ -245,7 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "run-to-run deviation x margin and pooled checks' = a t quantile for the "
                                    "case's false-alarm budget x the statistic's spread (floors apply), and write "
                                    "<baseline>.candidate.yaml with a diff report beside the baseline.")
-    p.add_argument("case", help="case name (autotest/cases/<name>.yaml) or a case file")
+    p.add_argument("case", help=CASE_HELP)
     p.add_argument("--runs", type=int, help="number of runs (default: the baseline's calibration.runs, else 3)")
     p.add_argument("--jobs", type=int, help="runs side by side here (default: as CPUs or GPU slices allow)")
     p.add_argument("--ray-address", help="run each calibration run as a Ray task on this cluster "
@@ -262,10 +297,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--last", type=int, metavar="N", help="with --from-history: how many passing runs (default: --runs)")
     p.add_argument("--history", metavar="URL", help=history_help)
 
+    p = sub.add_parser("power", help="what each gate of a case can catch: its minimum detectable effect by "
+                       "replicates and calibration runs, from the baseline alone",
+                       epilog="exit 0: every detect: target of the case is reached (or none declared); 1: a target "
+                       "is missed; 2: error")
+    p.add_argument("case", help=CASE_HELP)
+    p.add_argument("--baselines-dir", type=Path, help="read <DIR>/<baseline file name> instead of the case's baseline")
+
     b = sub.add_parser("baseline", help="manage golden baselines")
     actions = b.add_subparsers(dest="baseline_command", required=True, metavar="ACTION")
     p = actions.add_parser("promote", help="replace a case's baseline with its reviewed candidate (atomic)")
-    p.add_argument("case", help="case name or case file")
+    p.add_argument("case", help=CASE_HELP)
     p.add_argument("--baselines-dir", "--out", dest="baselines_dir", type=Path,
                    help="folder holding the baseline and its candidate (default: beside the case's baseline)")
     p.add_argument("--force", metavar="REASON", help="promote a candidate without calibrate provenance or with "

@@ -26,8 +26,10 @@ from autotest.inputs.baseline import Baseline, for_hardware, load_baseline
 from autotest.inputs.case import Case
 from autotest.judge.live import Follower
 from autotest.judge.model import ERROR, PASS, CheckResult, Verdict
+from autotest.judge.power import PowerAsk, caught_phrase
 from autotest.judge.readers import read_trace
 from autotest.judge.replicate_mean import judge_replicate_runs
+from autotest.judge.seed_use import logged_seed
 from autotest.judge.structural import LogFinding, RunFacts
 from autotest.judge.trace import Trace
 from autotest.judge.verdict import Comparison, checked_metrics, golden_trace, judge
@@ -115,6 +117,8 @@ class RunOptions:
     replicates: int | None = None
     #: append the verdict to $GITHUB_STEP_SUMMARY (a replicate's own verdict does not: the mean's does)
     step_summary: bool = True
+    #: a PASS whose gates cannot catch the case's declared ``detect`` targets is an ERROR, not a warning
+    strict_power: bool = False
 
 
 @dataclass(frozen=True)
@@ -142,7 +146,11 @@ class CaseRun:
         where = f" (report: {self.report})" if self.verdict is not None and self.report else ""
         reason = f" — {self.reason}" if self.reason else ""
         mean = f" (mean of {self.replicates} replicates)" if self.replicates > 1 and self.verdict is not None else ""
-        return f"{self.case}: {self.status}{relaunch_phrase(self.relaunches)}{mean}{reason}{where}"
+        power = ""
+        if self.status == PASS and self.verdict is not None:
+            caught = caught_phrase(self.verdict.results)
+            power = f" — {caught}" if caught else ""
+        return f"{self.case}: {self.status}{relaunch_phrase(self.relaunches)}{mean}{power}{reason}{where}"
 
 
 @dataclass(frozen=True)
@@ -286,7 +294,8 @@ def _judge_replicates(case: Case, options: RunOptions, folder: Path, seeds: tupl
         gpu = json.loads((folder / "preflight.json").read_text(encoding="utf-8"))["environment"].get("gpu")
         return judge_replicate_runs(case, options.baseline_path or case.baseline_path,
                                     [(seed, run.results_dir, run.verdict) for seed, run in zip(seeds, runs)],
-                                    context=context, gpu=gpu, interrupted=describe(interrupt) if interrupt else None)
+                                    context=context, gpu=gpu, interrupted=describe(interrupt) if interrupt else None,
+                                    power=_power_ask(case, options))
     except Exception as exc:  # noqa: BLE001 - every ending leaves a verdict
         log = _harness_error_log(folder, exc)
         failure = CheckResult("run[harness]", ERROR, f"the harness failed judging the replicates: "
@@ -421,12 +430,25 @@ def _attempt(case: Case, options: RunOptions, spec: LaunchSpec,
         case.expected.steps, case.expected.exact_steps, exit_code=result.exit_code, signal=result.signal,
         timed_out=result.timed_out, timeout_s=result.timeout_s, wall_s=result.wall_s,
         stopped_reason=result.stopped_reason, interrupted=result.interrupted, fail_fast=follower.stop(),
-        tracker_problem=tracker_problem, infra=_log_finding(infra, infra_log))
+        tracker_problem=tracker_problem, infra=_log_finding(infra, infra_log),
+        requested_seed=_seed_asked(case, options), logged_seed=logged_seed(artifacts.run_config))
     context = {**prep.context, "stdout_log": str(result.stdout_log), "stderr_log": str(result.stderr_log),
                "launch": result.to_dict(), "artifacts": [str(p) for p in artifacts.run_config],
                "time_to_verdict_s": follower.time_to_verdict_s()}
-    comparison = judge(prep.baseline, trace, golden=prep.golden, facts=facts, case=case.name, context=context)
+    comparison = judge(prep.baseline, trace, golden=prep.golden, facts=facts, case=case.name, context=context,
+                       power=_power_ask(case, options))
     return comparison, infra, infra_log, interrupt
+
+
+def _power_ask(case: Case, options: RunOptions) -> PowerAsk:
+    return PowerAsk(targets=case.detect, strict=options.strict_power)
+
+
+def _seed_asked(case: Case, options: RunOptions) -> int | None:
+    """The seed this run was given, when its launch takes one."""
+    if not case.takes_seed:
+        return None
+    return case.seed.default if options.seed is None else options.seed
 
 
 def _infra_failure(result: LaunchResult) -> tuple[InfraFailure | None, str]:

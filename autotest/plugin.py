@@ -16,7 +16,9 @@ import pytest
 
 from autotest.errors import UsageError
 from autotest.history.drift import history_recorder
-from autotest.inputs.case import Case
+from autotest.inputs.case import Case, list_cases
+from autotest.inputs.project import find_project
+from autotest.judge.power import power_warnings
 from autotest.pipeline import DRY_RUN, GPU_WAIT_S, SKIP, CaseRun, RunOptions, run_case
 from autotest.redaction import collect_secrets
 from autotest.run.interrupts import signals_as_interrupt
@@ -34,6 +36,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--results-dir", default=None,
                     help="root folder for per-case results (default: $RL_AUTOTEST_RESULTS, else results/ "
                          "in the harness checkout)")
+    group.addoption("--strict-power", action="store_true",
+                    help="a PASS whose gates cannot catch the case's declared detect: targets fails (nightly)")
     group.addoption("--strict-cases", action="store_true",
                     help="a case that cannot run here fails instead of skipping (nightly)")
     group.addoption("--dry-run", action="store_true",
@@ -57,11 +61,42 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="run K seeds of each case side by side and judge their mean (default: the case's replicates)")
     group.addoption("--allow-dirty", action="store_true",
                     help="calibration: accept uncommitted changes (recorded in the provenance)")
+    group.addoption("--packaged-cases", action="store_true",
+                    help="in a project ([tool.rl-autotest]), also run the harness's packaged demo cases")
+
+
+SUITES = Path(__file__).resolve().parent / "suites"
+
+
+def _collect_suites_in_project(config: pytest.Config) -> None:
+    """In a project, ``pytest -m grpo`` collects the accuracy suites from the installed harness (the
+    harness's own pytest.ini does it through testpaths): only when a marker of ours is asked for and no
+    paths were named."""
+    words = set((config.getoption("markexpr") or "").replace("(", " ").replace(")", " ").split())
+    if not words & set(MARKERS) or config.args_source == pytest.Config.ArgsSource.ARGS:
+        return
+    try:
+        project = find_project()
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if project is not None and not any(Path(a).resolve() == SUITES for a in config.args):
+        config.args.append(str(SUITES))
+
+
+def selected_cases(config: pytest.Config) -> list[Case]:
+    """The cases the suites run: the project's (and the packaged demo with --packaged-cases), else the demo.
+
+    A bad project table or case file is one usage line, not a collection traceback."""
+    try:
+        return list_cases(packaged=bool(config.getoption("--packaged-cases")))
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def pytest_configure(config: pytest.Config) -> None:
     collect_secrets(argv=config.invocation_params.args)  # secret values are masked in everything written
     replicates_option(config)  # a bad --replicates is one line before anything runs
+    _collect_suites_in_project(config)
     for name, text in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
     config.pluginmanager.register(CaseSummary(config), "rl-autotest-summary")
@@ -93,6 +128,8 @@ class CaseSummary:
         terminalreporter.section("rl-autotest cases")
         for run in self.runs:
             terminalreporter.write_line(run.summary_line())
+            for warning in power_warnings(run.verdict) if run.verdict is not None else ():
+                terminalreporter.write_line(f"  warning: {warning}")
 
 
 def recorder_option(config: pytest.Config):
@@ -146,7 +183,8 @@ def run_accuracy_case(request: pytest.FixtureRequest) -> Callable[..., CaseRun]:
                              gpu_wait_s=config.getoption("--gpu-wait-s"), after_results=recorder_option(config),
                              framework_repo=config.getoption("--framework-repo"),
                              framework_ref=config.getoption("--framework-ref"),
-                             replicates=replicates_option(config))
+                             replicates=replicates_option(config),
+                             strict_power=config.getoption("--strict-power"))
         try:
             with signals_as_interrupt(), warnings.catch_warnings():  # CI cancels with SIGTERM: as Ctrl-C
                 # a warning in the harness's own code never fails a user's accuracy run (filterwarnings=error)

@@ -73,7 +73,7 @@ def _shift_rows(shifts: Sequence[GoldenShift], thresholds: dict[str, float]) -> 
 
 def render_report(calibration: Calibration, self_check: SelfCheck, shifts: Sequence[GoldenShift],
                   previous: Baseline | None, previous_note: str, warnings: Sequence[str], candidate: Path,
-                  target: Path, promote_command: str) -> str:
+                  target: Path, promote_command: str, power: Sequence[str] = ()) -> str:
     """The review document: what was run, the thresholds and how they were made, the diff, the self-check."""
     b = calibration.baseline
     p = b.provenance
@@ -95,6 +95,8 @@ def render_report(calibration: Calibration, self_check: SelfCheck, shifts: Seque
               "pair of runs (one as current, the other as golden); threshold = max(measured x margin, floor), "
               "golden = the N-run mean.", ""]
     lines += _threshold_rows(calibration) + [""]
+    if power:
+        lines += ["## Detection power", "", *power, ""]
     lines += ["## Golden shift against the current baseline", ""]
     if previous_note:
         lines += [previous_note, ""]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import shlex
 import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -34,7 +35,10 @@ from autotest.files import require_folder, write_atomic
 from autotest.history.store import passing_runs
 from autotest.inputs.baseline import Baseline, CalibrationSpec, load_baseline
 from autotest.inputs.baseline_writer import baseline_yaml
-from autotest.inputs.case import REPO_ROOT, Case
+from autotest.inputs.case import REPO_ROOT, Case, case_argument
+from autotest.judge.power import baseline_power, target_misses
+from autotest.judge.seed_use import identical_runs
+from autotest.report.power_table import power_provenance, power_report
 from autotest.judge.readers import read_trace
 from autotest.judge.verdict import golden_trace
 from autotest.pipeline import RunOptions, run_case
@@ -123,8 +127,8 @@ def baseline_files(case: Case, baselines_dir: Path | None = None) -> tuple[Path,
 
 
 def promote_command(case: Case, baselines_dir: Path | None = None) -> str:
-    where = f" --baselines-dir {baselines_dir}" if baselines_dir else ""
-    return f"rl-autotest baseline promote {case.name}{where}"
+    where = f" --baselines-dir {shlex.quote(str(Path(baselines_dir).resolve()))}" if baselines_dir else ""
+    return f"rl-autotest baseline promote {case_argument(case)}{where}"
 
 
 def load_spec(case: Case, baselines_dir: Path | None = None) -> Baseline:
@@ -308,6 +312,9 @@ def calibrate_case(case: Case, options: CalibrationOptions) -> CalibrationOutcom
                                f"nothing written: {detail}")
     traces = [read_trace(r.tracker, case.tracker.format) for r in records if r.tracker is not None]
     labels = [r.label for r in records]
+    copies = identical_runs([(r.label, r.seed, t) for r, t in zip(records, traces)])
+    if copies is not None:  # no noise to measure: every threshold would collapse onto its floor
+        raise CalibrationError(f"{case.name}: {copies.message}; nothing written")
     sizes = _eval_set_sizes(records, {c.metric for c in spec.checks})
     calibration = calibrate(spec, traces, settings=settings, eval_set_size=sizes)
     self_check = leave_one_out(spec, traces, labels, settings=settings, eval_set_size=sizes)
@@ -322,11 +329,15 @@ def calibrate_case(case: Case, options: CalibrationOptions) -> CalibrationOutcom
             old_note = f"the current baseline's golden values could not be read: {exc}"
     provenance = _provenance(case, options, preflight, records, settings, self_check, calibration, folder)
     candidate = replace(calibration.baseline, path=candidate_path, provenance=provenance)
+    powers = baseline_power(candidate)  # what each gate can catch: recorded beside how it was made
+    candidate = replace(candidate, provenance={**provenance, "power": power_provenance(powers)})
+    warnings = (*warnings, *(f"power: {line}" for line in target_misses(powers, case.detect)))
     text = baseline_yaml(candidate, header=f"Golden baseline of {case.name}, made by `{provenance['command']}`; "
                                            "do not hand-edit thresholds, recalibrate (see README).")
     report = render_report(replace(calibration, baseline=candidate), self_check,
                            golden_shifts(old_golden, candidate), previous, old_note, warnings,
-                           candidate_path, target, promote_command(case, options.baselines_dir))
+                           candidate_path, target, promote_command(case, options.baselines_dir),
+                           power=power_report(powers, case.detect))
     write_atomic(folder / "candidate.yaml", text)
     write_atomic(folder / "report.md", report)
     load_baseline(folder / "candidate.yaml")  # what is written must read back, before it goes beside the baseline

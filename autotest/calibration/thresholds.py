@@ -12,7 +12,8 @@ settings) is the current baseline; calibration fills its golden table and thresh
   differs by more than a fresh run differs from the N-run mean (sd sqrt(2) against
   sqrt(1 + 1/N)), which with the margin is what keeps small-N thresholds from being tight;
 - threshold = max(measured x margin, floors), rounded up to two significant digits. Floors: the
-  spec's per-metric ``floors``, the relative floor (of max |golden| for absolute checks) and, for
+  spec's per-metric ``floors`` (capped at ``floor_headroom`` x the case's own level, max |golden| or the
+  measured deviation, so a bf16-sized floor never hides an fp32 case's healthy 1e-14), the relative floor (of max |golden| for absolute checks) and, for
   eval metrics with a known eval-set size n, the binomial noise z * sqrt(p(1-p)/n).
 
 Pooled checks (``scope: pooled``) are calibrated differently, from the spread of their own
@@ -135,11 +136,19 @@ def _mean_table(metrics: Sequence[str], traces: Sequence[Trace]) -> tuple[dict[s
 
 
 def _floors(check: CheckSpec, golden: Mapping[int, float], steps: Sequence[int], settings: CalibrationSpec,
-            eval_set_size: Mapping[str, int]) -> list[tuple[float, str]]:
+            eval_set_size: Mapping[str, int], measured: float = 0.0) -> list[tuple[float, str]]:
     values = [golden[s] for s in steps if s in golden]
     floors: list[tuple[float, str]] = []
     if check.metric in settings.floors:
-        floors.append((settings.floors[check.metric], f"calibration.floors {settings.floors[check.metric]:g}"))
+        declared = settings.floors[check.metric]
+        # the case's own runs say what healthy is: a floor sized for another precision must not hide it
+        level = max([abs(v) for v in values] + [measured])
+        cap = settings.floor_headroom * level
+        if 0 < cap < declared:
+            floors.append((cap, f"calibration.floors {declared:g} capped at floor_headroom "
+                                f"{settings.floor_headroom:g} x the case's own level {level:.3g}"))
+        else:
+            floors.append((declared, f"calibration.floors {declared:g}"))
     if check.method == "relative":
         floors.append((settings.relative_floor, f"relative floor {settings.relative_floor:g}"))
     elif values:
@@ -218,7 +227,7 @@ def _calibrate_check(check: CheckSpec, baseline: Baseline, golden: Trace, runs: 
         return CalibratedCheck(check_out, check, UNCALIBRATED, why)
     measured = max(per_run)
     proposed = measured * settings.margin
-    floors = _floors(check, golden.get(check.metric) or {}, steps, settings, eval_set_size)
+    floors = _floors(check, golden.get(check.metric) or {}, steps, settings, eval_set_size, measured)
     floor, floor_source = max(floors, default=(0.0, "none"))
     if max(proposed, floor) <= 0:
         raise UsageError(f"{baseline.path}: calibration.floors.{check.metric}: the runs agree exactly and the "

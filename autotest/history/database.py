@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from autotest.errors import UsageError
+from autotest.inputs.project import find_project
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection, Engine
@@ -36,11 +37,15 @@ def _require_sqlalchemy():
 
 
 def resolve_url(url: str | None, results_root: str | Path | None) -> str:
-    """``url``, else ``$RL_AUTOTEST_HISTORY``, else SQLite at ``<results_root>/history.sqlite``.
+    """``url``, else ``$RL_AUTOTEST_HISTORY``, else the project's ``history``, else SQLite at
+    ``<results_root>/history.sqlite``.
 
     A value without ``://`` is a SQLite file path.
     """
     chosen = url or os.environ.get(HISTORY_ENV)
+    if not chosen:
+        project = find_project()
+        chosen = project.history if project is not None else None
     if chosen:
         return chosen if "://" in chosen else f"sqlite:///{Path(chosen).resolve()}"
     if results_root is None:

@@ -142,6 +142,9 @@ class CalibrationSpec:
     eval_set_size: Mapping[str, int] = field(default_factory=dict)
     #: chance, per clean run, that any pooled gate check of the case false-alarms; split evenly over them
     false_alarm_budget: float = 0.05
+    #: a declared floor never exceeds this many times the case's own level (max |golden|, or the measured
+    #: deviation): an fp32 rollout's healthy k3 of 1e-14 is not gated at a bf16-sized 1e-4
+    floor_headroom: float = 1000.0
 
 
 @dataclass(frozen=True)
@@ -279,7 +282,7 @@ def _calibration(sec: Section | None, checked: set[str]) -> CalibrationSpec | No
     if sec is None:
         return None
     sec.check_keys(required=(), optional=("runs", "margin", "relative_floor", "binomial_z", "floors",
-                                          "eval_set_size", "false_alarm_budget"))
+                                          "eval_set_size", "false_alarm_budget", "floor_headroom"))
     defaults = CalibrationSpec()
     return CalibrationSpec(
         runs=sec.integer("runs", minimum=2, default=defaults.runs,
@@ -294,6 +297,8 @@ def _calibration(sec: Section | None, checked: set[str]) -> CalibrationSpec | No
             {k: int(v) for k, v in _metric_numbers(sec, "eval_set_size", True, checked).items()}),
         false_alarm_budget=sec.number("false_alarm_budget", positive=True, default=defaults.false_alarm_budget,
                                       fix="write a probability, e.g. 0.05"),
+        floor_headroom=sec.number("floor_headroom", minimum=1, default=defaults.floor_headroom,
+                                  fix="write a factor >= 1, e.g. 1000"),
     )
 
 

@@ -76,6 +76,8 @@ def _calibration_doc(settings: CalibrationSpec) -> dict[str, Any]:
                            "relative_floor": settings.relative_floor, "binomial_z": settings.binomial_z}
     if settings.false_alarm_budget != CalibrationSpec.false_alarm_budget:
         doc["false_alarm_budget"] = settings.false_alarm_budget
+    if settings.floor_headroom != CalibrationSpec.floor_headroom:
+        doc["floor_headroom"] = settings.floor_headroom
     if settings.floors:
         doc["floors"] = _FlowMap(settings.floors)
     if settings.eval_set_size:

@@ -77,6 +77,7 @@ when needed (keep placeholders outside quotes); ``$NAME`` without braces is left
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +85,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from autotest.errors import UsageError
 from autotest.inputs.placeholders import REPO_ROOT, check_template
+from autotest.inputs.project import Project, find_project
 from autotest.inputs.schema import NAME, Section, load_section
 
 CASES_DIR = REPO_ROOT / "autotest" / "cases"
@@ -180,10 +182,31 @@ class Case:
     source: Path
     #: seeds run side by side per verdict, judged on their mean (autotest.judge.replicate_mean)
     replicates: int = 1
+    #: what ``{repo}`` means and where ``launch.cwd`` starts: the project's root for a project case,
+    #: the harness checkout for a packaged (demo) case
+    repo_root: Path = REPO_ROOT
+    #: the project's framework checkout: the commit under test when the case names no framework env
+    framework_checkout: Path | None = None
+    #: metric -> the smallest change (metric units) the case's gates must be able to catch
+    detect: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def packaged(self) -> bool:
+        return self.source.resolve().parent == CASES_DIR
 
     @property
     def baseline_path(self) -> Path:
-        return REPO_ROOT / self.baseline
+        """The baseline file: absolute as written, else against the case file's folder (packaged
+        demo cases: the harness checkout, where ``baselines/`` lives)."""
+        return self.resolve(self.baseline)
+
+    def resolve(self, text: str | Path) -> Path:
+        """A path the case file wrote: absolute as written, else against the case file's folder
+        (the harness checkout for a packaged demo case)."""
+        path = Path(text).expanduser()
+        if path.is_absolute():
+            return path
+        return ((REPO_ROOT if self.packaged else self.source.resolve().parent) / path).resolve()
 
     @property
     def takes_seed(self) -> bool:
@@ -207,32 +230,90 @@ def _launch_texts(launch: Launch) -> list[str]:
 # ---------------------------------------------------------------- loading
 
 
-def list_cases(directory: Path | None = None) -> list[Case]:
-    """Every case in ``directory`` (default: the packaged cases), sorted by name."""
-    folder = directory or CASES_DIR
-    return [load_case(p) for p in sorted(folder.glob("*.yaml"))]
+def case_files(directory: Path) -> list[Path]:
+    return sorted([*directory.glob("*.yaml"), *directory.glob("*.yml")])
+
+
+def case_folders(project: Project | None = None, *, packaged: bool = False) -> tuple[Path, ...]:
+    """Where case names are looked up: the project's case folders (and the packaged demo cases when
+    asked), else the packaged ones."""
+    if project is None:
+        return (CASES_DIR,)
+    return (*project.cases, CASES_DIR) if packaged else project.cases
+
+
+def list_cases(directory: Path | None = None, *, packaged: bool = False) -> list[Case]:
+    """Every case in ``directory``, else the project's cases (plus the packaged demo ones when
+    ``packaged``), else the packaged cases; sorted by name."""
+    if directory is not None:
+        return [load_case(p) for p in case_files(directory)]
+    found = _named_files(find_project(), packaged=packaged)
+    return [load_case(found[name]) for name in sorted(found)]
+
+
+def _named_files(project: Project | None, *, packaged: bool) -> dict[str, Path]:
+    """name -> case file over the case folders; one name in two folders is an error."""
+    found: dict[str, Path] = {}
+    for folder in case_folders(project, packaged=packaged):
+        for path in case_files(folder):
+            if path.stem in found:
+                where = "project and package" if folder == CASES_DIR else "two case folders"
+                raise UsageError(f"{path}: case {path.stem!r} is also {found[path.stem]} ({where}); "
+                                 "rename one of them")
+            found[path.stem] = path
+    return found
 
 
 def load_case(name_or_path: str | Path) -> Case:
-    """Load a case by name (``tiny-grpo``) or by path to its YAML file."""
+    """Load a case by name (the project's cases, then the packaged ones) or by path to its YAML file."""
     text = str(name_or_path)
+    if not text.strip():
+        raise UsageError("case: the name is empty; give a case name or a case file")
     if isinstance(name_or_path, Path) or text.endswith((".yaml", ".yml")) or "/" in text:
-        path = Path(name_or_path)
+        path = Path(name_or_path).expanduser()
         if not path.is_file():
             raise UsageError(f"{path}: no such case file; check the path")
     else:
-        path = CASES_DIR / f"{text}.yaml"
-        if not path.is_file():
-            known = ", ".join(sorted(p.stem for p in CASES_DIR.glob("*.yaml"))) or "none"
-            raise UsageError(f"{text}: no such case; known cases: {known} (files in {CASES_DIR})")
+        project = find_project()
+        found = _named_files(project, packaged=True)
+        if text not in found:
+            folders = ", ".join(str(f) for f in case_folders(project, packaged=True))
+            known = ", ".join(sorted(found)) or "none"
+            raise UsageError(f"{text}: no such case; known cases: {known} (files in {folders})")
+        path = found[text]
     return _parse_case(path)
+
+
+def case_argument(case: Case) -> str:
+    """How to name ``case`` on a printed command line: its name where that finds this very file from the
+    working directory, else its path."""
+    try:
+        by_name = _named_files(find_project(), packaged=True).get(case.name)
+    except UsageError:
+        by_name = None
+    if by_name is not None and by_name.resolve() == case.source.resolve():
+        return case.name
+    return shlex.quote(str(case.source.resolve()))
+
+
+def _owner(path: Path) -> Project | None:
+    """The project a case file belongs to (None: a packaged case, or a file outside any project)."""
+    resolved = path.resolve()
+    if resolved.parent == CASES_DIR:
+        return None
+    project = find_project(resolved.parent)
+    return project if project is not None and project.contains(resolved) else None
 
 
 def _parse_case(path: Path) -> Case:
     """Read and validate one case file and build the Case."""
-    top = load_section(path, what="a case", doc="autotest/cases.py", required=(
-        "name", "description", "markers", "goal", "minimal_scale", "platform", "launch",
-        "tracker", "expected", "baseline"), optional=("inputs", "seed", "consistency", "replicates"))
+    project = _owner(path)
+    # a project case may leave its baseline to the project's baselines folder
+    needed = ("name", "description", "markers", "goal", "minimal_scale", "platform", "launch", "tracker",
+              "expected")
+    optional = ("inputs", "seed", "consistency", "replicates", "detect")
+    top = load_section(path, what="a case", doc="docs/cases.md", required=needed if project else (*needed, "baseline"),
+                       optional=(*optional, "baseline") if project else optional)
     name = top.text("name")
     if name != path.stem:
         top.fail("name", f"{name!r} does not match the file name {path.name!r}",
@@ -247,10 +328,10 @@ def _parse_case(path: Path) -> Case:
     launch = _launch(top.section("launch"))
     tracker = _tracker(top.section("tracker"))
     expected = _expected(top.section("expected"), launch)
-    baseline = top.text("baseline")
-    if Path(baseline).is_absolute() or ".." in Path(baseline).parts:
-        top.fail("baseline", f"{baseline!r} is not inside the repo",
-                 f"give a path relative to the repo root, e.g. baselines/{name}.yaml")
+    if project is not None and "baseline" not in top.data:
+        baseline = str(project.baselines / f"{name}.yaml")
+    else:
+        baseline = top.text("baseline")
     seed = _seed(top.section("seed", optional=True))
     case = Case(name=name, description=top.text("description"), markers=markers,
                 goal=top.text("goal"), minimal_scale=top.text("minimal_scale"),
@@ -258,11 +339,24 @@ def _parse_case(path: Path) -> Case:
                 expected=expected, baseline=baseline, seed=seed,
                 consistency=_consistency(top.section("consistency", optional=True)), source=path,
                 replicates=top.integer("replicates", minimum=1, default=1,
-                                       fix="write how many seeds to run and average, a whole number >= 1"))
+                                       fix="write how many seeds to run and average, a whole number >= 1"),
+                repo_root=project.root if project is not None else REPO_ROOT,
+                framework_checkout=project.framework if project is not None else None,
+                detect=_detect(top))
     if len(set(seed.calibration)) > 1 and not case.takes_seed:
         top.fail("seed.calibration", f"{len(seed.calibration)} seeds but the launch takes no seed",
                  "use {seed} in launch.command or set seed.env")
     return case
+
+
+def _detect(top: Section) -> dict[str, float]:
+    """``detect: {metric: effect}``: what the case's gates must be able to catch (a positive number each)."""
+    section = top.section("detect", optional=True)
+    if section is None:
+        return {}
+    return {str(metric): section.number(str(metric), positive=True,
+                                        fix="write the smallest change to catch, in the metric's units (> 0)")
+            for metric in section.data}
 
 
 def _markers(top: Section) -> tuple[str, ...]:

@@ -76,9 +76,10 @@ def expand(case: FromFile, key: str, text: str, values: Mapping[str, str],
     return _BRACES.sub(placeholder, text)
 
 
-def placeholder_values(*, work_dir: Path | None = None, seed: int | None = None,
+def placeholder_values(*, repo: Path = REPO_ROOT, work_dir: Path | None = None, seed: int | None = None,
                        fault: str | None = None) -> dict[str, str]:
-    values = {"python": sys.executable, "repo": str(REPO_ROOT), "fault": fault or ""}
+    """``{repo}`` is the case's repository: the project's root, or the harness checkout for a demo case."""
+    values = {"python": sys.executable, "repo": str(repo), "fault": fault or ""}
     if work_dir is not None:
         values["work_dir"] = str(Path(work_dir).resolve())
     if seed is not None:

@@ -71,10 +71,10 @@ def tracker_in(exp_dir: Path, fmt: str = "xtuner") -> Path | None:
 
 def tracker_location(case: Case, work_dir: Path, environ: Mapping[str, str]) -> tuple[Path, Path | None]:
     """(folder where the run's exp dirs appear, explicit tracker file or None)."""
-    values = placeholder_values(work_dir=work_dir)
+    values = placeholder_values(repo=case.repo_root, work_dir=work_dir)
     if case.tracker.path is not None:
-        path = Path(expand(case, "tracker.path", case.tracker.path, values, environ))
+        path = case.resolve(expand(case, "tracker.path", case.tracker.path, values, environ))
         return path.parent, path
     if case.tracker.work_dir is not None:
-        return Path(expand(case, "tracker.work_dir", case.tracker.work_dir, values, environ)), None
+        return case.resolve(expand(case, "tracker.work_dir", case.tracker.work_dir, values, environ)), None
     return Path(work_dir).resolve(), None

@@ -98,6 +98,10 @@ class CheckResult:
     #: every parameter the check used, defaults included, so nothing is hidden
     parameters: dict[str, Any] = field(default_factory=dict)
     derivation: str = ""
+    #: the smallest constant change of the metric this gate catches with 80% power (autotest.judge.power),
+    #: in the metric's units (a share of golden for a relative check), and as a share of |golden|
+    mde: float | None = None
+    mde_share: float | None = None
 
     @property
     def is_gate(self) -> bool:

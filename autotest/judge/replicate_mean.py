@@ -7,7 +7,7 @@ of the K runs together is built by the one verdict builder (:func:`autotest.judg
   is an ERROR naming it (a FAIL when a gate of its own had failed before, or fail-fast stopped it), as
   for a single run; it is left out of the mean;
 - **checks on the mean trace** of the complete replicates: per step, the mean over replicates of each
-  metric, at the steps every one of them logged. Timing metrics (``time/*``) take the per-step
+  metric, at the steps every one of them logged. Time roles (``step_time``, ``throughput``) take the per-step
   *median* instead: their noise is the machine's, not the seed's, so averaging buys no power, and the
   median ignores one replicate slowed by a neighbour (for K = 2 both are the same). The end-to-end wall
   time is the median replicate's;
@@ -50,7 +50,9 @@ from autotest.judge.model import (
     Replicate,
     Verdict,
 )
+from autotest.judge.power import PowerAsk, calibration_runs
 from autotest.judge.readers import read_trace
+from autotest.judge.seed_use import identical_runs
 from autotest.judge.trace import Trace
 from autotest.judge.verdict import Comparison, checked_metrics, golden_trace, judge
 
@@ -80,14 +82,6 @@ def pooled_threshold_scale(replicates: int, calibration_runs: int) -> float:
     assert replicates >= 1 and calibration_runs >= 1
     k, n = replicates, calibration_runs
     return math.sqrt((1 / k + 1 / n) / (1 + 1 / n))
-
-
-def calibration_runs(baseline: Baseline) -> int:
-    """N behind the golden: the runs the provenance records, else the baseline's ``calibration.runs``."""
-    recorded = baseline.provenance.get("runs")
-    if isinstance(recorded, int) and not isinstance(recorded, bool) and recorded >= 1:
-        return recorded
-    return baseline.calibration.runs if baseline.calibration is not None else 1
 
 
 def for_the_mean(baseline: Baseline, replicates: int) -> tuple[Baseline, float]:
@@ -174,20 +168,26 @@ def interrupted_result(reason: str, count: int) -> CheckResult:
 
 def judge_replicates(baseline: Baseline | None, golden: Trace | None, members: Sequence[Member], *,
                      case: str, context: Mapping[str, Any] | None = None,
-                     interrupted: str | None = None) -> Comparison:
+                     interrupted: str | None = None, power: PowerAsk = PowerAsk()) -> Comparison:
     """The one verdict for the replicates' mean (see the module doc)."""
     structural = replicate_results(members)
     if interrupted is not None:
         structural.append(interrupted_result(interrupted, len(members)))
     usable = [m for m, r in zip(members, structural) if r.status == PASS and m.trace is not None]
+    # copies of one run (a launch that drops {seed}) are one run: ERROR, and no K-replicate thresholds
+    copies = identical_runs([(m.label, m.seed, m.trace) for m in usable if m.trace is not None])
+    if copies is not None:
+        structural.append(copies)
+        usable = usable[:1]
     current = mean_trace([m.trace for m in usable], [m.label for m in usable],
                          baseline.role_map if baseline is not None else None) if usable else None
     scale = None
     if baseline is not None and usable:
+        power = replace(power, replicates=len(usable), calibrated=baseline)
         baseline, scale = for_the_mean(baseline, len(usable))
     walls = sorted(_wall_s(m.verdict) for m in usable if _wall_s(m.verdict) is not None)
     comparison = judge(baseline, current, golden=golden, case=case, context=dict(context or {}),
-                       wall_time_s=_median(walls), structural=structural)
+                       wall_time_s=_median(walls), structural=structural, power=power)
     averaged = {m.index for m in usable}
     replicates = tuple(Replicate(m.index, m.seed, m.folder, m.verdict.status if m.verdict else ERROR,
                                  _exit(m.verdict), _wall_s(m.verdict), m.index in averaged,
@@ -199,7 +199,7 @@ def judge_replicates(baseline: Baseline | None, golden: Trace | None, members: S
 
 def judge_replicate_runs(case: Case, baseline_path: Path, runs: Sequence[tuple[int, Path | None, Verdict | None]], *,
                          context: Mapping[str, Any], gpu: Mapping[str, Any] | None = None,
-                         interrupted: str | None = None) -> Comparison:
+                         interrupted: str | None = None, power: PowerAsk = PowerAsk()) -> Comparison:
     """Read each replicate's tracker from its folder and judge their mean (``runs``: seed, folder, own verdict;
     ``gpu``: the node's fingerprint, which picks per-hardware thresholds as for each replicate)."""
     baseline, golden = None, None
@@ -210,7 +210,8 @@ def judge_replicate_runs(case: Case, baseline_path: Path, runs: Sequence[tuple[i
         baseline = None
     members = [Member(i + 1, seed, str(folder), verdict, _trace(case, baseline, folder))
                for i, (seed, folder, verdict) in enumerate(runs)]
-    return judge_replicates(baseline, golden, members, case=case.name, context=context, interrupted=interrupted)
+    return judge_replicates(baseline, golden, members, case=case.name, context=context, interrupted=interrupted,
+                            power=power)
 
 
 def _trace(case: Case, baseline: Baseline | None, folder: Path | None) -> Trace | None:

@@ -12,6 +12,7 @@ from typing import Protocol
 
 from autotest.inputs.baseline import Baseline
 from autotest.judge.model import ERROR, FAIL, INFO, PASS, CheckResult
+from autotest.judge.seed_use import LoggedSeed, seed_result
 from autotest.judge.trace import Trace
 
 
@@ -55,6 +56,9 @@ class RunFacts:
     infra: LogFinding | None = None
     #: the harness itself failed (the launch could not start, an exception in its own code)
     harness_error: str | None = None
+    #: the seed the run was given (None: its launch takes none) and the one its saved config names
+    requested_seed: int | None = None
+    logged_seed: LoggedSeed | None = None
 
 
 class Ending(Protocol):
@@ -144,6 +148,10 @@ def run_results(facts: RunFacts, current: Trace | None) -> list[CheckResult]:
                                "; ".join(completion.reasons) or f"run exited 0 after step {observed}", **params)]
     if facts.tracker_problem:
         results.append(_structural("run[tracker]", ERROR, facts.tracker_problem))
+    if facts.requested_seed is not None:
+        seed = seed_result(facts.requested_seed, facts.logged_seed)
+        if seed is not None:
+            results.append(seed)
     if facts.infra is not None:
         found = facts.infra
         results.append(_structural("run[infra]", ERROR, f"{found.kind} ({found.signature}) at {found.log_path}:"

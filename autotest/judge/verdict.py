@@ -18,6 +18,7 @@ from autotest.errors import UsageError
 from autotest.inputs.baseline import Baseline, load_baseline
 from autotest.judge.checks import run_checks
 from autotest.judge.model import ERROR, FAIL, INFO, CheckResult, Verdict, decide_status
+from autotest.judge.power import PowerAsk, with_power
 from autotest.judge.readers import read_trace
 from autotest.judge.structural import (
     RunFacts,
@@ -103,11 +104,13 @@ def _not_reached(results: list[CheckResult], facts: RunFacts) -> list[CheckResul
 
 def judge(baseline: Baseline | None, current: Trace | None, *, golden: Trace | None = None,
           facts: RunFacts | None = None, case: str | None = None, wall_time_s: float | None = None,
-          context: dict[str, Any] | None = None, structural: Sequence[CheckResult] = ()) -> Comparison:
+          context: dict[str, Any] | None = None, structural: Sequence[CheckResult] = (),
+          power: PowerAsk = PowerAsk()) -> Comparison:
     """The one verdict for ``current`` against ``baseline`` given how the run went (``facts``).
 
     ``baseline`` may be None only when ``facts`` carries the preflight problem that explains it.
     ``structural`` results made by the caller (each replicate's run, for a replicate mean) come first.
+    ``power``: how many replicates the verdict judges and what the case must detect (each gate's MDE).
     """
     results: list[CheckResult] = list(structural)
     results += run_results(facts, current) if facts is not None else []
@@ -121,6 +124,7 @@ def judge(baseline: Baseline | None, current: Trace | None, *, golden: Trace | N
             wall_time_s = facts.wall_s
         results += shape_results(baseline, current, wall_time_s)
         results += run_checks(baseline, golden, current, baseline.golden_table is not None)
+        results = with_power(results, baseline, power)
     if facts is not None:
         results = _not_reached(results, facts)
     frozen = tuple(results)

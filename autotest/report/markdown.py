@@ -19,6 +19,7 @@ from autotest.files import portable, write_atomic
 from autotest.inputs.roles import ROLES, base_role
 from autotest.judge.checks import fmt
 from autotest.judge.model import ERROR, FAIL, INFO, PASS, CheckResult, Verdict
+from autotest.judge.power import caught_phrase
 from autotest.redaction import mask_known
 
 STATUS_MARK = {PASS: "✅ PASS", FAIL: "❌ FAIL", ERROR: "⚠️ ERROR", INFO: "ℹ️ INFO"}
@@ -118,6 +119,24 @@ def _replicates(verdict: Verdict, link: Callable[[object], str]) -> list[str]:
     return lines + [""]
 
 
+def _power(verdict: Verdict) -> list[str]:
+    """Each gate's minimum detectable effect: what this verdict could have seen (80% power)."""
+    gates = [r for r in verdict.results if r.is_gate and r.mde is not None]
+    if not gates:
+        return []
+    k = len([r for r in verdict.replicates if r.averaged]) or 1
+    lines = [f"## What this run could have caught (minimum detectable effect, 80% power, K={k})", "",
+             "| gate | MDE | share of golden |", "|---|---|---|"]
+    for r in gates:
+        unit = " of golden" if r.method == "relative" else ""
+        share = f"{r.mde_share:.0%}" if r.mde_share is not None and r.mde_share < 10 else "—"
+        lines.append(f"| `{r.check_id}` | ±{r.mde:.3g}{unit} | {share} |")
+    target = next((r for r in verdict.results if r.check_id == "power[targets]"), None)
+    if target is not None:
+        lines += ["", f"- targets (`detect:`): **{target.status}** {target.message}"]
+    return lines + [""]
+
+
 def _failing_points(verdict: Verdict) -> list[str]:
     rows = [(r, p) for r in verdict.results if r.status == FAIL for p in r.points.breaches()]
     if not rows:
@@ -189,6 +208,7 @@ def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, histo
     if history:
         lines += ["## History (earlier runs of this case)", "", *[f"- {line}" for line in history], ""]
     lines += ["## Checks (measured)", "", *_table(verdict), *_failing_points(verdict), ""]
+    lines += _power(verdict)
     lines += _replicates(verdict, link)
     lines += ["## Messages", ""] + [f"- `{r.check_id}` {r.status}: {r.message}" for r in verdict.results] + [""]
     lines += ["## Suggested next step (inferred from the breach pattern)", ""]
@@ -253,6 +273,11 @@ def render_step_summary(verdict: Verdict, report_path: Path | None = None, histo
     primary = next((f for f in verdict.triage if f.primary), None)
     if primary:
         lines.append(f"- next step: {primary.suggestion}")
+    caught = caught_phrase(verdict.results) if verdict.status == PASS else ""
+    if caught:
+        lines.append(f"- {caught}")
+    lines += [f"- warning: {r.message}" for r in verdict.results
+              if r.check_id == "power[targets]" and r.status != PASS and not r.is_gate]
     framework = verdict.context.get("framework")
     if isinstance(framework, dict):
         lines.append(f"- framework under test: {framework_line(framework)}")

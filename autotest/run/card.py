@@ -66,9 +66,15 @@ def _prerequisites(case: Case, preflight: Preflight) -> list[str]:
         more = f" and {len(preflight.commit.untracked) - 10} more" if len(preflight.commit.untracked) > 10 else ""
         lines.append(f"- untracked files: {shown}{more}")
     if preflight.harness.repo_dir != preflight.commit.repo_dir:
-        lines.append(f"- harness: `{preflight.harness.repo_dir}` {preflight.harness.describe()}")
+        lines.append(f"- harness: rl-autotest {preflight.harness_version} at `{preflight.harness.repo_dir}` "
+                     f"{preflight.harness.describe()}")
     env = preflight.environment
-    versions = ", ".join(f"{k} {v}" for k, v in env.get("packages", {}).items() if v)
+    framework_env = env.get("framework") or {}
+    # the packages the run uses: asked of the framework's Python when the case names one
+    packages = framework_env.get("packages") or env.get("packages", {})
+    versions = ", ".join(f"{k} {v}" for k, v in packages.items() if v)
+    if framework_env.get("python"):
+        versions = f"framework python `{framework_env['python']}`: {versions}"
     gpu = env.get("gpu", {})
     hw = (f"{gpu.get('count')} x {', '.join(gpu.get('models') or ['GPU'])}, driver {gpu.get('driver')}, "
           f"CUDA {gpu.get('cuda')}" if gpu.get("count") else "no GPU")

@@ -46,7 +46,7 @@ def framework_python(case: Case, environ: Mapping[str, str]) -> str | None:
         wanted = "python3"
     where = f"environment: {PYTHON_ENV}" if environ.get(PYTHON_ENV) else f"{case.source}: launch.python"
     if not environ.get(PYTHON_ENV) and case.launch.python:
-        wanted = expand(case, "launch.python", wanted, placeholder_values(), environ)
+        wanted = expand(case, "launch.python", wanted, placeholder_values(repo=case.repo_root), environ)
     return str(resolve_python(wanted, where, environ))
 
 

@@ -115,7 +115,7 @@ def launch_spec(case: Case, work_dir: Path, *, seed: int | None = None, fault: s
         raise UsageError(f"{case.source}: launch.fault_args: the case takes no fault; "
                          "add fault_args: ['--fault', '{fault}'] to inject one")
     seed_value = case.seed.default if seed is None else seed
-    values = placeholder_values(work_dir=work_dir, seed=seed_value, fault=fault)
+    values = placeholder_values(repo=case.repo_root, work_dir=work_dir, seed=seed_value, fault=fault)
     launch = case.launch
     where = f"{case.source}: launch.python"
     python = python_env(expand(case, "launch.python", launch.python, values, env) if launch.python else None,
@@ -137,7 +137,7 @@ def launch_spec(case: Case, work_dir: Path, *, seed: int | None = None, fault: s
         overrides[case.tracker.work_dir_env] = values["work_dir"]
     if case.seed.env:
         overrides[case.seed.env] = str(seed_value)
-    spec = LaunchSpec(command=command, cwd=Path(expand(case, "launch.cwd", launch.cwd, values, env)),
+    spec = LaunchSpec(command=command, cwd=case.resolve(expand(case, "launch.cwd", launch.cwd, values, env)),
                       env=overrides, timeout_s=launch.timeout_s, uses_ray=launch.uses_ray,
                       term_grace_s=launch.term_grace_s)
     return with_own_ray(spec, launch.env)

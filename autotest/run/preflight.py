@@ -119,7 +119,7 @@ def input_statuses(case: Case, environ: Mapping[str, str] | None = None) -> tupl
             out.append(InputStatus(name, raw, None, False,
                                    f"{names} {'is' if len(unset) == 1 else 'are'} not set"))
             continue
-        path = expand(case, f"inputs.{name}", raw, placeholder_values(), env)
+        path = str(case.resolve(expand(case, f"inputs.{name}", raw, placeholder_values(repo=case.repo_root), env)))
         exists = Path(path).exists()
         out.append(InputStatus(name, raw, path, exists, None if exists else "does not exist"))
     return tuple(out)
@@ -193,6 +193,8 @@ class Preflight:
     environment: dict[str, Any]
     #: the framework checkout the harness made for this run (autotest.run.framework.Checkout), if any
     framework: dict[str, Any] | None = None
+    #: the harness's own version, recorded beside the commit under test
+    harness_version: str = "unknown"
 
     @property
     def missing_inputs(self) -> tuple[InputStatus, ...]:
@@ -212,6 +214,7 @@ class Preflight:
         return json_ready({
             "case": self.case, "case_file": self.case_file, "created_at": self.created_at,
             "commit": self.commit.to_dict(), "harness": self.harness.to_dict(),
+            "harness_version": self.harness_version,
             "platform": self.platform.to_dict(), "inputs": [asdict(s) for s in self.inputs],
             "environment": self.environment, "framework": self.framework,
         })
@@ -226,7 +229,7 @@ def run_preflight(case: Case, framework_dir: Path | str | None = None,
     platform check found); for embedded workloads it is this repo.
     """
     platform = check_platform(case, environ)
-    checkout = framework_dir or platform.framework_dir
+    checkout = framework_dir or platform.framework_dir or case.framework_checkout
     harness = commit_under_test(REPO_ROOT)
     return Preflight(
         case=case.name, case_file=str(case.source),
@@ -234,4 +237,11 @@ def run_preflight(case: Case, framework_dir: Path | str | None = None,
         commit=commit_under_test(checkout) if checkout else harness, harness=harness,
         platform=platform, inputs=input_statuses(case, environ),
         environment={**environment_fingerprint(environ), "framework": framework_environment(case, environ)},
-        framework=framework)
+        framework=framework, harness_version=harness_version())
+
+
+def harness_version() -> str:
+    try:
+        return importlib.metadata.version("rl-autotest")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed)"

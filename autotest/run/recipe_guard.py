@@ -76,7 +76,7 @@ def tracker_problem(case: Case, cwd: Path, run_env: Mapping[str, str]) -> str | 
         return None
     key = f"{case.source}: tracker.config"
     try:
-        config = Path(expand(case, "tracker.config", raw, placeholder_values(), run_env))
+        config = case.resolve(expand(case, "tracker.config", raw, placeholder_values(repo=case.repo_root), run_env))
         if not config.is_file():
             raise UsageError(f"{key}: {config} does not exist; fix the path or the framework ref")
         python = run_env.get(PYTHON_ENV) or str(resolve_python("python3", key, run_env))

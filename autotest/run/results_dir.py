@@ -8,17 +8,34 @@ from pathlib import Path
 
 from autotest.errors import UsageError
 from autotest.inputs.case import REPO_ROOT, Case
+from autotest.inputs.project import find_project
 
 RESULTS_ENV = "RL_AUTOTEST_RESULTS"
 
 
 def default_results_root() -> Path:
-    """``$RL_AUTOTEST_RESULTS`` when set, else ``results/`` in the harness checkout."""
+    """``$RL_AUTOTEST_RESULTS``, else the project's ``results``, else the demo's own folder: ``results/``
+    in the harness checkout, or ``~/.local/share/rl-autotest/results`` for an installed harness (never
+    inside the installed package, never the working directory)."""
     configured = os.environ.get(RESULTS_ENV)
-    return Path(configured).expanduser().resolve() if configured else REPO_ROOT / "results"
+    if configured is not None:
+        if not configured.strip():
+            raise UsageError(f"${RESULTS_ENV} is set but empty; unset it or name the results root")
+        return Path(configured).expanduser().resolve()
+    project = find_project()
+    if project is not None:
+        return project.results
+    return demo_results_root()
 
 
-DEFAULT_ROOT_HELP = f"${RESULTS_ENV}, else {REPO_ROOT / 'results'}"
+def demo_results_root() -> Path:
+    if (REPO_ROOT / "pyproject.toml").is_file() and (REPO_ROOT / ".git").exists():
+        return REPO_ROOT / "results"  # a checkout of the harness: its ignored results/ folder
+    data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(data_home).expanduser().resolve() / "rl-autotest" / "results"
+
+
+DEFAULT_ROOT_HELP = f"${RESULTS_ENV}, else the project's results, else {demo_results_root()}"
 
 
 def fresh_folder(parent: Path, name: str) -> Path:

@@ -8,18 +8,16 @@ from __future__ import annotations
 
 import pytest
 
-from autotest.inputs.case import list_cases
-from autotest.plugin import assert_case_outcome
+from autotest.plugin import assert_case_outcome, selected_cases
 
 
-def _params():
-    for case in list_cases():
-        if "calibration" in case.markers:
-            continue
-        yield pytest.param(case, id=case.name, marks=[getattr(pytest.mark, m) for m in case.markers])
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """One test per case: the project's cases (plus the packaged demo with --packaged-cases), else the demo."""
+    metafunc.parametrize("case", [
+        pytest.param(case, id=case.name, marks=[getattr(pytest.mark, m) for m in case.markers])
+        for case in selected_cases(metafunc.config) if "calibration" not in case.markers])
 
 
-@pytest.mark.parametrize("case", list(_params()))
 def test_case_accuracy(case, run_accuracy_case, request):
     run = run_accuracy_case(case)
     assert_case_outcome(run, strict=request.config.getoption("--strict-cases"))

@@ -21,8 +21,7 @@ from autotest.calibration.runs import (
 )
 from autotest.calibration.thresholds import CalibrationError
 from autotest.errors import UsageError
-from autotest.inputs.case import list_cases
-from autotest.plugin import recorder_option, results_root_option
+from autotest.plugin import recorder_option, results_root_option, selected_cases
 from autotest.run.platform import check_platform
 
 
@@ -32,9 +31,12 @@ def calibration_selected(config: pytest.Config) -> bool:
     return "calibration" in expression and "not calibration" not in expression
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    metafunc.parametrize("case", [pytest.param(c, id=c.name) for c in selected_cases(metafunc.config)])
+
+
 @pytest.mark.calibration
 @pytest.mark.slow
-@pytest.mark.parametrize("case", [pytest.param(c, id=c.name) for c in list_cases()])
 def test_calibrate_case(case, request):
     config = request.config
     if not calibration_selected(config):

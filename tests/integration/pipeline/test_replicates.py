@@ -66,6 +66,7 @@ def test_a_crashing_replicate_makes_the_verdict_an_error_naming_it(tmp_path: Pat
     source = (REPO_ROOT / "autotest" / "cases" / "tiny-grpo.yaml").read_text()
     command = ('  command: if [ {seed} = 5 ]; then crash="--fault crash-at:3"; fi; '
                "exec {python} -m autotest.workloads.grpo --work-dir {work_dir} --seed {seed} $crash\n")
+    source = source.replace("baseline: baselines/", f"baseline: {REPO_ROOT}/baselines/")
     lines = [command if line.startswith("  command:") else line for line in source.splitlines(keepends=True)]
     path = tmp_path / "tiny-grpo.yaml"
     path.write_text("".join(lines) + "replicates: 2\n")
@@ -98,7 +99,7 @@ launch:
   timeout_s: 120
 tracker: {format: xtuner, work_dir_env: WORK_DIR}
 expected: {steps: 10, exact_steps: true}
-baseline: tests/data/baselines/scripted.yaml
+baseline: REPO_ROOT/tests/data/baselines/scripted.yaml
 seed: {default: 0}
 replicates: 2
 """
@@ -118,7 +119,7 @@ def _scripted_runs(tmp_path: Path) -> list[int]:
 
 
 def test_an_interrupt_stops_every_replicate_and_each_ending_leaves_a_verdict(tmp_path: Path) -> None:
-    (tmp_path / "slow.yaml").write_text(SLOW_CASE, encoding="utf-8")
+    (tmp_path / "slow.yaml").write_text(SLOW_CASE.replace("REPO_ROOT", str(REPO_ROOT)), encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.Popen([sys.executable, "-m", "autotest.cli", "run", str(tmp_path / "slow.yaml"), "--yes",
                              "--no-history", "--results-dir", str(tmp_path / "results")], cwd=tmp_path, env=env,

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from autotest.cli import main
+from autotest.inputs.case import REPO_ROOT
 from autotest.redaction import forget_secrets
 from tests.helpers import DATA
 
@@ -43,7 +44,7 @@ launch:
   timeout_s: 30
 tracker: {{format: xtuner, work_dir_env: WORK_DIR}}
 expected: {{steps: 10, exact_steps: true}}
-baseline: tests/data/baselines/scripted.yaml
+baseline: {REPO_ROOT}/tests/data/baselines/scripted.yaml
 seed: {{default: 0}}
 consistency: {{policy: off}}
 """, encoding="utf-8")

@@ -40,7 +40,7 @@ launch:
   timeout_s: {timeout_s}
 tracker: {{format: xtuner, work_dir_env: WORK_DIR}}
 expected: {{steps: 10, exact_steps: true}}
-baseline: tests/data/baselines/scripted.yaml
+baseline: {REPO}/tests/data/baselines/scripted.yaml
 seed: {{default: 0}}
 consistency: {{policy: off}}
 """, encoding="utf-8")

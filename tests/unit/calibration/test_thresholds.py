@@ -109,10 +109,27 @@ def test_floors_bind_when_runs_agree():
     settings = CalibrationSpec(floors={"k3": 1e-4}, relative_floor=0.02)
     cal = calibrate(spec(chk("k3", operator="<="), chk("len", "relative"), chk("rew"), settings=settings), identical)
     k3, length, reward = cal.checks
-    assert k3.check.threshold == 1e-4 and "calibration.floors" in k3.check.derivation
+    # the declared bf16-sized floor is capped at 1000 x the case's own healthy level (fp32: 1e-14)
+    assert k3.check.threshold == 1e-11 and "calibration.floors 0.0001 capped at floor_headroom 1000 x the case's " \
+        "own level 1e-14" in k3.check.derivation
     assert length.check.threshold == 0.02 and "relative floor 0.02" in length.floor_source
     assert reward.check.threshold == pytest.approx(0.01)  # 0.02 x max |golden| 0.5
     assert "threshold = the floor" in reward.check.derivation
+
+
+def test_a_declared_floor_holds_where_the_cases_own_level_is_near_it():
+    """A bf16 rollout's healthy k3 is ~1e-4: the seed's floor applies unchanged."""
+    runs = [run(n, {"k3": {s: 2e-4 + 1e-6 * i for s in STEPS}}) for i, n in enumerate("abc")]
+    cal = calibrate(spec(chk("k3", operator="<="), settings=CalibrationSpec(floors={"k3": 1e-3})), runs)
+    (k3,) = cal.checks
+    assert k3.check.threshold == 1e-3 and k3.floor_source == "calibration.floors 0.001"
+
+
+def test_the_floor_headroom_is_a_setting():
+    runs = [run(n, {"k3": {s: 1e-14 for s in STEPS}}) for n in "abc"]
+    settings = CalibrationSpec(floors={"k3": 1e-4}, floor_headroom=1e6)
+    (k3,) = calibrate(spec(chk("k3", operator="<="), settings=settings), runs).checks
+    assert k3.check.threshold == 1e-8
 
 
 def test_binomial_floor_for_eval_accuracy():

@@ -135,7 +135,7 @@ def _member(index: int, seed: int, shift: float, verdict: Verdict | None = None)
 
 def test_the_mean_is_judged_with_the_scaled_pooled_threshold() -> None:
     # each replicate alone is 2.5 noise units off (passes 3.0); their mean 2.5 fails the scaled 3.0 x 0.764
-    members = [_member(1, 0, 0.025), _member(2, 5, 0.025)]
+    members = [_member(1, 0, 0.024), _member(2, 5, 0.026)]  # mean 0.025
     comparison = judge_replicates(_baseline(POOLED), None, members, case="c")
     verdict = comparison.verdict
     pooled = next(r for r in verdict.results if r.check_id == POOLED.check_id)
@@ -196,8 +196,20 @@ def test_an_interrupt_is_an_error_and_no_replicate_is_judged() -> None:
 
 
 def test_results_json_lists_every_replicate_and_the_scale() -> None:
-    data = judge_replicates(_baseline(POOLED), None, [_member(1, 0, 0.0), _member(2, 5, 0.0)], case="c").verdict
+    data = judge_replicates(_baseline(POOLED), None, [_member(1, 0, 0.001), _member(2, 5, -0.001)], case="c").verdict
     record = data.to_dict()
     assert [(r["seed"], r["folder"], r["status"]) for r in record["replicates"]] == [
         (0, "/res/replicates/r1-seed0", PASS), (5, "/res/replicates/r2-seed5", PASS)]
     assert record["pooled_threshold_scale"] == pytest.approx(0.7638, abs=1e-4)
+
+
+def test_replicates_at_different_seeds_that_are_bitwise_copies_are_an_error_judged_as_one_run() -> None:
+    """A launch that drops {seed}: both 'replicates' are the same run; never judged with K-run thresholds."""
+    members = [_member(1, 11, 0.025), _member(2, 12, 0.025)]
+    verdict = judge_replicates(_baseline(POOLED), None, members, case="c").verdict
+    seed = next(r for r in verdict.results if r.check_id == "replicates[seed]")
+    assert seed.status == ERROR and seed.message.startswith(
+        "seed not honoured: r1-seed11 (seed 11) and r2-seed12 (seed 12) logged bitwise-identical values")
+    pooled = next(r for r in verdict.results if r.check_id == POOLED.check_id)
+    assert pooled.threshold == pytest.approx(3.0)  # the one-run threshold, not the scaled one
+    assert verdict.status == ERROR

@@ -1,0 +1,290 @@
+"""What a gate can see: the minimum detectable effect (MDE) of each gate, from the noise model behind its threshold.
+
+The MDE is the smallest constant shift of a metric that the gate catches with probability ``POWER`` (80%),
+at the false-alarm rate its threshold keeps. It is computed from the baseline alone:
+
+- **pooled** gates (threshold = t quantile q(N-1 dof, 1 - budget/2m) x spread, ``autotest.calibration.
+  pooled_noise``): a fresh run's statistic is normal around the effect with sd sigma_K = s1 sqrt(1/K + 1/N)
+  (s1: one seed's spread, N calibration runs, K replicates judged on their mean), the threshold is q sigma_K,
+  so the gate catches delta with 80% power when delta = (q + z_0.8) sigma_K = threshold x (1 + z_0.8 / q).
+  In the metric's units: a constant shift delta moves the mean standardised deviation by delta x mean(1/noise_s)
+  over the window; the trend statistic's MDE is the change across the window.
+- **per-step** gates (threshold = max run-to-run deviation x margin, floors): one seed's sd of the statistic is
+  estimated from the calibration range, sigma = measured / d2(N) (d2: expected range of N normal draws), and
+  delta = threshold + z_0.8 x sigma x sqrt(1/K + 1/N). An approximation, marked as such: the threshold does not
+  narrow with more calibration runs (the range of N runs grows with N), so the N column repeats it.
+- **bounds** (``method: value``) and gates without a measured deviation have no MDE: they catch values past
+  the bound, whatever the golden.
+
+Pure Python: the t quantile is computed here (numerical integration), so a verdict never imports scipy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+from dataclasses import dataclass, field, replace
+from statistics import NormalDist
+
+from autotest.inputs.baseline import Baseline, CheckSpec
+from autotest.judge.model import ERROR, INFO, PASS, CheckResult
+
+POWER = 0.8
+Z_POWER = NormalDist().inv_cdf(POWER)
+REPLICATES = (1, 2, 4, 8)
+MORE_RUNS = (10, 20)
+#: expected range of N standard normal draws (d2 of control charts)
+_D2 = {2: 1.128, 3: 1.693, 4: 2.059, 5: 2.326, 6: 2.534, 7: 2.704, 8: 2.847, 9: 2.970, 10: 3.078,
+       11: 3.173, 12: 3.258, 13: 3.336, 14: 3.407, 15: 3.472, 16: 3.532, 17: 3.588, 18: 3.640, 19: 3.689,
+       20: 3.735}
+
+
+@dataclass(frozen=True)
+class GatePower:
+    """The MDE of one gate in the metric's units (and as a share of |golden|), by replicates and by runs."""
+
+    check_id: str
+    metric: str
+    #: K replicates -> MDE in the metric's units (the calibration's N)
+    by_replicates: Mapping[int, float]
+    #: N calibration runs -> MDE of one run (the N used, and more)
+    by_runs: Mapping[int, float]
+    #: mean |golden| over the gate's steps (None: no golden to share by)
+    golden_scale: float | None
+    calibration_runs: int
+    basis: str
+    #: the unit the MDE is in: the metric's, or a share (relative methods)
+    relative: bool = False
+    notes: tuple[str, ...] = field(default=())
+
+    def mde(self, replicates: int = 1) -> float:
+        if replicates in self.by_replicates:
+            return self.by_replicates[replicates]
+        return _interpolate(self.by_replicates, replicates)
+
+    def share(self, replicates: int = 1) -> float | None:
+        if self.relative:
+            return self.mde(replicates)
+        if not self.golden_scale:
+            return None
+        return self.mde(replicates) / self.golden_scale
+
+
+def t_quantile(p: float, dof: int) -> float:
+    """Student's t quantile (p in (0.5, 1)), by bisection on the integrated density."""
+    assert 0.5 < p < 1 and dof >= 1
+    lo, hi = 0.0, 1.0
+    while _t_cdf(hi, dof) < p:
+        hi *= 2
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if _t_cdf(mid, dof) < p else (lo, mid)
+    return (lo + hi) / 2
+
+
+def _t_cdf(x: float, dof: int) -> float:
+    """P(T <= x) for x >= 0: 1/2 + the density integrated over [0, x] (Simpson, after t = tan substitution)."""
+    # t = sqrt(dof) tan(u) maps [0, x] onto [0, atan(x / sqrt(dof))] where the integrand is smooth:
+    # the density becomes c cos(u)^(dof-1) du
+    c = math.exp(math.lgamma((dof + 1) / 2) - math.lgamma(dof / 2)) / math.sqrt(math.pi)
+    top = math.atan(x / math.sqrt(dof))
+    n = 400
+    h = top / n
+    total = sum((1 if i in (0, n) else 4 if i % 2 else 2) * math.cos(i * h) ** (dof - 1) for i in range(n + 1))
+    return 0.5 + c * total * h / 3
+
+
+def range_factor(runs: int) -> float:
+    """d2(N): the expected range of N standard normal draws."""
+    if runs in _D2:
+        return _D2[runs]
+    return 3.735 + 0.56 * math.log(runs / 20) if runs > 20 else 1.128
+
+
+def calibration_runs(baseline: Baseline) -> int:
+    """N behind the golden: the runs the provenance records, else the baseline's ``calibration.runs``."""
+    recorded = baseline.provenance.get("runs")
+    if isinstance(recorded, int) and not isinstance(recorded, bool) and recorded >= 1:
+        return recorded
+    return baseline.calibration.runs if baseline.calibration is not None else 1
+
+
+def pooled_gates(baseline: Baseline) -> list[CheckSpec]:
+    return [c for c in baseline.checks if c.scope == "pooled" and c.severity == "gate"]
+
+
+def gate_power(baseline: Baseline, check: CheckSpec) -> GatePower | None:
+    """The MDE of ``check`` (a gate) from ``baseline``; None for a bound or an uncalibrated gate."""
+    if check.severity != "gate" or check.method == "value" or not math.isfinite(check.threshold):
+        return None
+    n = calibration_runs(baseline)
+    if check.scope == "pooled":
+        return _pooled(baseline, check, n)
+    if check.measured_max_deviation is None or n < 2:
+        return None
+    return _per_step(baseline, check, n)
+
+
+def baseline_power(baseline: Baseline) -> list[GatePower]:
+    return [p for p in (gate_power(baseline, c) for c in baseline.checks) if p is not None]
+
+
+def _budget_quantile(baseline: Baseline, runs: int) -> float:
+    budget = baseline.calibration.false_alarm_budget if baseline.calibration is not None else 0.05
+    alpha = budget / max(1, len(pooled_gates(baseline)))
+    return t_quantile(1 - alpha / 2, max(1, runs - 1))
+
+
+def _pooled(baseline: Baseline, check: CheckSpec, n: int) -> GatePower | None:
+    if n < 3 or baseline.noise_table is None or check.metric not in baseline.noise_table:
+        return None
+    noise = baseline.noise_table[check.metric]
+    golden = (baseline.golden_table or {}).get(check.metric, {})
+    steps = [s for s in sorted(noise) if s in golden and (check.window is None or
+                                                          check.window[0] <= s <= check.window[1])]
+    if not steps:
+        return None
+    inverse = math.fsum(1 / noise[s] for s in steps if noise[s] > 0) / len(steps)
+    if inverse <= 0:
+        return None
+    q = _budget_quantile(baseline, n)
+    one_seed = check.threshold / q / math.sqrt(1 + 1 / n)  # s1: the statistic's sd for one seed
+
+    def mde_z(k: int, runs: int, quantile: float) -> float:
+        return (quantile + Z_POWER) * one_seed * math.sqrt(1 / k + 1 / runs)
+
+    units = 1 / inverse
+    by_k = {k: mde_z(k, n, q) * units for k in REPLICATES}
+    by_n = {n: by_k[1], **{m: mde_z(1, m, _budget_quantile(baseline, m)) * units for m in MORE_RUNS if m != n}}
+    scale = math.fsum(abs(golden[s]) for s in steps) / len(steps)
+    what = "change across the window" if check.statistic == "trend" else "constant shift over the window"
+    basis = (f"pooled: threshold {check.threshold:g} = t({n - 1} dof) quantile {q:.3g} x spread; MDE = (q + "
+             f"z{POWER:.0%} {Z_POWER:.2f}) x spread x sqrt(1/K + 1/N)/sqrt(1 + 1/N), in units x harmonic-mean noise "
+             f"{units:.3g} ({what})")
+    return GatePower(check.check_id, check.metric, by_k, by_n, scale or None, n, basis)
+
+
+def _per_step(baseline: Baseline, check: CheckSpec, n: int) -> GatePower:
+    sigma = (check.measured_max_deviation or 0.0) / range_factor(n)
+    by_k = {k: check.threshold + Z_POWER * sigma * math.sqrt(1 / k + 1 / n) for k in REPLICATES}
+    golden = (baseline.golden_table or {}).get(check.metric, {})
+    steps = _scope_steps(check, golden)
+    scale = math.fsum(abs(golden[s]) for s in steps) / len(steps) if steps else None
+    basis = (f"per-step (approximate): threshold {check.threshold:g} + z{POWER:.0%} {Z_POWER:.2f} x seed sd "
+             f"{sigma:.3g} (max deviation {check.measured_max_deviation:.3g} / d2({n}) {range_factor(n):.3f}) x "
+             "sqrt(1/K + 1/N); a max-deviation threshold does not narrow with more runs")
+    return GatePower(check.check_id, check.metric, by_k, {n: by_k[1], **{m: by_k[1] for m in MORE_RUNS}},
+                     scale, n, basis, relative=check.method == "relative")
+
+
+def _scope_steps(check: CheckSpec, golden: Mapping[int, float]) -> list[int]:
+    steps = sorted(golden)
+    if check.scope == "points":
+        return [s for s in check.points if s in golden]
+    if check.scope == "final":
+        return steps[-1:]
+    if check.window is not None:
+        return [s for s in steps if check.window[0] <= s <= check.window[1]]
+    return steps
+
+
+def _interpolate(table: Mapping[int, float], k: int) -> float:
+    """Between the tabulated K, the MDE follows sqrt(1/K + 1/N)-shaped decay: take the nearest below."""
+    below = [x for x in table if x <= k]
+    return table[max(below)] if below else table[min(table)]
+
+
+def describe_mde(power: GatePower, replicates: int = 1) -> str:
+    """``±0.12 (13% of golden)`` or ``±0.3 of golden`` (relative)."""
+    value = power.mde(replicates)
+    if power.relative:
+        return f"±{value:.2g} of golden"
+    share = power.share(replicates)
+    shown = share is not None and share < 10  # against a near-zero golden (k3 ~ 1e-14) a share says nothing
+    return f"±{value:.2g}" + (f" ({share:.0%} of golden)" if shown else "")
+
+
+def target_misses(powers: Sequence[GatePower], targets: Mapping[str, float], replicates: int = 1) -> list[str]:
+    """One line per declared target (``detect: {metric: effect}``) the gates on that metric cannot reach."""
+    lines = []
+    for metric, effect in targets.items():
+        mine = [p for p in powers if p.metric == metric]
+        if not mine:
+            lines.append(f"detect.{metric}: no gate on {metric} has a minimum detectable effect to compare")
+            continue
+        best = min(mine, key=lambda p: p.mde(replicates))
+        if best.mde(replicates) > effect:
+            lines.append(f"detect.{metric}: the gates can catch {describe_mde(best, replicates)} "
+                         f"({best.check_id}), not the {effect:g} the case must detect; "
+                         f"{_what_would(best, effect)}")
+    return lines
+
+
+def _what_would(power: GatePower, effect: float) -> str:
+    k = next((k for k in REPLICATES if power.mde(k) <= effect), None)
+    runs = next((m for m in sorted(power.by_runs) if power.by_runs[m] <= effect), None)
+    options = []
+    if k is not None and k > 1:
+        options.append(f"{k} replicates per verdict")
+    if runs is not None and runs > power.calibration_runs:
+        options.append(f"{runs} calibration runs")
+    return ("it would take " + " or ".join(options)) if options else "neither 8 replicates nor 20 calibration runs reach it"
+
+
+@dataclass(frozen=True)
+class PowerAsk:
+    """What a verdict needs to state its power: the replicates judged and the case's targets."""
+
+    replicates: int = 1
+    #: metric -> the effect (metric units) the case must detect (``detect:`` in the case)
+    targets: Mapping[str, float] = field(default_factory=dict)
+    #: a PASS that cannot reach a target is an ERROR (``--strict-power``), not a warning
+    strict: bool = False
+    #: the baseline as calibrated, when the judged one has pooled thresholds scaled for a replicate mean
+    calibrated: Baseline | None = None
+
+
+def with_power(results: Sequence[CheckResult], baseline: Baseline, ask: PowerAsk) -> list[CheckResult]:
+    """Each gate's result with its MDE, and ``power[targets]`` when the case declares what it must detect."""
+    powers = {p.check_id: p for p in baseline_power(ask.calibrated or baseline)}
+    out = []
+    for result in results:
+        found = powers.get(result.check_id) if result.kind == "metric" else None
+        if found is not None:
+            result = replace(result, mde=_round(found.mde(ask.replicates)), mde_share=_round(found.share(ask.replicates)))
+        out.append(result)
+    if ask.targets:
+        misses = target_misses(list(powers.values()), ask.targets, ask.replicates)
+        status = (ERROR if ask.strict else INFO) if misses else PASS
+        message = ("; ".join(misses) if misses else
+                   "every declared target is within the gates' minimum detectable effect: "
+                   + ", ".join(f"{m} {e:g}" for m, e in ask.targets.items()))
+        out.append(CheckResult("power[targets]", status, message, kind="structural",
+                               severity="gate" if ask.strict else "reference",
+                               parameters={"targets": dict(ask.targets), "replicates": ask.replicates,
+                                           "strict": ask.strict}))
+    return out
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else float(f"{value:.3g}")
+
+
+def caught_phrase(results: Sequence[CheckResult], display: Mapping[str, str] | None = None) -> str:
+    """``could have caught: rewards[pooled 31-45] ±0.12, eval/accuracy[final] ±0.06`` over the gates with an MDE."""
+    shown = display or {}
+    parts = []
+    for r in results:
+        if r.is_gate and r.mde is not None and r.metric:
+            label = r.check_id.replace(r.metric, shown.get(r.metric, r.metric), 1)
+            unit = " of golden" if r.method == "relative" else ""
+            parts.append(f"{label} ±{r.mde:.2g}{unit}")
+    return ("could have caught: " + ", ".join(parts)) if parts else ""
+
+
+def power_warnings(verdict_or_results: Any) -> list[str]:
+    """The warning lines of a verdict whose gates cannot catch the case's targets (not under --strict-power)."""
+    results = getattr(verdict_or_results, "results", verdict_or_results)
+    return [f"power: {r.message}" for r in results
+            if r.check_id == "power[targets]" and r.status == INFO]

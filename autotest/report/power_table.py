@@ -1,0 +1,49 @@
+"""The power table of a baseline: each gate's minimum detectable effect by replicates and calibration runs.
+
+Printed by ``rl-autotest power CASE`` and written into the calibration review and the baseline's provenance;
+the numbers come from :mod:`autotest.judge.power`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from autotest.judge.power import MORE_RUNS, REPLICATES, GatePower, describe_mde, target_misses
+
+
+def power_rows(powers: Sequence[GatePower]) -> list[str]:
+    """A markdown table: gate, MDE at K = 1, 2, 4, 8 replicates, and one run's MDE with N, 10, 20 calibration runs."""
+    if not powers:
+        return ["(no gate has a minimum detectable effect: bounds and uncalibrated gates only)"]
+    n = powers[0].calibration_runs
+    runs = sorted({n, *MORE_RUNS})
+    head = ["gate", *(f"K={k}" for k in REPLICATES), *(f"N={m}" + (" (now)" if m == n else "") for m in runs)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for p in powers:
+        cells = [f"`{p.check_id}`", describe_mde(p, 1), *(f"±{p.mde(k):.3g}" for k in REPLICATES[1:]),
+                 *(f"±{p.by_runs.get(m, p.mde(1)):.3g}" for m in runs)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def power_report(powers: Sequence[GatePower], targets: Mapping[str, float], replicates: int = 1) -> list[str]:
+    """The table, how it was computed, and whether the case's ``detect:`` targets are reached."""
+    lines = ["Minimum detectable effect of each gate (the smallest constant change caught with 80% power at the "
+             "case's false-alarm rate), in the metric's units; K = replicates per verdict, N = calibration runs.", ""]
+    lines += power_rows(powers)
+    lines += ["", *(f"- `{p.check_id}`: {p.basis}" for p in powers)]
+    if targets:
+        misses = target_misses(powers, targets, replicates)
+        lines += ["", "Targets (`detect:`):"]
+        lines += [f"- MISSED {line}" for line in misses] or [
+            f"- reached: {', '.join(f'{m} {e:g}' for m, e in targets.items())}"]
+    return lines
+
+
+def power_provenance(powers: Sequence[GatePower]) -> list[dict[str, Any]]:
+    """What the baseline's provenance records: per gate, the MDE by K and by N (rounded)."""
+    return [{"check": p.check_id, "mde_by_replicates": {k: float(f"{v:.3g}") for k, v in p.by_replicates.items()},
+             "mde_by_calibration_runs": {k: float(f"{v:.3g}") for k, v in p.by_runs.items()},
+             **({"share_of_golden": float(f"{p.share(1):.3g}")} if p.share(1) is not None else {})}
+            for p in powers]

@@ -1,0 +1,134 @@
+"""The minimum detectable effect: what calibration predicts a gate catches, checked against simulated runs."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from types import MappingProxyType
+
+import numpy as np
+import pytest
+from scipy.stats import t as student_t
+
+from autotest.calibration.thresholds import calibrate
+from autotest.inputs.baseline import Baseline, CalibrationSpec, CheckSpec
+from autotest.judge.checks import evaluate_check
+from autotest.judge.model import ERROR, FAIL, INFO, PASS, CheckResult
+from autotest.judge.power import (
+    PowerAsk,
+    baseline_power,
+    caught_phrase,
+    gate_power,
+    t_quantile,
+    target_misses,
+    with_power,
+)
+from autotest.judge.replicate_mean import for_the_mean, mean_trace
+from autotest.judge.trace import Trace
+from autotest.judge.verdict import golden_trace
+
+METRIC = "response/rewards/mean"
+STEPS = np.arange(1, 31)
+CURVE = 0.9 / (1 + np.exp(-(STEPS - 15) / 3))
+
+
+def _run(rng: np.random.Generator, shift: float = 0.0) -> Trace:
+    values = CURVE + rng.normal(0, 0.01) + rng.normal(0, 0.02, len(STEPS)) + shift
+    series = MappingProxyType({METRIC: MappingProxyType({int(s): float(v) for s, v in zip(STEPS, values)})})
+    return Trace("run", series, train_steps=tuple(int(s) for s in STEPS))
+
+
+POOLED = CheckSpec(METRIC, "absolute", "<", 1e9, scope="pooled", window=(1, 30))
+PER_STEP = CheckSpec(METRIC, "absolute", "<", 1e9, scope="percentile", percentile=80)
+SPEC = Baseline("synthetic", Path("synthetic.yaml"), (POOLED, PER_STEP),
+                calibration=CalibrationSpec(runs=5, false_alarm_budget=0.05))
+
+
+@pytest.mark.parametrize("p, dof", [(0.975, 4), (1 - 0.05 / 12, 4), (0.99, 1), (0.9, 30), (0.995, 9)])
+def test_the_t_quantile_matches_scipy(p: float, dof: int) -> None:
+    assert t_quantile(p, dof) == pytest.approx(student_t.ppf(p, dof), rel=1e-6)
+
+
+def _detection(baseline: Baseline, check: CheckSpec, shift: float, rng: np.random.Generator, runs: int,
+               replicates: int = 1) -> float:
+    judged, _ = for_the_mean(baseline, replicates)
+    spec = next(c for c in judged.checks if c.check_id == check.check_id)
+    golden = golden_trace(baseline)
+    caught = 0
+    for _ in range(runs):
+        traces = [_run(rng, shift) for _ in range(replicates)]
+        current = traces[0] if replicates == 1 else mean_trace(traces, [f"r{i}" for i in range(replicates)])
+        caught += evaluate_check(spec, judged, golden, current, True).status == FAIL
+    return caught / runs
+
+
+@pytest.mark.parametrize("replicates", [1, 2])
+def test_a_pooled_gate_catches_its_predicted_mde_about_80_percent_of_the_time(replicates: int) -> None:
+    """Averaged over calibrations (the spread is itself estimated from N = 5 runs), the detection rate of a
+    shift of the predicted MDE is the 80% it was computed for."""
+    rng = np.random.default_rng(7)
+    rates = []
+    for _ in range(12):
+        baseline = calibrate(SPEC, [_run(rng) for _ in range(5)]).baseline
+        power = gate_power(baseline, next(c for c in baseline.checks if c.scope == "pooled"))
+        assert power is not None and power.calibration_runs == 5
+        rates.append(_detection(baseline, POOLED, -power.mde(replicates), rng, 60, replicates))
+    assert 0.65 <= float(np.mean(rates)) <= 0.95, rates
+
+
+def test_more_replicates_and_more_calibration_runs_shrink_a_pooled_mde() -> None:
+    rng = np.random.default_rng(3)
+    baseline = calibrate(SPEC, [_run(rng) for _ in range(5)]).baseline
+    power = gate_power(baseline, next(c for c in baseline.checks if c.scope == "pooled"))
+    assert power is not None
+    assert power.mde(1) > power.mde(2) > power.mde(4) > power.mde(8)
+    assert power.by_runs[5] == power.mde(1) > power.by_runs[10] > power.by_runs[20]
+    assert power.share(1) == pytest.approx(power.mde(1) / float(np.mean(np.abs(
+        [baseline.golden_table[METRIC][int(s)] for s in STEPS]))))
+
+
+def test_a_per_step_gate_catches_its_approximate_mde_most_of_the_time() -> None:
+    rng = np.random.default_rng(11)
+    rates = []
+    for _ in range(6):
+        baseline = calibrate(SPEC, [_run(rng) for _ in range(5)]).baseline
+        power = gate_power(baseline, next(c for c in baseline.checks if c.scope == "percentile"))
+        assert power is not None and power.by_runs[20] == power.mde(1)  # max deviation does not narrow with N
+        rates.append(_detection(baseline, PER_STEP, power.mde(1), rng, 40))
+    assert float(np.mean(rates)) >= 0.6, rates
+
+
+def test_bounds_and_reference_checks_have_no_mde() -> None:
+    bound = CheckSpec("mismatch/mismatch_k3_kl", "value", "<=", 5e-3)
+    reference = replace(POOLED, severity="reference")
+    assert gate_power(SPEC, bound) is None and gate_power(SPEC, reference) is None
+
+
+def _calibrated() -> Baseline:
+    return calibrate(SPEC, [_run(np.random.default_rng(i)) for i in range(5)]).baseline
+
+
+def test_every_gate_result_carries_its_mde_and_a_pass_line_names_it() -> None:
+    baseline = _calibrated()
+    results = [CheckResult(c.check_id, PASS, "ok", metric=c.metric, method=c.method) for c in baseline.checks]
+    powered = with_power(results, baseline, PowerAsk())
+    mdes = {r.check_id: r.mde for r in powered}
+    expected = {p.check_id: p.mde(1) for p in baseline_power(baseline)}
+    assert mdes == {k: pytest.approx(v, rel=1e-2) for k, v in expected.items()}
+    phrase = caught_phrase(powered, {METRIC: "rewards"})
+    assert phrase.startswith("could have caught: rewards[pooled 1-30] ±") and "rewards[percentile] ±" in phrase
+
+
+def test_a_target_the_gates_cannot_reach_is_a_warning_or_under_strict_power_an_error() -> None:
+    baseline = _calibrated()
+    results = [CheckResult(c.check_id, PASS, "ok", metric=c.metric) for c in baseline.checks]
+    best = min(p.mde(1) for p in baseline_power(baseline))
+    missed = with_power(results, baseline, PowerAsk(targets={METRIC: best / 3}))[-1]
+    assert missed.check_id == "power[targets]" and missed.status == INFO and not missed.is_gate
+    assert missed.message.startswith(f"detect.{METRIC}: the gates can catch ±")
+    strict = with_power(results, baseline, PowerAsk(targets={METRIC: best / 3}, strict=True))[-1]
+    assert strict.status == ERROR and strict.is_gate
+    reached = with_power(results, baseline, PowerAsk(targets={METRIC: best * 2}))[-1]
+    assert reached.status == PASS
+    lines = target_misses(baseline_power(baseline), {METRIC: best / 3, "eval/acc": 0.1})
+    assert len(lines) == 2 and lines[1] == "detect.eval/acc: no gate on eval/acc has a minimum detectable effect to compare"

@@ -7,7 +7,7 @@ of the K runs together is built by the one verdict builder (:func:`autotest.judg
   is an ERROR naming it (a FAIL when a gate of its own had failed before, or fail-fast stopped it), as
   for a single run; it is left out of the mean;
 - **checks on the mean trace** of the complete replicates: per step, the mean over replicates of each
-  metric, at the steps every one of them logged. Timing metrics (``time/*``) take the per-step
+  metric, at the steps every one of them logged. Time roles (``step_time``, ``throughput``) take the per-step
   *median* instead: their noise is the machine's, not the seed's, so averaging buys no power, and the
   median ignores one replicate slowed by a neighbour (for K = 2 both are the same). The end-to-end wall
   time is the median replicate's;

@@ -152,3 +152,23 @@ def test_report_shows_the_evidence_table_and_every_ranked_rule(tmp_path: Path):
     assert "| reward | reward | `response/rewards/mean` | 1 | breached from step" in text
     assert "| eval | eval | `eval/accuracy` | 1 | within bounds at every step |" in text
     assert "1. **" in text and "2. " in text and "ranked below" in text
+
+
+def test_nan_from_a_step_is_numerical_divergence(tmp_path: Path):
+    def nan(c):
+        for s in c["entropy"]:
+            if s >= 10:
+                c["entropy"][s] = float("nan")
+    verdict = _case(tmp_path, XTUNER, nan)
+    assert _rules(verdict)[0] == "non-finite"
+    assert any(e.non_finite for e in verdict.evidence if e.role == "entropy")
+
+
+def test_the_documented_rule_table_is_the_rule_table():
+    import re
+
+    from autotest.judge import triage
+
+    documented = re.findall(r"^\| (\d+) \| ``([a-z-]+)`` \|", triage.__doc__ or "", flags=re.M)
+    assert [(int(rank), name) for rank, name in documented] == [
+        (i + 1, rule.name) for i, rule in enumerate(triage.RULES)]

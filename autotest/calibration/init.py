@@ -17,6 +17,8 @@ refuses. A command that fails, times out or logs nothing is one line naming what
 from __future__ import annotations
 
 import datetime as dt
+import json
+import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,8 +142,6 @@ def find_logs(work_dir: Path) -> list[Path]:
 
 
 def _has_step_rows(path: Path) -> bool:
-    import json
-
     try:
         with path.open(encoding="utf-8") as handle:
             first = next((line for line in handle if line.strip()), "")
@@ -229,31 +229,28 @@ def _tracker_path(log: Path, work_dir: Path | None, command: Sequence[str]) -> s
 
 
 def _yaml_list(words: Sequence[str]) -> str:
-    import json
-
     return "[" + ", ".join(json.dumps(w) for w in words) + "]"
 
 
 def case_yaml(options: InitOptions, proposal: Proposal, log_format: str, tracker_path: str, baseline_path: Path,
               case_path: Path, wall_s: float | None) -> str:
     """The case file's text, with comments saying where each value came from."""
-    import json
-    import os
-
     takes_seed = any("{seed}" in w for w in options.command)
     timeout_s = max(300, int(round((wall_s or 60) * 5, -1)))
     baseline = Path(os.path.relpath(baseline_path, case_path.parent)).as_posix() if options.baseline_key else None
     roles = sorted({r.role for r in proposal.rows if r.checks and r.role})
     measured = f"{proposal.expected_steps} steps in {wall_s:.0f} s here" if wall_s is not None else \
         f"{proposal.expected_steps} steps (read from {options.log})"
+    goal = f"Keep {', '.join(roles)} within the calibrated seed-to-seed noise of the golden baseline."
+    checked_here = "" if options.log is None else "  # from --log: check each run writes it here"
     lines = [
         f"# Written by rl-autotest init from one run ({measured}); review it, then",
-        f"#   rl-autotest calibrate {options.name}      (runs it {len(CALIBRATION_SEEDS)} times and measures the noise)",
+        f"#   rl-autotest calibrate {options.name}      (runs it {len(CALIBRATION_SEEDS)} times, measures the noise)",
         f"#   rl-autotest baseline promote {options.name}",
         f"name: {options.name}",
         f"description: {json.dumps(' '.join(options.command) + ' checked against its calibrated baseline')}",
         f"markers: [{options.marker}]",
-        f"goal: {json.dumps('Keep ' + ', '.join(roles) + ' within the calibrated seed-to-seed noise of the golden baseline.')}",
+        f"goal: {json.dumps(goal)}",
         f"minimal_scale: {json.dumps('One run as init measured it: ' + measured + '.')}",
         "platform:",
         "  gpus: 0",
@@ -262,8 +259,8 @@ def case_yaml(options: InitOptions, proposal: Proposal, log_format: str, tracker
         f"  command: {_yaml_list(options.command)}",
         f"  timeout_s: {timeout_s}  # 5x the wall time init measured",
         "tracker:",
-        f"  format: {'tensorboard' if log_format == 'tensorboard' else log_format}",
-        f"  path: {json.dumps(tracker_path)}" + ("" if options.log is None else "  # from --log: check each run writes it here"),
+        f"  format: {log_format}",
+        f"  path: {json.dumps(tracker_path)}{checked_here}",
         "expected:",
         f"  steps: {proposal.expected_steps}",
     ]

@@ -29,7 +29,7 @@ from autotest.files import require_folder
 from autotest.history.cli import add_history_parser
 from autotest.history.database import HISTORY_ENV
 from autotest.history.drift import history_recorder
-from autotest.inputs.case import list_cases, load_case
+from autotest.inputs.case import TRACKER_FORMATS, list_cases, load_case
 from autotest.inputs.project import find_project
 from autotest.judge.model import FAIL, PASS
 from autotest.inputs.baseline import load_baseline
@@ -93,6 +93,9 @@ def _run(args: argparse.Namespace) -> int:
         require_folder(args.results_dir, "--results-dir")
     if args.replicates is not None and args.replicates < 1:
         raise UsageError(f"--replicates: {args.replicates} is below 1; give the number of seeds to run and average")
+    if args.adaptive is not None and (args.adaptive < 2 or args.replicates is not None):
+        raise UsageError(f"--adaptive: {args.adaptive} " + ("is below 2; give the most seeds to run near a threshold"
+                         if args.adaptive < 2 else "and --replicates both set; keep one"))
     case = load_case(args.case)
     baseline_path = None
     if args.baselines_dir is not None:
@@ -105,7 +108,8 @@ def _run(args: argparse.Namespace) -> int:
         fail_fast=args.fail_fast, progress=print, ray_address=args.ray_address,
         confirm=_show if args.yes else _confirm_on_terminal,
         after_results=None if args.no_history else history_recorder(args.history),
-        framework_repo=args.framework_repo, framework_ref=args.framework_ref, strict_power=args.strict_power))
+        framework_repo=args.framework_repo, framework_ref=args.framework_ref, strict_power=args.strict_power,
+        adaptive_max=args.adaptive))
     if run.status == DRY_RUN and args.dry_run:
         print(run.card)
     if run.verdict is not None:
@@ -249,10 +253,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("compare", help="check a run's metric log against a golden baseline")
     p.add_argument("--baseline", required=True, type=Path, help="baseline YAML (baselines/<case>.yaml)")
-    p.add_argument("--current", required=True, type=Path, help="tracker.jsonl, or a run's WORK_DIR")
+    p.add_argument("--current", required=True, type=Path,
+                   help="the metric log (tracker.jsonl, trainer_state.json, an event file), or a run's WORK_DIR")
     p.add_argument("--out", type=Path, help="results folder to write results.json, report.md and plots/")
-    p.add_argument("--format", default="auto", choices=["auto", "xtuner", "verl", "tensorboard"],
-                   help="metric-log format")
+    p.add_argument("--format", default="auto", choices=["auto", *TRACKER_FORMATS],
+                   help="metric-log format (auto: by name and first row; a work dir is searched for each)")
     p.add_argument("--wall-time-s", type=float, help="measured end-to-end wall time, for the wall-time check")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--history", metavar="URL", help="with --out: " + history_help)
@@ -266,6 +271,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, help="seed for cases that take one (default: the case's)")
     p.add_argument("--replicates", type=int, metavar="K", help="run K seeds side by side and judge their mean "
                    "(default: the case's replicates, else 1)")
+    p.add_argument("--adaptive", type=int, metavar="K_MAX", help="adaptive replicates: one seed, then K_MAX seeds "
+                   "judged on their mean when it lands near a pooled threshold (the false-alarm budget spent over "
+                   "both looks)")
     p.add_argument("--fault", help="inject a fault NAME[:ARG] (embedded workloads)")
     p.add_argument("--fail-fast", action="store_true", help="stop the run at the first per-step gate failure")
     p.add_argument("--ray-address", help="submit the launch as a Ray job to this cluster")

@@ -24,12 +24,14 @@ from autotest.errors import UsageError
 from autotest.files import write_atomic
 from autotest.inputs.baseline import Baseline, for_hardware, load_baseline
 from autotest.inputs.case import Case
+from autotest.inputs.tracker_layout import COPY_NAMES
 from autotest.judge.live import Follower
 from autotest.judge.model import ERROR, PASS, CheckResult, Verdict
 from autotest.judge.power import PowerAsk, caught_phrase
 from autotest.judge.readers import read_trace
 from autotest.judge.replicate_mean import judge_replicate_runs
 from autotest.judge.seed_use import logged_seed
+from autotest.judge.sequential import ALPHA_SHARE, CONTINUE_BELOW, STOP, decide_first_look, requantile
 from autotest.judge.structural import LogFinding, RunFacts
 from autotest.judge.trace import Trace
 from autotest.judge.verdict import Comparison, checked_metrics, golden_trace, judge
@@ -119,6 +121,8 @@ class RunOptions:
     step_summary: bool = True
     #: a PASS whose gates cannot catch the case's declared ``detect`` targets is an ERROR, not a warning
     strict_power: bool = False
+    #: adaptive replicates: one seed, then up to this many when it lands near a threshold (None: off)
+    adaptive_max: int | None = None
 
 
 @dataclass(frozen=True)
@@ -171,6 +175,8 @@ class _Prepared:
 def run_case(case: Case, options: RunOptions) -> CaseRun:
     """One attempt of ``case`` (relaunched only on a known infrastructure failure), judged and published;
     with replicates, one such attempt per seed and a verdict on their mean."""
+    if options.adaptive_max is not None:
+        return _run_replicates(case, replace(options, adaptive_max=None), options.adaptive_max, adaptive=True)
     count = options.replicates or case.replicates
     if count > 1:
         return _run_replicates(case, options, count)
@@ -226,8 +232,11 @@ def run_case(case: Case, options: RunOptions) -> CaseRun:
                    consistency_request=request_path, relaunches=relaunches)
 
 
-def _run_replicates(case: Case, options: RunOptions, count: int) -> CaseRun:
-    """``count`` seeds side by side, each a normal run in ``replicates/r<i>-seed<S>/``, judged on their mean."""
+def _run_replicates(case: Case, options: RunOptions, count: int, adaptive: bool = False) -> CaseRun:
+    """``count`` seeds side by side, each a normal run in ``replicates/r<i>-seed<S>/``, judged on their mean.
+
+    ``adaptive``: one seed first, judged at the first look of :mod:`autotest.judge.sequential`; the other seeds
+    run only when its pooled statistics sit in the grey zone, and the mean of all is the second look."""
     first = options.seed if options.seed is not None else case.seed.default
     seeds = replicate_seeds(case, count, first)
     # this pipeline's own dry run makes the folder, its preflight and card (and skips where it skips)
@@ -240,6 +249,10 @@ def _run_replicates(case: Case, options: RunOptions, count: int) -> CaseRun:
     card = shown.card + (f"\n## Replicates\n\n{count} seeds ({', '.join(map(str, seeds))}) side by side, each in "
                          "replicates/r<i>-seed<S>/; the checks judge their mean (pooled thresholds scaled, "
                          "see autotest.judge.replicate_mean)\n")
+    if adaptive:
+        card += (f"\nAdaptive: seed {seeds[0]} alone first; the other {count - 1} only when a pooled statistic lies "
+                 f"in the grey zone (at least {CONTINUE_BELOW:g} x its threshold); the false-alarm budget is spent "
+                 "over the two looks (autotest.judge.sequential)\n")
     write_atomic(folder / "card.md", card)
     shown = replace(shown, card=card, replicates=count)
     if options.dry_run:
@@ -267,11 +280,22 @@ def _run_replicates(case: Case, options: RunOptions, count: int) -> CaseRun:
     say(f"[{case.name}] {count} replicates (seeds {', '.join(map(str, seeds))}), {jobs} at a time, in {folder}")
     runs: list[CaseRun] = []
     interrupt: KeyboardInterrupt | None = None
-    try:
-        runs = side_by_side([replicate(i + 1, s) for i, s in enumerate(seeds)], jobs)
-    except KeyboardInterrupt as exc:  # every replicate is stopped and has published its own ERROR verdict
-        interrupt = exc
-    comparison = _judge_replicates(case, options, folder, seeds, runs, interrupt)
+    tasks = [replicate(i + 1, s) for i, s in enumerate(seeds)]
+    looks = [(0, len(tasks), None)]
+    if adaptive:
+        looks = [(0, 1, lambda b: requantile(b, ALPHA_SHARE[0])), (1, len(tasks), lambda b: requantile(b, ALPHA_SHARE[1]))]
+    for index, (begin, end, adjust) in enumerate(looks):
+        try:
+            runs += side_by_side(tasks[begin:end], jobs)
+        except KeyboardInterrupt as exc:  # every replicate is stopped and has published its own ERROR verdict
+            interrupt = exc
+        comparison = _judge_replicates(case, options, folder, seeds[:end], runs, interrupt, adjust)
+        if adaptive:
+            comparison.verdict.context["adaptive"] = {"runs": end, "of": count, "look": index + 1}
+        if interrupt is not None or index + 1 == len(looks) or decide_first_look(comparison.verdict.results) == STOP:
+            break
+        say(f"[{case.name}] adaptive: seed {seeds[0]} is in the grey zone near a threshold: "
+            f"{count - 1} more seed(s)")
     publish(comparison, folder, with_plots=options.with_plots,
             after_results=(lambda _folder: list(drift)) if options.after_results is not None else None,
             step_summary=options.step_summary)
@@ -280,11 +304,13 @@ def _run_replicates(case: Case, options: RunOptions, count: int) -> CaseRun:
     status = comparison.verdict.status
     primary = next((f.suggestion for f in comparison.verdict.triage if f.primary), "")
     return replace(shown, status=status, reason=primary if status != PASS else "", verdict=comparison.verdict,
-                   consistency_request=next((r.consistency_request for r in runs if r.consistency_request), None))
+                   consistency_request=next((r.consistency_request for r in runs if r.consistency_request), None),
+                   replicates=max(1, len(runs)))
 
 
 def _judge_replicates(case: Case, options: RunOptions, folder: Path, seeds: tuple[int, ...], runs: list[CaseRun],
-                      interrupt: KeyboardInterrupt | None) -> Comparison:
+                      interrupt: KeyboardInterrupt | None,
+                      adjust: Callable[[Baseline], Baseline] | None = None) -> Comparison:
     """The mean's verdict; the harness failing here is an ERROR verdict too (traceback in logs/)."""
     context = {"results_dir": str(folder), "card": str(folder / "card.md"), "seed": list(seeds),
                "fault": options.fault}
@@ -295,7 +321,7 @@ def _judge_replicates(case: Case, options: RunOptions, folder: Path, seeds: tupl
         return judge_replicate_runs(case, options.baseline_path or case.baseline_path,
                                     [(seed, run.results_dir, run.verdict) for seed, run in zip(seeds, runs)],
                                     context=context, gpu=gpu, interrupted=describe(interrupt) if interrupt else None,
-                                    power=_power_ask(case, options))
+                                    power=_power_ask(case, options), adjust=adjust)
     except Exception as exc:  # noqa: BLE001 - every ending leaves a verdict
         log = _harness_error_log(folder, exc)
         failure = CheckResult("run[harness]", ERROR, f"the harness failed judging the replicates: "
@@ -389,7 +415,7 @@ def _attempts(case: Case, options: RunOptions, spec: LaunchSpec,
             return comparison, None
         kept = prep.results_dir / "attempts" / str(len(trail.attempts))
         kept.mkdir(parents=True)
-        for name in ("logs", "work", "tracker.jsonl", "run_config"):
+        for name in ("logs", "work", *COPY_NAMES, "run_config"):
             if (prep.results_dir / name).exists():
                 (prep.results_dir / name).rename(kept / name)
         # the trail points at the kept copy of the attempt's log, not at the next attempt's

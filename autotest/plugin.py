@@ -36,6 +36,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--results-dir", default=None,
                     help="root folder for per-case results (default: $RL_AUTOTEST_RESULTS, else results/ "
                          "in the harness checkout)")
+    group.addoption("--adaptive-replicates", type=int, default=None, metavar="K_MAX",
+                    help="one seed per case, then K_MAX seeds on their mean when it lands near a pooled threshold")
     group.addoption("--strict-power", action="store_true",
                     help="a PASS whose gates cannot catch the case's declared detect: targets fails (nightly)")
     group.addoption("--strict-cases", action="store_true",
@@ -184,7 +186,8 @@ def run_accuracy_case(request: pytest.FixtureRequest) -> Callable[..., CaseRun]:
                              framework_repo=config.getoption("--framework-repo"),
                              framework_ref=config.getoption("--framework-ref"),
                              replicates=replicates_option(config),
-                             strict_power=config.getoption("--strict-power"))
+                             strict_power=config.getoption("--strict-power"),
+                             adaptive_max=config.getoption("--adaptive-replicates"))
         try:
             with signals_as_interrupt(), warnings.catch_warnings():  # CI cancels with SIGTERM: as Ctrl-C
                 # a warning in the harness's own code never fails a user's accuracy run (filterwarnings=error)

@@ -42,8 +42,9 @@ Schema::
                            stopped after it (autotest.run.isolation; default false)
       fault_args: [str]    appended when the harness injects a fault; must contain {fault}
     tracker:
-      format: xtuner|verl|tensorboard  the metric log's format (tensorboard: the event files
-                           under the exp dir's logs/)
+      format: xtuner|verl|tensorboard|hf-trainer  the metric log's format (tensorboard: the event
+                           files under the exp dir's logs/ or below the work folder; hf-trainer: a
+                           Hugging Face trainer_state.json or a TrainerCallback's JSONL)
       work_dir_env: str|null  env var set to the run's work folder (default WORK_DIR); null when
                            the launch script picks its own folder
       work_dir: str        where the timestamped exp dirs appear when not in the work folder
@@ -90,7 +91,7 @@ from autotest.inputs.schema import NAME, Section, load_section
 
 CASES_DIR = REPO_ROOT / "autotest" / "cases"
 MARKERS = ("grpo", "mopd", "gpu", "calibration")
-TRACKER_FORMATS = ("xtuner", "verl", "tensorboard")
+TRACKER_FORMATS = ("xtuner", "verl", "tensorboard", "hf-trainer")
 #: formats an xtuner trainer config can choose (exp_tracker jsonl / tensorboard)
 CONFIG_CHECKED_FORMATS = ("xtuner", "tensorboard")
 POLICIES = ("off", "on-breach", "always")

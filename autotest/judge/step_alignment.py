@@ -118,7 +118,7 @@ def _map_trace(trace: Trace, to_golden: Callable[[int], int], golden_evals: set[
     return Trace(source=trace.source, series=MappingProxyType(series),
                  train_steps=tuple(to_golden(s) for s in trace.train_steps), eval_steps=eval_steps,
                  warnings=trace.warnings, format=trace.format, step_lines=trace.step_lines,
-                 non_numeric=trace.non_numeric)
+                 non_numeric=trace.non_numeric, logged_metrics=trace.logged_metrics)
 
 
 def _mean_error(golden: Trace, current: Trace, metrics: Sequence[str]) -> float | None:

@@ -17,6 +17,7 @@ from typing import Any
 from autotest.errors import UsageError
 from autotest.inputs.baseline import Baseline, load_baseline
 from autotest.judge.checks import run_checks
+from autotest.judge.metric_names import name_results, nothing_in_common
 from autotest.judge.model import ERROR, FAIL, INFO, CheckResult, TriageFinding, Verdict, decide_status
 from autotest.judge.step_alignment import RULE as ALIGNMENT_RULE
 from autotest.judge.step_alignment import SUGGESTION as ALIGNMENT_SUGGESTION
@@ -132,8 +133,10 @@ def judge(baseline: Baseline | None, current: Trace | None, *, golden: Trace | N
     if checked:
         if wall_time_s is None and facts is not None:
             wall_time_s = facts.wall_s
-        results += shape_results(baseline, current, wall_time_s)
-        results += run_checks(baseline, golden, current, baseline.golden_table is not None)
+        results += name_results(baseline, current, golden)  # first: a log of other names explains what follows
+        if not nothing_in_common(baseline, current):
+            results += shape_results(baseline, current, wall_time_s)
+            results += run_checks(baseline, golden, current, baseline.golden_table is not None)
         results = with_power(results, baseline, power)
     if facts is not None:
         results = _not_reached(results, facts)

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autotest.inputs.case import Case
-from autotest.inputs.tracker_layout import newest_exp_dir, tracker_in, tracker_location
+from autotest.inputs.log_search import log_for_format
+from autotest.inputs.tracker_layout import copy_name, newest_exp_dir, tracker_in, tracker_location
 
 CONFIG_SUFFIXES = (".py", ".json", ".yaml", ".yml", ".toml", ".sh")
 
@@ -41,14 +42,16 @@ def collect_artifacts(work_dir: Path, results_dir: Path, *, tracker_path: Path |
     source = tracker_path
     if source is None and exp_dir is not None:
         source = tracker_in(exp_dir, fmt)
+    elif source is None:
+        source = log_for_format(Path(work_dir), fmt, since)  # no exp dirs: verl, a Hugging Face output_dir, ...
     tracker = None
     if fmt == "tensorboard" and source is not None and Path(source).exists():
         tracker = _copy_event_files(Path(source), results_dir / "tensorboard")
     elif fmt != "tensorboard" and source is not None and Path(source).is_file():
-        tracker = results_dir / "tracker.jsonl"
+        tracker = results_dir / copy_name(fmt, Path(source))
         shutil.copyfile(source, tracker)
     if tracker is None:
-        what = "TensorBoard event files" if fmt == "tensorboard" else "tracker.jsonl"
+        what = {"tensorboard": "TensorBoard event files", "xtuner": "tracker.jsonl"}.get(fmt, f"{fmt} metric log")
         where = source or (exp_dir and f"{exp_dir}/logs") or f"{work_dir} (no exp dir)"
         notes.append(f"no {what} at {where}")
     if exp_dir is not None and not Path(work_dir).resolve().is_relative_to(results_dir.resolve()):

@@ -44,7 +44,7 @@ platform:
 launch:
   command: ["{{python}}", "${{TINYFW_ROOT}}/train.py", --work-dir, "{{work_dir}}", --seed, "{{seed}}"]
   env: {{PYTHONUNBUFFERED: "1"}}
-  timeout_s: 300
+  timeout_s: 900
 tracker: {{format: xtuner, work_dir_env: WORK_DIR}}
 expected: {{steps: 45, exact_steps: true}}
 baseline: {baseline}

@@ -23,7 +23,9 @@ framework's metric names.
 
 A rule fits at most once (the first of its rows that fits); ``gradual`` is not shown when
 ``teacher-path`` fits (the same breach, explained more narrowly). A time-role metric is never read as an
-accuracy breach.
+accuracy breach. Where a breach begins (rows 6, 7, 9) is read from checks that locate breaches per step
+(stepwise, points, percentile, final): a pooled or window check gates a mean over its window, and the step
+where one noisy point first crosses its bound is not where the change began.
 """
 
 from __future__ import annotations
@@ -59,6 +61,16 @@ class Evidence:
         return sorted((r for r in self.results if r.is_gate and r.kind == "metric" and r.status == FAIL
                        and not is_non_finite(r) and self.group_of(r) in groups),
                       key=lambda r: r.first_breach_step if r.first_breach_step is not None else math.inf)
+
+
+#: scopes whose first breach step is a step that breached on its own; pooled and window checks gate a mean over a
+#: window, so their crossing step does not say the breach began there (a single noisy point can cross first)
+LOCATING_SCOPES = (None, "stepwise", "points", "percentile", "final")
+
+
+def located_at(r: CheckResult, steps: frozenset[int]) -> bool:
+    """Whether ``r`` breached at one of ``steps`` by a check that locates breaches per step."""
+    return r.scope in LOCATING_SCOPES and r.first_breach_step in steps
 
 
 #: a condition returns the evidence it found (one phrase) when it holds, None when it does not
@@ -116,8 +128,7 @@ def incomplete(ev: Evidence) -> str | None:
 def at_first_point_only(group: str) -> Condition:
     """``group`` breached at the run's first point while no other role (teachers aside) breached there."""
     def test(ev: Evidence) -> str | None:
-        early = [r for r in ev.failed(*ACCURACY_GROUPS) if r.first_breach_step in ev.firsts
-                 and ev.group_of(r) != "teacher"]
+        early = [r for r in ev.failed(*ACCURACY_GROUPS) if located_at(r, ev.firsts) and ev.group_of(r) != "teacher"]
         if early and all(ev.group_of(r) == group for r in early):
             return (f"{early[0].metric} breached at step {early[0].first_breach_step}, the run's first point, with "
                     "every other checked metric within threshold there")
@@ -128,7 +139,7 @@ def at_first_point_only(group: str) -> Condition:
 def early_breach(*groups: str) -> Condition:
     """A role of ``groups`` breached at the first training step or first eval point."""
     def test(ev: Evidence) -> str | None:
-        early = [r for r in ev.failed(*groups) if r.first_breach_step in ev.firsts]
+        early = [r for r in ev.failed(*groups) if located_at(r, ev.firsts)]
         return f"{early[0].metric} breached at step {early[0].first_breach_step}, the run's first point" \
             if early else None
     return test
@@ -136,7 +147,7 @@ def early_breach(*groups: str) -> Condition:
 
 def starts_later(ev: Evidence) -> str | None:
     failed = ev.failed(*ACCURACY_GROUPS)
-    if failed and not any(r.first_breach_step in ev.firsts for r in failed if ev.group_of(r) != "teacher"):
+    if failed and not any(located_at(r, ev.firsts) for r in failed if ev.group_of(r) != "teacher"):
         return f"{failed[0].metric} first breached at {_step(failed[0])}, after the start"
     return None
 

@@ -19,16 +19,18 @@ from autotest.calibration.runs import (
     calibrate_case,
     promote,
 )
+from autotest.bisect.session import BisectOptions, bisect
 from autotest.calibration.thresholds import CalibrationError
 from autotest.consistency.cli import main as analyze_main
 from autotest.consistency.job import run_consistency_job
 from autotest.errors import UsageError
-from autotest.files import require_folder
+from autotest.files import require_folder, require_writable
 from autotest.history.cli import add_history_parser
 from autotest.history.database import HISTORY_ENV
 from autotest.history.drift import history_recorder
-from autotest.inputs.case import list_cases, load_case
+from autotest.inputs.case import TRACKER_FORMATS, list_cases, load_case
 from autotest.inputs.project import find_project
+from autotest.inputs.replicate_limits import CAPS_HELP
 from autotest.judge.model import FAIL, PASS
 from autotest.inputs.baseline import load_baseline
 from autotest.judge.power import baseline_power, caught_phrase, power_warnings, target_misses
@@ -53,14 +55,17 @@ def exit_code_for(status: str) -> int:
 def _compare(args: argparse.Namespace) -> int:
     if args.wall_time_s is not None and not (args.wall_time_s >= 0 and math.isfinite(args.wall_time_s)):
         raise UsageError(f"--wall-time-s: {args.wall_time_s:g} is not a wall time; give the measured seconds (>= 0)")
-    if args.out is not None:
-        require_folder(args.out, "--out")
+    if args.out is not None:  # before judging: a verdict must have somewhere to go
+        require_writable(args.out, "--out", advice="pass a folder on a writable disk")
     comparison = compare_paths(args.baseline, args.current, fmt=args.format, wall_time_s=args.wall_time_s)
     verdict = comparison.verdict
+    unsaved: tuple[str, ...] = ()
     if args.out:
         recorder = None if args.no_history else history_recorder(args.history)
         published = publish(comparison, args.out, with_plots=not args.no_plots, after_results=recorder)
-        print(f"report: {published.report_md}")
+        unsaved = published.unsaved
+        if published.report_md is not None:
+            print(f"report: {published.report_md}")
     for warning in (*verdict.warnings, *power_warnings(verdict)):
         print(f"warning: {warning}", file=sys.stderr)
     for result in verdict.results:
@@ -70,7 +75,11 @@ def _compare(args: argparse.Namespace) -> int:
         if finding.primary:
             print(f"next step: {finding.suggestion}")
     caught = caught_phrase(verdict.results) if verdict.status == PASS else ""
-    print(f"{verdict.case}: {verdict.status}" + (f" — {caught}" if caught else ""))
+    line = f"{verdict.case}: {verdict.status}" + (f" — {caught}" if caught else "")
+    if unsaved:  # the verdict stands; its results folder is incomplete
+        print(f"{line} — results not saved: {unsaved[0]}")
+        return EXIT_ERROR
+    print(line)
     return exit_code_for(verdict.status)
 
 
@@ -89,8 +98,13 @@ def _show(card: str) -> bool:
 def _run(args: argparse.Namespace) -> int:
     if args.results_dir is not None:
         require_folder(args.results_dir, "--results-dir")
+    if args.seed is not None and args.seed < 0:
+        raise UsageError(f"--seed: {args.seed} is below 0; give a seed >= 0")
     if args.replicates is not None and args.replicates < 1:
         raise UsageError(f"--replicates: {args.replicates} is below 1; give the number of seeds to run and average")
+    if args.adaptive is not None and (args.adaptive < 2 or args.replicates is not None):
+        raise UsageError(f"--adaptive: {args.adaptive} " + ("is below 2; give the most seeds to run near a threshold"
+                         if args.adaptive < 2 else "and --replicates both set; keep one"))
     case = load_case(args.case)
     baseline_path = None
     if args.baselines_dir is not None:
@@ -99,11 +113,12 @@ def _run(args: argparse.Namespace) -> int:
     run = run_case(case, RunOptions(
         baseline_path=baseline_path,
         results_root=args.results_dir, seed=args.seed, replicates=args.replicates, fault=args.fault,
-        dry_run=args.dry_run,
+        force_replicates=args.force, dry_run=args.dry_run,
         fail_fast=args.fail_fast, progress=print, ray_address=args.ray_address,
         confirm=_show if args.yes else _confirm_on_terminal,
         after_results=None if args.no_history else history_recorder(args.history),
-        framework_repo=args.framework_repo, framework_ref=args.framework_ref, strict_power=args.strict_power))
+        framework_repo=args.framework_repo, framework_ref=args.framework_ref, strict_power=args.strict_power,
+        adaptive_max=args.adaptive))
     if run.status == DRY_RUN and args.dry_run:
         print(run.card)
     if run.verdict is not None:
@@ -114,6 +129,8 @@ def _run(args: argparse.Namespace) -> int:
     print(run.summary_line())
     if run.status == DRY_RUN:
         return EXIT_PASS if args.dry_run else EXIT_ERROR
+    if run.unsaved:  # the summary line named the file and the error
+        return EXIT_ERROR
     return EXIT_ERROR if run.status == SKIP else exit_code_for(run.status)
 
 
@@ -206,6 +223,22 @@ def _baseline(args: argparse.Namespace) -> int:
     return EXIT_PASS
 
 
+def _bisect(args: argparse.Namespace) -> int:
+    if args.results_dir is not None:
+        require_folder(args.results_dir, "--results-dir")
+    if args.max_runs is not None and args.max_runs < 2:
+        raise UsageError(f"--max-runs: {args.max_runs} is below 2; the good and bad ends take two runs")
+    outcome = bisect(load_case(args.case), BisectOptions(
+        good=args.good, bad=args.bad, repo=args.framework_repo, all_commits=args.all_commits,
+        slots=args.jobs, max_runs=args.max_runs, results_root=args.results_dir, seed=args.seed,
+        progress=lambda line: print(line, flush=True)))
+    print(f"bisect: {outcome.status}: {outcome.message}")
+    for row in outcome.flipped:
+        print(f"  {row['check']}: last good {row['good']}, first bad {row['bad']} (threshold {row['threshold']})")
+    print(f"bisect: {outcome.rounds} round(s), {outcome.runs} run(s); report: {outcome.folder / 'bisect.md'}")
+    return outcome.exit_code
+
+
 def _power(args: argparse.Namespace) -> int:
     case = load_case(args.case)
     if args.baselines_dir is not None:
@@ -220,7 +253,7 @@ def _power(args: argparse.Namespace) -> int:
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "compare": _compare, "run": _run, "cases": _cases, "consistency": _consistency, "calibrate": _calibrate,
-    "baseline": _baseline, "power": _power}
+    "baseline": _baseline, "power": _power, "bisect": _bisect}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -231,10 +264,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("compare", help="check a run's metric log against a golden baseline")
     p.add_argument("--baseline", required=True, type=Path, help="baseline YAML (baselines/<case>.yaml)")
-    p.add_argument("--current", required=True, type=Path, help="tracker.jsonl, or a run's WORK_DIR")
+    p.add_argument("--current", required=True, type=Path,
+                   help="the metric log (tracker.jsonl, trainer_state.json, an event file), or a run's WORK_DIR")
     p.add_argument("--out", type=Path, help="results folder to write results.json, report.md and plots/")
-    p.add_argument("--format", default="auto", choices=["auto", "xtuner", "verl", "tensorboard"],
-                   help="metric-log format")
+    p.add_argument("--format", default="auto", choices=["auto", *TRACKER_FORMATS],
+                   help="metric-log format (auto: by name and first row; a work dir is searched for each)")
     p.add_argument("--wall-time-s", type=float, help="measured end-to-end wall time, for the wall-time check")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--history", metavar="URL", help="with --out: " + history_help)
@@ -247,7 +281,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="judge against <DIR>/<baseline file name> instead of the case's baseline")
     p.add_argument("--seed", type=int, help="seed for cases that take one (default: the case's)")
     p.add_argument("--replicates", type=int, metavar="K", help="run K seeds side by side and judge their mean "
-                   "(default: the case's replicates, else 1)")
+                   f"(default: the case's replicates, else 1; {CAPS_HELP} without --force)")
+    p.add_argument("--force", action="store_true", help="run more replicates than the platform's cap")
+    p.add_argument("--adaptive", type=int, metavar="K_MAX", help="adaptive replicates: one seed, then K_MAX seeds "
+                   "judged on their mean when it lands near a pooled threshold (the false-alarm budget spent over "
+                   "both looks)")
     p.add_argument("--fault", help="inject a fault NAME[:ARG] (embedded workloads)")
     p.add_argument("--fail-fast", action="store_true", help="stop the run at the first per-step gate failure")
     p.add_argument("--ray-address", help="submit the launch as a Ray job to this cluster")
@@ -303,6 +341,20 @@ def build_parser() -> argparse.ArgumentParser:
                        "is missed; 2: error")
     p.add_argument("case", help=CASE_HELP)
     p.add_argument("--baselines-dir", type=Path, help="read <DIR>/<baseline file name> instead of the case's baseline")
+
+    p = sub.add_parser("bisect", help="find the framework commit between a good and a bad ref where the case's "
+                       "gates start failing (noise-aware, P probes a round)",
+                       epilog="exit 0: first bad commit found; 1: the environment changed (the good ref fails "
+                       "today), not reproducible (the bad ref passes), or --max-runs spent; 2: error")
+    p.add_argument("case", help=CASE_HELP)
+    p.add_argument("--good", required=True, help="a framework ref whose runs passed")
+    p.add_argument("--bad", required=True, help="a later framework ref whose runs failed")
+    p.add_argument("--framework-repo", help="framework repository URL or local path (default: the case's)")
+    p.add_argument("--all-commits", action="store_true", help="descend into merged branches (default: first parent)")
+    p.add_argument("--jobs", type=int, default=2, help="probes side by side a round (default: 2)")
+    p.add_argument("--max-runs", type=int, help="stop after this many training runs (a budget)")
+    p.add_argument("--seed", type=int, help="seed of each probe's first run (default: the case's)")
+    p.add_argument("--results-dir", type=Path, help=results_help)
 
     b = sub.add_parser("baseline", help="manage golden baselines")
     actions = b.add_subparsers(dest="baseline_command", required=True, metavar="ACTION")

@@ -1,14 +1,18 @@
-"""Atomic writes: a reader (or a second writer) never sees half a results file."""
+"""Atomic writes: a reader (or a second writer) never sees half a results file, and a full or read-only
+disk is one line (:class:`~autotest.errors.WriteFailed`) naming the path, with no partial file left behind."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from autotest.errors import UsageError
+from autotest.errors import UsageError, WriteFailed
 from autotest.redaction import mask_known
+
+MIB = 1024 * 1024
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -28,24 +32,120 @@ def write_bytes_atomic(path: Path, data: bytes, *, durable: bool = False) -> Non
         data = mask_known(data.decode("utf-8")).encode("utf-8")
     except UnicodeDecodeError:
         pass  # binary (a PNG plot)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    make_folder(path.parent, for_file=path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    except OSError as exc:
+        raise WriteFailed(path, exc) from exc
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
+            handle.flush()  # ENOSPC surfaces here at the latest, before the rename
             if durable:
-                handle.flush()
                 os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise WriteFailed(path, exc) from exc
         raise
     if durable:
-        folder = os.open(path.parent, os.O_RDONLY)
         try:
-            os.fsync(folder)
-        finally:
-            os.close(folder)
+            folder = os.open(path.parent, os.O_RDONLY)
+            try:
+                os.fsync(folder)
+            finally:
+                os.close(folder)
+        except OSError as exc:
+            raise WriteFailed(path, exc) from exc
+
+
+def copy_atomic(source: Path, target: Path) -> Path:
+    """Copy ``source`` to ``target`` via a temporary name in the target's folder and rename.
+
+    A copy that fails midway (disk full) is removed, never left under the target's name looking like the
+    whole file; the failure is :class:`WriteFailed` naming ``target``. A source that cannot be read raises
+    its own ``OSError``.
+    """
+    target = Path(target)
+    make_folder(target.parent, for_file=target)
+    with open(source, "rb") as src:
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
+        except OSError as exc:
+            raise WriteFailed(target, exc) from exc
+        try:
+            with os.fdopen(fd, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1024 * 1024)
+                dst.flush()
+            shutil.copymode(source, tmp)
+            os.replace(tmp, target)
+        except BaseException as exc:
+            Path(tmp).unlink(missing_ok=True)
+            if isinstance(exc, OSError):
+                raise WriteFailed(target, exc) from exc
+            raise
+    return target
+
+
+def append_text(path: Path, text: str) -> None:
+    """Append ``text`` to ``path`` (a shared log such as the CI step summary) all or nothing: an append that
+    fails midway is cut back to the file's previous length, then :class:`WriteFailed` names the path."""
+    path = Path(path)
+    data = memoryview(text.encode("utf-8"))
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise WriteFailed(path, exc) from exc
+    try:
+        before = os.lseek(fd, 0, os.SEEK_END)
+        try:
+            while data:
+                data = data[os.write(fd, data):]
+        except OSError:
+            os.ftruncate(fd, before)
+            raise
+    except OSError as exc:
+        raise WriteFailed(path, exc) from exc
+    finally:
+        os.close(fd)
+
+
+def make_folder(path: Path, *, for_file: Path | None = None) -> Path:
+    """``path`` created with its parents; a failure is :class:`WriteFailed` naming ``for_file`` (or the folder)."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise WriteFailed(for_file or path, exc) from exc
+    return path
+
+
+def require_writable(path: Path, what: str, *, min_free_bytes: int = 0, advice: str = "write elsewhere") -> None:
+    """``path`` is a folder (or can be made one) that this process can write into, on a disk with at least
+    ``min_free_bytes`` available: checked before any work whose result would be written there.
+
+    The check writes and removes a probe file in the nearest existing folder (a read-only filesystem or a
+    missing permission fails it even for root, where permission bits alone would not), and reads that
+    filesystem's free space. Nothing is created when the check fails.
+    """
+    path = Path(path)
+    require_folder(path, what)
+    existing = next((p for p in (path, *path.parents) if p.exists()), None)
+    if existing is None:  # pragma: no cover - the filesystem root always exists
+        return
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".rl-autotest-probe.", dir=existing)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        reason = f"[Errno {exc.errno}] {exc.strerror}" if exc.errno else str(exc)
+        raise UsageError(f"{what}: {path}: cannot write in {existing}: {reason}; {advice}") from exc
+    if min_free_bytes > 0:
+        free = shutil.disk_usage(existing).free
+        if free < min_free_bytes:
+            raise UsageError(f"{what}: {path}: only {free / MIB:.1f} MiB free on its disk, below the "
+                             f"{min_free_bytes / MIB:g} MiB needed; {advice}")
 
 
 def require_folder(path: Path, what: str) -> None:

@@ -18,26 +18,28 @@ import time
 import traceback
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
-from autotest.errors import UsageError
-from autotest.files import write_atomic
+from autotest.errors import UsageError, WriteFailed
+from autotest.files import make_folder, write_atomic
 from autotest.inputs.baseline import Baseline, for_hardware, load_baseline
 from autotest.inputs.case import Case
+from autotest.inputs.replicate_limits import replicates_cost, replicates_problem
+from autotest.inputs.tracker_layout import COPY_NAMES
 from autotest.judge.live import Follower
 from autotest.judge.model import ERROR, PASS, CheckResult, Verdict
 from autotest.judge.power import PowerAsk, caught_phrase
 from autotest.judge.readers import read_trace
 from autotest.judge.replicate_mean import judge_replicate_runs
 from autotest.judge.seed_use import logged_seed
+from autotest.judge.sequential import ALPHA_SHARE, CONTINUE_BELOW, STOP, decide_first_look, requantile
 from autotest.judge.structural import LogFinding, RunFacts
 from autotest.judge.trace import Trace
 from autotest.judge.verdict import Comparison, checked_metrics, golden_trace, judge
-from autotest.redaction import mask_file
 from autotest.report.consistency_request import write_consistency_request
 from autotest.report.markdown import relaunch_phrase, relaunches_of
 from autotest.report.publish import AfterResults, publish
-from autotest.run.artifacts import artifacts_for
+from autotest.run.artifacts import artifacts_for, mask_logs
 from autotest.run.backends import start
 from autotest.run.card import card_criteria, hardware_thresholds, render_card
 from autotest.run.fault_catalogue import check_fault
@@ -73,7 +75,7 @@ from autotest.run.replicates import (
     replicate_seeds,
     side_by_side,
 )
-from autotest.run.results_dir import default_results_root, new_results_dir
+from autotest.run.results_dir import default_results_root, new_results_dir, require_room
 
 SKIP = "SKIP"
 DRY_RUN = "DRY-RUN"
@@ -115,10 +117,14 @@ class RunOptions:
     framework_ref: str | None = None
     #: seeds to run side by side and judge on their mean; None: the case's ``replicates``
     replicates: int | None = None
+    #: allow more replicates than the platform's cap (autotest.inputs.replicate_limits); ``--force``
+    force_replicates: bool = False
     #: append the verdict to $GITHUB_STEP_SUMMARY (a replicate's own verdict does not: the mean's does)
     step_summary: bool = True
     #: a PASS whose gates cannot catch the case's declared ``detect`` targets is an ERROR, not a warning
     strict_power: bool = False
+    #: adaptive replicates: one seed, then up to this many when it lands near a threshold (None: off)
+    adaptive_max: int | None = None
 
 
 @dataclass(frozen=True)
@@ -137,20 +143,28 @@ class CaseRun:
     relaunches: tuple[str, ...] = ()
     #: how many seeds ran (the verdict judged their mean when more than one)
     replicates: int = 1
+    #: one line per results file that could not be written (a full or read-only disk): the verdict above
+    #: stands, but its results folder is incomplete (the shells exit 2)
+    unsaved: tuple[str, ...] = ()
 
     @property
     def report(self) -> Path | None:
         return self.results_dir / "report.md" if self.results_dir else None
 
     def summary_line(self) -> str:
-        where = f" (report: {self.report})" if self.verdict is not None and self.report else ""
+        report = self.report if self.verdict is not None else None
+        where = f" (report: {report})" if report and not (self.unsaved and not report.is_file()) else ""
         reason = f" — {self.reason}" if self.reason else ""
         mean = f" (mean of {self.replicates} replicates)" if self.replicates > 1 and self.verdict is not None else ""
         power = ""
         if self.status == PASS and self.verdict is not None:
             caught = caught_phrase(self.verdict.results)
             power = f" — {caught}" if caught else ""
-        return f"{self.case}: {self.status}{relaunch_phrase(self.relaunches)}{mean}{power}{reason}{where}"
+        lost = ""
+        if self.unsaved:
+            more = f" (and {len(self.unsaved) - 1} more)" if len(self.unsaved) > 1 else ""
+            lost = f" — results not saved: {self.unsaved[0]}{more}"
+        return f"{self.case}: {self.status}{relaunch_phrase(self.relaunches)}{mean}{power}{reason}{lost}{where}"
 
 
 @dataclass(frozen=True)
@@ -171,7 +185,14 @@ class _Prepared:
 def run_case(case: Case, options: RunOptions) -> CaseRun:
     """One attempt of ``case`` (relaunched only on a known infrastructure failure), judged and published;
     with replicates, one such attempt per seed and a verdict on their mean."""
-    count = options.replicates or case.replicates
+    count = options.adaptive_max or options.replicates or case.replicates
+    flag = "--adaptive" if options.adaptive_max is not None else "--replicates" if options.replicates else None
+    problem = replicates_problem(count, gpus=case.platform.gpus, takes_seed=case.takes_seed,
+                                 force=options.force_replicates, in_case=flag is None)
+    if problem:  # refused before any folder, card or run
+        raise UsageError(f"{flag or f'{case.source}: replicates'}: {problem[0]}; {problem[1]}")
+    if options.adaptive_max is not None:
+        return _run_replicates(case, replace(options, adaptive_max=None), count, adaptive=True)
     if count > 1:
         return _run_replicates(case, options, count)
     environ = {**os.environ, **options.env}
@@ -180,6 +201,8 @@ def run_case(case: Case, options: RunOptions) -> CaseRun:
     if not platform.runnable:
         return CaseRun(case.name, SKIP, None, reason=platform.skip_reason or "")
     check_fault(case, options.fault)  # a misspelt fault must not cost a launch
+    # a verdict needs somewhere to go: a read-only or full results disk stops here, before any checkout
+    require_room(options.results_dir or options.results_root or default_results_root(), environ)
     framework = None
     if request is not None and not options.dry_run:
         framework = checkout(request, default_cache_dir(environ))
@@ -198,10 +221,9 @@ def run_case(case: Case, options: RunOptions) -> CaseRun:
                          launched=False)
         comparison = judge(prep.baseline, None, golden=prep.golden, facts=facts, case=case.name,
                            context=prep.context)
-        publish(comparison, prep.results_dir, with_plots=options.with_plots, after_results=options.after_results,
-                step_summary=options.step_summary)
+        unsaved = _save(comparison, prep.results_dir, options)
         return replace(shown, status=comparison.verdict.status, reason="; ".join(prep.problems),
-                       verdict=comparison.verdict)
+                       verdict=comparison.verdict, unsaved=unsaved)
     slots_root = options.results_root or default_results_root()
     try:
         with case_slice(case.platform.gpus, slots_root, options.gpu_wait_s, case.name) as env:
@@ -209,10 +231,13 @@ def run_case(case: Case, options: RunOptions) -> CaseRun:
             comparison, interrupt = _attempts(case, options, spec, prep)
     except Exception as exc:  # noqa: BLE001 - every ending, the harness's own failure included, leaves a verdict
         comparison, interrupt = _harness_failure(case, prep, exc), None
-    _mask_logs(prep.results_dir)
-    request_path = write_consistency_request(case, comparison.verdict, prep.results_dir, prep.work_dir)
-    publish(comparison, prep.results_dir, with_plots=options.with_plots, after_results=options.after_results,
-            step_summary=options.step_summary)
+    lost = mask_logs(prep.results_dir)
+    request_path = None
+    try:
+        request_path = write_consistency_request(case, comparison.verdict, prep.results_dir, prep.work_dir)
+    except WriteFailed as exc:
+        lost.append(str(exc))
+    unsaved = _save(comparison, prep.results_dir, options, lost)
     if interrupt is not None:
         # the run is stopped and its ERROR verdict published; the interrupt still ends the session
         if options.progress:
@@ -223,13 +248,18 @@ def run_case(case: Case, options: RunOptions) -> CaseRun:
     primary = next((f.suggestion for f in comparison.verdict.triage if f.primary), "")
     relaunches = tuple(relaunches_of(comparison.verdict.context))
     return replace(shown, status=status, reason=primary if status != PASS else "", verdict=comparison.verdict,
-                   consistency_request=request_path, relaunches=relaunches)
+                   consistency_request=request_path, relaunches=relaunches, unsaved=unsaved)
 
 
-def _run_replicates(case: Case, options: RunOptions, count: int) -> CaseRun:
-    """``count`` seeds side by side, each a normal run in ``replicates/r<i>-seed<S>/``, judged on their mean."""
+def _run_replicates(case: Case, options: RunOptions, count: int, adaptive: bool = False) -> CaseRun:
+    """``count`` seeds side by side, each a normal run in ``replicates/r<i>-seed<S>/``, judged on their mean.
+
+    ``adaptive``: one seed first, judged at the first look of :mod:`autotest.judge.sequential`; the other seeds
+    run only when its pooled statistics sit in the grey zone, and the mean of all is the second look."""
     first = options.seed if options.seed is not None else case.seed.default
     seeds = replicate_seeds(case, count, first)
+    require_room(options.results_dir or options.results_root or default_results_root(), {**os.environ, **options.env},
+                 runs=count)
     # this pipeline's own dry run makes the folder, its preflight and card (and skips where it skips)
     shown = run_case(case, replace(options, replicates=1, seed=first, dry_run=True, confirm=None))
     if shown.status == SKIP or shown.results_dir is None:
@@ -237,9 +267,15 @@ def _run_replicates(case: Case, options: RunOptions, count: int) -> CaseRun:
     folder = shown.results_dir
     with contextlib.suppress(OSError):
         (folder / "work").rmdir()  # each replicate has its own work dir
+    jobs = default_jobs(case, count)
+    cost = replicates_cost(count, case.expected.wall_time_s, jobs)
     card = shown.card + (f"\n## Replicates\n\n{count} seeds ({', '.join(map(str, seeds))}) side by side, each in "
                          "replicates/r<i>-seed<S>/; the checks judge their mean (pooled thresholds scaled, "
-                         "see autotest.judge.replicate_mean)\n")
+                         f"see autotest.judge.replicate_mean)\n\nCost: {cost}\n")
+    if adaptive:
+        card += (f"\nAdaptive: seed {seeds[0]} alone first; the other {count - 1} only when a pooled statistic lies "
+                 f"in the grey zone (at least {CONTINUE_BELOW:g} x its threshold); the false-alarm budget is spent "
+                 "over the two looks (autotest.judge.sequential)\n")
     write_atomic(folder / "card.md", card)
     shown = replace(shown, card=card, replicates=count)
     if options.dry_run:
@@ -263,28 +299,40 @@ def _run_replicates(case: Case, options: RunOptions, count: int) -> CaseRun:
                       with_plots=False, step_summary=False, progress=lambda line: say(f"{label}: {line}"))
         return lambda: run_case(case, one)
 
-    jobs = default_jobs(case, count)
-    say(f"[{case.name}] {count} replicates (seeds {', '.join(map(str, seeds))}), {jobs} at a time, in {folder}")
+    say(f"[{case.name}] {count} replicates (seeds {', '.join(map(str, seeds))}) in {folder}; cost: {cost}")
     runs: list[CaseRun] = []
     interrupt: KeyboardInterrupt | None = None
-    try:
-        runs = side_by_side([replicate(i + 1, s) for i, s in enumerate(seeds)], jobs)
-    except KeyboardInterrupt as exc:  # every replicate is stopped and has published its own ERROR verdict
-        interrupt = exc
-    comparison = _judge_replicates(case, options, folder, seeds, runs, interrupt)
-    publish(comparison, folder, with_plots=options.with_plots,
-            after_results=(lambda _folder: list(drift)) if options.after_results is not None else None,
-            step_summary=options.step_summary)
+    tasks = [replicate(i + 1, s) for i, s in enumerate(seeds)]
+    looks = [(0, len(tasks), None)]
+    if adaptive:
+        looks = [(0, 1, lambda b: requantile(b, ALPHA_SHARE[0])), (1, len(tasks), lambda b: requantile(b, ALPHA_SHARE[1]))]
+    for index, (begin, end, adjust) in enumerate(looks):
+        try:
+            runs += side_by_side(tasks[begin:end], jobs)
+        except KeyboardInterrupt as exc:  # every replicate is stopped and has published its own ERROR verdict
+            interrupt = exc
+        comparison = _judge_replicates(case, options, folder, seeds[:end], runs, interrupt, adjust)
+        if adaptive:
+            comparison.verdict.context["adaptive"] = {"runs": end, "of": count, "look": index + 1}
+        if interrupt is not None or index + 1 == len(looks) or decide_first_look(comparison.verdict.results) == STOP:
+            break
+        say(f"[{case.name}] adaptive: seed {seeds[0]} is in the grey zone near a threshold: "
+            f"{count - 1} more seed(s)")
+    unsaved = _save(comparison, folder, replace(
+        options, after_results=(lambda _folder: list(drift)) if options.after_results is not None else None),
+        lost=[line for run in runs for line in run.unsaved])  # the mean's results.json names the replicates' too
     if interrupt is not None:
         raise interrupt
     status = comparison.verdict.status
     primary = next((f.suggestion for f in comparison.verdict.triage if f.primary), "")
     return replace(shown, status=status, reason=primary if status != PASS else "", verdict=comparison.verdict,
-                   consistency_request=next((r.consistency_request for r in runs if r.consistency_request), None))
+                   consistency_request=next((r.consistency_request for r in runs if r.consistency_request), None),
+                   replicates=max(1, len(runs)), unsaved=unsaved)
 
 
 def _judge_replicates(case: Case, options: RunOptions, folder: Path, seeds: tuple[int, ...], runs: list[CaseRun],
-                      interrupt: KeyboardInterrupt | None) -> Comparison:
+                      interrupt: KeyboardInterrupt | None,
+                      adjust: Callable[[Baseline], Baseline] | None = None) -> Comparison:
     """The mean's verdict; the harness failing here is an ERROR verdict too (traceback in logs/)."""
     context = {"results_dir": str(folder), "card": str(folder / "card.md"), "seed": list(seeds),
                "fault": options.fault}
@@ -295,7 +343,7 @@ def _judge_replicates(case: Case, options: RunOptions, folder: Path, seeds: tupl
         return judge_replicate_runs(case, options.baseline_path or case.baseline_path,
                                     [(seed, run.results_dir, run.verdict) for seed, run in zip(seeds, runs)],
                                     context=context, gpu=gpu, interrupted=describe(interrupt) if interrupt else None,
-                                    power=_power_ask(case, options))
+                                    power=_power_ask(case, options), adjust=adjust)
     except Exception as exc:  # noqa: BLE001 - every ending leaves a verdict
         log = _harness_error_log(folder, exc)
         failure = CheckResult("run[harness]", ERROR, f"the harness failed judging the replicates: "
@@ -315,23 +363,26 @@ def _harness_failure(case: Case, prep: _Prepared, exc: Exception) -> Comparison:
                  context={**prep.context, "harness_error_log": str(log)})
 
 
-def _harness_error_log(results_dir: Path, exc: BaseException) -> Path:
+def _harness_error_log(results_dir: Path, exc: BaseException) -> str:
+    """Where the traceback went (or why it could not be written: the verdict still names the failure)."""
     log = results_dir / "logs" / "harness_error.log"
-    write_atomic(log, "".join(traceback.format_exception(exc)))
-    return log
+    try:
+        write_atomic(log, "".join(traceback.format_exception(exc)))
+    except WriteFailed as lost:
+        return f"not saved: {lost}"
+    return str(log)
 
 
-def _mask_logs(results_dir: Path) -> None:
-    """The run's stdout/stderr (uploaded as CI artifacts) with secret values masked, once the run has ended."""
-    for log in (*results_dir.glob("logs/*.log"), *results_dir.glob("attempts/*/logs/*.log")):
-        mask_file(log)
+def _save(comparison: Comparison, folder: Path, options: RunOptions, lost: Sequence[str] = ()) -> tuple[str, ...]:
+    """Publish into ``folder``; the lines naming what a full or read-only disk kept from being written."""
+    return publish(comparison, folder, lost=lost, with_plots=options.with_plots,
+                   after_results=options.after_results, step_summary=options.step_summary).unsaved
 
 
 def _prepare(case: Case, options: RunOptions, framework: Checkout | None) -> _Prepared:
     results_dir = options.results_dir or new_results_dir(case, options.results_root, fault=options.fault)
     results_dir = Path(results_dir).resolve()
-    work_dir = results_dir / "work"
-    work_dir.mkdir(parents=True, exist_ok=True)
+    work_dir = make_folder(results_dir / "work")
     environ = {**os.environ, **options.env}
     preflight = run_preflight(case, Path(framework.path) if framework else None, environ,
                               framework=framework.to_dict() if framework else None)
@@ -389,7 +440,7 @@ def _attempts(case: Case, options: RunOptions, spec: LaunchSpec,
             return comparison, None
         kept = prep.results_dir / "attempts" / str(len(trail.attempts))
         kept.mkdir(parents=True)
-        for name in ("logs", "work", "tracker.jsonl", "run_config"):
+        for name in ("logs", "work", *COPY_NAMES, "run_config"):
             if (prep.results_dir / name).exists():
                 (prep.results_dir / name).rename(kept / name)
         # the trail points at the kept copy of the attempt's log, not at the next attempt's
@@ -417,9 +468,9 @@ def _attempt(case: Case, options: RunOptions, spec: LaunchSpec,
     artifacts = artifacts_for(case, prep.work_dir, prep.results_dir, since=started - 2,
                               environ=environ)
     trace, tracker_problem = None, None
-    if artifacts.tracker is not None:
+    if artifacts.judged_tracker is not None:  # the copy, or the run's own log when the copy found no room
         try:
-            trace = read_trace(artifacts.tracker, case.tracker.format, dict(prep.baseline.metric_aliases),
+            trace = read_trace(artifacts.judged_tracker, case.tracker.format, dict(prep.baseline.metric_aliases),
                                metrics=checked_metrics(prep.baseline))
         except UsageError as exc:
             tracker_problem = str(exc)
@@ -435,6 +486,8 @@ def _attempt(case: Case, options: RunOptions, spec: LaunchSpec,
     context = {**prep.context, "stdout_log": str(result.stdout_log), "stderr_log": str(result.stderr_log),
                "launch": result.to_dict(), "artifacts": [str(p) for p in artifacts.run_config],
                "time_to_verdict_s": follower.time_to_verdict_s()}
+    if result.unsaved or artifacts.unsaved:  # a full or read-only disk: the verdict stands, the files are named
+        context["unsaved"] = [*result.unsaved, *artifacts.unsaved]
     comparison = judge(prep.baseline, trace, golden=prep.golden, facts=facts, case=case.name, context=context,
                        power=_power_ask(case, options))
     return comparison, infra, infra_log, interrupt

@@ -18,6 +18,7 @@ from autotest.errors import UsageError
 from autotest.history.drift import history_recorder
 from autotest.inputs.case import Case, list_cases
 from autotest.inputs.project import find_project
+from autotest.inputs.replicate_limits import CAPS_HELP
 from autotest.judge.power import power_warnings
 from autotest.pipeline import DRY_RUN, GPU_WAIT_S, SKIP, CaseRun, RunOptions, run_case
 from autotest.redaction import collect_secrets
@@ -36,6 +37,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--results-dir", default=None,
                     help="root folder for per-case results (default: $RL_AUTOTEST_RESULTS, else results/ "
                          "in the harness checkout)")
+    group.addoption("--adaptive-replicates", type=int, default=None, metavar="K_MAX",
+                    help="one seed per case, then K_MAX seeds on their mean when it lands near a pooled threshold")
     group.addoption("--strict-power", action="store_true",
                     help="a PASS whose gates cannot catch the case's declared detect: targets fails (nightly)")
     group.addoption("--strict-cases", action="store_true",
@@ -58,7 +61,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="framework repository (URL or local path); default $RL_AUTOTEST_FRAMEWORK_REPO, "
                          "else the case file's, else the clone its env var names")
     group.addoption("--replicates", type=int, default=None, metavar="K",
-                    help="run K seeds of each case side by side and judge their mean (default: the case's replicates)")
+                    help="run K seeds of each case side by side and judge their mean (default: the case's replicates; "
+                         f"{CAPS_HELP} without --force-replicates)")
+    group.addoption("--force-replicates", action="store_true",
+                    help="run more replicates than the platform's cap")
     group.addoption("--allow-dirty", action="store_true",
                     help="calibration: accept uncommitted changes (recorded in the provenance)")
     group.addoption("--packaged-cases", action="store_true",
@@ -184,7 +190,9 @@ def run_accuracy_case(request: pytest.FixtureRequest) -> Callable[..., CaseRun]:
                              framework_repo=config.getoption("--framework-repo"),
                              framework_ref=config.getoption("--framework-ref"),
                              replicates=replicates_option(config),
-                             strict_power=config.getoption("--strict-power"))
+                             force_replicates=config.getoption("--force-replicates"),
+                             strict_power=config.getoption("--strict-power"),
+                             adaptive_max=config.getoption("--adaptive-replicates"))
         try:
             with signals_as_interrupt(), warnings.catch_warnings():  # CI cancels with SIGTERM: as Ctrl-C
                 # a warning in the harness's own code never fails a user's accuracy run (filterwarnings=error)
@@ -209,6 +217,8 @@ def assert_case_outcome(run: CaseRun, strict: bool) -> None:
     if run.status == DRY_RUN:
         print(run.card)
         pytest.skip(f"{run.case}: dry run; command: {run.command_line}")
+    if run.unsaved:  # the verdict stands, but its results folder is incomplete: never a silent pass
+        pytest.fail(run.summary_line(), pytrace=False)
     if run.status != "PASS":
         lines = [f"{run.case}: {run.status}"]
         assert run.verdict is not None

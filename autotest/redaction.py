@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
+from autotest.errors import WriteFailed
+
 MASK = "***"
 
 _SECRET_PARTS = {"TOKEN", "KEY", "APIKEY", "AUTH", "AUTHORIZATION", "COOKIE", "PASS"}
@@ -108,7 +110,10 @@ def mask_file(path: Path) -> bool:
     if _known_pattern is None or not Path(path).is_file():
         return False
     changed = False
-    fd, tmp = tempfile.mkstemp(prefix=f".{Path(path).name}.", dir=Path(path).parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{Path(path).name}.", dir=Path(path).parent)
+    except OSError as exc:
+        raise WriteFailed(path, exc) from exc
     try:
         with open(path, encoding="utf-8", errors="surrogateescape", newline="") as src, \
                 os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape", newline="") as dst:
@@ -118,6 +123,8 @@ def mask_file(path: Path) -> bool:
                 dst.write(masked)
         if changed:
             os.replace(tmp, path)
+    except OSError as exc:  # a full or read-only disk: the caller decides what becomes of the unmasked log
+        raise WriteFailed(path, exc) from exc
     finally:
         Path(tmp).unlink(missing_ok=True)
     return changed

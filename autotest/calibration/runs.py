@@ -36,19 +36,20 @@ from autotest.history.store import passing_runs
 from autotest.inputs.baseline import Baseline, CalibrationSpec, load_baseline
 from autotest.inputs.baseline_writer import baseline_yaml
 from autotest.inputs.case import REPO_ROOT, Case, case_argument
+from autotest.inputs.tracker_layout import COPY_NAMES, tracker_copy
 from autotest.judge.power import baseline_power, target_misses
-from autotest.judge.seed_use import identical_runs
-from autotest.report.power_table import power_provenance, power_report
 from autotest.judge.readers import read_trace
+from autotest.judge.seed_use import identical_runs
 from autotest.judge.verdict import golden_trace
 from autotest.pipeline import RunOptions, run_case
 from autotest.redaction import json_ready
+from autotest.report.power_table import power_provenance, power_report
 from autotest.report.publish import AfterResults
 from autotest.run.interrupts import describe
 from autotest.run.platform import check_platform
 from autotest.run.preflight import run_preflight
 from autotest.run.replicates import default_jobs, side_by_side
-from autotest.run.results_dir import default_results_root, fresh_folder, run_stamp
+from autotest.run.results_dir import default_results_root, fresh_folder, require_room, run_stamp
 
 CONFIG_NAME = "config.json"
 
@@ -161,13 +162,15 @@ def calibration_run(case: Case, index: int, seed: int, run_dir: Path, results_ro
     assert verdict is not None  # the platform was checked and preflight passed before any run
     # calibration needs complete runs; their verdict against the old baseline is for the record only
     broken = [r for r in verdict.results if r.check_id.startswith(("run[", "preflight")) and r.status == "ERROR"]
-    tracker = run_dir / "tracker.jsonl"
+    tracker = tracker_copy(run_dir)  # tracker.jsonl, trainer_state.json or tensorboard/, as the format is
     reasons = [r.message for r in broken]
+    if tracker is None and not reasons:
+        reasons.append(f"no copy of the run's {case.tracker.format} metric log in {run_dir} (looked for "
+                       f"{', '.join(COPY_NAMES)})")
     config = _saved_config(run_dir, reasons)
     wall_s = float((verdict.context.get("launch") or {}).get("wall_s") or 0.0)
-    status = "PASS" if not reasons and tracker.is_file() else "ERROR"
-    return RunRecord(index, seed, run_dir, tracker if tracker.is_file() else None, status, tuple(reasons), wall_s,
-                     config)
+    status = "PASS" if not reasons else "ERROR"
+    return RunRecord(index, seed, run_dir, tracker, status, tuple(reasons), wall_s, config)
 
 
 def _saved_config(run_dir: Path, problems: list[str]) -> dict[str, Any]:
@@ -296,6 +299,8 @@ def calibrate_case(case: Case, options: CalibrationOptions) -> CalibrationOutcom
     if runs < 2:
         raise UsageError(f"--runs: {runs} is below 2; run-to-run noise needs at least two runs")
     target, candidate_path, report_path = baseline_files(case, options.baselines_dir)
+    if not options.from_history:  # N runs need N runs' room: refused before the first, not after the last
+        require_room(options.results_root or default_results_root(), runs=runs)
 
     folder = fresh_folder(Path(options.results_root or default_results_root()).resolve() / case.name,
                           f"calibration-{run_stamp()}")
@@ -333,7 +338,7 @@ def calibrate_case(case: Case, options: CalibrationOptions) -> CalibrationOutcom
     candidate = replace(candidate, provenance={**provenance, "power": power_provenance(powers)})
     warnings = (*warnings, *(f"power: {line}" for line in target_misses(powers, case.detect)))
     text = baseline_yaml(candidate, header=f"Golden baseline of {case.name}, made by `{provenance['command']}`; "
-                                           "do not hand-edit thresholds, recalibrate (see README).")
+                                           "do not hand-edit thresholds, recalibrate (see docs/calibration.md).")
     report = render_report(replace(calibration, baseline=candidate), self_check,
                            golden_shifts(old_golden, candidate), previous, old_note, warnings,
                            candidate_path, target, promote_command(case, options.baselines_dir),

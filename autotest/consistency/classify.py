@@ -175,10 +175,15 @@ def classify_modules(compares: Sequence[GroupCompare]) -> tuple[ModuleAnalysis, 
 
 
 def _aligned_ancestor(i: int, paths: list[str], levels: list[tuple[str, str, str]]) -> str | None:
-    """Nearest enclosing module whose inputs are aligned (it completes later, so look ahead)."""
-    candidates = [
-        paths[j] for j in range(i + 1, len(paths)) if _is_ancestor(paths[j], paths[i]) and levels[j][2] == "aligned"
-    ]
+    """Nearest enclosing module whose inputs are aligned (it completes later, so look ahead).
+
+    An ancestor whose inputs were not dumped (a self_attn called with keyword arguments) counts when an ancestor
+    above it has aligned inputs and nothing before this module diverged: the deepest such module is where the
+    difference is made, not its parent layer."""
+    enclosing = [j for j in range(i + 1, len(paths)) if _is_ancestor(paths[j], paths[i])]
+    if not any(levels[j][2] == "aligned" for j in enclosing):
+        return None
+    candidates = [paths[j] for j in enclosing if levels[j][2] in ("aligned", "none", "unknown")]
     return max(candidates, key=len) if candidates else None
 
 

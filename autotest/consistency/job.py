@@ -122,10 +122,11 @@ def write_wrapper(path: Path, spec, diagnostic_config: Path) -> Path:
 
     lines = ["#!/usr/bin/env bash",
              "# Consistency dump re-run: the case's own launch command plus diagnostic overrides only.",
-             f"# diagnostic config: {diagnostic_config}", "set -euo pipefail", f"cd {shlex.quote(str(spec.cwd))}"]
+             f"# diagnostic config: {str(diagnostic_config)!r}", "set -euo pipefail", f"cd {shlex.quote(str(spec.cwd))}"]
     for key, value in sorted(redact(dict(spec.env)).items()):
         lines.append(f"export {key}={shlex.quote(str(value))}")
-    lines.append(f"exec {spec.command if isinstance(spec.command, str) else shlex.join(spec.command)}")
+    # a string command runs as `bash -c '<command>'` (as launched): a bare `exec a && b` would never run b
+    lines.append(f"exec {shlex.join(spec.argv)}")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     path.chmod(0o755)

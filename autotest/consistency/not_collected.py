@@ -37,8 +37,8 @@ commands from there.
 
 ## Collect by hand
 
-1. Wire the default-off hook in {framework} (README, "Collecting in a framework: the default-off
-   hook"). It is a no-op unless `{ENV}` is set:
+1. Wire the default-off hook in {framework} (docs/consistency-analyze.md, "Collecting in a framework:
+   the default-off hook"). It is a no-op unless `{ENV}` is set:
 
    ```python
    from autotest.consistency.hook import consistency_forward

@@ -318,6 +318,40 @@ SAMPLING_PATH_HYPOTHESIS = {
 }
 
 
+def trainer_path_cause(logprobs: LogprobComparison) -> dict[str, Any]:
+    """The root cause when the rollout's two paths agree and the trainer's log-probs differ from both."""
+    model, sampling = logprobs.pair("model"), logprobs.pair("sampling_path")
+    return {
+        "module": "trainer log-prob computation (after the model)", "bucket": AFTER_MODEL,
+        "localisation": "between the trainer model's logits and the log-probs it computes for the sampled tokens",
+        "train_keys": [], "rollout_keys": [], "train_modules": [], "rollout_modules": [], "divergent_parts": [],
+        "evidence": "log-probs", "pair": "recomputed vs trainer",
+        "why": (f"the rollout's recorded log-probs equal its own model's recompute ({sampling.line()}) but the "
+                f"trainer's differ from both ({model.line()}), while every dumped module of the forward agrees: "
+                "the difference is made on the trainer side after the model, where logits become the log-probs "
+                "of the sampled tokens (shift by one position, gather index, log_softmax, temperature, masking)"),
+    }
+
+
+TRAINER_PATH_HYPOTHESIS = {
+    "expected_train_path": "The trainer scores token t with the logits of position t-1 (labels shifted by one), "
+                           "log_softmax at the rollout's temperature, gathered at the sampled token ids.",
+    "inference_path": "The rollout's recorded log-probs match its own recompute, so the rollout side is "
+                      "consistent; the trainer's gather, shift, temperature or mask differs.",
+}
+
+
+def trainer_path_checks(logprobs: LogprobComparison) -> list[str]:
+    """Next checks for a trainer-side log-prob divergence, pointing at the tokens that show it."""
+    tokens = logprobs.pair("model").worst_tokens[:3]
+    shown = "; ".join(f"sample {t.sample} position {t.position} token {t.token_id}: recomputed "
+                      f"{t.values.get('recomputed'):.6g}, trainer {t.values.get('trainer'):.6g}" for t in tokens)
+    return [f"Check the trainer's log-prob computation after the model on these tokens ({shown}): the position "
+            "shift between logits and labels, the gather index, log_softmax and its temperature, the response mask.",
+            "Recompute those tokens' log-probs from the trainer model's logits by hand (log_softmax at position t-1, "
+            "gathered at token t) and compare with both sides: the one that differs is the bug."]
+
+
 def sampling_path_checks(logprobs: LogprobComparison) -> list[str]:
     """Next checks for a sampling-path divergence, pointing at the tokens that show it."""
     tokens = logprobs.pair("sampling_path").worst_tokens[:3]
@@ -347,6 +381,12 @@ def with_logprob_finding(report: RootCauseReport, logprobs: LogprobComparison, s
                        next_checks=tuple(sampling_path_checks(logprobs)))
     elif divergence == "sampling_path_and_module":
         changes["next_checks"] = (*report.next_checks, *sampling_path_checks(logprobs))
+    elif divergence == "module" and report.verdict == "no_divergence" and \
+            logprobs.pair("sampling_path").status == "agrees":
+        # recorded = the rollout's own recompute, and both differ from the trainer while every dumped module
+        # agrees: the odd one out is the trainer's log-prob computation after its model
+        changes.update(verdict="root_cause_found", confidence="medium", root_cause=trainer_path_cause(logprobs),
+                       hypothesis=TRAINER_PATH_HYPOTHESIS, next_checks=tuple(trainer_path_checks(logprobs)))
     elif divergence == "module" and report.verdict != "root_cause_found":
         changes["next_checks"] = (
             (f"The rollout model's recompute and the trainer's log-probs differ ({logprobs.pair('model').line()}) "

@@ -18,6 +18,8 @@ from typing import Any
 
 from autotest.errors import UsageError
 from autotest.files import recorded_path
+from autotest.inputs.baseline import load_baseline
+from autotest.inputs.tracker_layout import COPY_NAMES, tracker_copy
 from autotest.judge.readers import read_trace
 
 #: the last quarter of a run's steps (at least one) is its closing window
@@ -159,12 +161,24 @@ def summarise_series(metric: str, series: dict[int, float]) -> MetricSummary:
 
 
 def _tracker_of(folder: Path, data: dict[str, Any]) -> Path | None:
-    copy = folder / "tracker.jsonl"
-    if copy.is_file():
+    copy = tracker_copy(folder)  # tracker.jsonl, trainer_state.json or tensorboard/
+    if copy is not None:
         return copy
     recorded = str(data.get("current_source") or "")
     source = recorded_path(folder, recorded) if recorded else None
-    return source if source is not None and source.is_file() else None
+    return source if source is not None and source.exists() else None  # a TensorBoard log is a folder
+
+
+def _aliases(folder: Path, data: dict[str, Any]) -> dict[str, str]:
+    """The judged baseline's metric_aliases (a TensorBoard or Hugging Face log names metrics its own way)."""
+    recorded = str(data.get("baseline_file") or "")
+    path = recorded_path(folder, recorded) if recorded else None
+    if path is None or not path.is_file():
+        return {}
+    try:
+        return dict(load_baseline(path).metric_aliases)
+    except UsageError:
+        return {}
 
 
 def _metric_summaries(folder: Path, data: dict[str, Any], checks: tuple[CheckRecord, ...]
@@ -175,9 +189,9 @@ def _metric_summaries(folder: Path, data: dict[str, Any], checks: tuple[CheckRec
     if not metrics:
         return (), ()
     if tracker is None:
-        return (), (f"{folder}: no tracker copy (tracker.jsonl); per-metric summaries not recorded",)
+        return (), (f"{folder}: no tracker copy ({', '.join(COPY_NAMES)}); per-metric summaries not recorded",)
     try:
-        trace = read_trace(tracker, metrics=set(metrics))
+        trace = read_trace(tracker, aliases=_aliases(folder, data), metrics=set(metrics))
     except UsageError as exc:
         return (), (f"per-metric summaries not recorded: {exc}",)
     summaries = tuple(summarise_series(m, dict(trace.get(m) or {})) for m in metrics if trace.get(m) is not None)

@@ -22,6 +22,7 @@ from autotest.history.database import (
     tables,
 )
 from autotest.history.record import RunRecord, find_results_folders, read_results_folder
+from autotest.inputs.tracker_layout import tracker_copy
 from autotest.run.replicates import REPLICATES_FOLDER
 
 if TYPE_CHECKING:
@@ -244,8 +245,8 @@ def passing_runs(case: str, last_n: int, url: str | None = None,
         rows = store.runs(case, status=PASS)
     found: list[PassingRun] = []
     for row in reversed(rows):
-        tracker = Path(row.results_dir) / "tracker.jsonl"
-        if tracker.is_file():
+        tracker = tracker_copy(Path(row.results_dir))  # tracker.jsonl, trainer_state.json or tensorboard/
+        if tracker is not None:
             found.append(PassingRun(Path(row.results_dir), tracker, row.framework_sha, row.harness_sha))
         if len(found) == last_n:
             break

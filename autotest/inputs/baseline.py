@@ -192,7 +192,7 @@ class Baseline:
         return metric
 
 
-_DOC = "autotest/inputs/baseline.py"
+_DOC = "docs/baselines.md"
 _CHECK_KEYS = ("scope", "severity", "percentile", "points", "window", "relative_floor", "derivation",
                "measured_max_deviation", "statistic", "overrides")
 

@@ -42,8 +42,9 @@ Schema::
                            stopped after it (autotest.run.isolation; default false)
       fault_args: [str]    appended when the harness injects a fault; must contain {fault}
     tracker:
-      format: xtuner|verl|tensorboard  the metric log's format (tensorboard: the event files
-                           under the exp dir's logs/)
+      format: xtuner|verl|tensorboard|hf-trainer  the metric log's format (tensorboard: the event
+                           files under the exp dir's logs/ or below the work folder; hf-trainer: a
+                           Hugging Face trainer_state.json or a TrainerCallback's JSONL)
       work_dir_env: str|null  env var set to the run's work folder (default WORK_DIR); null when
                            the launch script picks its own folder
       work_dir: str        where the timestamped exp dirs appear when not in the work folder
@@ -64,7 +65,9 @@ Schema::
       policy: off|on-breach|always   when to run the consistency dump job (default off)
     replicates: int        seeds run per verdict (default 1); the checks judge their mean, pooled
                            thresholds scaled to keep the calibrated false-alarm rate
-                           (autotest.judge.replicate_mean); `--replicates K` overrides it
+                           (autotest.judge.replicate_mean); `--replicates K` overrides it; at most
+                           the platform's cap (autotest.inputs.replicate_limits), and > 1 only when
+                           the launch takes the seed
 
 Substitutions, done when a run is resolved (not on load, so listing cases needs no share):
 ``${NAME}`` is the harness's environment variable NAME (unset: a UsageError naming file, key
@@ -86,11 +89,12 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from autotest.errors import UsageError
 from autotest.inputs.placeholders import REPO_ROOT, check_template
 from autotest.inputs.project import Project, find_project
+from autotest.inputs.replicate_limits import replicates_problem
 from autotest.inputs.schema import NAME, Section, load_section
 
 CASES_DIR = REPO_ROOT / "autotest" / "cases"
 MARKERS = ("grpo", "mopd", "gpu", "calibration")
-TRACKER_FORMATS = ("xtuner", "verl", "tensorboard")
+TRACKER_FORMATS = ("xtuner", "verl", "tensorboard", "hf-trainer")
 #: formats an xtuner trainer config can choose (exp_tracker jsonl / tensorboard)
 CONFIG_CHECKED_FORMATS = ("xtuner", "tensorboard")
 POLICIES = ("off", "on-breach", "always")
@@ -346,6 +350,9 @@ def _parse_case(path: Path) -> Case:
     if len(set(seed.calibration)) > 1 and not case.takes_seed:
         top.fail("seed.calibration", f"{len(seed.calibration)} seeds but the launch takes no seed",
                  "use {seed} in launch.command or set seed.env")
+    problem = replicates_problem(case.replicates, gpus=platform.gpus, takes_seed=case.takes_seed, in_case=True)
+    if problem:
+        top.fail("replicates", *problem)
     return case
 
 
@@ -377,6 +384,9 @@ def _platform(sec: Section) -> Platform:
     fw = sec.section("framework", optional=True)
     if fw is not None:
         fw.check_keys(required=("name", "env"), optional=("repo", "ref"))
+        for key in ("repo", "ref"):  # `ref:` with no value must not quietly mean HEAD
+            if key in fw.data and fw.data[key] is None:
+                fw.fail(key, "is empty", f"write the {key} to test, or remove the key")
         env = fw.text("env")
         if not NAME.fullmatch(env):
             fw.fail("env", f"{env!r} is not an environment variable name", "e.g. XTUNER_ROOT")

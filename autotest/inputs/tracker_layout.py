@@ -78,3 +78,19 @@ def tracker_location(case: Case, work_dir: Path, environ: Mapping[str, str]) -> 
     if case.tracker.work_dir is not None:
         return case.resolve(expand(case, "tracker.work_dir", case.tracker.work_dir, values, environ)), None
     return Path(work_dir).resolve(), None
+
+
+#: what a results folder calls its copy of the run's metric log, one name per kind of log
+COPY_NAMES = ("tracker.jsonl", "trainer_state.json", "tensorboard")
+
+
+def copy_name(fmt: str, source: Path) -> str:
+    """The name of the copy of ``source`` (a ``fmt`` log) in a results folder: one of :data:`COPY_NAMES`."""
+    if fmt == "tensorboard":
+        return "tensorboard"
+    return "trainer_state.json" if Path(source).suffix == ".json" else "tracker.jsonl"
+
+
+def tracker_copy(results_dir: Path) -> Path | None:
+    """The copy of the run's metric log in a results folder (any format), None when it has none."""
+    return next((p for p in (Path(results_dir) / n for n in COPY_NAMES) if p.exists()), None)

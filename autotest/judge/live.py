@@ -19,6 +19,7 @@ from typing import Callable, Mapping
 from autotest.errors import UsageError
 from autotest.inputs.baseline import Baseline
 from autotest.inputs.case import Case
+from autotest.inputs.log_search import log_signature
 from autotest.inputs.tracker_layout import tracker_location
 from autotest.judge.checks import evaluate_check, fmt
 from autotest.judge.model import FAIL
@@ -50,17 +51,16 @@ class Follower:
         self.first_fail_at: float | None = None
         self.first_breach_step: int | None = None
         self.fail_decided_step: int | None = None
-        self._seen: tuple[str, int, int] | None = None  # (path, size, mtime_ns) last read
+        self._seen: tuple | None = None  # the log's signature (path, size, mtime_ns) when last read
 
     def _grown_trace(self) -> Trace | None:
         """The trace when the tracker changed since the last poll, else None (one stat per poll)."""
         folder, explicit = tracker_location(self.case, self.work_dir, self.environ)
         try:
-            path = explicit if explicit is not None else find_tracker(folder)
-            stat = os.stat(path)
+            path = explicit if explicit is not None else find_tracker(folder, self.case.tracker.format)
+            seen = log_signature(path)  # a TensorBoard log is a folder: its event files' sizes
         except (UsageError, OSError):
             return None  # not written yet
-        seen = (str(path), stat.st_size, stat.st_mtime_ns)
         if seen == self._seen:
             return None
         try:

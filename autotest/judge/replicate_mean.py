@@ -31,7 +31,7 @@ as K grows: the golden's own noise stays). It assumes seeds outside the calibrat
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -41,6 +41,7 @@ from autotest.errors import UsageError
 from autotest.inputs.baseline import Baseline, for_hardware, load_baseline
 from autotest.inputs.case import Case
 from autotest.inputs.roles import RoleMap, resolve_roles
+from autotest.inputs.tracker_layout import tracker_copy
 from autotest.judge.model import (
     ERROR,
     FAIL,
@@ -199,12 +200,16 @@ def judge_replicates(baseline: Baseline | None, golden: Trace | None, members: S
 
 def judge_replicate_runs(case: Case, baseline_path: Path, runs: Sequence[tuple[int, Path | None, Verdict | None]], *,
                          context: Mapping[str, Any], gpu: Mapping[str, Any] | None = None,
-                         interrupted: str | None = None, power: PowerAsk = PowerAsk()) -> Comparison:
+                         interrupted: str | None = None, power: PowerAsk = PowerAsk(),
+                         adjust: Callable[[Baseline], Baseline] | None = None) -> Comparison:
     """Read each replicate's tracker from its folder and judge their mean (``runs``: seed, folder, own verdict;
-    ``gpu``: the node's fingerprint, which picks per-hardware thresholds as for each replicate)."""
+    ``gpu``: the node's fingerprint, which picks per-hardware thresholds as for each replicate; ``adjust``: the
+    thresholds of a look of the adaptive design, :mod:`autotest.judge.sequential`)."""
     baseline, golden = None, None
     try:
         baseline = for_hardware(load_baseline(baseline_path), gpu)
+        if adjust is not None:
+            baseline = adjust(baseline)
         golden = golden_trace(baseline)
     except UsageError:  # each replicate's own preflight result says why
         baseline = None
@@ -216,8 +221,8 @@ def judge_replicate_runs(case: Case, baseline_path: Path, runs: Sequence[tuple[i
 
 def _trace(case: Case, baseline: Baseline | None, folder: Path | None) -> Trace | None:
     """The trace a replicate left in its folder (None when it has none: its own verdict says why)."""
-    path = folder and folder / ("tensorboard" if case.tracker.format == "tensorboard" else "tracker.jsonl")
-    if baseline is None or path is None or not path.exists():
+    path = tracker_copy(folder) if folder is not None else None
+    if baseline is None or path is None:
         return None
     try:
         return read_trace(path, case.tracker.format, dict(baseline.metric_aliases), metrics=checked_metrics(baseline))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Mapping
 
@@ -34,6 +34,8 @@ class Trace:
     step_lines: Mapping[int, int] = field(default_factory=dict, compare=False, repr=False)
     #: metric -> (what it was logged as, e.g. "a list", line): a value that is not a number, never dropped silently
     non_numeric: Mapping[str, tuple[str, int]] = field(default_factory=dict, compare=False, repr=False)
+    #: every metric name the log carries, including those a reader was told not to keep (empty: not known)
+    logged_metrics: frozenset[str] = field(default_factory=frozenset, compare=False, repr=False)
 
     def get(self, metric: str) -> Series | None:
         return self.series.get(metric)
@@ -64,7 +66,12 @@ class Trace:
             format=self.format,
             step_lines=self.step_lines,
             non_numeric=MappingProxyType(non_numeric),
+            logged_metrics=self.logged_metrics,
         )
+
+    def with_warnings(self, first: tuple[str, ...]) -> "Trace":
+        """The same trace with ``first`` before its own warnings (what was chosen, and why)."""
+        return replace(self, warnings=tuple(first) + self.warnings)
 
 
 def is_finite(value: float) -> bool:

@@ -11,19 +11,20 @@ framework's metric names.
 |---|---|---|
 | 1 | ``mismatch`` | a train–inference mismatch gate breached (finite values) |
 | 2 | ``non-finite`` | a gate's value became NaN/inf |
-| 3 | ``run-incomplete`` | the run ended early (a structural check could not decide) |
-| 4 | ``eval-path`` | only eval breached; every checked training role within bounds at every step |
-| 5 | ``rewards-only`` | only reward breached; eval, rollout (length, entropy), training dynamics and teachers within bounds at every step (one of them checked) |
-| 6 | ``rewards-only`` | reward breached at the run's first point; no other role breached there (the first-point form) |
-| 7 | ``first-step`` | a non-reward, non-teacher role breached at the first training step or first eval point |
-| 8 | ``teacher-path`` | distillation KL breached; rewards checked, and within bounds or breached later |
-| 9 | ``gradual`` | every accuracy breach begins after the start, and a training role breached (or none is checked) |
-| 10 | ``performance-only`` | only step-time / throughput roles breached |
-| 11 | ``performance`` | step time breached as well as accuracy: a separate performance finding |
+| 3 | ``metric-names`` | the log lacks checked metrics of the baseline (``metrics[names]`` ERROR) |
+| 4 | ``run-incomplete`` | the run ended early (a structural check could not decide) |
+| 5 | ``eval-path`` | only eval breached; every checked training role within bounds at every step |
+| 6 | ``rewards-only`` | only reward breached; eval, rollout (length, entropy), training dynamics and teachers within bounds at every step (one of them checked) |
+| 7 | ``rewards-only`` | reward breached at the run's first point; no other role breached there (the first-point form) |
+| 8 | ``first-step`` | a non-reward, non-teacher role breached at the first training step or first eval point |
+| 9 | ``teacher-path`` | distillation KL breached; rewards checked, and within bounds or breached later |
+| 10 | ``gradual`` | every accuracy breach begins after the start, and a training role breached (or none is checked) |
+| 11 | ``performance-only`` | only step-time / throughput roles breached |
+| 12 | ``performance`` | step time breached as well as accuracy: a separate performance finding |
 
 A rule fits at most once (the first of its rows that fits); ``gradual`` is not shown when
 ``teacher-path`` fits (the same breach, explained more narrowly). A time-role metric is never read as an
-accuracy breach. Where a breach begins (rows 6, 7, 9) is read from checks that locate breaches per step
+accuracy breach. Where a breach begins (rows 7, 8, 10) is read from checks that locate breaches per step
 (stepwise, points, percentile, final): a pooled or window check gates a mean over its window, and the step
 where one noisy point first crosses its bound is not where the change began.
 """
@@ -37,6 +38,7 @@ from typing import Callable, Iterable
 from autotest.inputs.roles import RoleMap, resolve_roles
 from autotest.judge.evidence import ACCURACY_GROUPS, OTHER, TRAINING_GROUPS, RoleEvidence, first_points, is_non_finite, \
     role_evidence
+from autotest.judge.metric_names import CHECK_ID as NAMES_CHECK_ID
 from autotest.judge.model import ERROR, FAIL, CheckResult, TriageFinding
 from autotest.judge.trace import Trace
 
@@ -120,8 +122,13 @@ def non_finite(ev: Evidence) -> str | None:
     return bad[0].message if bad else None
 
 
+def unnamed_metrics(ev: Evidence) -> str | None:
+    bad = [r for r in ev.results if r.check_id == NAMES_CHECK_ID and r.status == ERROR]
+    return bad[0].message if bad else None
+
+
 def incomplete(ev: Evidence) -> str | None:
-    bad = [r for r in ev.results if r.kind == "structural" and r.status == ERROR]
+    bad = [r for r in ev.results if r.kind == "structural" and r.status == ERROR and r.check_id != NAMES_CHECK_ID]
     return bad[0].message if bad else None
 
 
@@ -222,6 +229,9 @@ RULES: tuple[Rule, ...] = (
     Rule("non-finite", (non_finite,),
          "numerical divergence: a metric became NaN/inf (loss, learning rate, overflow); read the run's logs "
          "around that step", "a mismatch gate with finite values is the more specific evidence"),
+    Rule("metric-names", (unnamed_metrics,),
+         "the log does not name the baseline's metrics: map its names with metric_aliases, or pass this case's own "
+         "log", "a log that names none of the checked metrics decides nothing the rules below could read"),
     Rule("run-incomplete", (incomplete,),
          "the run did not complete (crash, hang, timeout or a truncated log): read the run's logs before judging "
          "accuracy", "the breaches above were measured on the steps the run did reach"),

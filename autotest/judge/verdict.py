@@ -17,7 +17,11 @@ from typing import Any
 from autotest.errors import UsageError
 from autotest.inputs.baseline import Baseline, load_baseline
 from autotest.judge.checks import run_checks
-from autotest.judge.model import ERROR, FAIL, INFO, CheckResult, Verdict, decide_status
+from autotest.judge.metric_names import name_results, nothing_in_common
+from autotest.judge.model import ERROR, FAIL, INFO, CheckResult, TriageFinding, Verdict, decide_status
+from autotest.judge.step_alignment import RULE as ALIGNMENT_RULE
+from autotest.judge.step_alignment import SUGGESTION as ALIGNMENT_SUGGESTION
+from autotest.judge.step_alignment import Alignment, align_steps
 from autotest.judge.power import PowerAsk, with_power
 from autotest.judge.readers import read_trace
 from autotest.judge.structural import (
@@ -113,17 +117,26 @@ def judge(baseline: Baseline | None, current: Trace | None, *, golden: Trace | N
     ``power``: how many replicates the verdict judges and what the case must detect (each gate's MDE).
     """
     results: list[CheckResult] = list(structural)
-    results += run_results(facts, current) if facts is not None else []
     checked = baseline is not None and current is not None and not (facts and facts.preflight_problems)
+    alignment = None
     if checked:
         if golden is None:
             golden = golden_trace(baseline)
         if baseline.metric_aliases:
             current = current.with_aliases(dict(baseline.metric_aliases))
+        # a logging change (steps shifted, counted in micro-steps) is one finding, not a cascade of ERRORs
+        alignment = align_steps(golden, current, sorted(checked_metrics(baseline)))
+        current = alignment.trace
+    results += run_results(facts, current) if facts is not None else []
+    if alignment is not None and alignment.finding is not None:
+        results.append(alignment.finding)
+    if checked:
         if wall_time_s is None and facts is not None:
             wall_time_s = facts.wall_s
-        results += shape_results(baseline, current, wall_time_s)
-        results += run_checks(baseline, golden, current, baseline.golden_table is not None)
+        results += name_results(baseline, current, golden)  # first: a log of other names explains what follows
+        if not nothing_in_common(baseline, current):
+            results += shape_results(baseline, current, wall_time_s)
+            results += run_checks(baseline, golden, current, baseline.golden_table is not None)
         results = with_power(results, baseline, power)
     if facts is not None:
         results = _not_reached(results, facts)
@@ -133,7 +146,7 @@ def judge(baseline: Baseline | None, current: Trace | None, *, golden: Trace | N
         status=decide_status(frozen),
         case=case or (baseline.name if baseline is not None else "?"),
         results=frozen,
-        triage=triage(frozen, current, roles),
+        triage=_with_alignment(triage(frozen, current, roles), alignment),
         evidence=role_evidence(frozen, roles),
         roles_note=roles.describe(),
         metric_roles={m: role for m in sorted({r.metric for r in frozen if r.metric})
@@ -145,6 +158,15 @@ def judge(baseline: Baseline | None, current: Trace | None, *, golden: Trace | N
         context=dict(context or {}),
     )
     return Comparison(verdict, baseline, golden, current)
+
+
+def _with_alignment(findings: Sequence[TriageFinding], alignment: Alignment | None) -> tuple[TriageFinding, ...]:
+    """A step-accounting finding explains the verdict first; the breach-pattern rules follow as alternatives."""
+    if alignment is None or alignment.finding is None:
+        return tuple(findings)
+    first = TriageFinding(ALIGNMENT_RULE, ALIGNMENT_SUGGESTION, alignment.finding.message, primary=True)
+    return (first, *(replace(f, primary=False, rank=f.rank + 1, why_ranked=f.why_ranked or
+                             "the step accounting explains the verdict first") for f in findings))
 
 
 def compare(baseline: Baseline, current: Trace, *, case: str | None = None, wall_time_s: float | None = None,

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from autotest.files import write_atomic
 from autotest.inputs.case import REPO_ROOT, Case
+from autotest.inputs.tracker_layout import tracker_copy
 from autotest.judge.model import FAIL, Verdict
 from autotest.judge.triage import is_consistency_metric
 
@@ -46,7 +47,7 @@ def consistency_request(case: Case, verdict: Verdict, results_dir: Path, work_di
                                  for p in r.points.breaches()[:20]]} for r in breached],
         "results_dir": ".",
         "work_dir": os.path.relpath(work_dir, results_dir),
-        "tracker": "tracker.jsonl",
+        "tracker": getattr(tracker_copy(results_dir), "name", "tracker.jsonl"),  # the log copy, in any format
         "run_config": "run_config",
         "requested_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }

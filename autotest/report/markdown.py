@@ -15,12 +15,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from autotest.files import portable, write_atomic
+from autotest.errors import WriteFailed
+from autotest.files import append_text, portable, write_atomic
 from autotest.inputs.roles import ROLES, base_role
 from autotest.judge.checks import fmt
 from autotest.judge.model import ERROR, FAIL, INFO, PASS, CheckResult, Verdict
 from autotest.judge.power import caught_phrase
 from autotest.redaction import mask_known
+from autotest.report.md_safe import md_code, md_text
 
 STATUS_MARK = {PASS: "✅ PASS", FAIL: "❌ FAIL", ERROR: "⚠️ ERROR", INFO: "ℹ️ INFO"}
 
@@ -256,6 +258,8 @@ def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, histo
     if plots:
         lines += ["", "## Plots", ""] + [f"![{_plot_label(verdict, metric)}]({rel})"
                                          for metric, rel in sorted(plots.items(), key=_by_role(verdict))]
+    if ctx.get("unsaved"):
+        lines += ["", "## Not saved", ""] + [f"- {line}" for line in ctx["unsaved"]]
     if ctx.get("plots_error"):
         lines += ["", "## Plots", "", f"- {ctx['plots_error']}"]
     if verdict.warnings:
@@ -264,25 +268,26 @@ def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, histo
 
 
 def render_step_summary(verdict: Verdict, report_path: Path | None = None, history: Sequence[str] = ()) -> str:
+    """The verdict in a few lines for $GITHUB_STEP_SUMMARY; every value from outside is made inert markdown."""
     failing = [r for r in verdict.results if r.status in (FAIL, ERROR) and r.is_gate]
-    lines = [f"### {verdict.case}: {_headline(verdict)}", ""]
-    lines += [f"- {r.status}: {r.message}" for r in failing[:10]]
-    lines += [f"- attempt {a['attempt']}: {a['verdict']}, {a['decision']['reason']}; log `{a['log_path']}`"
-              for a in verdict.context.get("retries") or () if a["decision"]["retry"]]
-    lines += [f"- {line}" for line in history]
+    lines = [f"### {md_text(verdict.case)}: {md_text(_headline(verdict))}", ""]
+    lines += [f"- {r.status}: {md_text(r.message)}" for r in failing[:10]]
+    lines += [f"- attempt {a['attempt']}: {md_text(a['verdict'])}, {md_text(a['decision']['reason'])}; log "
+              f"{md_code(a['log_path'])}" for a in verdict.context.get("retries") or () if a["decision"]["retry"]]
+    lines += [f"- {md_text(line)}" for line in history]
     primary = next((f for f in verdict.triage if f.primary), None)
     if primary:
-        lines.append(f"- next step: {primary.suggestion}")
+        lines.append(f"- next step: {md_text(primary.suggestion)}")
     caught = caught_phrase(verdict.results) if verdict.status == PASS else ""
     if caught:
-        lines.append(f"- {caught}")
-    lines += [f"- warning: {r.message}" for r in verdict.results
+        lines.append(f"- {md_text(caught)}")
+    lines += [f"- warning: {md_text(r.message)}" for r in verdict.results
               if r.check_id == "power[targets]" and r.status != PASS and not r.is_gate]
     framework = verdict.context.get("framework")
     if isinstance(framework, dict):
-        lines.append(f"- framework under test: {framework_line(framework)}")
+        lines.append(f"- framework under test: {md_text(framework_line(framework))}")
     if report_path:
-        lines.append(f"- report: `{report_path}`")
+        lines.append(f"- report: {md_code(report_path)}")
     return "\n".join(lines) + "\n\n"
 
 
@@ -299,7 +304,13 @@ def append_step_summary(text: str, summary_path: str | None = None) -> bool:
         return False
     from filelock import FileLock
 
-    with FileLock(f"{target}.lock", timeout=60):
-        with open(target, "a", encoding="utf-8") as handle:
-            handle.write(mask_known(text))
+    try:
+        lock = FileLock(f"{target}.lock", timeout=60)
+        lock.acquire()
+    except OSError as exc:  # the lock file cannot be made beside it (read-only, full)
+        raise WriteFailed(f"{target}.lock", exc) from exc
+    try:
+        append_text(Path(target), mask_known(text))  # all or nothing: a failed append is cut back
+    finally:
+        lock.release()
     return True

@@ -10,7 +10,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from autotest.files import write_bytes_atomic
+from autotest.files import make_folder, write_bytes_atomic
 from autotest.judge.model import CheckResult, Verdict
 from autotest.judge.trace import Trace
 
@@ -43,7 +43,7 @@ def plot_checks(verdict: Verdict, golden: Trace, current: Trace, out_dir: Path,
     import matplotlib.pyplot as plt
 
     plots_dir = out_dir / "plots"
-    plots_dir.mkdir(parents=True, exist_ok=True)
+    make_folder(plots_dir)
     written: dict[str, str] = {}
     by_metric: dict[str, list[CheckResult]] = {}
     for r in verdict.results:
@@ -87,8 +87,10 @@ def plot_checks(verdict: Verdict, golden: Trace, current: Trace, out_dir: Path,
         ax.legend(fontsize=7, loc="best")
         fig.tight_layout()
         name = plot_name(metric)
-        write_bytes_atomic(plots_dir / name, _png(fig))
-        plt.close(fig)
+        try:
+            write_bytes_atomic(plots_dir / name, _png(fig))
+        finally:  # a full disk still closes the figure
+            plt.close(fig)
         written[metric] = f"plots/{name}"
     return written
 

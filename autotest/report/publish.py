@@ -1,4 +1,10 @@
-"""Publish a verdict, whatever the ending: results.json, report.md, plots and the CI step summary."""
+"""Publish a verdict, whatever the ending: results.json, report.md, plots and the CI step summary.
+
+A full or read-only disk never costs the verdict (it is returned, and the shells print it): every file is
+written whole or not at all (:mod:`autotest.files`); results.json failing stops publishing (no report.md
+without its record); a plot or the step summary failing leaves the rest written. Each file that could not
+be written is one line in ``Published.unsaved``, recorded in results.json when that could still be written.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from autotest.files import write_atomic
+from autotest.errors import WriteFailed
+from autotest.files import make_folder, write_atomic
 from autotest.judge.verdict import Comparison
 from autotest.report.markdown import (
     append_step_summary,
@@ -20,10 +27,13 @@ from autotest.report.plots import plot_checks
 
 @dataclass(frozen=True)
 class Published:
-    results_json: Path
-    report_md: Path
+    #: None when the disk refused it (then ``unsaved`` says why)
+    results_json: Path | None
+    report_md: Path | None
     plots: dict[str, str]
     step_summary_written: bool
+    #: one "cannot write <path>: <error>; <advice>" line per file that could not be written
+    unsaved: tuple[str, ...] = ()
 
 
 #: called once results.json is written (e.g. to record the run in the history); returns lines for the report
@@ -31,29 +41,50 @@ AfterResults = Callable[[Path], Sequence[str]]
 
 
 def publish(comparison: Comparison, out_dir: str | Path, *, with_plots: bool = True,
-            after_results: AfterResults | None = None, step_summary: bool = True) -> Published:
+            after_results: AfterResults | None = None, step_summary: bool = True,
+            lost: Sequence[str] = ()) -> Published:
     """Render the verdict into ``out_dir``; every file is written atomically (``step_summary``: and append
-    it to the CI step summary)."""
-    out = Path(out_dir).resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    it to the CI step summary). ``lost``: files of this run that could not be written before (the tracker
+    copy, say), reported with publish's own in ``unsaved``."""
+    unsaved = [*comparison.verdict.context.get("unsaved", ()), *lost]
     plots: dict[str, str] = {}
-    if with_plots and comparison.golden is not None and comparison.current is not None:
-        plots = _draw(comparison, out)
-    results_json = write_results_json(comparison.verdict, out, {"plots": plots})
-    history = list(after_results(out)) if after_results is not None else []
-    report_md = out / "report.md"
-    write_atomic(report_md, render_markdown(comparison.verdict, plots, history, folder=out))
-    summary = step_summary and append_step_summary(render_step_summary(comparison.verdict, report_md, history))
-    return Published(results_json, report_md, plots, summary)
+    results_json: Path | None = None
+    report_md: Path | None = None
+    history: list[str] = []
+    try:
+        out = make_folder(Path(out_dir).resolve())
+        if with_plots and comparison.golden is not None and comparison.current is not None:
+            plots = _draw(comparison, out, unsaved)
+        if unsaved:
+            comparison.verdict.context["unsaved"] = list(unsaved)
+        results_json = write_results_json(comparison.verdict, out, {"plots": plots})
+        history = list(after_results(out)) if after_results is not None else []
+        write_atomic(out / "report.md", render_markdown(comparison.verdict, plots, history, folder=out))
+        report_md = out / "report.md"
+    except WriteFailed as exc:  # no report.md without its results.json; the step summary still gets the verdict
+        unsaved.append(str(exc))
+    summary = False
+    if step_summary:
+        notes = [*history, *(f"not saved: {line}" for line in unsaved)]
+        try:
+            summary = append_step_summary(render_step_summary(comparison.verdict, report_md, notes))
+        except WriteFailed as exc:
+            unsaved.append(f"step summary: {exc}")
+    return Published(results_json, report_md, plots, summary, tuple(unsaved))
 
 
-def _draw(comparison: Comparison, out: Path) -> dict[str, str]:
-    """The plots; a plotting problem is noted in the report and never fails the run (or a user's pytest)."""
+def _draw(comparison: Comparison, out: Path, unsaved: list[str]) -> dict[str, str]:
+    """The plots; a plotting problem is noted in the report and never fails the run (or a user's pytest);
+    a plot the disk refused is also added to ``unsaved``."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # e.g. "No artists with labels found" on a run with no rows
             return plot_checks(comparison.verdict, comparison.golden, comparison.current, out,
                                replicates=comparison.replicate_traces)
+    except WriteFailed as exc:  # a full disk: the verdict's files are still tried (they are far smaller)
+        comparison.verdict.context["plots_error"] = f"plots not drawn: {exc}"
+        unsaved.append(str(exc))
+        return {}
     except Exception as exc:  # noqa: BLE001 - the verdict stands without its pictures
         comparison.verdict.context["plots_error"] = f"plots not drawn: {type(exc).__name__}: {exc}"
         return {}

@@ -8,8 +8,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from autotest.errors import WriteFailed
+from autotest.files import copy_atomic, make_folder
 from autotest.inputs.case import Case
-from autotest.inputs.tracker_layout import newest_exp_dir, tracker_in, tracker_location
+from autotest.inputs.log_search import log_for_format
+from autotest.inputs.tracker_layout import copy_name, newest_exp_dir, tracker_in, tracker_location
+from autotest.redaction import mask_file
 
 CONFIG_SUFFIXES = (".py", ".json", ".yaml", ".yml", ".toml", ".sh")
 
@@ -23,6 +27,15 @@ class Artifacts:
     tracker_source: Path | None
     run_config: tuple[Path, ...]
     notes: tuple[str, ...]
+    #: one line per copy that could not be written (disk full, read-only); no partial copy is left
+    unsaved: tuple[str, ...] = ()
+
+    @property
+    def judged_tracker(self) -> Path | None:
+        """The copy, else (when the copy could not be written) the run's own log it was copied from."""
+        if self.tracker is None and self.unsaved and self.tracker_source is not None:
+            return self.tracker_source if self.tracker_source.exists() else None
+        return self.tracker
 
 
 def collect_artifacts(work_dir: Path, results_dir: Path, *, tracker_path: Path | None = None,
@@ -33,43 +46,54 @@ def collect_artifacts(work_dir: Path, results_dir: Path, *, tracker_path: Path |
     ``work_dir`` (``logs/exp_tracking/tracker.jsonl``, or ``rank0/`` for SFT). Config files
     (py/json/yaml/toml/sh at the top of the exp dir and of the work dir, where run_rl.sh copies
     the config and itself) go to ``run_config/exp_dir/`` and ``run_config/work_dir/``.
+    Every copy is whole or absent (:func:`autotest.files.copy_atomic`); one that could not be written is a
+    line in ``unsaved`` and the others are still tried.
     """
     results_dir = Path(results_dir)
-    results_dir.mkdir(parents=True, exist_ok=True)
-    notes = []
+    make_folder(results_dir)
+    notes: list[str] = []
+    unsaved: list[str] = []
     exp_dir = newest_exp_dir(work_dir, since) if Path(work_dir).is_dir() else None
     source = tracker_path
     if source is None and exp_dir is not None:
         source = tracker_in(exp_dir, fmt)
+    elif source is None:
+        source = log_for_format(Path(work_dir), fmt, since)  # no exp dirs: verl, a Hugging Face output_dir, ...
     tracker = None
-    if fmt == "tensorboard" and source is not None and Path(source).exists():
-        tracker = _copy_event_files(Path(source), results_dir / "tensorboard")
-    elif fmt != "tensorboard" and source is not None and Path(source).is_file():
-        tracker = results_dir / "tracker.jsonl"
-        shutil.copyfile(source, tracker)
-    if tracker is None:
-        what = "TensorBoard event files" if fmt == "tensorboard" else "tracker.jsonl"
+    try:
+        if fmt == "tensorboard" and source is not None and Path(source).exists():
+            tracker = _copy_event_files(Path(source), results_dir / "tensorboard")
+        elif fmt != "tensorboard" and source is not None and Path(source).is_file():
+            tracker = copy_atomic(Path(source), results_dir / copy_name(fmt, Path(source)))
+    except WriteFailed as exc:
+        unsaved.append(str(exc))
+    if tracker is None and not unsaved:
+        what = {"tensorboard": "TensorBoard event files", "xtuner": "tracker.jsonl"}.get(fmt, f"{fmt} metric log")
         where = source or (exp_dir and f"{exp_dir}/logs") or f"{work_dir} (no exp dir)"
         notes.append(f"no {what} at {where}")
     if exp_dir is not None and not Path(work_dir).resolve().is_relative_to(results_dir.resolve()):
         # a work dir outside the results folder (a launch script that picks its own) is not uploaded:
         # keep the run's logs (never its checkpoints) with the results
-        _copy_logs(exp_dir / "logs", results_dir / "work_logs" / exp_dir.name)
-        _copy_logs(Path(work_dir), results_dir / "work_logs", since=since, top_only=True)
+        for args in ((exp_dir / "logs", results_dir / "work_logs" / exp_dir.name, None, False),
+                     (Path(work_dir), results_dir / "work_logs", since, True)):
+            try:
+                _copy_logs(*args)
+            except WriteFailed as exc:
+                unsaved.append(str(exc))
     copied = []
     for label, folder in (("exp_dir", exp_dir), ("work_dir", Path(work_dir))):
         if folder is None or not folder.is_dir():
             continue
         for path in sorted(folder.iterdir()):
             if path.is_file() and path.suffix in CONFIG_SUFFIXES:
-                target = results_dir / "run_config" / label / path.name
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(path, target)
-                copied.append(target)
+                try:
+                    copied.append(copy_atomic(path, results_dir / "run_config" / label / path.name))
+                except WriteFailed as exc:
+                    unsaved.append(str(exc))
     if not copied:
         notes.append("no config files found")
     return Artifacts(exp_dir=exp_dir, tracker=tracker, tracker_source=Path(source) if source else None,
-                     run_config=tuple(copied), notes=tuple(notes))
+                     run_config=tuple(copied), notes=tuple(notes), unsaved=tuple(unsaved))
 
 
 LOG_SUFFIXES = (".log", ".txt", ".jsonl", ".json")
@@ -79,13 +103,15 @@ def _copy_event_files(source: Path, target: Path) -> Path | None:
     """Copy one event file, or every one below a folder (keeping sub-folders); None when there is none."""
     files = [source] if source.is_file() else sorted(p for p in source.rglob("*tfevents*") if p.is_file())
     for file in files:
-        dest = target / (file.name if source.is_file() else file.relative_to(source))
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(file, dest)
+        try:
+            copy_atomic(file, target / (file.name if source.is_file() else file.relative_to(source)))
+        except WriteFailed:
+            shutil.rmtree(target, ignore_errors=True)  # some event files alone would look like the whole run
+            raise
     return target if files else None
 
 
-def _copy_logs(folder: Path, target: Path, *, since: float | None = None, top_only: bool = False) -> None:
+def _copy_logs(folder: Path, target: Path, since: float | None = None, top_only: bool = False) -> None:
     """Copy text logs from ``folder`` (all levels, or its top only), those changed since ``since``."""
     if not folder.is_dir():
         return
@@ -94,9 +120,7 @@ def _copy_logs(folder: Path, target: Path, *, since: float | None = None, top_on
             continue
         if since is not None and path.stat().st_mtime < since:
             continue  # an earlier run's log in a shared work dir
-        dest = target / path.relative_to(folder)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, dest)
+        copy_atomic(path, target / path.relative_to(folder))
 
 
 def artifacts_for(case: Case, work_dir: Path, results_dir: Path, *, since: float | None = None,
@@ -104,3 +128,18 @@ def artifacts_for(case: Case, work_dir: Path, results_dir: Path, *, since: float
     """``collect_artifacts`` at the place ``case`` says its tracker appears."""
     folder, explicit = tracker_location(case, work_dir, os.environ if environ is None else environ)
     return collect_artifacts(folder, results_dir, tracker_path=explicit, since=since, fmt=case.tracker.format)
+
+
+def mask_logs(results_dir: Path) -> list[str]:
+    """The run's stdout/stderr (uploaded as CI artifacts) with secret values masked, once the run has ended.
+
+    A log that cannot be masked (no room for the masked copy) is removed rather than uploaded with its
+    secrets; the returned lines say so."""
+    lost = []
+    for log in (*results_dir.glob("logs/*.log"), *results_dir.glob("attempts/*/logs/*.log")):
+        try:
+            mask_file(log)
+        except WriteFailed as exc:
+            log.unlink(missing_ok=True)
+            lost.append(f"{exc} (the log was removed: its secret values could not be masked)")
+    return lost

@@ -9,6 +9,7 @@ real framework has no catalogue to ask, so its faults are the framework's busine
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -16,6 +17,8 @@ from autotest.errors import UsageError
 from autotest.inputs.case import Case
 
 EMBEDDED_PREFIX = "autotest.workloads."
+#: NAME[:ARG] as a fault is written: it becomes one argument of the launch, never an option or shell text
+FAULT_SPEC = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*(?::[A-Za-z0-9_.,=+/-]*)?")
 LIST_TIMEOUT_S = 60.0
 
 
@@ -46,7 +49,10 @@ def fault_names(module: str, python: str = sys.executable) -> list[str] | None:
 
 
 def check_fault(case: Case, fault: str | None) -> None:
-    """One UsageError when ``fault`` is not in the embedded case's catalogue."""
+    """One UsageError when ``fault`` is not NAME[:ARG], or not in the embedded case's catalogue."""
+    if fault is not None and not FAULT_SPEC.fullmatch(fault):
+        raise UsageError(f"--fault: {fault!r} is not a fault; write NAME or NAME:ARG (letters, digits, '.', '_', "
+                         "'-'; the ARG also ',', '=', '+', '/')")
     module = embedded_module(case) if fault else None
     if module is None:
         return

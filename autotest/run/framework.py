@@ -41,6 +41,11 @@ DEFAULT_REF = "HEAD"
 GIT_TIMEOUT_S = 900.0  # a first fetch of a large framework over a slow link
 LOCK_TIMEOUT_S = 1800.0
 _FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
+_SHORT_SHA = re.compile(r"^[0-9a-f]{7,39}$")
+#: transports git may use for a framework repository (never ext::, which runs a command)
+ALLOWED_PROTOCOLS = "file:git:http:https:ssh"
+_URL_SCHEMES = ("https://", "http://", "ssh://", "git://", "file://")
+_REF_HELP = "name a branch, tag, full sha or refs/pull/N/head"
 
 
 @dataclass(frozen=True)
@@ -87,13 +92,16 @@ def framework_request(case: Case, environ: Mapping[str, str], *, repo: str | Non
 
     Precedence: the command line (``repo``/``ref``), then the environment, then the case file. A ref with
     no repository anywhere fetches from the local checkout the case's env var names (a clone on the node).
+    An empty value anywhere is an error, never "use the default": in CI an unset input must not gate HEAD.
     """
+    _refuse_empty({"--framework-repo": repo, "--framework-ref": ref})
     fw = case.platform.framework
     if fw is None:
-        if repo or ref:
+        if repo is not None or ref is not None:
             raise UsageError(f"{case.source}: platform.framework: the case runs no framework, "
                              "so --framework-repo/--framework-ref do not apply; drop them for this case")
         return None
+    _refuse_empty({REPO_ENV: environ.get(REPO_ENV), REF_ENV: environ.get(REF_ENV)})
     source = repo or environ.get(REPO_ENV) or (
         expand_env(fw.repo, f"{case.source}: platform.framework.repo", environ) if fw.repo else None)
     wanted = ref or environ.get(REF_ENV) or fw.ref
@@ -107,8 +115,52 @@ def framework_request(case: Case, environ: Mapping[str, str], *, repo: str | Non
                              f"set platform.framework.repo, {REPO_ENV} or --framework-repo, or {fw.env} "
                              "to a local clone")
         source = local
-    return FrameworkRequest(name=fw.name, env=fw.env, repo=_normal_source(source), ref=wanted or DEFAULT_REF,
+    repo_from = "--framework-repo" if repo else REPO_ENV if environ.get(REPO_ENV) else \
+        f"{case.source}: platform.framework.repo" if fw.repo else fw.env
+    return FrameworkRequest(name=fw.name, env=fw.env, repo=_normal_source(check_source(source, repo_from)),
+                            ref=check_ref(wanted, origin_label(origin, case)) if wanted else DEFAULT_REF,
                             origin=origin if wanted else "default")
+
+
+def _refuse_empty(given: Mapping[str, str | None]) -> None:
+    for where, value in given.items():
+        if value is not None and not value.strip():
+            what = _REF_HELP if where.endswith(("-ref", "_REF")) else "give a repository URL or path"
+            drop = "drop the flag" if where.startswith("--") else "unset it"
+            raise UsageError(f"{where} is empty (an empty value never means the default); {what}, or {drop}")
+
+
+def origin_label(origin: str, case: Case) -> str:
+    """Where a ref came from, as the error line names it."""
+    return {"command line": "--framework-ref", "case file": f"{case.source}: platform.framework.ref"}.get(origin, origin)
+
+
+def check_ref(ref: str, where: str) -> str:
+    """``ref`` when git would take it as a ref name, else one UsageError naming ``where``.
+
+    Nothing option-shaped (``--upload-pack=...``) or refspec-shaped (``+a``, ``a:b``) reaches ``git fetch``:
+    the name is checked with ``git check-ref-format`` and passed after ``--end-of-options`` besides.
+    """
+    if ref.startswith(("-", "+")) or any(ord(c) < 32 or c.isspace() for c in ref):
+        raise UsageError(f"{where}: {ref!r} is not a ref name; {_REF_HELP}")
+    try:
+        done = subprocess.run(["git", "check-ref-format", "--allow-onelevel", ref], capture_output=True, check=False)
+    except FileNotFoundError:
+        raise UsageError(f"{where}: git is not installed on this machine") from None
+    if done.returncode != 0:
+        raise UsageError(f"{where}: {ref!r} is not a ref name (git check-ref-format refuses it); {_REF_HELP}")
+    return ref
+
+
+def check_source(source: str, where: str) -> str:
+    """A repository URL (https, http, ssh, git, file, or scp-like ``git@host:path``) or a local path."""
+    if source.startswith("-") or any(ord(c) < 32 for c in source):
+        raise UsageError(f"{where}: {source!r} is not a repository; give a URL "
+                         f"({', '.join(s[:-3] for s in _URL_SCHEMES)}) or a local path")
+    if "://" in source and not source.startswith(_URL_SCHEMES):
+        raise UsageError(f"{where}: {source.split('://')[0]!r} is not a transport the harness fetches over; "
+                         f"use one of {', '.join(s[:-3] for s in _URL_SCHEMES)}")
+    return source
 
 
 def _normal_source(source: str) -> str:
@@ -120,7 +172,8 @@ def _normal_source(source: str) -> str:
 
 def _git(args: list[str], *, what: str, cwd: Path | None = None) -> str:
     """Run git; a failure is one UsageError line naming what was asked and git's own first line."""
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}  # never wait for a password in CI
+    # never wait for a password in CI; never a transport that runs a command (ext::)
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_ALLOW_PROTOCOL": ALLOWED_PROTOCOLS}
     try:
         done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env=env,
                               timeout=GIT_TIMEOUT_S, check=False)
@@ -141,6 +194,22 @@ def _has_commit(mirror: Path, sha: str) -> bool:
     return done.returncode == 0
 
 
+def _fetch(mirror: Path, request: FrameworkRequest, what: str) -> None:
+    """``git fetch REPO REF`` into the mirror; a commit or ref the repository lacks is said in those words."""
+    try:
+        _git(["--git-dir", str(mirror), "fetch", "--quiet", "--force", "--no-tags", "--end-of-options",
+              request.repo, request.ref], what=what)
+    except UsageError as exc:
+        if "not our ref" in str(exc) or "couldn't find remote ref" in str(exc):
+            if _FULL_SHA.match(request.ref):
+                raise UsageError(f"framework {request.name}: commit {request.ref} is not in {request.repo}; "
+                                 "check the sha (was the branch force-pushed?)") from None
+            hint = " (a short sha is not fetched: give all 40 hex digits)" if _SHORT_SHA.match(request.ref) else ""
+            raise UsageError(f"framework {request.name}: no branch, tag or ref {request.ref!r} in {request.repo}"
+                             f"{hint}; {_REF_HELP}") from None
+        raise
+
+
 def checkout(request: FrameworkRequest, cache_dir: Path) -> Checkout:
     """Fetch ``request.ref`` and return the worktree of its commit (made once, reused after)."""
     what = f"framework {request.name}: ref {request.ref!r} of {request.repo}"
@@ -155,8 +224,7 @@ def checkout(request: FrameworkRequest, cache_dir: Path) -> Checkout:
             sha = request.ref  # a pinned commit already fetched: no network needed
         else:
             # FETCH_HEAD, not a named ref: pull-request refs, branches, tags and shas all work the same
-            _git(["--git-dir", str(mirror), "fetch", "--quiet", "--force", "--no-tags", request.repo,
-                  request.ref], what=what)
+            _fetch(mirror, request, what)
             sha = _git(["--git-dir", str(mirror), "rev-parse", "FETCH_HEAD^{commit}"], what=what)
             # keep the commit reachable so `git gc` in the mirror never prunes a worktree's commit
             _git(["--git-dir", str(mirror), "update-ref", f"refs/rl-autotest/{sha}", sha], what=what)

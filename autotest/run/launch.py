@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from autotest.errors import UsageError
+from autotest.errors import UsageError, WriteFailed
 from autotest.files import write_atomic
 from autotest.inputs.case import Case
 from autotest.inputs.placeholders import expand, placeholder_values
@@ -90,6 +90,8 @@ class LaunchResult:
     escaped_pids: tuple[int, ...] = ()  # descendants that had left the session: killed
     survivors: tuple[int, ...] = ()  # still alive after SIGKILL (should never happen)
     cleanup: tuple[CleanupResult, ...] = ()
+    #: the final launch.json that a full or read-only disk refused (the result stands)
+    unsaved: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return json_ready(asdict(self))
@@ -166,3 +168,14 @@ def with_own_ray(spec: LaunchSpec, case_env: Collection[str] = ()) -> LaunchSpec
 def write_launch_record(path: Path, record: dict[str, Any]) -> None:
     """``logs/launch.json`` of either backend: secrets redacted, written atomically (it is rewritten as the run goes)."""
     write_atomic(path, json.dumps(redact(record), indent=2, default=str) + "\n")
+
+
+def final_launch_record(path: Path, record: dict[str, Any], result: LaunchResult) -> LaunchResult:
+    """The last launch.json, with ``result``, once the run has ended: a full or read-only disk must not cost
+    the run's result; the line naming the file is in the returned result's ``unsaved``."""
+    record["result"] = result.to_dict()
+    try:
+        write_launch_record(path, record)
+    except WriteFailed as exc:
+        return replace(result, unsaved=(str(exc),))
+    return result

@@ -32,6 +32,7 @@ from autotest.run.launch import (
     LaunchSpec,
     PollCallback,
     RunInterrupted,
+    final_launch_record,
     write_launch_record,
 )
 from autotest.run.proctable import (
@@ -218,8 +219,7 @@ def launch(spec: LaunchSpec, results_dir: Path, *, poll: PollCallback | None = N
             stdout_log=stdout_log, stderr_log=stderr_log, launch_json=launch_json,
             leftover_pids=teardown.leftover, escaped_pids=teardown.escaped,
             survivors=teardown.survivors, cleanup=cleanups)
-        record["result"] = result.to_dict()
-        write_launch_record(launch_json, record)
+        result = final_launch_record(launch_json, record, result)
     if interrupt is not None:
         raise RunInterrupted(interrupted or "interrupted", result) from interrupt
     return result

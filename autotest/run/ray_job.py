@@ -54,6 +54,7 @@ from autotest.run.launch import (
     LaunchSpec,
     PollCallback,
     RunInterrupted,
+    final_launch_record,
     write_launch_record,
 )
 
@@ -384,8 +385,7 @@ def submit(spec: LaunchSpec, results_dir: Path, *, address: str, num_gpus: int =
             command_line=spec.command_line, cwd=str(spec.cwd), started_at=started_at, wall_s=wall_s,
             timeout_s=spec.timeout_s, exit_code=code, signal=sig, timed_out=timed_out, stopped_reason=stopped,
             interrupted=interrupted or lost, stdout_log=stdout_log, stderr_log=stderr_log, launch_json=launch_json)
-        record["result"] = result.to_dict()
-        write_launch_record(launch_json, record)
+        result = final_launch_record(launch_json, record, result)
     if interrupt is not None:
         raise RunInterrupted(interrupted or "interrupted", result) from interrupt
     return result

@@ -31,11 +31,13 @@ def replicate_seeds(case: Case, count: int, first: int) -> tuple[int, ...]:
     """Replicate 1 runs ``first`` (the seed a single run would use); the others the next seeds outside the
     calibration set, so they are independent of the golden as the threshold scaling assumes.
 
-    A case that takes no seed repeats ``first`` (its runs differ only by non-determinism), as
-    calibration does.
+    A case that takes no seed has one seed, ``first``: the pipeline refuses K > 1 for it
+    (:mod:`autotest.inputs.replicate_limits`), since K copies of one seed are not K samples.
     """
     if not case.takes_seed:
-        return (first,) * count
+        if count > 1:
+            raise ValueError(f"{case.name}: {count} replicates of a launch that takes no seed")
+        return (first,)
     taken = set(case.seed.calibration) | {first}
     seeds, candidate = [first], first
     while len(seeds) < count:

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
-from autotest.errors import UsageError
+from autotest.errors import UsageError, WriteFailed
+from autotest.files import MIB, make_folder, require_writable
 from autotest.inputs.case import REPO_ROOT, Case
 from autotest.inputs.project import find_project
 
 RESULTS_ENV = "RL_AUTOTEST_RESULTS"
+#: free space a run needs on the results disk before it is launched (MiB; 0 turns the check off)
+MIN_FREE_ENV = "RL_AUTOTEST_MIN_FREE_MIB"
+DEFAULT_MIN_FREE_MIB = 64
 
 
 def default_results_root() -> Path:
@@ -38,9 +43,32 @@ def demo_results_root() -> Path:
 DEFAULT_ROOT_HELP = f"${RESULTS_ENV}, else the project's results, else {demo_results_root()}"
 
 
+def min_free_bytes(environ: Mapping[str, str] | None = None) -> int:
+    """The free space one run needs: ``$RL_AUTOTEST_MIN_FREE_MIB`` MiB, else 64 MiB (0: no check)."""
+    raw = (os.environ if environ is None else environ).get(MIN_FREE_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MIN_FREE_MIB * MIB
+    try:
+        mib = float(raw)
+    except ValueError:
+        mib = -1.0
+    if not (mib >= 0 and mib != float("inf")):
+        raise UsageError(f"${MIN_FREE_ENV}: {raw!r} is not a size; give the MiB of free space a run needs "
+                         f"(default {DEFAULT_MIN_FREE_MIB}; 0 turns the check off)")
+    return int(mib * MIB)
+
+
+def require_room(folder: Path, environ: Mapping[str, str] | None = None, *, runs: int = 1) -> None:
+    """Preflight for a results folder: writable (a read-only disk fails even for root) and with
+    ``runs`` x :func:`min_free_bytes` free, else one line naming the folder and what to do; nothing is launched."""
+    require_writable(Path(folder), "preflight: results folder", min_free_bytes=runs * min_free_bytes(environ),
+                     advice=f"pass --results-dir (or set ${RESULTS_ENV}) to a folder on a writable disk with room"
+                            f" (${MIN_FREE_ENV} sets the room a run needs); nothing was launched")
+
+
 def fresh_folder(parent: Path, name: str) -> Path:
     """``parent/<name>[~n]``, created: two concurrent runs never share a folder, an earlier one is never reused."""
-    parent.mkdir(parents=True, exist_ok=True)
+    make_folder(parent)
     for suffix in range(10_000):
         folder = parent / (name if suffix == 0 else f"{name}~{suffix}")
         try:
@@ -48,6 +76,8 @@ def fresh_folder(parent: Path, name: str) -> Path:
             return folder
         except FileExistsError:
             continue
+        except OSError as exc:  # read-only or full since the preflight
+            raise WriteFailed(folder, exc) from exc
     raise UsageError(f"{parent}: no fresh folder named {name}[~n] can be made; clean it up")
 
 

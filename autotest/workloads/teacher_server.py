@@ -2,6 +2,7 @@
 
     python -m autotest.workloads.teacher_server --model DIR --name NAME --port-file PATH
         [--host 127.0.0.1] [--parent-pid PID] [--exit-at-step K] [--temperature T]
+        [--request-timeout-s S]
 
 It binds port 0 (the kernel picks a free port, never a fixed one) and writes
 ``{"port", "pid", "name"}`` to ``--port-file`` (atomically) once it listens. Endpoints:
@@ -10,7 +11,13 @@ It binds port 0 (the kernel picks a free port, never a fixed one) and writes
 - ``POST /v1/logprobs`` with ``{"token_ids": [[id, ...], ...], "step": N}`` (``step`` optional,
   for the log) -> ``{"name", "logprobs": [[lp, ...], ...]}`` where ``logprobs[i][j]`` is
   log p(token ``j + 1`` | tokens ``0..j``) of sequence ``i`` in fp32 (length ``len - 1``).
-  A malformed request gets 400 with ``{"error": ...}``.
+  A malformed request gets 400 with ``{"error": ...}``; a body over ``MAX_BODY_BYTES`` gets 413 and the
+  connection is closed unread.
+
+It listens on loopback unless ``--host`` says otherwise (the teachers serve the training run on the
+same node; nothing else should reach them). A client that stalls mid-request (headers or body) is cut
+off after ``--request-timeout-s`` (default 30 s) of silence, so a stuck or hostile client never holds a
+server thread.
 
 Requests are served on threads; the forward passes run one at a time. With ``--parent-pid``
 the server exits when that process is gone (a launcher killed with SIGKILL leaves no server
@@ -39,7 +46,8 @@ if TYPE_CHECKING:
 LOGPROBS_PATH = "/v1/logprobs"
 HEALTH_PATH = "/health"
 DIED_EXIT_CODE = 3
-MAX_BODY_BYTES = 64 << 20
+MAX_BODY_BYTES = 64 << 20  # a batch of token ids is kilobytes; this bounds what one request may make us buffer
+REQUEST_TIMEOUT_S = 30.0  # silence on a socket mid-request before the server hangs up
 
 
 class BadRequest(ValueError):
@@ -108,11 +116,16 @@ def log(message: str) -> None:
     print(f"{time.strftime('%H:%M:%S')} [teacher-server] {message}", flush=True)
 
 
-def make_handler(teacher: Teacher) -> type[BaseHTTPRequestHandler]:
+class BodyTooLarge(BadRequest):
+    """A request the server answers with 413 (and closes the connection without reading the body)."""
+
+
+def make_handler(teacher: Teacher, request_timeout_s: float = REQUEST_TIMEOUT_S) -> type[BaseHTTPRequestHandler]:
     """The request handler class bound to ``teacher``."""
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        timeout = request_timeout_s  # socket timeout: http.server drops the connection on a stalled read
 
         def _reply(self, status: int, payload: dict[str, Any]) -> None:
             data = json.dumps(payload).encode()
@@ -134,8 +147,13 @@ def make_handler(teacher: Teacher) -> type[BaseHTTPRequestHandler]:
                 self._reply(404, {"error": f"no such path {self.path}; use POST {LOGPROBS_PATH}"})
                 return
             try:
-                length = int(self.headers.get("Content-Length") or 0)
-                if not 0 < length <= MAX_BODY_BYTES:
+                try:
+                    length = int(self.headers.get("Content-Length") or 0)
+                except ValueError:
+                    raise BadRequest("Content-Length is not a number") from None
+                if length > MAX_BODY_BYTES:
+                    raise BodyTooLarge(f"body of {length} bytes is over the limit of {MAX_BODY_BYTES}")
+                if length < 1:
                     raise BadRequest(f"Content-Length must be 1..{MAX_BODY_BYTES}")
                 try:
                     body = json.loads(self.rfile.read(length))
@@ -143,7 +161,9 @@ def make_handler(teacher: Teacher) -> type[BaseHTTPRequestHandler]:
                     raise BadRequest("body is not JSON") from None
                 sequences, step = teacher.check(body)
             except BadRequest as exc:
-                self._reply(400, {"error": str(exc)})
+                if isinstance(exc, BodyTooLarge):
+                    self.close_connection = True  # the unread body must not be parsed as the next request
+                self._reply(413 if isinstance(exc, BodyTooLarge) else 400, {"error": str(exc)})
                 return
             teacher.maybe_die(step)
             started = time.perf_counter()
@@ -154,6 +174,9 @@ def make_handler(teacher: Teacher) -> type[BaseHTTPRequestHandler]:
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
             pass  # one line per scored step is logged above; access lines would drown it
+
+        def log_error(self, format: str, *args: Any) -> None:  # noqa: A002
+            log(f"{self.client_address[0]}: {format % args}")  # e.g. "Request timed out" for a stalled client
 
     return Handler
 
@@ -183,7 +206,9 @@ def serve(args: argparse.Namespace) -> int:
     if not args.temperature > 0:
         raise SystemExit(f"error: --temperature: must be positive (got {args.temperature})")
     teacher = Teacher(args.model, args.name, args.exit_at_step, args.temperature)
-    server = ThreadingHTTPServer((args.host, 0), make_handler(teacher))
+    if not args.request_timeout_s > 0:
+        raise SystemExit(f"error: --request-timeout-s: must be positive (got {args.request_timeout_s})")
+    server = ThreadingHTTPServer((args.host, 0), make_handler(teacher, args.request_timeout_s))
     server.daemon_threads = True
 
     def stop(signum: int, _frame: Any) -> None:
@@ -215,6 +240,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--exit-at-step", type=int, help="fault teacher-dies: exit on a request for step K or later")
     p.add_argument("--temperature", type=float, default=1.0,
                    help="log-probs of logits / T (regression teacher-temperature; 1 for a healthy teacher)")
+    p.add_argument("--request-timeout-s", type=float, default=REQUEST_TIMEOUT_S,
+                   help="hang up on a client silent this long mid-request (default %(default)g)")
     return p.parse_args(argv)
 
 

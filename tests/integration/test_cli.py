@@ -19,7 +19,7 @@ def test_compare_pass_fail_error_exit_codes(tmp_path):
     ok = run("compare", "--baseline", str(MOPD), "--current", str(mopd_tracker(tmp_path / "a")), "--no-plots",
              "--out", str(tmp_path / "out"))
     assert ok.returncode == 0, ok.stdout + ok.stderr
-    assert ok.stdout.strip().endswith("mopd-qwen3-vl-2b: PASS")
+    assert ok.stdout.strip().splitlines()[-1].startswith("mopd-qwen3-vl-2b: PASS — could have caught: ")
     assert (tmp_path / "out" / "report.md").exists()
     bad = run("compare", "--baseline", str(MOPD), "--current",
               str(mopd_tracker(tmp_path / "b", nudge={("distillation/reduced_distillation_kl", 15): 0.05})))

@@ -131,3 +131,17 @@ def test_a_bad_replicates_option_is_one_usage_line(pytester):
     result = pytester.runpytest_subprocess("--replicates", "0", "-p", "no:cacheprovider")
     assert result.ret == 4  # pytest's usage error, before anything runs
     result.stderr.fnmatch_lines(["ERROR: --replicates: 0 is below 1; give the number of seeds to run and average"])
+
+
+def test_replicates_over_the_cap_fail_the_case_in_one_line(pytester):
+    from autotest.inputs.replicate_limits import REPLICATE_CAPS
+
+    count = REPLICATE_CAPS["cpu"] + 1
+    pytester.makepyfile(test_suite=REPLICATED)
+    results = pytester.path / "out"
+    result = pytester.runpytest_subprocess("--replicates", str(count), "--results-dir", str(results),
+                                           "--no-history", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"*scripted: --replicates: {count} is above the cap of {REPLICATE_CAPS['cpu']} "
+                                 "replicates for a CPU case; pass --force to run more (pytest: --force-replicates)"])
+    assert "Traceback" not in result.stdout.str() and not results.exists()

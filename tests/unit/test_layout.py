@@ -22,7 +22,7 @@ RANKS = {
     "judge": 3,
     "report": 4,
     "pipeline": 5,
-    "calibration": 6, "history": 6, "consistency": 6,
+    "calibration": 6, "history": 6, "consistency": 6, "bisect": 6,
     "cli": 7, "plugin": 7, "suites": 8,
 }
 #: what the workloads (a separate program launched by the harness) may import from the harness

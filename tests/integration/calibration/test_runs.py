@@ -20,7 +20,7 @@ from autotest.calibration.runs import (
 from autotest.calibration.thresholds import CalibrationError
 from autotest.errors import UsageError
 from autotest.inputs.baseline import load_baseline
-from autotest.inputs.case import load_case
+from autotest.inputs.case import case_argument, load_case
 from autotest.judge.model import FAIL, PASS
 from autotest.judge.readers import read_trace
 from autotest.judge.verdict import compare
@@ -141,13 +141,15 @@ def test_calibrate_writes_a_candidate_with_provenance_and_promote_replaces(fake_
                                       "time/step"}
     assert sorted(cand.golden_table["eval/accuracy"]) == [0, 5, 10]
     by_metric = {c.metric: c for c in cand.checks}
-    assert by_metric["mismatch/mismatch_k3_kl"].threshold == 1e-4
+    # the runs' own k3 is fp32-sized (~1e-14): the declared bf16-sized floor 1e-4 is capped at 1000 x that level
+    k3 = by_metric["mismatch/mismatch_k3_kl"]
+    assert k3.threshold < 1e-10 and "calibration.floors 0.0001 capped at floor_headroom 1000" in k3.derivation
     # the eval-set size comes from the runs' saved config.json: the binomial floor applies
     assert "binomial 2 x sqrt(p(1-p)/n), n=20" in by_metric["eval/accuracy"].derivation
     assert all(c.measured_max_deviation is not None for c in cand.checks)
     text = report.read_text()
     for section in ("## Thresholds", "## Golden shift", "## Self-check (leave-one-out)", "## Runs",
-                    f"rl-autotest baseline promote {case.name} --baselines-dir {baselines}"):
+                    f"rl-autotest baseline promote {case_argument(case)} --baselines-dir {baselines.resolve()}"):
         assert section in text
     assert (outcome.results_dir / "report.md").read_text() == text
     assert (outcome.results_dir / "preflight.json").is_file()

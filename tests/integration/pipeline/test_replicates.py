@@ -142,3 +142,12 @@ def test_an_interrupt_stops_every_replicate_and_each_ending_leaves_a_verdict(tmp
         assert own["status"] == "ERROR"
         assert any("run interrupted (SIGTERM) at step" in r["message"] for r in own["results"]), sub
     assert "# slow: ⚠️ ERROR" in (folder / "report.md").read_text()
+
+
+def test_adaptive_replicates_stop_after_one_run_far_from_every_threshold(tmp_path: Path) -> None:
+    """The scripted run lands on its golden: the first look decides, no more seeds run."""
+    case = load_case(REPO_ROOT / "tests" / "data" / "cases" / "scripted.yaml")
+    run = run_case(case, RunOptions(results_root=tmp_path, with_plots=False, adaptive_max=3))
+    assert run.status == "PASS" and run.replicates == 1
+    assert run.verdict is not None and run.verdict.context["adaptive"] == {"runs": 1, "of": 3, "look": 1}
+    assert [p.name for p in (run.results_dir / "replicates").iterdir()] == ["r1-seed0"]

@@ -201,3 +201,57 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state not in ("Z", "X")
+
+
+# ---- limits: what a client may make a teacher do ------------------------------------------------
+
+
+def _raw(url: str, data: bytes, *, wait_s: float = 10.0) -> tuple[bytes, float]:
+    """Send ``data`` on a fresh socket and read until the server closes it: (all it sent, seconds it took)."""
+    import socket
+
+    host, port = url.removeprefix("http://").split(":")
+    started = time.monotonic()
+    with socket.create_connection((host, int(port)), timeout=wait_s) as sock:
+        sock.sendall(data)
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    return received, time.monotonic() - started
+
+
+def test_it_listens_on_loopback_only_by_default(sum_teacher: Served) -> None:
+    assert sum_teacher.url.startswith("http://127.0.0.1:")
+    listening = {line.split()[1] for line in Path("/proc/net/tcp").read_text().splitlines()[1:]
+                 if line.split()[3] == "0A"}  # state LISTEN; local address as hex ip:port
+    port = f"{int(sum_teacher.url.rsplit(':', 1)[1]):04X}"
+    assert f"0100007F:{port}" in listening and f"00000000:{port}" not in listening
+
+
+def test_an_oversized_body_is_refused_unread_and_the_connection_closed(sum_teacher: Served) -> None:
+    from autotest.workloads.teacher_server import MAX_BODY_BYTES
+
+    head = (f"POST {LOGPROBS_PATH} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {MAX_BODY_BYTES + 1}\r\n\r\n").encode()
+    # the body is never sent: the server must answer from the header alone, not wait for 64 MiB
+    reply, took_s = _raw(sum_teacher.url, head + b'{"token_ids": [[1, 2]]}')
+    status, _, body = reply.partition(b"\r\n")[0], None, reply.split(b"\r\n\r\n", 1)[1]
+    assert status == b"HTTP/1.1 413 Request Entity Too Large"
+    assert json.loads(body) == {"error": f"body of {MAX_BODY_BYTES + 1} bytes is over the limit of {MAX_BODY_BYTES}"}
+    assert took_s < 5
+    assert health(sum_teacher.url)["status"] == "ok"
+
+
+@pytest.mark.parametrize("partial", [
+    b"POST /v1/logprobs HTT",  # stalls in the request line
+    b"POST /v1/logprobs HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"token_ids\": ",  # stalls in the body
+])
+def test_a_slow_client_is_cut_off(partial: bytes, mopd_fixture: Fixture, tmp_path: Path) -> None:
+    served = start_server(mopd_fixture.teacher("digit_sum"), tmp_path, "strict", "--request-timeout-s", "1")
+    try:
+        reply, took_s = _raw(served.url, partial, wait_s=30)
+        assert reply == b"" and 0.9 < took_s < 10  # hung up on after about a second of silence, no answer
+        assert "Request timed out" in served.log.read_text()
+        assert len(request_logprobs(served.url, sequences())) == 3  # and it still serves others
+    finally:
+        stop(served)

@@ -8,7 +8,9 @@ from autotest.consistency.value_compare import compare_group
 # Synthetic modules with given input/output/parameter differences (statistics of real tensors).
 
 
-def _entries(path: str, order: int, d_in: float, d_out: float, d_par: float) -> tuple[ModuleEntry, ModuleEntry]:
+def _entries(path: str, order: int, d_in: float | None, d_out: float,
+             d_par: float) -> tuple[ModuleEntry, ModuleEntry]:
+    """One module's dump on both sides; ``d_in`` None: its inputs were not dumped (passed as kwargs)."""
     def stats(scale: float, comp: str, name: str) -> TensorStat:
         base = {"Max": 2.0, "Min": -2.0, "Mean": 0.1, "Norm": 8.0}
         return TensorStat(name, comp, "torch.float32", (4, 4), {k: v * (1 + scale) for k, v in base.items()}, None)
@@ -17,7 +19,7 @@ def _entries(path: str, order: int, d_in: float, d_out: float, d_par: float) -> 
     sides = []
     for delta in (0.0, 1.0):
         tensors = (
-            stats(delta * d_in, "input", "input_args.0"),
+            *(() if d_in is None else (stats(delta * d_in, "input", "input_args.0"),)),
             stats(delta * d_out, "output", "output.0"),
             stats(delta * d_par, "parameter", "parameters.weight"),
         )
@@ -25,7 +27,7 @@ def _entries(path: str, order: int, d_in: float, d_out: float, d_par: float) -> 
     return sides[0], sides[1]
 
 
-def synthetic(*modules: tuple[str, float, float, float]):
+def synthetic(*modules: tuple[str, float | None, float, float]):
     train, rollout = {}, {}
     for order, (path, d_in, d_out, d_par) in enumerate(modules):
         t, r = _entries(path, order, d_in, d_out, d_par)
@@ -59,3 +61,22 @@ def test_unmapped_module_is_insufficient_evidence():
     (group,) = map_modules(train, {})
     (analysis,) = classify_modules([compare_group(group, train, {})])
     assert analysis.bucket == "insufficient_output_evidence" and not analysis.credible
+
+
+def test_the_deepest_module_whose_own_code_diverges_is_named_not_its_parent_layer():
+    """A rotary embedding applied inside self_attn's own code (between q/k projections and o_proj): the difference
+    first shows at o_proj's inputs; self_attn's inputs were not dumped (kwargs), its layer's were and agree."""
+    analyses = synthetic(
+        ("m.layers.0.input_layernorm", 0.0, 0.0, 0.0),
+        ("m.layers.0.self_attn.q_proj", 0.0, 0.0, 0.0),
+        ("m.layers.0.self_attn.k_proj", 0.0, 0.0, 0.0),
+        ("m.layers.0.self_attn.o_proj", 0.5, 0.5, 0.0),
+        ("m.layers.0.self_attn", None, 0.5, 0.0),
+        ("m.layers.0", 0.0, 0.5, 0.0),
+    )
+    boundary = find_boundary(analyses)
+    assert boundary is not None and boundary.module.module_path == "m.layers.0.self_attn"
+    assert boundary.module.bucket == "module_impl_mismatch"
+    assert analyses[boundary.entry_order].module_path == "m.layers.0.self_attn.o_proj"
+    layer = next(a for a in analyses if a.module_path == "m.layers.0")
+    assert layer.bucket == "upstream_propagation_or_amplification" and layer.explained_by == "m.layers.0.self_attn.o_proj"

@@ -147,3 +147,19 @@ def test_unchecked_sampling_path_under_a_breach_says_so_never_no_divergence() ->
     assert report.verdict == "no_divergence" and report.divergence == "sampling_path_unchecked"
     assert report.next_checks == ("module check", f"{NOT_PROVIDED}; save the log-probs the rollout returned for "
                                   "the window's samples (format: autotest/consistency/logprob_records.py).")
+
+
+def test_a_trainer_gathering_one_position_off_names_the_trainer_side() -> None:
+    """recorded = the rollout's recompute, both != the trainer, every module aligned: the trainer's log-prob path,
+    never 'no_divergence' and never the rollout's sampling path first."""
+    shifted = BASE[1:] + BASE[:1]  # the trainer reads each token's log-prob one position off
+    comparison = compare_logprobs({"recorded": _records("recorded", BASE), "recomputed": _records("recomputed", BASE),
+                                   "trainer": _records("trainer", shifted)})
+    assert comparison.finding == "model"
+    report = with_logprob_finding(_report("no_divergence"), comparison, Step("three-way", "executed", ""),
+                                  ["mismatch/mismatch_k3_kl"])
+    assert (report.verdict, report.divergence, report.confidence) == ("root_cause_found", "module", "medium")
+    assert report.root_cause["module"] == "trainer log-prob computation (after the model)"
+    assert "recorded log-probs equal its own model's recompute" in report.root_cause["why"]
+    assert report.next_checks[0].startswith("Check the trainer's log-prob computation after the model")
+    assert all("rollout's sampling path" not in check for check in report.next_checks)

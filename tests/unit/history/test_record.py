@@ -50,7 +50,8 @@ def test_non_finite_statistics_are_kept_as_missing(tmp_path) -> None:
 def test_a_folder_without_its_tracker_copy_is_recorded_with_a_warning(tmp_path) -> None:
     record = read_results_folder(write_results_folder(tmp_path, "c", 1, {REWARDS: 0.05}, tracker=False))
     assert record.metrics == ()
-    assert record.warnings == (f"{tmp_path / 'c' / 'night-01'}: no tracker copy (tracker.jsonl); "
+    assert record.warnings == (f"{tmp_path / 'c' / 'night-01'}: no tracker copy (tracker.jsonl, trainer_state.json, "
+                               "tensorboard); "
                                "per-metric summaries not recorded",)
 
 

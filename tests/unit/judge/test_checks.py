@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from types import MappingProxyType
 
@@ -231,7 +232,8 @@ def test_mopd_missing_checked_metric_is_error(tmp_path):
     verdict = compare(b, read_trace(mopd_tracker(tmp_path, drop="eval/geo3k/acc"))).verdict
     assert verdict.status == ERROR
     errors = [r for r in verdict.results if r.status == ERROR]
-    assert [r.metric for r in errors] == ["eval/geo3k/acc"]
+    assert [(r.check_id, r.metric) for r in errors] == [("metrics[names]", None), (errors[1].check_id, "eval/geo3k/acc")]
+    assert re.match(r"1 of \d+ checked metrics are not in the log \(.*\): eval/geo3k/acc; ", errors[0].message)
 
 
 def test_mopd_fifty_step_run_checked_on_calibrated_range(tmp_path):

@@ -56,7 +56,7 @@ def test_eval_row_then_summary_then_minibatches_is_not_a_resumed_run(tmp_path: P
 def test_orphan_minibatch_rows_and_backward_steps_are_warned_with_lines(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     lines = [{"step": 1, "response/rewards/mean": 0.1}, {"step": 2, "response/rewards/mean": 0.2},
-             {"step": 1, "response/rewards/mean": 0.15}, {"step": 3, "train_metrics/worker_0/loss": 1.0}]
+             {"step": 1, "response/rewards/mean": 0.1}, {"step": 3, "train_metrics/worker_0/loss": 1.0}]
     path.write_text("".join(json.dumps(r) + "\n" for r in lines))
     trace = read_xtuner(path)
     assert any("t.jsonl:3: step 1 after step 2 (line 2)" in w for w in trace.warnings)

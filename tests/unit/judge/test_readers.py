@@ -45,14 +45,24 @@ def test_truncated_final_line_is_dropped_with_warning(tmp_path):
     assert f"{path}:" in trace.warnings[0]
 
 
-def test_resumed_run_duplicate_steps_last_wins_with_warning(tmp_path):
+def test_resumed_run_same_values_later_row_wins_with_one_warning(tmp_path):
     path = tmp_path / "t.jsonl"
-    rows = [{"a": 1.0, "step": 1}, {"a": 2.0, "step": 2}, {"a": 20.0, "step": 2}, {"a": 3.0, "step": 3}]
+    rows = [{"a": 1.0, "step": 1}, {"a": 2.0, "step": 2}, {"a": 2.0001, "step": 2}, {"a": 3.0, "step": 3}]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     trace = read_trace(path)
-    assert trace.series["a"][2] == 20.0
+    assert trace.series["a"][2] == 2.0001
     assert trace.train_steps == (1, 2, 3)
-    assert any("step 2 logged again" in w and ":3:" in w for w in trace.warnings)
+    assert trace.warnings == (f"{path}: 1 step(s) logged again (resumed run?): step 2 (line 2 and line 3); the "
+                              "values agree within 0.1%, the later rows win",)
+
+
+def test_resumed_run_whose_later_row_differs_is_an_error_naming_both_lines(tmp_path):
+    path = tmp_path / "t.jsonl"
+    rows = [{"a": 1.0, "step": 1}, {"a": 2.0, "step": 2}, {"a": 0.0, "step": 2}, {"a": 3.0, "step": 3}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(UsageError, match=rf"^{path}:3: step 2 logged again with a different a: 0 there, 2 at "
+                                         r"line 2 \(more than 0.1% apart\): a resumed run re-did the step"):
+        read_trace(path)
 
 
 def test_line_numbers_are_recorded(tmp_path):
@@ -92,11 +102,13 @@ def test_find_tracker_picks_newest_exp_dir(tmp_path):
 def test_find_tracker_errors_list_what_was_found(tmp_path):
     (tmp_path / "20261101120000" / "logs").mkdir(parents=True)
     (tmp_path / "20261101120000" / "logs" / "tb.jsonl").write_text("{}\n")
-    with pytest.raises(UsageError, match=r"newest exp dir 20261101120000 has no .*found: 20261101120000/logs/tb.jsonl"):
+    with pytest.raises(UsageError, match=r"no metric log in the newest exp dir 20261101120000 .*found: "
+                                         r"20261101120000/logs/tb.jsonl\); is exp_tracker set to jsonl or tensorboard"):
         find_tracker(tmp_path)
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(UsageError, match=r"no tracker found .*found trackers: none; entries: empty\)"):
+    with pytest.raises(UsageError, match=r"no metric log found; looked for: xtuner tracker .*TensorBoard event files "
+                                         r".*; entries: empty; pass the log itself"):
         find_tracker(empty)
     with pytest.raises(UsageError, match="no such file or directory"):
         find_tracker(tmp_path / "missing")

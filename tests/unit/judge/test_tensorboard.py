@@ -79,11 +79,19 @@ checks:
 
 def test_resumed_run_later_event_wins_and_is_said(tmp_path):
     _write_events(tmp_path / "tb" / "a", {s: SUMMARY[s] for s in range(1, 6)}, {})
-    _write_events(tmp_path / "tb" / "b", {5: {"response/rewards/mean": 0.9}, 6: SUMMARY[6]}, {})
+    _write_events(tmp_path / "tb" / "b", {5: {"response/rewards/mean": 0.55001}, 6: SUMMARY[6]}, {})
     trace = read_tensorboard(tmp_path / "tb")
-    assert trace.get("response/rewards/mean")[5] == pytest.approx(0.9)
+    assert trace.get("response/rewards/mean")[5] == pytest.approx(0.55001)
     assert trace.train_steps == (1, 2, 3, 4, 5, 6)
-    assert any("step 5 logged again" in w for w in trace.warnings)
+    assert any("1 event(s) logged again (resumed run?): response/rewards/mean at step 5" in w for w in trace.warnings)
+
+
+def test_resumed_run_whose_later_event_differs_is_an_error_naming_both_files(tmp_path):
+    first = _write_events(tmp_path / "tb" / "a", {s: SUMMARY[s] for s in range(1, 6)}, {})
+    _write_events(tmp_path / "tb" / "b", {5: {"response/rewards/mean": 0.0}, 6: SUMMARY[6]}, {})
+    with pytest.raises(UsageError, match=r"/tb/b/events[^ ]*: response/rewards/mean at step 5 logged again with a "
+                                         rf"different value: 0 there, 0.55 earlier in {first}/events"):
+        read_tensorboard(tmp_path / "tb")
 
 
 @pytest.mark.parametrize("make, message", [

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from autotest.inputs.case import load_case
 from autotest.run.replicates import replicate_folder, replicate_seeds, side_by_side
 
@@ -17,11 +19,13 @@ def test_replicate_one_runs_the_runs_seed_and_the_others_skip_calibration_seeds(
     assert replicate_seeds(case, 2, 40) == (40, 41)
 
 
-def test_a_case_that_takes_no_seed_repeats_it() -> None:
+def test_a_case_that_takes_no_seed_has_one_seed_only() -> None:
     case = load_case("tiny-grpo")
     fixed = replace(case, launch=replace(case.launch, command=("{python}", "-c", "pass"), fault_args=()),
                     seed=replace(case.seed, calibration=()))
-    assert replicate_seeds(fixed, 3, 0) == (0, 0, 0)
+    assert replicate_seeds(fixed, 1, 0) == (0,)
+    with pytest.raises(ValueError, match="3 replicates of a launch that takes no seed"):
+        replicate_seeds(fixed, 3, 0)  # the pipeline refuses it first (tests/unit/cli/test_replicate_limits.py)
 
 
 def test_each_replicate_has_its_own_folder() -> None:

@@ -1,0 +1,215 @@
+"""A whole bisect: re-check both ends today, multisect the commits between, and write bisect.json / bisect.md.
+
+Before any search the good and the bad ref are run again on today's environment. If the good one now fails,
+the environment changed (image, dependency, data), not the code, and bisecting would blame an innocent commit;
+if the bad one now passes, the failure does not reproduce. Either stops the bisect with its evidence (exit 1).
+Then each round probes up to P commits side by side (:mod:`autotest.bisect.search`), each judged by
+:mod:`autotest.bisect.probe`; the state is written after every round, so an interrupted bisect leaves what it
+learnt. Exit 0: first bad commit found; 1: environment changed, not reproducible, or budget spent; 2: error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from autotest.bisect.commits import Commit, commits_between, history_dir
+from autotest.bisect.probe import ProbeResult, probe
+from autotest.bisect.search import BAD, GOOD, SKIPPED, SearchState, next_probes, record, rounds_needed, start
+from autotest.errors import UsageError
+from autotest.files import write_atomic
+from autotest.inputs.case import Case
+from autotest.pipeline import RunOptions
+from autotest.run.framework import default_cache_dir, framework_request
+from autotest.run.replicates import side_by_side
+from autotest.run.results_dir import default_results_root, fresh_folder, run_stamp
+
+FOUND, ENVIRONMENT, NOT_REPRODUCIBLE, BUDGET, UNRESOLVED = (
+    "found", "environment_changed", "not_reproducible", "budget_exhausted", "unresolved")
+_RANK = {"high": 2, "medium": 1, "low": 0}
+
+
+@dataclass(frozen=True)
+class BisectOptions:
+    good: str
+    bad: str
+    repo: str | None = None
+    all_commits: bool = False
+    #: probes side by side (cores on CPU, GPU slices on a node)
+    slots: int = 2
+    #: stop after this many training runs (None: no budget)
+    max_runs: int | None = None
+    results_root: Path | None = None
+    seed: int | None = None
+    progress: Callable[[str], None] | None = None
+    run_options: RunOptions = field(default_factory=RunOptions)
+
+
+@dataclass
+class BisectOutcome:
+    status: str
+    folder: Path
+    first_bad: Commit | None = None
+    last_good: str | None = None
+    confidence: str | None = None
+    rounds: int = 0
+    probes: list[ProbeResult] = field(default_factory=list)
+    commits: list[Commit] = field(default_factory=list)
+    flipped: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    message: str = ""
+
+    @property
+    def runs(self) -> int:
+        return sum(p.runs for p in self.probes)
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.status == FOUND else 1
+
+
+def bisect(case: Case, options: BisectOptions) -> BisectOutcome:
+    say = options.progress or (lambda line: None)
+    if options.slots < 1:
+        raise UsageError(f"--jobs: {options.slots} is below 1")
+    request = framework_request(case, os.environ, repo=options.repo, ref=options.bad)
+    if request is None:
+        raise UsageError(f"{case.source}: platform.framework: bisect needs the framework repository: set "
+                         "platform.framework.repo or pass --framework-repo")
+    folder = fresh_folder(Path(options.results_root or default_results_root()).resolve() / case.name,
+                          f"bisect-{run_stamp()}")
+    git_dir = history_dir(request.repo, default_cache_dir(os.environ) / f"{request.name}-history")
+    commits = commits_between(git_dir, options.good, options.bad, all_commits=options.all_commits)
+    outcome = BisectOutcome(status=UNRESOLVED, folder=folder, commits=commits, last_good=options.good)
+    say(f"[bisect {case.name}] {len(commits)} commit(s) after {options.good} up to {options.bad}; "
+        f"{options.slots} probe(s) a round: about {rounds_needed(len(commits), options.slots)} round(s) "
+        f"(one at a time: {rounds_needed(len(commits), 1)}); results in {folder}")
+
+    def run_round(targets: Sequence[str], label: str) -> list[ProbeResult]:
+        tasks = [lambda c=c: probe(case, c, request.repo, folder / "probes" / f"{label}-{c[:12]}",
+                                   _run_options(options)) for c in targets]
+        found = side_by_side(tasks, min(options.slots, len(tasks)))
+        outcome.probes.extend(found)
+        for p in found:
+            say(f"[bisect {case.name}] {label} {p.commit[:12]}: {p.answer} ({p.confidence}; {p.runs} run(s)): "
+                f"{p.reason}")
+        _write(outcome, case)
+        return found
+
+    try:
+        good_now, bad_now = run_round([options.good, commits[-1].sha], "ends")
+        if good_now.answer == SKIPPED or bad_now.answer == SKIPPED:
+            broken = good_now if good_now.answer == SKIPPED else bad_now
+            raise UsageError(f"bisect: {broken.commit} cannot be judged today ({broken.reason}); "
+                             "fix the case or pick other ends")
+        if good_now.answer == BAD:
+            outcome.status = ENVIRONMENT
+            outcome.message = (f"the environment changed, not the code: the good ref {options.good} fails today "
+                               f"({good_now.reason}); compare this machine's environment with the good run's "
+                               "(image, packages, data) before blaming a commit")
+            return _finish(outcome, case)
+        if bad_now.answer == GOOD:
+            outcome.status = NOT_REPRODUCIBLE
+            outcome.message = (f"not reproducible: the bad ref {options.bad} passes today ({bad_now.reason}); the "
+                               "failure came from the environment of that run, or it is rarer than one run shows")
+            return _finish(outcome, case)
+        state = start([c.sha for c in commits])
+        results = {commits[-1].sha: bad_now, options.good: good_now}
+        while not state.done:
+            if options.max_runs is not None and outcome.runs >= options.max_runs:
+                outcome.status = BUDGET
+                outcome.message = (f"budget of {options.max_runs} runs spent; the first bad commit lies in "
+                                   f"{_interval(state, commits, options.good)}")
+                return _finish(outcome, case, state, results)
+            picks = next_probes(state, options.slots)
+            outcome.rounds += 1
+            found = run_round([state.commits[i] for i in picks], f"round{outcome.rounds}")
+            results.update({p.commit: p for p in found})
+            state = record(state, {i: p.answer for i, p in zip(picks, found)})
+        outcome.status = FOUND
+        return _finish(outcome, case, state, results)
+    except BaseException:
+        outcome.status = "interrupted" if outcome.status == UNRESOLVED else outcome.status
+        _write(outcome, case)
+        raise
+
+
+def _run_options(options: BisectOptions) -> RunOptions:
+    return replace(options.run_options, seed=options.seed, with_plots=False)
+
+
+def _interval(state: SearchState, commits: Sequence[Commit], good: str) -> str:
+    low = commits[state.lo].sha[:12] if state.lo >= 0 else good
+    return f"({low}, {commits[state.hi].sha[:12]}]"
+
+
+def _finish(outcome: BisectOutcome, case: Case, state: SearchState | None = None,
+            results: dict[str, ProbeResult] | None = None) -> BisectOutcome:
+    if state is not None and results is not None:
+        by_sha = {c.sha: c for c in outcome.commits}
+        outcome.skipped = [p.commit for p in outcome.probes if p.answer == SKIPPED]
+        if outcome.status == FOUND:
+            outcome.first_bad = by_sha[state.first_bad]
+            if state.lo >= 0:
+                outcome.last_good = state.commits[state.lo]
+            good_probe = results.get(outcome.last_good or "")
+            bad_probe = results[state.first_bad]
+            outcome.confidence = min((p.confidence for p in (good_probe, bad_probe) if p is not None),
+                                     key=_RANK.__getitem__, default="low")
+            outcome.flipped = _flipped(good_probe, bad_probe)
+            ambiguous = state.skipped_between
+            outcome.message = (f"first bad commit {outcome.first_bad.short()}" + (
+                f"; {len(ambiguous)} skipped commit(s) just before it could also be the cause: "
+                + ", ".join(s[:12] for s in ambiguous) if ambiguous else ""))
+    _write(outcome, case)
+    return outcome
+
+
+def _flipped(good: ProbeResult | None, bad: ProbeResult) -> list[dict[str, Any]]:
+    """The gates that pass at the last good probe and fail at the first bad one, with both values."""
+    rows = []
+    for check_id, (status, observed, threshold) in bad.gates.items():
+        before = good.gates.get(check_id) if good is not None else None
+        if status == "FAIL" and (before is None or before[0] != "FAIL"):
+            rows.append({"check": check_id, "threshold": threshold, "good": before[1] if before else None,
+                         "bad": observed})
+    return rows
+
+
+def _write(outcome: BisectOutcome, case: Case) -> None:
+    data = {
+        "case": case.name, "status": outcome.status, "message": outcome.message,
+        "first_bad": None if outcome.first_bad is None else {
+            "sha": outcome.first_bad.sha, "subject": outcome.first_bad.subject, "author": outcome.first_bad.author},
+        "last_good": outcome.last_good, "confidence": outcome.confidence, "rounds": outcome.rounds,
+        "runs": outcome.runs, "device_seconds": round(sum(p.wall_s for p in outcome.probes) * max(1, case.platform.gpus), 1),
+        "flipped_gates": outcome.flipped, "skipped": outcome.skipped,
+        "commits": [{"sha": c.sha, "subject": c.subject, "author": c.author} for c in outcome.commits],
+        "probes": [p.to_dict() for p in outcome.probes], "written_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    write_atomic(outcome.folder / "bisect.json", json.dumps(data, indent=2) + "\n")
+    write_atomic(outcome.folder / "bisect.md", render_bisect(data))
+
+
+def render_bisect(data: dict[str, Any]) -> str:
+    lines = [f"# Bisect {data['case']}: {data['status']}", "", data["message"] or "(in progress)", ""]
+    first = data["first_bad"]
+    if first:
+        lines += [f"- first bad commit: `{first['sha']}` {first['subject']} ({first['author']})",
+                  f"- last good: `{data['last_good']}`; confidence: {data['confidence']}"]
+    lines += [f"- rounds: {data['rounds']}, training runs: {data['runs']}, device-seconds: {data['device_seconds']}",
+              ""]
+    if data["flipped_gates"]:
+        lines += ["## Gates that flip at the first bad commit", "", "| gate | threshold | last good | first bad |",
+                  "|---|---|---|---|"]
+        lines += [f"| `{r['check']}` | {r['threshold']} | {r['good']} | {r['bad']} |" for r in data["flipped_gates"]]
+        lines.append("")
+    lines += ["## Probes", "", "| commit | answer | confidence | runs | why |", "|---|---|---|---|---|"]
+    lines += [f"| `{p['commit'][:12]}` | {p['answer']} | {p['confidence']} | {p['runs']} | {p['reason']} |"
+              for p in data["probes"]]
+    return "\n".join(lines) + "\n"

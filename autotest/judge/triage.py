@@ -155,7 +155,10 @@ def early_breach(*groups: str) -> Condition:
 def starts_later(ev: Evidence) -> str | None:
     failed = ev.failed(*ACCURACY_GROUPS)
     if failed and not any(located_at(r, ev.firsts) for r in failed if ev.group_of(r) != "teacher"):
-        return f"{failed[0].metric} first breached at {_step(failed[0])}, after the start"
+        located = [r for r in failed if r.scope in LOCATING_SCOPES]
+        if located:
+            return f"{located[0].metric} first breached at {_step(located[0])}, after the start"
+        return f"{failed[0].metric} breached over a window ({failed[0].check_id}), at no located first step"
     return None
 
 

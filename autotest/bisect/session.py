@@ -25,7 +25,7 @@ from autotest.errors import UsageError
 from autotest.files import write_atomic
 from autotest.inputs.case import Case
 from autotest.pipeline import RunOptions
-from autotest.run.framework import default_cache_dir, framework_request
+from autotest.run.framework import check_ref, default_cache_dir, framework_request
 from autotest.run.replicates import side_by_side
 from autotest.run.results_dir import default_results_root, fresh_folder, run_stamp
 
@@ -77,6 +77,8 @@ def bisect(case: Case, options: BisectOptions) -> BisectOutcome:
     say = options.progress or (lambda line: None)
     if options.slots < 1:
         raise UsageError(f"--jobs: {options.slots} is below 1")
+    check_ref(options.good, "--good")  # before either reaches git, under its own flag
+    check_ref(options.bad, "--bad")
     request = framework_request(case, os.environ, repo=options.repo, ref=options.bad)
     if request is None:
         raise UsageError(f"{case.source}: platform.framework: bisect needs the framework repository: set "

@@ -1,10 +1,13 @@
-"""Multisection: probes split the interval evenly; answers narrow it; skips are stepped around."""
+"""Multisection (and the bisect's own argument checks): probes split the interval evenly; answers narrow it; skips are stepped around."""
 
 from __future__ import annotations
 
 import pytest
 
 from autotest.bisect.search import BAD, GOOD, SKIPPED, next_probes, record, rounds_needed, start
+from autotest.bisect.session import BisectOptions, bisect
+from autotest.errors import UsageError
+from autotest.inputs.case import load_case
 
 
 def _run(n: int, culprit: int, slots: int, skipped: frozenset[int] = frozenset()) -> tuple[int, int]:
@@ -40,3 +43,12 @@ def test_a_skipped_commit_is_stepped_around_and_reported_when_it_borders_the_cul
     state = start([f"c{i}" for i in range(6)])
     state = record(state, {2: GOOD, 3: SKIPPED, 4: BAD})
     assert state.done and state.first_bad == "c4" and state.skipped_between == ["c3"]
+
+
+@pytest.mark.parametrize("flag, good, bad", [("--good", "--upload-pack=touch x", "main"),
+                                             ("--bad", "v1", ""), ("--bad", "v1", "a b")])
+def test_an_option_shaped_or_empty_end_is_refused_under_its_own_flag(flag: str, good: str, bad: str,
+                                                                      tmp_path) -> None:
+    with pytest.raises(UsageError) as info:
+        bisect(load_case("tiny-grpo"), BisectOptions(good=good, bad=bad, results_root=tmp_path))
+    assert str(info.value).startswith(f"{flag}: ")

@@ -11,7 +11,7 @@ framework's metric names.
 |---|---|---|
 | 1 | ``mismatch`` | a train–inference mismatch gate breached (finite values) |
 | 2 | ``non-finite`` | a gate's value became NaN/inf |
-| 3 | ``metric-names`` | the log names none of the baseline's checked metrics (its metric-names check is an ERROR) |
+| 3 | ``metric-names`` | the log lacks checked metrics of the baseline (``metrics[names]`` ERROR) |
 | 4 | ``run-incomplete`` | the run ended early (a structural check could not decide) |
 | 5 | ``eval-path`` | only eval breached; every checked training role within bounds at every step |
 | 6 | ``rewards-only`` | only reward breached; eval, rollout (length, entropy), training dynamics and teachers within bounds at every step (one of them checked) |
@@ -24,7 +24,9 @@ framework's metric names.
 
 A rule fits at most once (the first of its rows that fits); ``gradual`` is not shown when
 ``teacher-path`` fits (the same breach, explained more narrowly). A time-role metric is never read as an
-accuracy breach.
+accuracy breach. Where a breach begins (rows 7, 8, 10) is read from checks that locate breaches per step
+(stepwise, points, percentile, final): a pooled or window check gates a mean over its window, and the step
+where one noisy point first crosses its bound is not where the change began.
 """
 
 from __future__ import annotations
@@ -61,6 +63,16 @@ class Evidence:
         return sorted((r for r in self.results if r.is_gate and r.kind == "metric" and r.status == FAIL
                        and not is_non_finite(r) and self.group_of(r) in groups),
                       key=lambda r: r.first_breach_step if r.first_breach_step is not None else math.inf)
+
+
+#: scopes whose first breach step is a step that breached on its own; pooled and window checks gate a mean over a
+#: window, so their crossing step does not say the breach began there (a single noisy point can cross first)
+LOCATING_SCOPES = (None, "stepwise", "points", "percentile", "final")
+
+
+def located_at(r: CheckResult, steps: frozenset[int]) -> bool:
+    """Whether ``r`` breached at one of ``steps`` by a check that locates breaches per step."""
+    return r.scope in LOCATING_SCOPES and r.first_breach_step in steps
 
 
 #: a condition returns the evidence it found (one phrase) when it holds, None when it does not
@@ -110,7 +122,7 @@ def non_finite(ev: Evidence) -> str | None:
     return bad[0].message if bad else None
 
 
-def metric_names(ev: Evidence) -> str | None:
+def unnamed_metrics(ev: Evidence) -> str | None:
     bad = [r for r in ev.results if r.check_id == NAMES_CHECK_ID and r.status == ERROR]
     return bad[0].message if bad else None
 
@@ -123,8 +135,7 @@ def incomplete(ev: Evidence) -> str | None:
 def at_first_point_only(group: str) -> Condition:
     """``group`` breached at the run's first point while no other role (teachers aside) breached there."""
     def test(ev: Evidence) -> str | None:
-        early = [r for r in ev.failed(*ACCURACY_GROUPS) if r.first_breach_step in ev.firsts
-                 and ev.group_of(r) != "teacher"]
+        early = [r for r in ev.failed(*ACCURACY_GROUPS) if located_at(r, ev.firsts) and ev.group_of(r) != "teacher"]
         if early and all(ev.group_of(r) == group for r in early):
             return (f"{early[0].metric} breached at step {early[0].first_breach_step}, the run's first point, with "
                     "every other checked metric within threshold there")
@@ -135,7 +146,7 @@ def at_first_point_only(group: str) -> Condition:
 def early_breach(*groups: str) -> Condition:
     """A role of ``groups`` breached at the first training step or first eval point."""
     def test(ev: Evidence) -> str | None:
-        early = [r for r in ev.failed(*groups) if r.first_breach_step in ev.firsts]
+        early = [r for r in ev.failed(*groups) if located_at(r, ev.firsts)]
         return f"{early[0].metric} breached at step {early[0].first_breach_step}, the run's first point" \
             if early else None
     return test
@@ -143,8 +154,11 @@ def early_breach(*groups: str) -> Condition:
 
 def starts_later(ev: Evidence) -> str | None:
     failed = ev.failed(*ACCURACY_GROUPS)
-    if failed and not any(r.first_breach_step in ev.firsts for r in failed if ev.group_of(r) != "teacher"):
-        return f"{failed[0].metric} first breached at {_step(failed[0])}, after the start"
+    if failed and not any(located_at(r, ev.firsts) for r in failed if ev.group_of(r) != "teacher"):
+        located = [r for r in failed if r.scope in LOCATING_SCOPES]
+        if located:
+            return f"{located[0].metric} first breached at {_step(located[0])}, after the start"
+        return f"{failed[0].metric} breached over a window ({failed[0].check_id}), at no located first step"
     return None
 
 
@@ -218,9 +232,9 @@ RULES: tuple[Rule, ...] = (
     Rule("non-finite", (non_finite,),
          "numerical divergence: a metric became NaN/inf (loss, learning rate, overflow); read the run's logs "
          "around that step", "a mismatch gate with finite values is the more specific evidence"),
-    Rule("metric-names", (metric_names,),
-         "the log does not name the baseline's metrics: map its names with metric_aliases, or pass this case's "
-         "own log"),
+    Rule("metric-names", (unnamed_metrics,),
+         "the log does not name the baseline's metrics: map its names with metric_aliases, or pass this case's own "
+         "log", "a log that names none of the checked metrics decides nothing the rules below could read"),
     Rule("run-incomplete", (incomplete,),
          "the run did not complete (crash, hang, timeout or a truncated log): read the run's logs before judging "
          "accuracy", "the breaches above were measured on the steps the run did reach"),

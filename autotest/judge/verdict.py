@@ -165,9 +165,8 @@ def _with_alignment(findings: Sequence[TriageFinding], alignment: Alignment | No
     if alignment is None or alignment.finding is None:
         return tuple(findings)
     first = TriageFinding(ALIGNMENT_RULE, ALIGNMENT_SUGGESTION, alignment.finding.message, primary=True)
-    return (first, *(replace(f, primary=False, rank=f.rank + 1,
-                             why_ranked=f.why_ranked or "the step accounting explains the verdict first")
-                     for f in findings))
+    return (first, *(replace(f, primary=False, rank=f.rank + 1, why_ranked=f.why_ranked or
+                             "the step accounting explains the verdict first") for f in findings))
 
 
 def compare(baseline: Baseline, current: Trace, *, case: str | None = None, wall_time_s: float | None = None,

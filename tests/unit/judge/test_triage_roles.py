@@ -172,3 +172,31 @@ def test_the_documented_rule_table_is_the_rule_table():
     documented = re.findall(r"^\| (\d+) \| ``([a-z-]+)`` \|", triage.__doc__ or "", flags=re.M)
     assert [(int(rank), name) for rank, name in documented] == [
         (i + 1, rule.name) for i, rule in enumerate(triage.RULES)]
+
+
+def test_a_pooled_window_crossing_at_its_first_step_is_not_an_initialisation_breach():
+    from autotest.judge.model import CheckResult
+    from autotest.judge.triage import triage
+
+    trace = Trace("t", MappingProxyType({}), train_steps=tuple(range(1, 26)), eval_steps=(0, 5, 10, 15, 20, 25))
+    pooled = CheckResult("eval/digit_sum/acc[pooled 0-25]", "FAIL", "eval pooled", metric="eval/digit_sum/acc",
+                         scope="pooled", first_breach_step=0)
+    rewards = CheckResult("response/rewards/mean[points]", "FAIL", "rewards", metric="response/rewards/mean",
+                          scope="points", first_breach_step=15)
+    assert [f.rule for f in triage([pooled, rewards], trace)] == ["gradual"]
+    stepwise = CheckResult("eval/digit_sum/acc[stepwise]", "FAIL", "eval step 0", metric="eval/digit_sum/acc",
+                           scope="stepwise", first_breach_step=0)
+    assert [f.rule for f in triage([stepwise, rewards], trace)] == ["first-step"]
+
+
+def test_gradual_cites_the_located_breach_not_a_pooled_window_start():
+    from autotest.judge.model import CheckResult
+    from autotest.judge.triage import triage
+
+    trace = Trace("t", MappingProxyType({}), train_steps=tuple(range(1, 26)), eval_steps=(0, 5, 10, 15, 20, 25))
+    pooled = CheckResult("eval/acc[pooled 0-25]", "FAIL", "eval pooled", metric="eval/acc", scope="pooled",
+                         first_breach_step=0)
+    rewards = CheckResult("response/rewards/mean[points]", "FAIL", "rewards", metric="response/rewards/mean",
+                          scope="points", first_breach_step=15)
+    gradual = triage([pooled, rewards], trace)[0]
+    assert gradual.evidence.startswith("response/rewards/mean first breached at step 15, after the start")

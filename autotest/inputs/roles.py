@@ -22,10 +22,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import Iterable, Mapping
 
-if TYPE_CHECKING:
-    from autotest.inputs.schema import Section
+from autotest.inputs.schema import Section
 
 #: role -> (triage group, one-line meaning). Closed: a baseline naming another role is an error.
 ROLES: Mapping[str, tuple[str, str]] = MappingProxyType({

@@ -20,6 +20,7 @@ from autotest.calibration.runs import (
     promote,
 )
 from autotest.bisect.session import BisectOptions, bisect
+from autotest.calibration.init_cli import add_init_parser, split_command
 from autotest.calibration.thresholds import CalibrationError
 from autotest.consistency.cli import main as analyze_main
 from autotest.consistency.job import run_consistency_job
@@ -193,7 +194,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     for warning in outcome.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     for c in outcome.calibration.checks:
-        print(f"{c.check.check_id}: {c.previous.threshold:g} -> {c.check.threshold:g} ({c.status})")
+        print(f"{c.check.check_id}: {c.previous.shown_threshold} -> {c.check.shown_threshold} ({c.status})")
     rate = outcome.self_check.false_alarm_rate
     print(f"self-check: leave-one-out false alarms {outcome.self_check.false_alarms}/"
           f"{len(outcome.self_check.held_out)}" + ("" if rate is None else f" ({rate:.0%})"))
@@ -385,6 +386,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "self-check false alarms; REASON is recorded in the baseline")
 
     add_history_parser(sub, COMMANDS)
+    add_init_parser(sub, COMMANDS)
     return parser
 
 
@@ -394,7 +396,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return analyze_main(argv[2:])
     collect_secrets(argv=argv)  # before anything is printed or written: their values are masked everywhere
     parser = build_parser()
+    argv, launch_command = split_command(argv)
     args = parser.parse_args(argv)
+    args.launch_command = launch_command
     out, err = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = MaskedStream(out), MaskedStream(err)
     try:

@@ -45,6 +45,10 @@ def _refusals(candidate: Baseline, expected_name: str) -> tuple[list[str], list[
     if candidate.name != expected_name:
         hard.append(f"name: it is the baseline of {candidate.name!r}, not {expected_name!r}; "
                     "promote it for its own case")
+    placeholders = [c.check_id for c in candidate.checks if c.placeholder]
+    if placeholders:  # calibration could not measure them (metric not logged): nobody set a number
+        hard.append(f"checks: threshold still a placeholder for {', '.join(placeholders)} (calibration could not "
+                    "measure it; see the candidate's derivation); fix the metric name or remove the check")
     if candidate.provenance.get("produced_by") != PRODUCED_BY:
         soft.append(f"provenance.produced_by: not {PRODUCED_BY!r} (hand-made or edited?)")
     self_check = candidate.provenance.get("self_check")
@@ -62,8 +66,8 @@ def diff_lines(old: Baseline | None, new: Baseline) -> list[str]:
     after = {c.check_id: c for c in new.checks}
     lines = [f"removed check {cid}" for cid in before if cid not in after]
     lines += [f"added check {cid}" for cid in after if cid not in before]
-    lines += [f"threshold {cid}: {before[cid].threshold:g} -> {c.threshold:g}" for cid, c in after.items()
-              if cid in before and before[cid].threshold != c.threshold]
+    lines += [f"threshold {cid}: {before[cid].shown_threshold} -> {c.shown_threshold}" for cid, c in after.items()
+              if cid in before and before[cid].shown_threshold != c.shown_threshold]
     try:
         old_golden = golden_trace(old)
     except UsageError as exc:

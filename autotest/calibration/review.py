@@ -45,19 +45,20 @@ def _threshold_rows(calibration: Calibration) -> list[str]:
         new, old = c.check, c.previous
         if c.status != CALIBRATED:
             rows.append(f"| `{new.check_id}` | {new.method} {new.operator} | {new.severity} | - | - | - | "
-                        f"{new.threshold:g} | {old.threshold:g} | {c.status}: {_cell(c.note)} |")
+                        f"{new.shown_threshold} | {old.shown_threshold} | {c.status}: {_cell(c.note)} |")
             continue
         per_run = ", ".join(_fmt(v) for v in c.per_run)
         if new.scope == "pooled":  # its own rule: t quantile x leave-one-out spread, in noise units
             rows.append(f"| `{new.check_id}` | pooled (x noise) | {new.severity} | max \\|loo mean z\\| "
                         f"{_fmt(c.measured)} ({per_run}) | - | {_cell(c.floor_source)} | **{new.threshold:g}** | "
-                        f"{old.threshold:g} | {c.status} |")
+                        f"{old.shown_threshold} | {c.status} |")
             continue
-        ratio = new.threshold / old.threshold if old.threshold else math.inf
-        change = "unchanged" if new.threshold == old.threshold else f"x{ratio:.2g}"
+        ratio = new.threshold / old.threshold if old.threshold and not old.placeholder else math.inf
+        change = "from placeholder" if old.placeholder else \
+            "unchanged" if new.threshold == old.threshold else f"x{ratio:.2g}"
         rows.append(f"| `{new.check_id}` | {new.method} {new.operator} | {new.severity} | {_fmt(c.measured)} "
                     f"({per_run}) | {_fmt(c.proposed)} | {_fmt(c.floor)} ({_cell(c.floor_source)}) "
-                    f"| **{new.threshold:g}** | {old.threshold:g} | {change} |")
+                    f"| **{new.threshold:g}** | {old.shown_threshold} | {change} |")
     return rows
 
 

@@ -169,7 +169,7 @@ def _measure(check: CheckSpec, baseline: Baseline, runs: Sequence[Trace]):
     """Run-to-run deviation: the check's own statistic (the check engine's) for every ordered pair of
     runs, one as current and the other as golden. Returns each run's largest, and the compared steps.
     """
-    probe = replace(check, threshold=math.inf, operator="<", severity="gate")
+    probe = replace(check, placeholder=False, threshold=math.inf, operator="<", severity="gate")
     if check.scope == "points":
         # a point not every run logged has no golden mean: measure the others, the engine reports the rest
         logged = (baseline.golden_table or {}).get(check.metric) or {}
@@ -206,7 +206,7 @@ def _calibrate_pooled(check: CheckSpec, golden: Trace, runs: Sequence[Trace], se
     if isinstance(made, str):
         return CalibratedCheck(replace(check, derivation=f"uncalibrated: {made}", measured_max_deviation=None),
                                check, UNCALIBRATED, made)
-    new = replace(check, threshold=round_up(made.threshold), derivation=made.derivation,
+    new = replace(check, placeholder=False, threshold=round_up(made.threshold), derivation=made.derivation,
                   measured_max_deviation=float(f"{made.measured:.4g}"))
     return CalibratedCheck(new, check, CALIBRATED, made.derivation, made.per_run, made.measured, made.threshold,
                            None, f"t quantile {made.quantile:.3g} x spread {made.spread:.3g}", made.steps)
@@ -238,7 +238,8 @@ def _calibrate_check(check: CheckSpec, baseline: Baseline, golden: Trace, runs: 
     derivation = (f"calibrated, N={n}: max run-to-run deviation {measured:.3g} x margin {settings.margin:g} = "
                   f"{proposed:.3g}; floor {floor:.3g} ({floor_source}); threshold = {binding}, "
                   f"rounded up to {SIGNIFICANT_DIGITS} significant digits")
-    new = replace(check, threshold=threshold, derivation=derivation, measured_max_deviation=float(f"{measured:.4g}"))
+    new = replace(check, placeholder=False, threshold=threshold, derivation=derivation,
+                  measured_max_deviation=float(f"{measured:.4g}"))
     return CalibratedCheck(new, check, CALIBRATED, derivation, per_run, measured, proposed, floor, floor_source,
                            steps)
 

@@ -36,6 +36,7 @@ from autotest.consistency.verdict import (
     with_logprob_finding,
 )
 from autotest.errors import UsageError
+from autotest.files import require_folder
 
 _WHY = {
     "parameter_sync_mismatch": (
@@ -75,6 +76,7 @@ def analyze_dumps(
     actor_dump_dir, rollout_dump_dir, out_dir = Path(train_dump), Path(rollout_dump), Path(out_dir)
     if rollout_dump_dir.resolve() == actor_dump_dir.resolve():
         raise UsageError(f"{rollout_dump_dir}: the rollout and train dump folders are the same; pass one per side")
+    require_folder(out_dir, "the analysis output folder (--out)")
     user_rules = load_user_mapping(Path(mapping_file)) if mapping_file else ()
     context = dict(context or {})
     paths: dict[str, Any] = {
@@ -195,13 +197,17 @@ def analyze_dumps(
     report = with_logprob_finding(report, comparison, Step("three-way log-prob comparison", status, detail),
                                   context.get("breached_metrics") or ())
     pid = report_pair.pair_id if report_pair else None
-    write_outputs(
-        out_dir,
-        groups_by_pair.get(pid, ()) if pid else (),
-        {p: compares[p] for p in compares},
-        analyses,
-        report,
-    )
+    try:
+        write_outputs(
+            out_dir,
+            groups_by_pair.get(pid, ()) if pid else (),
+            {p: compares[p] for p in compares},
+            analyses,
+            report,
+        )
+    except OSError as exc:
+        raise UsageError(f"{exc.filename or out_dir}: cannot write the analysis ({exc.strerror}); "
+                         "pass a writable --out folder") from None
     return report
 
 

@@ -112,6 +112,31 @@ def append_record(path: Path, record: ForwardRecord) -> None:
         fh.flush()
 
 
+def _whole(value: Any, where: str, key: str) -> int:
+    if type(value) is not int or value < 0:
+        raise UsageError(f"{where}: key '{key}' is {json.dumps(value)[:40]}, not a whole number >= 0")
+    return value
+
+
+def _list(obj: dict[str, Any], key: str, where: str) -> list[Any]:
+    if not isinstance(obj[key], list):
+        raise UsageError(f"{where}: key '{key}' must be a list")
+    return obj[key]
+
+
+def _wholes(value: Any, where: str, key: str) -> tuple[int, ...]:
+    if not isinstance(value, list):
+        raise UsageError(f"{where}: key '{key}' must be a list of token ids")
+    return tuple(_whole(v, where, f"{key}.{i}") for i, v in enumerate(value))
+
+
+def _range(value: Any, where: str, key: str) -> tuple[int, int]:
+    if not isinstance(value, list) or len(value) != 2:
+        raise UsageError(f"{where}: key '{key}' must be [start, end]")
+    start, end = (_whole(v, where, f"{key}.{i}") for i, v in enumerate(value))
+    return start, end
+
+
 def _parse(obj: dict[str, Any], side: str, where: str, path: Path, line: int, ordinal: int) -> ForwardRecord:
     expected = SOURCES[side]
     if obj.get("source") != expected:
@@ -127,8 +152,9 @@ def _parse(obj: dict[str, Any], side: str, where: str, path: Path, line: int, or
             if not isinstance(req, dict) or "request_id" not in req or "tokens" not in req:
                 raise UsageError(f"{where}: key 'requests.{i}' needs 'request_id' and 'tokens'")
         request_ids = tuple(str(r["request_id"]) for r in reqs)
-        token_ids = tuple(tuple(int(t) for t in r["tokens"]) for r in reqs)
-        ranges = tuple(tuple(r["token_range"]) for r in reqs) if all("token_range" in r for r in reqs) else None
+        token_ids = tuple(_wholes(r["tokens"], where, f"requests.{i}.tokens") for i, r in enumerate(reqs))
+        ranges = (tuple(_range(r["token_range"], where, f"requests.{i}.token_range") for i, r in enumerate(reqs))
+                  if all("token_range" in r for r in reqs) else None)
     else:
         if not isinstance(obj.get("request_ids"), list):
             raise UsageError(f"{where}: key 'request_ids' must be a list")
@@ -137,18 +163,19 @@ def _parse(obj: dict[str, Any], side: str, where: str, path: Path, line: int, or
         ):
             raise UsageError(f"{where}: key 'token_ids' must be a list as long as 'request_ids'")
         request_ids = tuple(str(r) for r in obj["request_ids"])
-        token_ids = tuple(tuple(int(t) for t in toks) for toks in obj.get("token_ids", []))
-        ranges = tuple(tuple(r) for r in obj["token_ranges"]) if "token_ranges" in obj else None
-    version = obj.get("weight_version")
+        token_ids = tuple(_wholes(toks, where, f"token_ids.{i}") for i, toks in enumerate(obj.get("token_ids", [])))
+        ranges = (tuple(_range(r, where, f"token_ranges.{i}") for i, r in enumerate(_list(obj, "token_ranges", where)))
+                  if "token_ranges" in obj else None)
+    version, rank = obj.get("weight_version"), obj.get("rank")
     return ForwardRecord(
         side=side,
-        pid=int(obj["pid"]),
-        rank=obj.get("rank"),
-        step=int(obj["step"]),
+        pid=_whole(obj["pid"], where, "pid"),
+        rank=None if rank is None else _whole(rank, where, "rank"),
+        step=_whole(obj["step"], where, "step"),
         phase=str(obj.get("phase", DEFAULT_PHASE[side])),
-        forward_index=int(obj.get("forward_index", ordinal)),
-        weight_version=None if version is None else int(version),
-        msprobe_step=int(obj.get("msprobe_step", obj["step"])),
+        forward_index=_whole(obj.get("forward_index", ordinal), where, "forward_index"),
+        weight_version=None if version is None else _whole(version, where, "weight_version"),
+        msprobe_step=_whole(obj.get("msprobe_step", obj["step"]), where, "msprobe_step"),
         task=str(obj.get("task", "statistics")),
         dump_path=str(obj.get("dump_path", "")),
         dump_subdir=str(obj.get("dump_subdir", "")),
@@ -166,9 +193,13 @@ def read_correlation_log(path: Path, side: str) -> tuple[ForwardRecord, ...]:
     if side not in SOURCES:
         raise ValueError(f"side must be one of {tuple(SOURCES)}, got {side!r}")
     path = Path(path)
-    lines = path.read_text(encoding="utf-8").splitlines()
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not UTF-8 text (byte {exc.start}); pass the JSON-lines correlation log "
+                         "the diagnostic run wrote") from None
     records = []
-    seen: dict[tuple[Any, ...], int] = {}  # (pid, rank, step) -> forwards so far: the default forward_index
+    seen: dict[tuple[str, ...], int] = {}  # (pid, rank, step) -> forwards so far: the default forward_index
     for number, text in enumerate(lines, start=1):
         if not text.strip():
             continue
@@ -181,7 +212,7 @@ def read_correlation_log(path: Path, side: str) -> tuple[ForwardRecord, ...]:
             raise UsageError(f"{where}: not valid JSON; fix or remove the line") from None
         if not isinstance(obj, dict):
             raise UsageError(f"{where}: expected a JSON object per line")
-        unit = (obj.get("pid"), obj.get("rank"), obj.get("step"))
+        unit = tuple(repr(obj.get(k)) for k in ("pid", "rank", "step"))  # a key before _parse checks the values
         records.append(_parse(obj, side, where, path, number, seen.get(unit, 0)))
         seen[unit] = seen.get(unit, 0) + 1
     return tuple(records)

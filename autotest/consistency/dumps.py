@@ -24,6 +24,8 @@ from autotest.errors import UsageError
 
 KEY_RE = re.compile(r"^(?P<kind>Module|Cell)\.(?P<path>.+)\.(?P<cls>[^.]+)\.(?P<dir>forward|backward)\.(?P<index>\d+)$")
 STATS = ("Max", "Min", "Mean", "Norm")
+_JSON_KINDS = {"list": "list", "str": "text", "int": "number", "float": "number", "bool": "boolean",
+               "NoneType": "null"}
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,7 @@ def _leaf(value: dict[str, Any]) -> bool:
     return "dtype" in value and "shape" in value and ("Max" in value or "data_name" in value)
 
 
-def _walk(value: Any, path: str, component: str, data_dir: Path, out: list[TensorStat]) -> None:
+def _walk(value: Any, path: str, component: str, data_dir: Path, out: list[TensorStat], where: str) -> None:
     if isinstance(value, dict):
         if _leaf(value):
             data_name = value.get("data_name")
@@ -113,19 +115,36 @@ def _walk(value: Any, path: str, component: str, data_dir: Path, out: list[Tenso
                     path=path,
                     component=component,
                     dtype=str(value["dtype"]),
-                    shape=tuple(int(d) for d in value["shape"]),
+                    shape=_shape(value["shape"], f"{where}.{path}"),
                     stats={s: _number(value.get(s)) for s in STATS},
-                    data_file=(data_dir / data_name) if data_name else None,
+                    data_file=(data_dir / _data_name(data_name, f"{where}.{path}")) if data_name else None,
                 )
             )
             return
         if "type" in value and "value" in value:
             return  # a non-tensor argument (bool, int, slice); not compared
         for name, item in value.items():
-            _walk(item, f"{path}.{name}", component, data_dir, out)
+            _walk(item, f"{path}.{name}", component, data_dir, out, where)
     elif isinstance(value, list):
         for i, item in enumerate(value):
-            _walk(item, f"{path}.{i}", component, data_dir, out)
+            _walk(item, f"{path}.{i}", component, data_dir, out, where)
+
+
+class _BadLeaf(Exception):
+    """A tensor leaf dump.json describes impossibly; read_dump names the file."""
+
+
+def _shape(value: Any, where: str) -> tuple[int, ...]:
+    if not isinstance(value, list) or not all(type(d) is int and d >= 0 for d in value):
+        raise _BadLeaf(f"{where}: shape {json.dumps(value)[:60]} is not a list of sizes >= 0")
+    return tuple(value)
+
+
+def _data_name(value: Any, where: str) -> str:
+    # a tensor file sits in dump_tensor_data/ beside dump.json: a name, never a path out of it
+    if not isinstance(value, str) or "/" in value or "\\" in value or value in (".", ".."):
+        raise _BadLeaf(f"{where}: data_name {json.dumps(value)[:60]} is not a file name in dump_tensor_data/")
+    return value
 
 
 def _number(value: Any) -> float | None:
@@ -147,17 +166,29 @@ def read_dump(path: Path) -> Dump:
     if len(dirs) > 1:
         raise UsageError(f"{path}: {len(dirs)} dump.json folders under it; pass one of them, e.g. {dirs[0]}")
     root = dirs[0]
+    file = root / "dump.json"
     try:
-        doc = json.loads((root / "dump.json").read_text(encoding="utf-8"))
+        doc = json.loads(file.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise UsageError(f"{root / 'dump.json'}: line {exc.lineno}: not valid JSON (truncated dump?)") from None
-    parents: dict[str, Any] = {}
+        raise UsageError(f"{file}: line {exc.lineno}: not valid JSON (truncated dump?)") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{file}: not UTF-8 text (a corrupt or foreign file); re-collect the dump") from None
+    except OSError as exc:
+        raise UsageError(f"{file}: cannot read the dump ({exc.strerror})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("data", {}), dict):
+        kind = type(doc.get("data") if isinstance(doc, dict) else doc).__name__
+        what = "its 'data'" if isinstance(doc, dict) else "the dump"
+        raise UsageError(f"{file}: {what} is a JSON {_JSON_KINDS.get(kind, kind)}, not an object of module "
+                         "calls; is this an MSProbe dump.json?")
+    parents: Any = {}
     construct = root / "construct.json"
     if construct.is_file():
         try:
-            parents = json.loads(construct.read_text(encoding="utf-8")) or {}
-        except json.JSONDecodeError:
+            parents = json.loads(construct.read_text(encoding="utf-8"))
+        except (ValueError, OSError):
             parents = {}  # the tree only refines ordering notes; the dump itself is intact
+        if not isinstance(parents, dict):
+            parents = {}
     # The tensor folder is found next to dump.json so a moved results folder still resolves.
     data_dir = root / "dump_tensor_data"
     entries: dict[str, ModuleEntry] = {}
@@ -167,10 +198,13 @@ def read_dump(path: Path) -> Dump:
             continue
         module_path, cls, _, index = parsed
         tensors: list[TensorStat] = []
-        _walk(body.get("input_args", []), "input_args", "input", data_dir, tensors)
-        _walk(body.get("input_kwargs", {}), "input_kwargs", "input", data_dir, tensors)
-        _walk(body.get("output", []), "output", "output", data_dir, tensors)
-        _walk(body.get("parameters", {}), "parameters", "parameter", data_dir, tensors)
+        try:
+            _walk(body.get("input_args", []), "input_args", "input", data_dir, tensors, f"data.{key}")
+            _walk(body.get("input_kwargs", {}), "input_kwargs", "input", data_dir, tensors, f"data.{key}")
+            _walk(body.get("output", []), "output", "output", data_dir, tensors, f"data.{key}")
+            _walk(body.get("parameters", {}), "parameters", "parameter", data_dir, tensors, f"data.{key}")
+        except _BadLeaf as exc:
+            raise UsageError(f"{file}: {exc}; the dump is corrupt, re-collect it") from None
         parent = parents.get(key)
         entries[key] = ModuleEntry(
             key=key,
@@ -190,7 +224,23 @@ def load_tensor(stat: TensorStat) -> Any:
 
     if stat.data_file is None:
         raise ValueError(f"{stat.path}: no tensor data (task statistics)")
-    tensor = torch.load(stat.data_file, map_location="cpu", weights_only=True).detach().to(torch.float64)
+    file = stat.data_file
+    named = f"{file.parent.parent / 'dump.json'} names it for {stat.path}"
+    if not file.is_file():
+        raise UsageError(f"{file}: tensor file missing ({named}); re-collect the tensor pass or pass "
+                         "--statistics-only")
+    try:
+        tensor = torch.load(file, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - a corrupt file surfaces as pickle, zip, EOF or runtime errors
+        detail = " ".join(str(exc).split())[:120]
+        raise UsageError(f"{file}: not a loadable tensor file ({type(exc).__name__}: {detail}); "
+                         "re-collect the tensor pass or pass --statistics-only") from None
+    if not isinstance(tensor, torch.Tensor):
+        raise UsageError(f"{file}: holds a {type(tensor).__name__}, not a tensor ({named})")
+    if tuple(tensor.shape) != stat.shape or str(tensor.dtype) != stat.dtype:
+        raise UsageError(f"{file}: holds a {str(tensor.dtype)} tensor of shape {list(tensor.shape)}, but "
+                         f"{named} as {stat.dtype} {list(stat.shape)}; the dump is inconsistent, re-collect it")
+    tensor = tensor.detach().to(torch.float64)
     if stat.part is not None:
         dim, start, length = stat.part
         tensor = tensor.narrow(dim, start, length)

@@ -169,7 +169,7 @@ def _parse(line: str, where: str) -> LogprobRecord:
                              "logits written instead?)")
         logprobs.append(float(v))
     dtype = row.get("dtype")
-    if dtype is not None and dtype not in DTYPES:
+    if dtype is not None and (not isinstance(dtype, str) or dtype not in DTYPES):
         raise UsageError(f"{where}: key 'dtype' is {dtype!r}; use one of fp32, bf16, fp16 (or leave it out)")
     return LogprobRecord(row["kind"], step, sample, request_id, positions, tokens, tuple(logprobs),
                          DTYPES[dtype] if dtype else None, where)

@@ -121,6 +121,11 @@ def _load_json(path: Path) -> dict[str, Any]:
     return data
 
 
+def _kind(value: Any) -> str:
+    return {list: "a list", dict: "an object", bool: "a boolean", int: "a number", float: "a number"}.get(
+        type(value), type(value).__name__)
+
+
 def _commit(context: dict[str, Any], key: str, path: Path) -> dict[str, Any]:
     value = context.get(key)
     if not isinstance(value, dict):
@@ -178,6 +183,10 @@ def _checks(results: Any, path: Path) -> tuple[CheckRecord, ...]:
         where = f"{path}: key 'results[{index}]"
         if not isinstance(item, dict) or not item.get("check_id") or not item.get("status"):
             raise UsageError(f"{path}: results[{index}] has no check_id/status; the results folder is corrupt")
+        for key in ("metric", "method", "operator", "scope"):  # stored as text columns
+            if not (item.get(key) is None or isinstance(item[key], str)):
+                raise UsageError(f"{path}: key 'results[{index}].{key}' is {_kind(item[key])}, not text (or null); "
+                                 "the results folder is corrupt")
         if item["status"] not in STATUSES:
             raise UsageError(f"{where}.status' is {item['status']!r}; expected one of {', '.join(STATUSES)}")
         severity = item.get("severity") or "gate"
@@ -245,16 +254,22 @@ def _tracker_of(folder: Path, data: dict[str, Any]) -> Path | None:
     copy = tracker_copy(folder)  # tracker.jsonl, trainer_state.json or tensorboard/
     if copy is not None:
         return copy
-    recorded = str(data.get("current_source") or "")
-    source = recorded_path(folder, recorded) if recorded else None
-    return source if source is not None and source.exists() else None  # a TensorBoard log is a folder
+    recorded = data.get("current_source")
+    source = recorded_path(folder, recorded) if isinstance(recorded, str) and recorded else None
+    try:
+        return source if source is not None and source.exists() else None  # a TensorBoard log is a folder
+    except OSError:  # a name no filesystem holds (too long): no log to summarise
+        return None
 
 
 def _aliases(folder: Path, data: dict[str, Any]) -> dict[str, str]:
     """The judged baseline's metric_aliases (a TensorBoard or Hugging Face log names metrics its own way)."""
-    recorded = str(data.get("baseline_file") or "")
-    path = recorded_path(folder, recorded) if recorded else None
-    if path is None or not path.is_file():
+    recorded = data.get("baseline_file")
+    path = recorded_path(folder, recorded) if isinstance(recorded, str) and recorded else None
+    try:
+        if path is None or not path.is_file():
+            return {}
+    except OSError:  # a name no filesystem holds (too long)
         return {}
     try:
         return dict(load_baseline(path).metric_aliases)

@@ -17,7 +17,8 @@ Schema::
       tracker_steps: int       the reviewed tracker's number of training steps (checked with the hash)
       noise: {metric: {step: sd}}  calibrated seed-to-seed standard deviation per step (scope pooled)
     checks:                    a non-empty list of
-      - metric, method (absolute|relative|slowdown|value), operator (< <= > >=), threshold,
+      - metric, method (absolute|relative|slowdown|value), operator (< <= > >=), threshold (a number,
+        or ``placeholder``: written by ``rl-autotest init``, ERROR until ``calibrate`` sets it),
         scope (stepwise|percentile|final|points|window|pooled; default stepwise), severity (gate|reference),
         percentile (scope percentile), points: [int] (scope points), window: [first, last] (scope
         window; optional for pooled), statistic (scope pooled: mean|trend; default mean), relative_floor,
@@ -25,6 +26,9 @@ Schema::
         overrides: [{hardware: {gpu: str, count: int}, threshold}]  per-hardware thresholds of a
         machine-dependent check (time/step); the preflight's GPU fingerprint picks one, else threshold
     metric_aliases, short_names: {str: str}
+    preset: str                the log vocabulary of the framework: xtuner|verl|slime|trl|nemo-rl (default:
+                               inferred from the metric names); see autotest/inputs/roles.py
+    roles: {metric: role}      a checked metric's role (reward, eval, mismatch, step_time, ...; see roles.py)
     steps: {expected: int, exact: bool}
     calibrated_range: [first, last]
     wall_time: {max_s: number, overrides: [{hardware: {gpu, count}, max_s}]}
@@ -35,6 +39,7 @@ Schema::
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -43,6 +48,7 @@ from typing import Any, Mapping
 
 from autotest.inputs.golden_table import check_golden_keys, parse_step_table
 from autotest.inputs.hardware_overrides import HardwareOverride, parse_overrides, pick
+from autotest.inputs.roles import RoleMap, parse_roles, resolve_roles
 from autotest.inputs.schema import Section, expand_env, load_section, show
 
 SCHEMA_VERSION = 1
@@ -52,6 +58,8 @@ SCOPES = ("stepwise", "percentile", "final", "points", "window", "pooled")
 SEVERITIES = ("gate", "reference")
 #: what a pooled check gates: the mean of z over the window, or its fitted change across it
 POOLED_STATISTICS = ("mean", "trend")
+#: the threshold ``rl-autotest init`` writes: never a number, so a spec cannot pass before it is calibrated
+PLACEHOLDER = "placeholder"
 #: |base| below this is treated as this value in the relative error (explicit, reported)
 DEFAULT_RELATIVE_FLOOR = 1e-12
 
@@ -79,6 +87,13 @@ class CheckSpec:
     overrides: tuple[HardwareOverride, ...] = ()
     #: the hardware whose override set ``threshold`` on this node (None: the default applies)
     hardware: str | None = None
+    #: ``threshold: placeholder`` (``rl-autotest init``): no number yet; the check is an ERROR until calibrated
+    placeholder: bool = False
+
+    @property
+    def shown_threshold(self) -> str:
+        """The threshold as written: a number, or ``placeholder``."""
+        return PLACEHOLDER if self.placeholder else f"{self.threshold:g}"
 
     @property
     def check_id(self) -> str:
@@ -105,7 +120,7 @@ class CheckSpec:
             scope = f"|{what} of per-step deviations / calibrated noise| over {where}"
         severity = "" if self.severity == "gate" else " (reference only, never fails)"
         hardware = f" (threshold for {self.hardware})" if self.hardware else ""
-        return f"{self.metric}: {self.method} {self.operator} {self.threshold:g}{hardware}, {scope}{severity}"
+        return f"{self.metric}: {self.method} {self.operator} {self.shown_threshold}{hardware}, {scope}{severity}"
 
 
 @dataclass(frozen=True)
@@ -167,6 +182,15 @@ class Baseline:
     calibration: CalibrationSpec | None = None
     #: metric -> step -> calibrated seed-to-seed standard deviation (what scope pooled divides by)
     noise_table: Mapping[str, Mapping[int, float]] | None = None
+    #: the framework's log vocabulary (``preset:``), None: inferred from the checked metrics' names
+    preset: str | None = None
+    #: metric -> role declared in the baseline (``roles:``); see autotest.inputs.roles
+    roles: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def role_map(self) -> RoleMap:
+        """Each checked metric's role: declared, else the preset's (named or inferred)."""
+        return resolve_roles({c.metric for c in self.checks}, self.roles, self.preset)
 
     @property
     def golden_source(self) -> str:
@@ -207,8 +231,13 @@ def _check(sec: Section) -> CheckSpec:
         sec.fail("statistic", f"only applies to scope 'pooled', not {scope!r}", "remove it or set scope: pooled")
     method = sec.choice("method", METHODS)
     operator = sec.choice("operator", OPERATORS)
-    threshold = sec.number("threshold", fix="write a number, e.g. 0.05 (unquoted)")
-    _check_sign(sec, method, operator, threshold)
+    placeholder = sec.get("threshold") == PLACEHOLDER
+    if placeholder:
+        threshold = math.nan
+    else:
+        threshold = sec.number("threshold", fix=f"write a number, e.g. 0.05 (unquoted), or {PLACEHOLDER} "
+                                                "until rl-autotest calibrate sets it")
+        _check_sign(sec, method, operator, threshold)
     overrides = parse_overrides(sec, "threshold", validate=lambda entry, value: _check_sign(entry, method, operator,
                                                                                              value))
     return CheckSpec(
@@ -229,6 +258,7 @@ def _check(sec: Section) -> CheckSpec:
                                           fix="write the measured deviation (>= 0) or remove it"),
         statistic=sec.choice("statistic", POOLED_STATISTICS, default="mean"),
         overrides=overrides,
+        placeholder=placeholder,
     )
 
 
@@ -294,7 +324,7 @@ def load_baseline(path: str | Path, env: dict[str, str] | None = None) -> Baseli
     path = Path(path)
     sec = load_section(path, what="a baseline", doc=_DOC, required=("golden", "checks"), optional=(
         "schema_version", "name", "description", "metric_aliases", "short_names", "steps", "calibrated_range",
-        "wall_time", "provenance", "calibration"))
+        "wall_time", "provenance", "calibration", "preset", "roles"))
     version = sec.integer("schema_version", default=SCHEMA_VERSION)
     if version != SCHEMA_VERSION:
         sec.fail("schema_version", f"version {version} is not supported (this rl-autotest reads {SCHEMA_VERSION})",
@@ -353,6 +383,7 @@ def load_baseline(path: str | Path, env: dict[str, str] | None = None) -> Baseli
     if wall_sec is not None:
         wall_sec.check_keys(required=("max_s",), optional=("overrides",))
     provenance = sec.section("provenance", optional=True)
+    preset, roles = parse_roles(sec, {c.metric for c in checks})
     return Baseline(
         name=sec.text("name", path.stem),
         path=path,
@@ -372,6 +403,8 @@ def load_baseline(path: str | Path, env: dict[str, str] | None = None) -> Baseli
         description=sec.text("description", ""),
         calibration=_calibration(sec.section("calibration", optional=True), {c.metric for c in checks}),
         noise_table=noise,
+        preset=preset,
+        roles=MappingProxyType(roles),
     )
 
 

@@ -11,6 +11,7 @@ import yaml
 
 from autotest.inputs.baseline import (
     DEFAULT_RELATIVE_FLOOR,
+    PLACEHOLDER,
     SCHEMA_VERSION,
     Baseline,
     CalibrationSpec,
@@ -43,7 +44,8 @@ def _number(value: float) -> float | int:
 
 def _check_doc(check: CheckSpec) -> dict[str, Any]:
     doc: dict[str, Any] = {"metric": check.metric, "method": check.method, "operator": check.operator,
-                           "threshold": check.threshold, "scope": check.scope}
+                           "threshold": PLACEHOLDER if check.placeholder else check.threshold,
+                           "scope": check.scope}
     if check.severity != "gate":
         doc["severity"] = check.severity
     if check.percentile is not None:
@@ -100,6 +102,10 @@ def baseline_document(baseline: Baseline) -> dict[str, Any]:
         doc["metric_aliases"] = dict(baseline.metric_aliases)
     if baseline.short_names:
         doc["short_names"] = dict(baseline.short_names)
+    if baseline.preset:
+        doc["preset"] = baseline.preset
+    if baseline.roles:
+        doc["roles"] = dict(baseline.roles)
     if baseline.steps.expected is not None:
         doc["steps"] = _FlowMap(expected=baseline.steps.expected, exact=baseline.steps.exact)
     if baseline.calibrated_range is not None:

@@ -13,7 +13,7 @@ import math
 import os
 import re
 import reprlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -29,7 +29,12 @@ _MISSING = object()
 
 
 def fail(path: Path, key: str, problem: str, fix: str) -> NoReturn:
-    raise UsageError(f"{path}: {key}: {problem}; {fix}")
+    raise UsageError(f"{path}: {printable(key)}: {problem}; {fix}")
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters escaped (a key named "\\r" must not break the one-line error)."""
+    return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 # numbers YAML 1.1 leaves as strings: an exponent without a dot (5e-3, 1E6)
@@ -85,6 +90,9 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         seen: set[Any] = set()
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, Hashable):  # a `? [complex, key]`: no setting is named so
+                raise yaml.constructor.ConstructorError(None, None, "a key is a list or a mapping, not a name",
+                                                        key_node.start_mark)
             if key in seen:
                 raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
             seen.add(key)
@@ -129,6 +137,10 @@ def load_yaml(path: Path) -> Any:
     except _AliasBomb as exc:
         raise UsageError(f"{path}:{exc.mark.line + 1}: {exc.problem} (an alias bomb?); "
                          "write the values out instead of repeating aliases") from None
+    except yaml.reader.ReaderError as exc:  # a control character: no mark, a character position
+        line = text.count("\n", 0, exc.position) + 1
+        raise UsageError(f"{path}:{line}: character #x{exc.character:04x} is not allowed in YAML "
+                         "(a binary or corrupt file?); remove it") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = f":{mark.line + 1}" if mark else ""

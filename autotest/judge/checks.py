@@ -7,6 +7,9 @@ calibrated noise and bounds the mean over a window (``autotest.judge.pooled``). 
 reduced. Non-finite current values breach; non-finite golden values make the check ERROR
 (the baseline is broken). Reference-severity checks are reported as INFO and never fail.
 
+A check whose threshold is ``placeholder`` (``rl-autotest init``'s proposal) is ERROR "threshold is a
+placeholder" until calibration writes a measured one (a reference check's is INFO, as always).
+
 A gate with no golden value to compare with (the metric absent from the golden table, or a declared
 point absent from it) is ERROR "uncalibrated gate": INFO never blocks a PASS, so an uncalibrated gate
 reported as INFO would let a broken run pass. Only a ``severity: reference`` check may be uncalibrated.
@@ -27,6 +30,7 @@ from autotest.judge.trace import Trace
 OPERATORS: dict[str, Callable[[float, float], bool]] = {"<": op.lt, "<=": op.le, ">": op.gt, ">=": op.ge}
 PERCENTILE_INTERPOLATION = "linear"
 CALIBRATE_HINT = "run rl-autotest calibrate for this case (or declare the check severity: reference)"
+PLACEHOLDER_HINT = "run rl-autotest calibrate for this case, then rl-autotest baseline promote"
 
 
 def fmt(value: float | None) -> str:
@@ -105,7 +109,7 @@ def _base_result(spec: CheckSpec, status: str, message: str, **extra) -> CheckRe
         metric=spec.metric,
         method=spec.method,
         operator=spec.operator,
-        threshold=spec.threshold,
+        threshold=None if spec.placeholder else spec.threshold,
         scope=spec.scope,
         severity=spec.severity,
         parameters=parameters,
@@ -173,6 +177,9 @@ def _uncalibrated(spec: CheckSpec, what: str, **extra) -> CheckResult:
 
 def _evaluate(spec: CheckSpec, ctx: _Context) -> CheckResult:
     display = ctx.baseline.display(spec.metric)
+    if spec.placeholder:  # rl-autotest init's proposal: a number nobody measured must never pass
+        return _base_result(spec, ERROR, f"{display}: threshold is a placeholder (written by rl-autotest init, "
+                                         f"not measured); {PLACEHOLDER_HINT}")
     cur = ctx.current.get(spec.metric)
     logged_as = ctx.current.non_numeric.get(spec.metric)
     if logged_as is not None:

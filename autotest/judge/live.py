@@ -94,15 +94,9 @@ class Follower:
         total = self.case.expected.steps
         elapsed = self.clock() - self.started
         eta = elapsed / step * (total - step) if step > 0 else math.nan
-        latest = []
-        for spec in self.baseline.checks:
-            series = trace.get(spec.metric) or {}
-            if step in series:
-                golden = (self.golden.get(spec.metric) or {}).get(step)
-                versus = f" (golden {fmt(golden)})" if golden is not None else ""
-                latest.append(f"{spec.metric}={fmt(series[step])}{versus}")
         eta_text = f"ETA {eta:.0f}s" if math.isfinite(eta) else "ETA ?"
-        return f"[{self.case.name}] step {step}/{total} {elapsed:.0f}s {eta_text} " + " ".join(latest[:4])
+        latest = live_values(self.baseline, self.golden, trace, step)
+        return f"[{self.case.name}] step {step}/{total} {elapsed:.0f}s {eta_text} {latest}".rstrip()
 
     def poll(self) -> str | None:
         trace = self._grown_trace()
@@ -138,3 +132,36 @@ class Follower:
         if self.first_fail_at is None:
             return None
         return round(self.first_fail_at - self.started, 2)
+
+
+#: the roles the live line shows first (one metric each), in this order; the rest follow, time last
+LIVE_ROLE_ORDER = ("reward", "eval", "mismatch", "distill_kl", "response_length", "entropy")
+LIVE_ITEMS = 4
+
+
+def live_values(baseline: Baseline, golden: Trace, trace: Trace, step: int) -> str:
+    """``role=value (golden g)`` for the checked metrics logged at ``step``: one per role, by role priority.
+
+    A metric without a role is shown by its name after the roles; a time role (step_time, throughput) last.
+    """
+    roles = baseline.role_map
+    chosen: dict[str, str] = {}  # label -> metric, first check of each role wins (gates before references)
+    for spec in sorted(baseline.checks, key=lambda c: c.severity != "gate"):
+        role = roles.role_of(spec.metric)
+        if step in (trace.get(spec.metric) or {}):
+            chosen.setdefault(role or spec.metric, spec.metric)
+
+    def rank(label: str) -> tuple[int, str]:
+        base = label.split("/", 1)[0] if roles.role_of(chosen[label]) else ""
+        if base in LIVE_ROLE_ORDER:
+            return LIVE_ROLE_ORDER.index(base), label
+        return (len(LIVE_ROLE_ORDER) + (2 if base in ("step_time", "throughput") else 0 if base else 1)), label
+
+    items = []
+    for label in sorted(chosen, key=rank)[:LIVE_ITEMS]:
+        metric = chosen[label]
+        value = trace.get(metric)[step]  # type: ignore[index]
+        gold = (golden.get(metric) or {}).get(step)
+        versus = f" (golden {fmt(gold)})" if gold is not None else ""
+        items.append(f"{label}={fmt(value)}{versus}")
+    return " ".join(items)

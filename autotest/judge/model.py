@@ -114,6 +114,43 @@ class TriageFinding:
     suggestion: str
     evidence: str
     primary: bool = False
+    #: 1 = primary; every rule that fits is shown, in the order of the rule table
+    rank: int = 1
+    #: why this rule yields to those ranked above it (empty for the primary)
+    why_ranked: str = ""
+
+
+@dataclass(frozen=True)
+class RoleEvidence:
+    """What the gates of one role showed over the whole run."""
+
+    role: str
+    group: str
+    metrics: tuple[str, ...]
+    #: gate checks of this role that decided (PASS or FAIL)
+    gates: int
+    #: the failed gate checks, earliest breach first
+    breached: tuple[str, ...] = ()
+    first_breach_step: int | None = None
+    #: a breached value was NaN/inf
+    non_finite: bool = False
+    #: gate checks that could not decide (ERROR)
+    undecided: int = 0
+
+    @property
+    def in_bounds(self) -> bool:
+        """Checked, and every gate check passed: within bounds at every step it covers."""
+        return self.gates > 0 and not self.breached and not self.undecided
+
+    def describe(self) -> str:
+        if self.breached:
+            step = f" from step {self.first_breach_step}" if self.first_breach_step is not None else ""
+            return f"{self.role} breached{step} ({self.breached[0]})"
+        if self.in_bounds:
+            return f"{self.role} within bounds at every step ({self.gates} gate check{'s' * (self.gates > 1)})"
+        if self.undecided:
+            return f"{self.role} undecided ({self.undecided} check{'s' * (self.undecided > 1)} could not decide)"
+        return f"{self.role} not checked"
 
 
 @dataclass(frozen=True)
@@ -154,6 +191,12 @@ class Verdict:
     replicates: tuple[Replicate, ...] = ()
     #: the factor applied to pooled thresholds for that mean (None for a single run)
     pooled_threshold_scale: float | None = None
+    #: what triage read, per metric role: autotest.judge.evidence.RoleEvidence rows
+    evidence: tuple[RoleEvidence, ...] = ()
+    #: where the metric roles came from (declared, preset named or inferred)
+    roles_note: str = ""
+    #: checked metric -> its role (autotest.inputs.roles); metrics without a role are absent
+    metric_roles: dict[str, str] = field(default_factory=dict)
 
     def failing(self) -> tuple[CheckResult, ...]:
         return tuple(r for r in self.results if r.status in (FAIL, ERROR))
@@ -167,6 +210,7 @@ class Verdict:
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "results"}
         data["triage"] = [asdict(t) for t in self.triage]
         data["replicates"] = [asdict(r) for r in self.replicates]
+        data["evidence"] = [asdict(e) for e in self.evidence]
         data = _json_safe(data)
         data["results"] = results
         data["schema_version"] = RESULTS_SCHEMA_VERSION

@@ -7,7 +7,7 @@ of the K runs together is built by the one verdict builder (:func:`autotest.judg
   is an ERROR naming it (a FAIL when a gate of its own had failed before, or fail-fast stopped it), as
   for a single run; it is left out of the mean;
 - **checks on the mean trace** of the complete replicates: per step, the mean over replicates of each
-  metric, at the steps every one of them logged. Timing metrics (``time/*``) take the per-step
+  metric, at the steps every one of them logged. Time roles (``step_time``, ``throughput``) take the per-step
   *median* instead: their noise is the machine's, not the seed's, so averaging buys no power, and the
   median ignores one replicate slowed by a neighbour (for K = 2 both are the same). The end-to-end wall
   time is the median replicate's;
@@ -40,6 +40,7 @@ from typing import Any
 from autotest.errors import UsageError
 from autotest.inputs.baseline import Baseline, for_hardware, load_baseline
 from autotest.inputs.case import Case
+from autotest.inputs.roles import RoleMap, resolve_roles
 from autotest.inputs.tracker_layout import tracker_copy
 from autotest.judge.model import (
     ERROR,
@@ -56,8 +57,8 @@ from autotest.judge.seed_use import identical_runs
 from autotest.judge.trace import Trace
 from autotest.judge.verdict import Comparison, checked_metrics, golden_trace, judge
 
-#: metrics judged on the per-step median over replicates (machine noise, not seed noise)
-TIMING_PREFIX = "time/"
+#: roles judged on the per-step median over replicates (machine noise, not seed noise)
+MEDIAN_GROUP = "performance"
 #: a replicate's structural results that make it unusable for the mean (wall time is judged on the median)
 _BREAKING = ("run[", "preflight", "steps[count]", "steps[range]")
 
@@ -98,18 +99,20 @@ def for_the_mean(baseline: Baseline, replicates: int) -> tuple[Baseline, float]:
     return replace(baseline, checks=checks), scale
 
 
-def mean_trace(traces: Sequence[Trace], labels: Sequence[str]) -> Trace:
-    """Per step, the mean over ``traces`` of each metric (median for timing metrics), at the steps every
-    trace logged; a metric some trace lacks is left out (its check then says it is missing)."""
+def mean_trace(traces: Sequence[Trace], labels: Sequence[str], roles: RoleMap | None = None) -> Trace:
+    """Per step, the mean over ``traces`` of each metric (median for time roles: step_time, throughput), at the
+    steps every trace logged; a metric some trace lacks is left out (its check then says it is missing).
+    ``roles``: the baseline's; by default inferred from the metric names."""
     import numpy as np
 
     assert traces and len(traces) == len(labels)
     common = set.intersection(*(set(t.series) for t in traces))
+    roles = roles if roles is not None else resolve_roles(common)
     series: dict[str, dict[int, float]] = {}
     for metric in sorted(common):
         steps = sorted(set.intersection(*(set(t.series[metric]) for t in traces)))
         values = np.array([[t.series[metric][s] for s in steps] for t in traces], dtype=float)
-        reduce = np.median if metric.startswith(TIMING_PREFIX) else np.mean
+        reduce = np.median if roles.group_of(metric) == MEDIAN_GROUP else np.mean
         series[metric] = dict(zip(steps, reduce(values, axis=0).tolist())) if steps else {}
     non_numeric: dict[str, tuple[str, int]] = {}
     for trace in traces:
@@ -177,7 +180,8 @@ def judge_replicates(baseline: Baseline | None, golden: Trace | None, members: S
     if copies is not None:
         structural.append(copies)
         usable = usable[:1]
-    current = mean_trace([m.trace for m in usable], [m.label for m in usable]) if usable else None
+    current = mean_trace([m.trace for m in usable], [m.label for m in usable],
+                         baseline.role_map if baseline is not None else None) if usable else None
     scale = None
     if baseline is not None and usable:
         power = replace(power, replicates=len(usable), calibrated=baseline)

@@ -33,6 +33,7 @@ from types import MappingProxyType
 
 from autotest.errors import UsageError
 from autotest.inputs.log_search import EVENT_FILE_MARK, is_event_file
+from autotest.inputs.schema import printable
 from autotest.judge.merge import RESUME_REL_TOL, same_value
 from autotest.judge.trace import EVAL_PREFIX, MINIBATCH_PREFIX, Trace
 
@@ -199,7 +200,7 @@ def read_tensorboard(path: str | Path, keep: frozenset[str] | None = None) -> Tr
             tags_seen.add(tag)
             for wall_time, step, value in events:
                 if step < 0:
-                    raise UsageError(f"{file}: tag {tag} has step {step}, a negative step; steps count from 0 "
+                    raise UsageError(f"{file}: tag {printable(tag)} has step {step}, a negative step; steps count from 0 "
                                      "(is this the step the trainer logged, or an offset?)")
                 (eval_steps if tag.startswith(EVAL_PREFIX) else train_steps).add(step)
                 if keep is None or tag in keep:
@@ -214,7 +215,7 @@ def read_tensorboard(path: str | Path, keep: frozenset[str] | None = None) -> Tr
                         copies += 1
                     elif not same_value(seen[1], value):
                         where = "the same file" if seen[2] == file else str(seen[2])
-                        raise UsageError(f"{file}: {tag} at step {step} logged again with a different value: {value:.6g}"
+                        raise UsageError(f"{file}: {printable(tag)} at step {step} logged again with a different value: {value:.6g}"
                                          f" there, {seen[1]:.6g} earlier in {where} (more than {RESUME_REL_TOL:.1%} "
                                          "apart): a resumed run re-did the step differently and either could be the "
                                          "run's; remove the stale event file (or judge each part separately)")

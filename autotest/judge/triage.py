@@ -1,64 +1,194 @@
-"""Turn the pattern of breaches into a suggested next step (seed 003 §3).
+"""Turn the evidence of a run, per metric role, into ranked suggested next steps.
 
-Rules, in priority order; each that fires is recorded with its evidence, the first is primary:
+The rules are data: :data:`RULES` is a table, tried in order; a rule fits when every one of its
+conditions holds over the whole run's evidence (:mod:`autotest.judge.evidence`: per role, which gate
+checks stayed within bounds at every step and which breached, from which step). Every rule that fits is
+shown, ranked by its place in the table, with the evidence each condition found; the first is primary.
+Rules read roles (reward, eval, mismatch, step_time, ...; :mod:`autotest.inputs.roles`), never one
+framework's metric names.
 
-1. ``mismatch``: a train–inference consistency metric breached (finite values) → check that
-   first and request a consistency dump job.
-2. ``non-finite``: a gated metric became NaN/inf → numerical divergence, read the logs.
-   ``run-incomplete``: the run ended early (crash, hang, timeout, truncated log).
-3. ``eval-path``: only eval metrics breach while every gated training metric is within its bounds
-   → the eval path (eval engine, its weight refresh before eval, eval config), not training.
-   ``rewards-only`` (early form): only rewards breach at the first step while every other
-   checked metric agrees there → the same responses are scored differently: rollout/judger.
-   ``first-step``: another metric breaches at the first training step or first eval point →
-   initialisation or config (weight mapping, seed, data order), not the training loop.
-4. ``teacher-path``: distillation KL breached while rewards are healthy, or before rewards did (the
-   teacher path moves KL at once, rewards follow through the update) → teacher path. Distillation
-   metrics at the first step are not read as initialisation: the student starts from a checkpoint
-   and its first-step KL measures the teachers.
-5. ``rewards-only``: in a distillation run only rewards breached → rollout/judger, not distillation.
-6. ``gradual``: breaches begin after the start → the training loop (loss, advantage, KL, weight sync).
-7. ``performance-only``: only time metrics breached → a performance regression, not accuracy.
+| rank | rule | fits when (every condition) |
+|---|---|---|
+| 1 | ``mismatch`` | a train–inference mismatch gate breached (finite values) |
+| 2 | ``non-finite`` | a gate's value became NaN/inf |
+| 3 | ``metric-names`` | the log lacks checked metrics of the baseline (``metrics[names]`` ERROR) |
+| 4 | ``run-incomplete`` | the run ended early (a structural check could not decide) |
+| 5 | ``eval-path`` | only eval breached; every checked training role within bounds at every step |
+| 6 | ``rewards-only`` | only reward breached; eval, rollout (length, entropy), training dynamics and teachers within bounds at every step (one of them checked) |
+| 7 | ``rewards-only`` | reward breached at the run's first point; no other role breached there (the first-point form) |
+| 8 | ``first-step`` | a non-reward, non-teacher role breached at the first training step or first eval point |
+| 9 | ``teacher-path`` | distillation KL breached; rewards checked, and within bounds or breached later |
+| 10 | ``gradual`` | every accuracy breach begins after the start, and a training role breached (or none is checked) |
+| 11 | ``performance-only`` | only step-time / throughput roles breached |
+| 12 | ``performance`` | step time breached as well as accuracy: a separate performance finding |
+
+A rule fits at most once (the first of its rows that fits); ``gradual`` is not shown when
+``teacher-path`` fits (the same breach, explained more narrowly). A time-role metric is never read as an
+accuracy breach. Where a breach begins (rows 7, 8, 10) is read from checks that locate breaches per step
+(stepwise, points, percentile, final): a pooled or window check gates a mean over its window, and the step
+where one noisy point first crosses its bound is not where the change began.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from dataclasses import dataclass
+from typing import Callable, Iterable
 
+from autotest.inputs.roles import RoleMap, resolve_roles
+from autotest.judge.evidence import ACCURACY_GROUPS, OTHER, TRAINING_GROUPS, RoleEvidence, first_points, is_non_finite, \
+    role_evidence
 from autotest.judge.metric_names import CHECK_ID as NAMES_CHECK_ID
-from autotest.judge.model import ERROR, FAIL, PASS, CheckResult, TriageFinding
-from autotest.judge.trace import EVAL_PREFIX, Trace
-
-#: metric families that measure train–inference consistency (xtuner, verl, slime, NeMo-RL)
-CONSISTENCY_PREFIXES = ("mismatch/", "rollout_corr/", "training/rollout_probs_diff",
-                        "train/train_rollout_logprob_abs_diff", "train/token_mult_prob_error")
-REWARD_METRICS = ("response/rewards/mean",)
-DISTILL_PREFIX = "distillation/"
-TIME_PREFIX = "time/"
+from autotest.judge.model import ERROR, FAIL, CheckResult, TriageFinding
+from autotest.judge.trace import Trace
 
 
-def is_consistency_metric(metric: str | None) -> bool:
-    return bool(metric) and metric.startswith(CONSISTENCY_PREFIXES)
+@dataclass(frozen=True)
+class Evidence:
+    """What the rules read: the per-role rows plus the run-level facts."""
+
+    rows: tuple[RoleEvidence, ...]
+    results: tuple[CheckResult, ...]
+    roles: RoleMap
+    firsts: frozenset[int]
+
+    def group_of(self, result: CheckResult) -> str:
+        return self.roles.group_of(result.metric) or OTHER
+
+    def group(self, *groups: str) -> list[RoleEvidence]:
+        return [e for e in self.rows if e.group in groups]
+
+    def failed(self, *groups: str) -> list[CheckResult]:
+        """Failed gate metric checks (finite values) of ``groups``, earliest breach first."""
+        return sorted((r for r in self.results if r.is_gate and r.kind == "metric" and r.status == FAIL
+                       and not is_non_finite(r) and self.group_of(r) in groups),
+                      key=lambda r: r.first_breach_step if r.first_breach_step is not None else math.inf)
 
 
-def _gate_failures(results: Iterable[CheckResult]) -> list[CheckResult]:
-    return [r for r in results if r.is_gate and r.status == FAIL and r.kind == "metric"]
+#: scopes whose first breach step is a step that breached on its own; pooled and window checks gate a mean over a
+#: window, so their crossing step does not say the breach began there (a single noisy point can cross first)
+LOCATING_SCOPES = (None, "stepwise", "points", "percentile", "final")
 
 
-def _first_steps(current: Trace | None) -> set[int]:
-    if current is None:
-        return {0, 1}
-    firsts = set()
-    if current.train_steps:
-        firsts.add(current.train_steps[0])
-    if current.eval_steps:
-        firsts.add(current.eval_steps[0])
-    return firsts
+def located_at(r: CheckResult, steps: frozenset[int]) -> bool:
+    """Whether ``r`` breached at one of ``steps`` by a check that locates breaches per step."""
+    return r.scope in LOCATING_SCOPES and r.first_breach_step in steps
 
 
-def _first(results: Iterable[CheckResult]) -> float:
-    return min((r.first_breach_step for r in results if r.first_breach_step is not None), default=math.inf)
+#: a condition returns the evidence it found (one phrase) when it holds, None when it does not
+Condition = Callable[[Evidence], "str | None"]
+
+
+def _step(r: CheckResult) -> str:
+    return f"step {r.first_breach_step}" if r.first_breach_step is not None else "an unknown step"
+
+
+def breached(*groups: str) -> Condition:
+    def test(ev: Evidence) -> str | None:
+        failed = ev.failed(*groups)
+        return f"{failed[0].metric} breached from {_step(failed[0])} ({failed[0].message})" if failed else None
+    return test
+
+
+def not_breached(*groups: str) -> Condition:
+    def test(ev: Evidence) -> str | None:
+        return None if ev.failed(*groups) else f"no {'/'.join(groups)} breach"
+    return test
+
+
+def only_breached(*groups: str) -> Condition:
+    """Some accuracy breach, all of them in ``groups``."""
+    def test(ev: Evidence) -> str | None:
+        failed = ev.failed(*ACCURACY_GROUPS)
+        if failed and all(ev.group_of(r) in groups for r in failed):
+            return f"{failed[0].message} (only {'/'.join(groups)} breached)"
+        return None
+    return test
+
+
+def in_bounds(*groups: str, at_least_one: bool = True) -> Condition:
+    """Every checked role of ``groups`` within bounds at every step (and at least one checked)."""
+    def test(ev: Evidence) -> str | None:
+        rows = ev.group(*groups)
+        if any(e.breached or e.undecided for e in rows) or (at_least_one and not any(e.in_bounds for e in rows)):
+            return None
+        return "; ".join(e.describe() for e in rows) or f"no {'/'.join(groups)} role checked"
+    return test
+
+
+def non_finite(ev: Evidence) -> str | None:
+    bad = sorted((r for r in ev.results if r.is_gate and r.status == FAIL and is_non_finite(r)),
+                 key=lambda r: r.first_breach_step if r.first_breach_step is not None else math.inf)
+    return bad[0].message if bad else None
+
+
+def unnamed_metrics(ev: Evidence) -> str | None:
+    bad = [r for r in ev.results if r.check_id == NAMES_CHECK_ID and r.status == ERROR]
+    return bad[0].message if bad else None
+
+
+def incomplete(ev: Evidence) -> str | None:
+    bad = [r for r in ev.results if r.kind == "structural" and r.status == ERROR and r.check_id != NAMES_CHECK_ID]
+    return bad[0].message if bad else None
+
+
+def at_first_point_only(group: str) -> Condition:
+    """``group`` breached at the run's first point while no other role (teachers aside) breached there."""
+    def test(ev: Evidence) -> str | None:
+        early = [r for r in ev.failed(*ACCURACY_GROUPS) if located_at(r, ev.firsts) and ev.group_of(r) != "teacher"]
+        if early and all(ev.group_of(r) == group for r in early):
+            return (f"{early[0].metric} breached at step {early[0].first_breach_step}, the run's first point, with "
+                    "every other checked metric within threshold there")
+        return None
+    return test
+
+
+def early_breach(*groups: str) -> Condition:
+    """A role of ``groups`` breached at the first training step or first eval point."""
+    def test(ev: Evidence) -> str | None:
+        early = [r for r in ev.failed(*groups) if located_at(r, ev.firsts)]
+        return f"{early[0].metric} breached at step {early[0].first_breach_step}, the run's first point" \
+            if early else None
+    return test
+
+
+def starts_later(ev: Evidence) -> str | None:
+    failed = ev.failed(*ACCURACY_GROUPS)
+    if failed and not any(located_at(r, ev.firsts) for r in failed if ev.group_of(r) != "teacher"):
+        located = [r for r in failed if r.scope in LOCATING_SCOPES]
+        if located:
+            return f"{located[0].metric} first breached at {_step(located[0])}, after the start"
+        return f"{failed[0].metric} breached over a window ({failed[0].check_id}), at no located first step"
+    return None
+
+
+def training_moved_or_unchecked(ev: Evidence) -> str | None:
+    """A training role breached, or no training role is checked (eval alone cannot tell the path)."""
+    failed = ev.failed(*TRAINING_GROUPS)
+    if failed:
+        return f"training moved too ({failed[0].metric} from {_step(failed[0])})"
+    return None if any(e.in_bounds for e in ev.group(*TRAINING_GROUPS)) else "no training role is checked"
+
+
+def teacher_first(ev: Evidence) -> str | None:
+    teacher, rewards = ev.failed("teacher"), ev.failed("reward")
+    checked = ev.group("reward")
+    if not teacher or not checked:
+        return None
+    first = teacher[0].first_breach_step if teacher[0].first_breach_step is not None else math.inf
+    if not rewards:
+        return "rewards within threshold"
+    later = rewards[0].first_breach_step if rewards[0].first_breach_step is not None else math.inf
+    return f"rewards breached later, from step {later:g}" if first < later else None
+
+
+def no_accuracy_breach(ev: Evidence) -> str | None:
+    return None if ev.failed(*ACCURACY_GROUPS, "consistency") else "no accuracy or mismatch gate breached"
+
+
+def accuracy_breach(ev: Evidence) -> str | None:
+    failed = ev.failed(*ACCURACY_GROUPS, "consistency")
+    return f"accuracy breached as well ({failed[0].metric})" if failed else None
 
 
 #: a training gate this close to its threshold (observed / threshold) makes "eval path only" uncertain;
@@ -66,105 +196,109 @@ def _first(results: Iterable[CheckResult]) -> float:
 EVAL_PATH_TRAINING_MARGIN = 0.7
 
 
-def _closest_to_threshold(checks: Iterable[CheckResult]) -> tuple[float, str] | None:
-    """(observed / threshold, check id) of the upper-bounded check nearest its threshold."""
-    ratios = [(r.observed / r.threshold, r.check_id) for r in checks
-              if r.operator in ("<", "<=") and r.threshold and r.threshold > 0 and r.method != "value"
+def _eval_path_caveat(ev: Evidence) -> tuple[str, str] | None:
+    """(for the suggestion, for the evidence) when a training gate came close to its threshold."""
+    ratios = [(r.observed / r.threshold, r.check_id) for r in ev.results
+              if r.is_gate and r.kind == "metric" and ev.group_of(r) in TRAINING_GROUPS
+              and r.operator in ("<", "<=") and r.threshold and r.threshold > 0 and r.method != "value"
               and r.observed is not None and math.isfinite(r.observed)]
-    return max(ratios) if ratios else None
+    if ratios and max(ratios)[0] >= EVAL_PATH_TRAINING_MARGIN:
+        # a sampled eval can be the most sensitive gate: a training change it sees first looks the same
+        ratio, check = max(ratios)
+        return ("training moved too (see evidence), so a training change that the eval sees first is also "
+                "possible: read the training diff as well", f"the closest {check} at {ratio:.2f} of its threshold")
+    return None
 
 
-def triage(results: Iterable[CheckResult], current: Trace | None = None) -> tuple[TriageFinding, ...]:
-    results = list(results)
-    failed = _gate_failures(results)
+@dataclass(frozen=True)
+class Rule:
+    """One row of the triage table: the rule fits when every condition holds."""
+
+    name: str
+    conditions: tuple[Condition, ...]
+    suggestion: str
+    #: why a rule ranked here yields to those above it (shown when it is not the primary finding)
+    rank_reason: str = ""
+    #: rules that, when they fit, already explain what this one would
+    unless: tuple[str, ...] = ()
+    #: an extra sentence for the suggestion, from the evidence (e.g. the eval path's near-threshold caveat)
+    caveat: Callable[[Evidence], "tuple[str, str] | None"] | None = None
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("mismatch", (breached("consistency"),),
+         "train/inference inconsistency: check the log-prob path, weight update/sync and the rollout backend "
+         "first; a consistency dump job is requested"),
+    Rule("non-finite", (non_finite,),
+         "numerical divergence: a metric became NaN/inf (loss, learning rate, overflow); read the run's logs "
+         "around that step", "a mismatch gate with finite values is the more specific evidence"),
+    Rule("metric-names", (unnamed_metrics,),
+         "the log does not name the baseline's metrics: map its names with metric_aliases, or pass this case's own "
+         "log", "a log that names none of the checked metrics decides nothing the rules below could read"),
+    Rule("run-incomplete", (incomplete,),
+         "the run did not complete (crash, hang, timeout or a truncated log): read the run's logs before judging "
+         "accuracy", "the breaches above were measured on the steps the run did reach"),
+    Rule("eval-path", (only_breached("eval"), in_bounds(*TRAINING_GROUPS), not_breached("consistency")),
+         "only eval breached while every training metric is within bounds: check the eval path (eval engine and "
+         "the weight refresh before eval, eval config, eval data, grading)", caveat=_eval_path_caveat),
+    Rule("rewards-only", (only_breached("reward"), in_bounds("eval", "rollout", "dynamics", "teacher", "other")),
+         "rewards moved while eval, response length, entropy and the training dynamics stayed within bounds at "
+         "every step: the same kind of responses are scored differently; check the rollout/judger (reward "
+         "function, answer parsing, reward scaling)",
+         "a judge change moves rewards without moving what the policy does; the whole run shows exactly that"),
+    Rule("rewards-only", (at_first_point_only("reward"),),
+         "rewards differ from the first step while nothing else does: the same responses are scored differently; "
+         "check the rollout/judger (reward function, answer parsing)",
+         "same initial policy, different scores at the first point"),
+    Rule("first-step", (early_breach("eval", "rollout", "dynamics", "other"),),
+         "drift at the first step / first eval points to initialisation or config (weight mapping, seed, data "
+         "order), not the training loop", "the policy already differed before any update"),
+    Rule("teacher-path", (breached("teacher"), teacher_first),
+         "distillation KL breached with healthy rewards (or before them): check the teacher path (teacher "
+         "endpoints, routing of samples to teachers, sampled tokens, distillation loss)",
+         "the teacher path moves KL at once; rewards follow only through the update"),
+    Rule("gradual", (starts_later, training_moved_or_unchecked),
+         "gradual divergence points to the training loop (loss, advantage, KL, weight sync)",
+         "a breach that grows after the start fits a training-loop change too; the rules above explain the same "
+         "breach more narrowly", unless=("teacher-path",)),
+    Rule("performance-only", (breached("performance"), no_accuracy_breach),
+         "only step time regressed: a performance regression, not accuracy; profile the step"),
+    Rule("performance", (breached("performance"), accuracy_breach),
+         "step time regressed as well: a separate performance regression (time is never read as accuracy); "
+         "profile the step", "performance is reported beside the accuracy finding, never instead of it"),
+)
+
+
+def triage(results: Iterable[CheckResult], current: Trace | None = None,
+           roles: RoleMap | None = None) -> tuple[TriageFinding, ...]:
+    """Every rule of :data:`RULES` that fits, ranked; ``roles`` default: inferred from the checked names."""
+    results = tuple(results)
+    if roles is None:
+        roles = resolve_roles({r.metric for r in results if r.metric})
+    ev = Evidence(role_evidence(results, roles), results, roles, frozenset(first_points(current)))
     findings: list[TriageFinding] = []
-
-    def fire(rule: str, suggestion: str, evidence: str) -> None:
-        findings.append(TriageFinding(rule, suggestion, evidence, primary=not findings))
-
-    nonfinite = [r for r in failed if r.observed is not None and not math.isfinite(r.observed)]
-    mismatch = [r for r in failed if is_consistency_metric(r.metric) and r not in nonfinite]
-    if mismatch:
-        first = min(mismatch, key=lambda r: r.first_breach_step if r.first_breach_step is not None else math.inf)
-        fire("mismatch", "train/inference inconsistency: check the log-prob path, weight update/sync and the "
-                         "rollout backend first; a consistency dump job is requested",
-             f"{first.metric} breached first at step {first.first_breach_step} ({first.message})")
-
-    if nonfinite:
-        first = min(nonfinite, key=lambda r: r.first_breach_step if r.first_breach_step is not None else math.inf)
-        fire("non-finite", "numerical divergence: a metric became NaN/inf (loss, learning rate, overflow); read "
-                           "the run's logs around that step", first.message)
-    names = [r for r in results if r.check_id == NAMES_CHECK_ID and r.status == ERROR]
-    if names:
-        fire("metric-names", "the log does not name the baseline's metrics: map its names with metric_aliases, "
-                             "or pass this case's own log", names[0].message)
-    incomplete = [r for r in results if r.kind == "structural" and r.status == ERROR and r not in names]
-    if incomplete:
-        fire("run-incomplete", "the run did not complete (crash, hang, timeout or a truncated log): read the "
-                               "run's logs before judging accuracy", incomplete[0].message)
-
-    accuracy = [r for r in failed if r not in nonfinite and not is_consistency_metric(r.metric)
-                and not (r.metric or "").startswith(TIME_PREFIX)]
-    training = [r for r in results if r.is_gate and r.kind == "metric" and not (r.metric or "").startswith(
-        (EVAL_PREFIX, TIME_PREFIX))]
-    if (accuracy and all((r.metric or "").startswith(EVAL_PREFIX) for r in accuracy) and not mismatch
-            and training and all(r.status == PASS for r in training)):
-        # the policy that was trained is the golden one (every training gate agrees): what changed is how
-        # it is evaluated, so the first breach step (gradual or not) says nothing about the training loop
-        suggestion = ("only eval breached while every training metric is within bounds: check the eval path "
-                      "(eval engine and the weight refresh before eval, eval config, eval data, grading)")
-        closest = _closest_to_threshold(training)
-        evidence = f"{accuracy[0].message}; {len(training)} training gate checks pass"
-        if closest is not None and closest[0] >= EVAL_PATH_TRAINING_MARGIN:
-            # a sampled eval can be the most sensitive gate: a training change it sees first looks the same
-            suggestion += ("; training moved too (see evidence), so a training change that the eval sees "
-                           "first is also possible: read the training diff as well")
-            evidence += f", the closest {closest[1]} at {closest[0]:.2f} of its threshold"
-        fire("eval-path", suggestion, evidence)
-        return tuple(findings)
-    firsts = _first_steps(current)
-    early = [r for r in accuracy if r.first_breach_step is not None and r.first_breach_step in firsts
-             and not (r.metric or "").startswith(DISTILL_PREFIX)]
-    early_rewards = [r for r in early if r.metric in REWARD_METRICS]
-    if early_rewards and len(early_rewards) == len(early):
-        # same initial policy (nothing else drifted at the first step), different scores: the judge changed
-        fire("rewards-only", "rewards differ from the first step while nothing else does: the same responses are "
-                             "scored differently; check the rollout/judger (reward function, answer parsing)",
-             f"{early_rewards[0].metric} breached at step {early_rewards[0].first_breach_step}, the run's first "
-             "point, with every other checked metric within threshold there")
-    elif early:
-        r = next((x for x in early if x.metric not in REWARD_METRICS), early[0])
-        fire("first-step", "drift at the first step / first eval points to initialisation or config (weight "
-                           "mapping, seed, data order), not the training loop",
-             f"{r.metric} breached at step {r.first_breach_step}, the run's first point")
-
-    distill = [r for r in accuracy if (r.metric or "").startswith(DISTILL_PREFIX)]
-    rewards_checked = [r for r in results if r.metric in REWARD_METRICS and r.is_gate]
-    rewards_failed = [r for r in rewards_checked if r.status == FAIL]
-    if distill and rewards_checked and (not rewards_failed or _first(distill) < _first(rewards_failed)):
-        distill.sort(key=lambda r: _first([r]))
-        rewards_note = (f"rewards breached later, from step {_first(rewards_failed):g}" if rewards_failed
-                        else "rewards within threshold")
-        fire("teacher-path", "distillation KL breached with healthy rewards (or before them): check the teacher "
-                             "path (teacher endpoints, routing of samples to teachers, sampled tokens, distillation "
-                             "loss)",
-             f"{distill[0].message}; {rewards_note}")
-
-    # in distillation rewards do not drive the update, so a rewards-only drift isolates the judger
-    distillation_run = any((r.metric or "").startswith(DISTILL_PREFIX) for r in results)
-    if (distillation_run and rewards_failed and all(r.metric in REWARD_METRICS for r in accuracy)
-            and not any(f.rule == "rewards-only" for f in findings)):
-        fire("rewards-only", "only rewards drifted: check the rollout/judger (reward function, answer parsing), "
-                             "not distillation or the update", rewards_failed[0].message)
-
-    gradual = [r for r in accuracy if r.first_breach_step is not None and r.first_breach_step not in firsts]
-    if gradual and not early and not any(f.rule in ("rewards-only", "teacher-path") for f in findings):
-        r = min(gradual, key=lambda x: x.first_breach_step)
-        fire("gradual", "gradual divergence points to the training loop (loss, advantage, KL, weight sync)",
-             f"{r.metric} first breached at step {r.first_breach_step}, after the start")
-
-    timing = [r for r in failed if (r.metric or "").startswith(TIME_PREFIX)]
-    if timing and not accuracy and not mismatch:
-        fire("performance-only", "only step time regressed: a performance regression, not accuracy; profile the "
-                                 "step", timing[0].message)
+    for rule in RULES:
+        if any(f.rule == rule.name for f in findings) or any(f.rule in rule.unless for f in findings):
+            continue
+        found = []
+        for condition in rule.conditions:
+            text = condition(ev)
+            if text is None:
+                break
+            found.append(text)
+        else:
+            suggestion = rule.suggestion
+            caveat = rule.caveat(ev) if rule.caveat else None
+            if caveat:
+                suggestion += f"; {caveat[0]}"
+                found.append(caveat[1])
+            primary = not findings
+            findings.append(TriageFinding(rule.name, suggestion, "; ".join(found), primary=primary,
+                                          rank=len(findings) + 1, why_ranked="" if primary else rule.rank_reason))
     return tuple(findings)
+
+
+def is_consistency_metric(metric: str | None, roles: RoleMap | None = None) -> bool:
+    """Whether ``metric`` has the mismatch role (train–inference consistency)."""
+    roles = roles if roles is not None else resolve_roles([metric] if metric else [])
+    return roles.group_of(metric) == "consistency"

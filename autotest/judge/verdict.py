@@ -31,6 +31,8 @@ from autotest.judge.structural import (
     shape_results,
 )
 from autotest.judge.trace import EVAL_PREFIX, Trace
+from autotest.inputs.roles import resolve_roles
+from autotest.judge.evidence import role_evidence
 from autotest.judge.triage import triage
 
 
@@ -50,8 +52,10 @@ def golden_trace(baseline: Baseline) -> Trace:
     """The golden values as a Trace: from the baseline's table, or read from its reference tracker."""
     if baseline.golden_table is not None:
         table = baseline.golden_table
-        train = sorted({s for m, v in table.items() if not m.startswith(EVAL_PREFIX) for s in v})
-        evals = sorted({s for m, v in table.items() if m.startswith(EVAL_PREFIX) for s in v})
+        roles = baseline.role_map  # eval points are the eval role's steps, whatever the framework calls them
+        is_eval = {m: roles.group_of(m) == "eval" or m.startswith(EVAL_PREFIX) for m in table}
+        train = sorted({s for m, v in table.items() if not is_eval[m] for s in v})
+        evals = sorted({s for m, v in table.items() if is_eval[m] for s in v})
         return Trace(source=f"{baseline.path} (golden table)", series=MappingProxyType(dict(table)),
                      train_steps=tuple(train), eval_steps=tuple(evals), format="table")
     assert baseline.golden_tracker is not None
@@ -137,11 +141,16 @@ def judge(baseline: Baseline | None, current: Trace | None, *, golden: Trace | N
     if facts is not None:
         results = _not_reached(results, facts)
     frozen = tuple(results)
+    roles = baseline.role_map if baseline is not None else resolve_roles({r.metric for r in frozen if r.metric})
     verdict = Verdict(
         status=decide_status(frozen),
         case=case or (baseline.name if baseline is not None else "?"),
         results=frozen,
-        triage=_with_alignment(triage(frozen, current), alignment),
+        triage=_with_alignment(triage(frozen, current, roles), alignment),
+        evidence=role_evidence(frozen, roles),
+        roles_note=roles.describe(),
+        metric_roles={m: role for m in sorted({r.metric for r in frozen if r.metric})
+                      if (role := roles.role_of(m)) is not None},
         current_source=current.source if current is not None else "",
         baseline_source=golden.source if golden is not None else "",
         baseline_file=str(baseline.path) if baseline is not None else "",
@@ -156,7 +165,8 @@ def _with_alignment(findings: Sequence[TriageFinding], alignment: Alignment | No
     if alignment is None or alignment.finding is None:
         return tuple(findings)
     first = TriageFinding(ALIGNMENT_RULE, ALIGNMENT_SUGGESTION, alignment.finding.message, primary=True)
-    return (first, *(replace(f, primary=False) for f in findings))
+    return (first, *(replace(f, primary=False, rank=f.rank + 1, why_ranked=f.why_ranked or
+                             "the step accounting explains the verdict first") for f in findings))
 
 
 def compare(baseline: Baseline, current: Trace, *, case: str | None = None, wall_time_s: float | None = None,

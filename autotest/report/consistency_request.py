@@ -27,8 +27,10 @@ def consistency_request(case: Case, verdict: Verdict, results_dir: Path, work_di
     """
     policy = case.consistency.policy
     # a NaN is numerical divergence, not a train-inference disagreement a dump could localise
-    breached = [r for r in verdict.results if is_consistency_metric(r.metric) and r.status == FAIL
-                and r.observed is not None and math.isfinite(r.observed)]
+    # the mismatch role as the verdict assigned it (declared roles, preset); the names alone as a fallback
+    breached = [r for r in verdict.results if (verdict.metric_roles.get(r.metric or "") == "mismatch"
+                                               if verdict.metric_roles else is_consistency_metric(r.metric))
+                and r.status == FAIL and r.observed is not None and math.isfinite(r.observed)]
     if policy == "off" or (policy == "on-breach" and not breached):
         return None
     source = Path(case.source).resolve()

@@ -17,6 +17,7 @@ from typing import Any
 
 from autotest.errors import WriteFailed
 from autotest.files import append_text, portable, write_atomic
+from autotest.inputs.roles import ROLES, base_role
 from autotest.judge.checks import fmt
 from autotest.judge.model import ERROR, FAIL, INFO, PASS, CheckResult, Verdict
 from autotest.judge.power import caught_phrase
@@ -152,6 +153,42 @@ def _failing_points(verdict: Verdict) -> list[str]:
     return lines
 
 
+def _by_role(verdict: Verdict) -> Callable[[tuple[str, str]], tuple[int, str]]:
+    """Plots in the order of the role vocabulary (reward first, time last); metrics without a role after."""
+    order = list(ROLES)
+
+    def key(item: tuple[str, str]) -> tuple[int, str]:
+        role = verdict.metric_roles.get(item[0])
+        return (order.index(base_role(role)) if role else len(order), item[0])
+    return key
+
+
+def _plot_label(verdict: Verdict, metric: str) -> str:
+    role = verdict.metric_roles.get(metric)
+    return f"{metric} ({role})" if role else metric
+
+
+def _evidence_table(verdict: Verdict) -> list[str]:
+    """What triage read, per metric role over the whole run (rendered as is from the verdict)."""
+    if not verdict.evidence:
+        return []
+    lines = ["", "## Triage evidence (per metric role, whole run)", ""]
+    if verdict.roles_note:
+        lines += [f"{verdict.roles_note}.", ""]
+    lines += ["| role | group | metrics | gate checks | over the whole run |", "|---|---|---|---|---|"]
+    for e in verdict.evidence:
+        if e.breached:
+            step = f" from step {e.first_breach_step}" if e.first_breach_step is not None else ""
+            state = f"breached{step} (`{e.breached[0]}`{', non-finite' if e.non_finite else ''})"
+        elif e.in_bounds:
+            state = "within bounds at every step"
+        else:
+            state = f"undecided ({e.undecided} could not decide)" if e.undecided else "not checked"
+        metrics = ", ".join(f"`{m}`" for m in e.metrics)
+        lines.append(f"| {e.role} | {e.group} | {metrics} | {e.gates} | {state} |")
+    return lines
+
+
 def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, history: Sequence[str] = (),
                     folder: Path | None = None) -> str:
     """report.md; ``history`` lines (drift across earlier runs) sit right under the verdict.
@@ -180,11 +217,13 @@ def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, histo
     if verdict.triage:
         for f in verdict.triage:
             marker = "**" if f.primary else ""
-            lines.append(f"- {marker}{f.suggestion}{marker} — rule `{f.rule}`; evidence: {f.evidence}")
+            ranked = f"; ranked below: {f.why_ranked}" if f.why_ranked else ""
+            lines.append(f"{f.rank}. {marker}{f.suggestion}{marker} — rule `{f.rule}`; evidence: {f.evidence}{ranked}")
     elif verdict.status == PASS:
         lines.append("- none: every gate passed")
     else:
         lines.append("- no rule matched; read the failing checks above and the run's logs")
+    lines += _evidence_table(verdict)
     lines += ["", "## Sources", "",
               f"- current run metric log: {link(verdict.current_source)}",
               f"- golden values: {link(verdict.baseline_source)}",
@@ -217,7 +256,8 @@ def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, histo
             lines += ["", f"## {key.replace('_', ' ').capitalize()}", "", "```json",
                       json.dumps(shown, indent=2, default=str), "```"]
     if plots:
-        lines += ["", "## Plots", ""] + [f"![{metric}]({rel})" for metric, rel in sorted(plots.items())]
+        lines += ["", "## Plots", ""] + [f"![{_plot_label(verdict, metric)}]({rel})"
+                                         for metric, rel in sorted(plots.items(), key=_by_role(verdict))]
     if ctx.get("unsaved"):
         lines += ["", "## Not saved", ""] + [f"- {line}" for line in ctx["unsaved"]]
     if ctx.get("plots_error"):

@@ -80,7 +80,8 @@ def plot_checks(verdict: Verdict, golden: Trace, current: Trace, out_dir: Path,
                 ax.scatter([p.step for p in breached], [p.current for p in breached], color="red", zorder=5,
                            marker="x", s=40, label=f"breach ({r.status})")
         status = "/".join(sorted({r.status for r in results}))
-        ax.set_title(f"{metric} — {status}", fontsize=9)
+        role = verdict.metric_roles.get(metric)
+        ax.set_title(f"{metric}{f' ({role})' if role else ''} — {status}", fontsize=9)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="best")

@@ -85,3 +85,35 @@ def test_seed_format_lines_from_other_frameworks_parse_with_defaults(tmp_path):
     assert [x.forward_index for x in r] == [0, 1] and r[1].token_ids == ((1, 2, 1),)
     assert r[0].weight_version is None and r[0].dump_subdir == "" and r[0].msprobe_step == 3
     assert a.token_ids == () and a.phase == "recompute_logprob" and a.rank == 1
+
+
+def _actor_line(**kw) -> str:
+    row = {"source": "update_actor", "pid": 7, "rank": None, "step": 3, "request_ids": ["a"], "token_ids": [[1, 2]],
+           "dump_subdir": "forward_0000/step3/proc7"}
+    row.update(kw)
+    return json.dumps(row) + "\n"
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"step": "3"}, "key 'step' is \"3\", not a whole number >= 0"),
+    ({"pid": None}, "key 'pid' is null, not a whole number >= 0"),
+    ({"rank": [0]}, "key 'rank' is [0], not a whole number >= 0"),
+    ({"weight_version": -1}, "key 'weight_version' is -1, not a whole number >= 0"),
+    ({"token_ids": [None]}, "key 'token_ids.0' must be a list of token ids"),
+    ({"token_ids": [[1, 2.5]]}, "key 'token_ids.0.1' is 2.5, not a whole number >= 0"),
+    ({"token_ranges": [[0]]}, "key 'token_ranges.0' must be [start, end]"),
+    ({"token_ranges": 5}, "key 'token_ranges' must be a list"),
+])
+def test_a_value_of_the_wrong_type_is_one_line_naming_file_line_and_key(tmp_path, fields, message):
+    path = tmp_path / "actor.jsonl"
+    path.write_text(_actor_line() + _actor_line(**fields) + _actor_line())
+    with pytest.raises(UsageError) as err:
+        read_correlation_log(path, "actor")
+    assert str(err.value) == f"{path}:2: {message}"
+
+
+def test_a_log_that_is_not_utf8_is_one_line(tmp_path):
+    path = tmp_path / "rollout.jsonl"
+    path.write_bytes(b'{"source": "dispatch_logger"}\n\x80\x81\n')
+    with pytest.raises(UsageError, match=r"rollout.jsonl: not UTF-8 text \(byte 30\); pass the JSON-lines"):
+        read_correlation_log(path, "rollout")

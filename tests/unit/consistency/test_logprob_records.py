@@ -73,6 +73,7 @@ def test_a_positive_value_is_not_a_log_prob(tmp_path: Path) -> None:
     ({**GOOD, "positions": [4, 4]}, ":1: key 'positions' repeats a position"),
     ({**GOOD, "token_ids": [9, "1"]}, ":1: key 'token_ids[1]' is '1', not a whole number"),
     ({**GOOD, "dtype": "fp8"}, ":1: key 'dtype' is 'fp8'; use one of fp32, bf16, fp16"),
+    ({**GOOD, "dtype": ["fp32"]}, ":1: key 'dtype' is ['fp32']; use one of fp32, bf16, fp16"),  # found by tests/fuzz
 ])
 def test_malformed_lines(tmp_path: Path, row: object, expected: str) -> None:
     assert expected in _error(tmp_path, row)

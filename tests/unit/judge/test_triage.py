@@ -47,7 +47,10 @@ def test_distill_breach_with_healthy_rewards_points_at_teacher():
 
 def test_rewards_only_drift_in_distillation_points_at_judger():
     results = [fail("response/rewards/mean", 10), ok("distillation/reduced_distillation_kl")]
-    assert rules(results) == ["rewards-only"]
+    # a drift after the start fits the training loop too: shown second, with why it ranks below
+    findings = triage(results, CURRENT)
+    assert [f.rule for f in findings] == ["rewards-only", "gradual"]
+    assert findings[1].rank == 2 and "more narrowly" in findings[1].why_ranked
 
 
 def test_gradual_divergence_points_at_training_loop():

@@ -24,7 +24,8 @@ def test_eval_breach_with_every_training_gate_in_bounds_is_the_eval_path() -> No
     findings = triage([*TRAINING_OK, result("eval/accuracy", FAIL, 45)], CURRENT)
     assert [f.rule for f in findings] == ["eval-path"]
     assert "weight refresh before eval" in findings[0].suggestion
-    assert "4 training gate checks pass" in findings[0].evidence
+    assert "eval/accuracy FAIL (only eval breached)" in findings[0].evidence
+    assert "reward within bounds at every step (1 gate check); entropy within bounds" in findings[0].evidence
 
 
 def test_eval_path_warns_when_a_training_gate_came_close() -> None:

@@ -1,0 +1,154 @@
+"""What ``rl-autotest init`` proposes from one run: a role per metric, checks per role, a baseline spec.
+
+Pure logic: a :class:`~autotest.judge.trace.Trace` in, frozen proposals out. Roles come from
+:mod:`autotest.inputs.roles` (the preset inferred from the metric names, or the one asked for); each
+role with a gate gets the checks of :data:`CHECKS_BY_ROLE` on its primary metric, every threshold a
+placeholder (``threshold: placeholder``), so the spec can never pass before ``rl-autotest calibrate``
+has measured the run-to-run noise.
+
+| role              | proposed checks (all thresholds placeholders)                           |
+|-------------------|-------------------------------------------------------------------------|
+| reward            | absolute p80 of per-step errors; pooled mean over every calibrated step |
+| eval              | absolute at the final eval point                                        |
+| response_length   | relative p80 of per-step errors                                         |
+| entropy           | absolute at the first training step (the initialisation)                |
+| mismatch          | absolute p50 of per-step errors                                         |
+| distill_kl        | absolute p80; pooled mean                                               |
+| ref_kl            | absolute p80 (reference only)                                           |
+| step_time         | slowdown p50 (reference only: machine-dependent)                        |
+
+Other roles (loss, grad_norm, learning_rate, policy_kl, throughput) and metrics with no role are
+listed, not gated: add checks by hand if they matter. A metric constant over the run (a KL of 0 with
+``beta: 0``) gets no check: its noise is 0 and calibration could not set a threshold from it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Mapping
+
+from autotest.inputs.baseline import Baseline, CalibrationSpec, CheckSpec, StepPolicy
+from autotest.inputs.roles import PRESETS, base_role, resolve_roles
+from autotest.judge.trace import Trace
+
+#: one proposed check: (method, scope, operator, extra fields, severity)
+_P80 = {"scope": "percentile", "percentile": 80.0}
+CHECKS_BY_ROLE: Mapping[str, tuple[tuple[str, dict, str], ...]] = MappingProxyType({
+    "reward": (("absolute", _P80, "gate"), ("absolute", {"scope": "pooled"}, "gate")),
+    "eval": (("absolute", {"scope": "final"}, "gate"),),
+    "response_length": (("relative", _P80, "gate"),),
+    "entropy": (("absolute", {"scope": "points"}, "gate"),),
+    "mismatch": (("absolute", {"scope": "percentile", "percentile": 50.0}, "gate"),),
+    "distill_kl": (("absolute", _P80, "gate"), ("absolute", {"scope": "pooled"}, "gate")),
+    "ref_kl": (("absolute", _P80, "reference"),),
+    "step_time": (("slowdown", {"scope": "percentile", "percentile": 50.0}, "reference"),),
+})
+#: words of a name's last part that mark a role's headline metric among several, best first
+#: (``response/rewards/mean`` over ``.../max``, ``time/step`` over ``time/generate``)
+_HEADLINE_WORDS = ("mean", "step", "reward", "acc", "score")
+PRODUCED_BY_INIT = "rl-autotest init"
+
+
+@dataclass(frozen=True)
+class MetricRow:
+    """One logged metric: its role and what init does with it."""
+
+    metric: str
+    role: str | None
+    #: the check ids proposed on it ("" when none)
+    checks: tuple[str, ...]
+    #: why it has no check (another metric is the role's headline, constant, no gate for the role, no role)
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Proposal:
+    preset: str | None
+    #: how the roles were found, one line (the RoleMap's description)
+    roles_line: str
+    rows: tuple[MetricRow, ...]
+    checks: tuple[CheckSpec, ...]
+    expected_steps: int
+
+    @property
+    def gates(self) -> tuple[CheckSpec, ...]:
+        return tuple(c for c in self.checks if c.severity == "gate")
+
+
+def _rule_index(preset: str | None, metric: str) -> int:
+    if preset is None:
+        return 0
+    from fnmatch import fnmatchcase
+
+    return next((i for i, (glob, _) in enumerate(PRESETS[preset].rules) if fnmatchcase(metric, glob)), 10_000)
+
+
+def _headline_key(preset: str | None, metric: str) -> tuple:
+    last = metric.lower().rsplit("/", 1)[-1]
+    word = next((i for i, w in enumerate(_HEADLINE_WORDS) if w in last), len(_HEADLINE_WORDS))
+    return (_rule_index(preset, metric), word, len(metric), metric)
+
+
+def _constant(series: Mapping[int, float]) -> bool:
+    values = [v for v in series.values() if math.isfinite(v)]
+    return not values or max(values) == min(values)
+
+
+def _check(metric: str, method: str, fields: dict, severity: str, trace: Trace, role: str) -> CheckSpec:
+    scope = fields["scope"]
+    points: tuple[int, ...] = ()
+    if scope == "points":
+        points = (min(trace.get(metric) or {0: 0.0}),)
+    why = {"gate": "", "reference": " (reference only: it informs and never fails the run)"}[severity]
+    return CheckSpec(metric=metric, method=method, operator="<", threshold=math.nan, scope=scope, severity=severity,
+                     percentile=fields.get("percentile"), points=points, placeholder=True,
+                     derivation=f"proposed by {PRODUCED_BY_INIT} for role {role}{why}; placeholder until "
+                                "rl-autotest calibrate measures the run-to-run noise")
+
+
+def propose(trace: Trace, preset: str | None = None) -> Proposal:
+    """Roles for every metric of ``trace`` and placeholder checks for each gated role's headline metric."""
+    metrics = [m for m in trace.metrics if trace.get(m)]
+    roles = resolve_roles(metrics, preset=preset)
+    by_role: dict[str, list[str]] = {}
+    for metric in metrics:
+        role = roles.role_of(metric)
+        if role is not None and base_role(role) in CHECKS_BY_ROLE and not _constant(trace.get(metric) or {}):
+            by_role.setdefault(role, []).append(metric)
+    headline = {role: min(names, key=lambda m: _headline_key(roles.preset, m)) for role, names in by_role.items()}
+    checks: list[CheckSpec] = []
+    rows: list[MetricRow] = []
+    for metric in metrics:
+        role = roles.role_of(metric)
+        made: tuple[CheckSpec, ...] = ()
+        note = ""
+        if role is None:
+            note = "no role (not gated; declare one under roles: to use it)"
+        elif base_role(role) not in CHECKS_BY_ROLE:
+            note = f"not gated by default (role {role}); add a check by hand if it matters"
+        elif _constant(trace.get(metric) or {}):
+            note = "constant in this run: no noise to calibrate a threshold from"
+        elif headline[role] != metric:
+            note = f"{headline[role]} is this role's checked metric"
+        else:
+            made = tuple(_check(metric, method, fields, severity, trace, role)
+                         for method, fields, severity in CHECKS_BY_ROLE[base_role(role)])
+        checks.extend(made)
+        rows.append(MetricRow(metric, role, tuple(c.check_id for c in made), note))
+    steps = trace.last_train_step or max(trace.eval_steps, default=0)
+    return Proposal(roles.preset, roles.describe(), tuple(rows), tuple(checks), steps)
+
+
+def baseline_spec(name: str, path: Path, proposal: Proposal, provenance: Mapping[str, object],
+                  runs: int = 3) -> Baseline:
+    """The baseline ``init`` writes: no golden values yet, placeholder thresholds, the runs to calibrate from."""
+    return Baseline(
+        name=name, path=path, checks=proposal.checks, golden_table=MappingProxyType({}),
+        steps=StepPolicy(expected=proposal.expected_steps, exact=True),
+        provenance=MappingProxyType(dict(provenance)),
+        description=f"Checks {PRODUCED_BY_INIT} proposed per metric role from one run; a threshold written "
+                    "'placeholder' is not measured yet (rl-autotest calibrate measures it).",
+        calibration=CalibrationSpec(runs=runs), preset=proposal.preset)

@@ -1,0 +1,75 @@
+"""init's proposals: a role per metric, placeholder checks on each gated role's headline metric."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from autotest.calibration.proposals import baseline_spec, propose
+from autotest.errors import UsageError
+from autotest.inputs.baseline import load_baseline
+from autotest.inputs.baseline_writer import baseline_yaml
+from autotest.judge.trace import Trace
+
+STEPS = range(1, 11)
+
+
+def _trace(series: dict[str, dict[int, float]]) -> Trace:
+    return Trace(source="t.jsonl", series=series, train_steps=tuple(STEPS))
+
+
+def _ramp(scale: float = 1.0) -> dict[int, float]:
+    return {s: scale * s / 10 for s in STEPS}
+
+
+TRL = _trace({"reward": _ramp(), "rewards/correct_digit/mean": _ramp(), "completions/mean_length": _ramp(2),
+              "completions/max_length": {s: 2.0 for s in STEPS}, "entropy": _ramp(3), "loss": _ramp(),
+              "step_time": _ramp(0.1), "num_tokens": _ramp(100)})
+
+
+def test_trl_log_gets_roles_from_the_inferred_preset_and_placeholder_checks_per_role() -> None:
+    proposal = propose(TRL)
+    assert proposal.preset == "trl"
+    rows = {r.metric: r for r in proposal.rows}
+    assert rows["reward"].checks == ("reward[percentile]", "reward[pooled]")
+    assert rows["rewards/correct_digit/mean"].note == "reward is this role's checked metric"
+    assert rows["completions/max_length"].note.startswith("constant in this run")
+    assert rows["loss"].role == "loss" and "not gated by default" in rows["loss"].note
+    assert rows["num_tokens"].role is None and rows["num_tokens"].checks == ()
+    assert all(c.placeholder and math.isnan(c.threshold) for c in proposal.checks)
+    entropy = next(c for c in proposal.checks if c.metric == "entropy")
+    assert entropy.scope == "points" and entropy.points == (1,)
+    time = next(c for c in proposal.checks if c.metric == "step_time")
+    assert time.severity == "reference" and time.method == "slowdown"
+    assert proposal.expected_steps == 10
+
+
+def test_xtuner_log_takes_the_mean_series_as_the_headline_of_a_role() -> None:
+    proposal = propose(_trace({"response/rewards/max": _ramp(), "response/rewards/mean": _ramp(),
+                               "response/rewards/min": _ramp(), "time/step": _ramp(), "time/generate": _ramp()}))
+    assert proposal.preset == "xtuner"
+    checked = {c.metric for c in proposal.checks}
+    assert checked == {"response/rewards/mean", "time/step"}
+
+
+def test_the_spec_written_reads_back_with_its_placeholders(tmp_path: Path) -> None:
+    path = tmp_path / "trl-grpo.yaml"
+    spec = baseline_spec("trl-grpo", path, propose(TRL), {"produced_by": "rl-autotest init"})
+    path.write_text(baseline_yaml(spec))
+    loaded = load_baseline(path)
+    assert "threshold: placeholder" in path.read_text()
+    assert [c.check_id for c in loaded.checks] == [c.check_id for c in spec.checks]
+    assert all(c.placeholder for c in loaded.checks)
+    assert loaded.preset == "trl" and loaded.steps.expected == 10 and dict(loaded.golden_table or {}) == {}
+
+
+def test_a_threshold_that_is_neither_a_number_nor_placeholder_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "b.yaml"
+    path.write_text("golden: {table: {}}\nchecks:\n- {metric: reward, method: absolute, operator: <, "
+                    "threshold: TODO}\n")
+    with pytest.raises(UsageError) as err:
+        load_baseline(path)
+    assert str(err.value) == (f"{path}: checks[0].threshold: 'TODO' is not a number; write a number, e.g. 0.05 "
+                              "(unquoted), or placeholder until rl-autotest calibrate sets it")

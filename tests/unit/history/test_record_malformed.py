@@ -19,7 +19,8 @@ def _folder(tmp_path: Path, **fields: object) -> Path:
     folder.mkdir(parents=True)
     check = {"check_id": "m[stepwise]", "status": "PASS", "metric": "m", "method": "absolute", "operator": "<",
              "scope": "stepwise", "observed": 0.1, "threshold": 0.5}
-    data = {"case": "c", "status": "PASS", "results": [{**check, **fields.pop("check", {})}], **fields}
+    data = {"schema_version": 1, "case": "c", "status": "PASS", "results": [{**check, **fields.pop("check", {})}],
+            **fields}
     (folder / "results.json").write_text(json.dumps(data), encoding="utf-8")
     return folder
 

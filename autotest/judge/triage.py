@@ -18,9 +18,10 @@ framework's metric names.
 | 7 | ``rewards-only`` | reward breached at the run's first point; no other role breached there (the first-point form) |
 | 8 | ``first-step`` | a non-reward, non-teacher role breached at the first training step or first eval point |
 | 9 | ``teacher-path`` | distillation KL breached; rewards checked, and within bounds or breached later |
-| 10 | ``gradual`` | every accuracy breach begins after the start, and a training role breached (or none is checked) |
-| 11 | ``performance-only`` | only step-time / throughput roles breached |
-| 12 | ``performance`` | step time breached as well as accuracy: a separate performance finding |
+| 10 | ``sampling-changed`` | an accuracy breach; the mismatch role checked and within bounds; the entropy role breached or at half its threshold or more |
+| 11 | ``gradual`` | every accuracy breach begins after the start, and a training role breached (or none is checked) |
+| 12 | ``performance-only`` | only step-time / throughput roles breached |
+| 13 | ``performance`` | step time breached as well as accuracy: a separate performance finding |
 
 A rule fits at most once (the first of its rows that fits); ``gradual`` is not shown when
 ``teacher-path`` fits (the same breach, explained more narrowly). A time-role metric is never read as an
@@ -113,6 +114,24 @@ def in_bounds(*groups: str, at_least_one: bool = True) -> Condition:
         if any(e.breached or e.undecided for e in rows) or (at_least_one and not any(e.in_bounds for e in rows)):
             return None
         return "; ".join(e.describe() for e in rows) or f"no {'/'.join(groups)} role checked"
+    return test
+
+
+#: a gate statistic at this share of its threshold or more has moved beyond ordinary seed noise
+MOVED_SHARE = 0.5
+
+
+def role_moved(role: str) -> Condition:
+    """A gate of ``role`` breached, or its statistic reached ``MOVED_SHARE`` of its threshold (the numbers shown)."""
+    def test(ev: Evidence) -> str | None:
+        moved = []
+        for r in ev.results:
+            if (r.kind == "metric" and r.is_gate and r.metric and ev.roles.role_of(r.metric) == role
+                    and r.observed is not None and r.threshold and math.isfinite(r.observed)
+                    and (r.status == FAIL or abs(r.observed) >= MOVED_SHARE * abs(r.threshold))):
+                moved.append(f"{r.check_id} at {r.observed:+.3g} against threshold {r.threshold:g}"
+                             f" ({abs(r.observed) / abs(r.threshold):.0%} of it)")
+        return f"{role} of the sampled tokens moved: {'; '.join(moved)}" if moved else None
     return test
 
 
@@ -257,6 +276,13 @@ RULES: tuple[Rule, ...] = (
          "distillation KL breached with healthy rewards (or before them): check the teacher path (teacher "
          "endpoints, routing of samples to teachers, sampled tokens, distillation loss)",
          "the teacher path moves KL at once; rewards follow only through the update"),
+    Rule("sampling-changed", (accuracy_breach, in_bounds("consistency"), role_moved("entropy")),
+         "rollout sampling changed (the distribution, not the log-probs): the trainer and the rollout agree on "
+         "the log-probs while the sampled tokens' entropy moved against the golden; check the sampling settings "
+         "(temperature, top-p / top-k, logits processors, stop words) and whether the reported log-probs come "
+         "from the distribution that was sampled",
+         "a change in what is sampled moves entropy first; the mismatch metrics cannot see it when the rollout "
+         "reports unfiltered log-probs"),
     Rule("gradual", (starts_later, training_moved_or_unchecked),
          "gradual divergence points to the training loop (loss, advantage, KL, weight sync)",
          "a breach that grows after the start fits a training-loop change too; the rules above explain the same "

@@ -99,7 +99,24 @@ def test_entropy_at_step_one_is_initialisation(tmp_path: Path):
     def init(c):
         _scale(c["entropy"], 1.5)
         _scale(c["reward"], 3.0, start=10)
-    assert _rules(_case(tmp_path, XTUNER, init)) == ["first-step"]
+    # entropy that differs from the first step could also be a sampling change: shown second, never first
+    assert _rules(_case(tmp_path, XTUNER, init)) == ["first-step", "sampling-changed"]
+
+
+def test_a_changed_sampling_distribution_with_agreeing_log_probs_is_named(tmp_path: Path):
+    """A rollout that samples from the top-p nucleus but reports unfiltered log-probs: k3 stays healthy, the
+    sampled tokens' entropy drops (within its bound), rewards and eval rise later."""
+    def top_p(c):
+        for s in c["entropy"]:
+            c["entropy"][s] -= 0.06  # 60% of the entropy threshold, at every step
+        _scale(c["reward"], 1.5, start=12)
+        _scale(c["eval"], 1.4, start=20)
+    verdict = _case(tmp_path, XTUNER, top_p)
+    assert _rules(verdict)[0] == "sampling-changed"
+    primary = verdict.triage[0]
+    assert primary.suggestion.startswith("rollout sampling changed (the distribution, not the log-probs)")
+    assert "entropy of the sampled tokens moved: entropy/mean" in primary.evidence and "of it)" in primary.evidence
+    assert "gradual" in _rules(verdict)
 
 
 def test_drift_after_the_start_across_roles_is_the_training_loop(tmp_path: Path):

@@ -18,7 +18,7 @@ from autotest.inputs.case import Case
 
 EMBEDDED_PREFIX = "autotest.workloads."
 #: NAME[:ARG] as a fault is written: it becomes one argument of the launch, never an option or shell text
-FAULT_SPEC = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*(?::[A-Za-z0-9_.,=+/-]*)?")
+FAULT_SPEC = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*(?::[A-Za-z0-9_.,=+/:-]*)?")
 LIST_TIMEOUT_S = 60.0
 
 

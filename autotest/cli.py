@@ -250,9 +250,14 @@ def _bisect(args: argparse.Namespace) -> int:
         progress=lambda line: print(line, flush=True)))
     print(f"bisect: {outcome.status}: {outcome.message}")
     for row in outcome.flipped:
-        print(f"  {row['check']}: last good {row['good']}, first bad {row['bad']} (threshold {row['threshold']})")
+        print(f"  {row['check']}: last good {_number(row['good'])}, first bad {_number(row['bad'])} "
+              f"(threshold {_number(row['threshold'])})")
     print(f"bisect: {outcome.rounds} round(s), {outcome.runs} run(s); report: {outcome.folder / 'bisect.md'}")
     return outcome.exit_code
+
+
+def _number(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4g}"
 
 
 def _power(args: argparse.Namespace) -> int:

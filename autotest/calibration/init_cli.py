@@ -31,7 +31,7 @@ def add_init_parser(sub: argparse._SubParsersAction, commands: dict[str, Callabl
                "case, e.g. -- {python} train.py --output-dir {work_dir} --seed {seed}")
     p.add_argument("name", help="the case name (the file names NAME.yaml)")
     p.add_argument("--log", type=Path, help="read this metric log instead of running the command once")
-    p.add_argument("--format", default="auto", choices=["auto", *READERS, "tensorboard"], help="the log's format")
+    p.add_argument("--format", default="auto", choices=["auto", *READERS], help="the log's format")
     p.add_argument("--preset", choices=list(PRESETS), help="the log vocabulary (default: inferred from the names)")
     p.add_argument("--marker", default="grpo", choices=["grpo", "mopd"], help="the case's pytest marker")
     p.add_argument("--timeout-s", type=float, default=DEFAULT_TIMEOUT_S, help="limit for the one run")

@@ -151,7 +151,13 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _cases(args: argparse.Namespace) -> int:
-    for case in list_cases(packaged=args.packaged or find_project() is None):
+    project = find_project()
+    cases = list_cases(packaged=args.packaged or project is None)
+    if not cases:
+        assert project is not None  # the packaged demo always has cases
+        raise UsageError(f"{project.source}: no case files (*.yaml) in {', '.join(map(str, project.cases))}; "
+                         "write one with `rl-autotest init NAME -- COMMAND`")
+    for case in cases:
         check = check_platform(case)
         where = "runnable here" if check.runnable else f"skips here: {check.skip_reason}"
         print(f"{case.name:34} [{','.join(case.markers)}] {where}")

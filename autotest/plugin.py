@@ -107,6 +107,8 @@ def pytest_configure(config: pytest.Config) -> None:
     _collect_suites_in_project(config)
     for name, text in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
+    # the suites mark calibration slow; a user's project does not register it (PytestUnknownMarkWarning there)
+    config.addinivalue_line("markers", "slow: takes more than ~20 s on 2 cores (an accuracy or calibration run)")
     config.pluginmanager.register(CaseSummary(config), "rl-autotest-summary")
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from autotest.cli import main
 from autotest.errors import UsageError
 from autotest.inputs.case import CASES_DIR, case_argument, list_cases, load_case
 from autotest.inputs.project import PROJECT_ENV, find_project
@@ -191,3 +192,10 @@ def test_a_case_outside_any_project_is_named_by_its_path_in_printed_commands(tmp
     case = load_case(path)
     assert case.baseline_path == tmp_path / "b.yaml"
     assert case_argument(case) == str(path)
+
+
+def test_cases_in_a_project_without_case_files_is_one_line(project: Path, capsys) -> None:
+    (project / "accuracy" / "cases" / "mine.yaml").unlink()
+    assert main(["cases"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no case files (*.yaml) in" in err[0] and "rl-autotest init" in err[0]

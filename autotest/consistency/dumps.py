@@ -237,7 +237,9 @@ def load_tensor(stat: TensorStat) -> Any:
                          "re-collect the tensor pass or pass --statistics-only") from None
     if not isinstance(tensor, torch.Tensor):
         raise UsageError(f"{file}: holds a {type(tensor).__name__}, not a tensor ({named})")
-    if tuple(tensor.shape) != stat.shape or str(tensor.dtype) != stat.dtype:
+    # a projection inside a fused group (output.0[q_proj]) names the part's shape; the file holds the whole
+    shape_differs = stat.part is None and tuple(tensor.shape) != stat.shape
+    if shape_differs or str(tensor.dtype) != stat.dtype:
         raise UsageError(f"{file}: holds a {str(tensor.dtype)} tensor of shape {list(tensor.shape)}, but "
                          f"{named} as {stat.dtype} {list(stat.shape)}; the dump is inconsistent, re-collect it")
     tensor = tensor.detach().to(torch.float64)

@@ -18,7 +18,7 @@ framework's metric names.
 | 7 | ``rewards-only`` | reward breached at the run's first point; no other role breached there (the first-point form) |
 | 8 | ``first-step`` | a non-reward, non-teacher role breached at the first training step or first eval point |
 | 9 | ``teacher-path`` | distillation KL breached; rewards checked, and within bounds or breached later |
-| 10 | ``sampling-changed`` | an accuracy breach; the mismatch role checked and within bounds; the entropy role breached or at half its threshold or more |
+| 10 | ``sampling-changed`` | an accuracy breach; the mismatch role checked and within bounds; length and entropy within bounds, the entropy at half its threshold or more |
 | 11 | ``gradual`` | every accuracy breach begins after the start, and a training role breached (or none is checked) |
 | 12 | ``performance-only`` | only step-time / throughput roles breached |
 | 13 | ``performance`` | step time breached as well as accuracy: a separate performance finding |
@@ -276,7 +276,7 @@ RULES: tuple[Rule, ...] = (
          "distillation KL breached with healthy rewards (or before them): check the teacher path (teacher "
          "endpoints, routing of samples to teachers, sampled tokens, distillation loss)",
          "the teacher path moves KL at once; rewards follow only through the update"),
-    Rule("sampling-changed", (accuracy_breach, in_bounds("consistency"), role_moved("entropy")),
+    Rule("sampling-changed", (accuracy_breach, in_bounds("consistency"), in_bounds("rollout"), role_moved("entropy")),
          "rollout sampling changed (the distribution, not the log-probs): the trainer and the rollout agree on "
          "the log-probs while the sampled tokens' entropy moved against the golden; check the sampling settings "
          "(temperature, top-p / top-k, logits processors, stop words) and whether the reported log-probs come "

@@ -37,8 +37,9 @@ def test_clean_seed_passes_and_a_judge_dropping_correct_answers_fails_on_a_poole
     assert not _accuracy_failures(clean), _detail(clean)
     regressed = _run(tmp_path / "regressed", "judge-drops:0.3")
     assert regressed.status == "FAIL", _detail(regressed)
-    # caught by pooling the late phase (on seeds 11 and 12 no per-step gate fires: benchmarks/detection)
-    assert "response/rewards/mean[pooled 31-45]" in _accuracy_failures(regressed), _detail(regressed)
+    # caught by a pooled gate (the benchmark's runs: the late rewards pool; a run on 2026-12-01 came to 4.6 of its
+    # 4.8 there and was caught by the pooled response length and the final eval instead)
+    assert any("[pooled" in c for c in _accuracy_failures(regressed)), _detail(regressed)
 
 
 @pytest.mark.slow

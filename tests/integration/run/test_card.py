@@ -71,7 +71,7 @@ def test_card_names_a_dirty_framework_commit(tmp_path: Path, monkeypatch: pytest
                                                            "RL_AUTOTEST_GPU_COUNT": "8"}), CRITERIA)
     assert f"- commit under test: `{repo.resolve()}` " in card and "on fix-kl, dirty" in card
     assert "loss.py | 2 +-" in card
-    assert "- harness: `" in card  # the harness's own commit, recorded apart
+    assert "- harness: rl-autotest " in card  # the harness's own version and commit, recorded apart
     assert "- this machine: runnable here" in card
 
 

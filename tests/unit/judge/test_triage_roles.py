@@ -99,8 +99,7 @@ def test_entropy_at_step_one_is_initialisation(tmp_path: Path):
     def init(c):
         _scale(c["entropy"], 1.5)
         _scale(c["reward"], 3.0, start=10)
-    # entropy that differs from the first step could also be a sampling change: shown second, never first
-    assert _rules(_case(tmp_path, XTUNER, init)) == ["first-step", "sampling-changed"]
+    assert _rules(_case(tmp_path, XTUNER, init)) == ["first-step"]
 
 
 def test_a_changed_sampling_distribution_with_agreeing_log_probs_is_named(tmp_path: Path):

@@ -8,8 +8,8 @@ the launcher's artifact collection and calibration all ask here). In order of pr
    ``tracker.jsonl`` directly in the folder;
 2. **other JSONL logs** (verl's file logger, a Hugging Face ``TrainerCallback`` writing ``on_log`` rows):
    ``*.jsonl`` up to :data:`JSONL_DEPTH` folders down;
-3. **Hugging Face trainer_state.json**: at the top (``trainer.save_state()``), else in the
-   ``checkpoint-<N>/`` with the highest N;
+3. **Hugging Face trainer_state.json**: at the top (``trainer.save_state()``), else the newest one up to
+   :data:`JSONL_DEPTH` folders down (an ``output_dir`` with ``checkpoint-<N>/`` folders: the highest N);
 4. **TensorBoard event files** (``events.out.tfevents.*``) below the folder: the folder that holds
    them all (a resumed run's later files beside the first ones).
 
@@ -38,7 +38,8 @@ XTUNER_LAYOUT, JSONL, TRAINER_STATE_KIND, TENSORBOARD = "xtuner tracker", "JSONL
 LOOKED_FOR = (
     f"xtuner tracker (<14-digit timestamp>/{TRACKER_RELATIVE}, {TRACKER_RELATIVE}, tracker.jsonl)",
     f"JSONL logs of verl or a Hugging Face TrainerCallback (*.jsonl up to {JSONL_DEPTH} levels down)",
-    f"Hugging Face {TRAINER_STATE} (at the top or in checkpoint-<N>/)",
+    f"Hugging Face {TRAINER_STATE} (at the top, else the newest up to {JSONL_DEPTH} levels down, e.g. "
+    "<output_dir>/checkpoint-<N>/)",
     "TensorBoard event files (events.out.tfevents.* below it)",
 )
 
@@ -79,6 +80,29 @@ def _common_folder(files: list[Path]) -> Path:
     return Path(*common)
 
 
+def _checkpoint_number(path: Path) -> int:
+    match = _CHECKPOINT.match(path.parent.name)
+    return int(match.group(1)) if match else -1
+
+
+def _trainer_state(root: Path) -> Path | None:
+    """The top trainer_state.json, else the newest below (a TRL/HF ``output_dir`` inside the work dir)."""
+    if (root / TRAINER_STATE).is_file():
+        return root / TRAINER_STATE
+    states = [p for p in _limited(root, TRAINER_STATE, JSONL_DEPTH) if "work_logs" not in p.relative_to(root).parts]
+    # of several output dirs the one written last is this run's; in it, the highest checkpoint
+    newest_write: dict[Path, int] = {}
+    for path in states:
+        out = path.parent.parent if _checkpoint_number(path) >= 0 else path.parent
+        newest_write[out] = max(newest_write.get(out, 0), path.stat().st_mtime_ns)
+
+    def rank(path: Path) -> tuple[int, int]:
+        out = path.parent.parent if _checkpoint_number(path) >= 0 else path.parent
+        return newest_write[out], _checkpoint_number(path)
+
+    return max(states, key=rank, default=None)
+
+
 def find_logs(work_dir: Path) -> list[FoundLog]:
     """Every metric log in ``work_dir``, most preferred first (see the module doc); [] when none."""
     root = Path(work_dir)
@@ -97,12 +121,8 @@ def find_logs(work_dir: Path) -> list[FoundLog]:
     for path in _limited(root, "*.jsonl", JSONL_DEPTH):
         if path not in taken and "work_logs" not in path.relative_to(root).parts:  # the harness's log copies
             found.append(FoundLog(path, JSONL))
-    state = root / TRAINER_STATE
-    if not state.is_file():
-        checkpoints = sorted((int(m.group(1)), p) for p in root.iterdir() if p.is_dir()
-                             and (m := _CHECKPOINT.match(p.name)) and (p / TRAINER_STATE).is_file())
-        state = checkpoints[-1][1] / TRAINER_STATE if checkpoints else state
-    if state.is_file():
+    state = _trainer_state(root)
+    if state is not None:
         found.append(FoundLog(state, TRAINER_STATE_KIND))
     events = sorted(p for p in root.rglob(f"*{EVENT_FILE_MARK}*") if p.is_file())
     if events:

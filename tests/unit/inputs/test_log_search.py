@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,20 @@ def test_hugging_face_output_dir_takes_the_newest_checkpoint(tmp_path):
     assert read_trace(tmp_path).train_steps == (5, 10)
 
 
+def test_an_output_dir_inside_the_work_dir_is_found_and_the_last_written_run_wins(tmp_path):
+    old = _state(tmp_path / "old_out" / "checkpoint-20" / "trainer_state.json", {20: 0.2})
+    _state(tmp_path / "out" / "checkpoint-5" / "trainer_state.json", {5: 0.5})
+    newest = _state(tmp_path / "out" / "checkpoint-10" / "trainer_state.json", {5: 0.5, 10: 0.6})
+    os.utime(old, ns=(1, 1))  # an earlier run's output dir, with a higher checkpoint number
+    assert [(f.path, f.kind) for f in find_logs(tmp_path)] == [(newest, TRAINER_STATE_KIND)]
+    assert read_trace(tmp_path).train_steps == (5, 10)
+
+
+def test_a_trainer_state_deeper_than_the_search_is_not_found(tmp_path):
+    _state(tmp_path / "a" / "b" / "c" / "checkpoint-1" / "trainer_state.json", {1: 0.1})
+    assert find_logs(tmp_path) == []
+
+
 def test_several_logs_the_choice_is_said_and_format_filters(tmp_path):
     tracker = write_tracker(tmp_path / "tracker.jsonl", {1: {"response/rewards/mean": 0.1}})
     state = _state(tmp_path / "trainer_state.json", {1: 0.1})
@@ -82,8 +97,8 @@ def test_nothing_found_names_every_format_and_place(tmp_path):
         read_trace(tmp_path)
     message = str(info.value)
     assert message.startswith(f"{tmp_path}: no metric log found; looked for: xtuner tracker (")
-    for place in ("JSONL logs of verl or a Hugging Face TrainerCallback", "Hugging Face trainer_state.json (at the top "
-                  "or in checkpoint-<N>/)", "TensorBoard event files (events.out.tfevents.* below it)",
+    for place in ("JSONL logs of verl or a Hugging Face TrainerCallback", "Hugging Face trainer_state.json (at the top, "
+                  "else the newest up to 3 levels down, e.g. <output_dir>/checkpoint-<N>/)", "TensorBoard event files (events.out.tfevents.* below it)",
                   "entries: notes.txt;"):
         assert place in message
 

@@ -26,7 +26,7 @@ framework's metric names.
 
 A rule fits at most once (the first of its rows that fits); ``gradual`` is not shown when
 ``teacher-path`` fits (the same breach, explained more narrowly). A time-role metric is never read as an
-accuracy breach. Where a breach begins (rows 7, 8, 10, 12) is read from checks that locate breaches per step
+accuracy breach. Where a breach begins (rows 7, 8, 10, 11, 12) is read from checks that locate breaches per step
 (stepwise, points, percentile, final): a pooled or window check gates a mean over its window, and the step
 where one noisy point first crosses its bound is not where the change began.
 """

@@ -2,9 +2,11 @@
 
 Hook points (and who calls them): ``configure`` (the entry point, on the run config),
 ``on_step_start`` (the driver loop), ``on_sync`` and ``patch_rollout_model`` (the rollout engine),
-``wrap_judge`` (the training reward), ``on_advantages``, ``on_actor_logprobs`` and ``actor_logprob_fn`` (the trainer),
-``wrap_tracker`` (the metric log), ``on_prompts`` (the driver's prompt batch), ``draw_logprobs`` (what the
-rollout draws from, apart from what it reports), ``eval_logits`` (the rollout engine's sampled eval) and ``teacher_server_args`` (MOPD's launcher). The named faults are in :mod:`autotest.workloads.faults`.
+``wrap_judge`` (the training reward), ``on_advantages``, ``on_actor_logprobs`` and ``actor_logprob_fn``
+(the trainer), ``wrap_tracker`` (the metric log), ``on_prompts`` (the driver's prompt batch),
+``draw_logprobs`` (what the rollout draws from, apart from what it reports), ``eval_logits`` (the rollout
+engine's sampled eval) and ``teacher_server_args`` (MOPD's launcher). The named faults are in
+:mod:`autotest.workloads.faults`.
 """
 
 from __future__ import annotations

@@ -179,11 +179,13 @@ def _aligned_ancestor(i: int, paths: list[str], levels: list[tuple[str, str, str
 
     An ancestor whose inputs were not dumped (a self_attn called with keyword arguments) counts when an ancestor
     above it has aligned inputs and nothing before this module diverged: the deepest such module is where the
-    difference is made, not its parent layer."""
+    difference is made, not its parent layer. In a dump narrowed to that ancestor (the tensor pass) nothing above
+    it is dumped; then an earlier child of it whose inputs agree (its q/k/v projections) shows what entered it."""
     enclosing = [j for j in range(i + 1, len(paths)) if _is_ancestor(paths[j], paths[i])]
-    if not any(levels[j][2] == "aligned" for j in enclosing):
-        return None
     candidates = [paths[j] for j in enclosing if levels[j][2] in ("aligned", "none", "unknown")]
+    if not any(levels[j][2] == "aligned" for j in enclosing):
+        candidates = [c for c in candidates
+                      if any(_is_ancestor(c, paths[j]) and levels[j][2] == "aligned" for j in range(i))]
     return max(candidates, key=len) if candidates else None
 
 

@@ -19,13 +19,14 @@ framework's metric names.
 | 8 | ``first-step`` | a non-reward, non-teacher role breached at the first training step or first eval point |
 | 9 | ``teacher-path`` | distillation KL breached; rewards checked, and within bounds or breached later |
 | 10 | ``sampling-changed`` | an accuracy breach; the mismatch role checked and within bounds; length and entropy within bounds, the entropy at half its threshold or more |
-| 11 | ``gradual`` | every accuracy breach begins after the start, and a training role breached (or none is checked) |
-| 12 | ``performance-only`` | only step-time / throughput roles breached |
-| 13 | ``performance`` | step time breached as well as accuracy: a separate performance finding |
+| 11 | ``sampling-changed`` | the mismatch role within bounds; the breaches begin after the start; only reward, eval and entropy breached, all above the golden (scores rose while the entropy rose: a sampler narrower than what it reports) |
+| 12 | ``gradual`` | every accuracy breach begins after the start, and a training role breached (or none is checked) |
+| 13 | ``performance-only`` | only step-time / throughput roles breached |
+| 14 | ``performance`` | step time breached as well as accuracy: a separate performance finding |
 
 A rule fits at most once (the first of its rows that fits); ``gradual`` is not shown when
 ``teacher-path`` fits (the same breach, explained more narrowly). A time-role metric is never read as an
-accuracy breach. Where a breach begins (rows 7, 8, 10) is read from checks that locate breaches per step
+accuracy breach. Where a breach begins (rows 7, 8, 10, 11, 12) is read from checks that locate breaches per step
 (stepwise, points, percentile, final): a pooled or window check gates a mean over its window, and the step
 where one noisy point first crosses its bound is not where the change began.
 """
@@ -133,6 +134,33 @@ def role_moved(role: str) -> Condition:
                              f" ({abs(r.observed) / abs(r.threshold):.0%} of it)")
         return f"{role} of the sampled tokens moved: {'; '.join(moved)}" if moved else None
     return test
+
+
+def _mean_shift(r: CheckResult) -> float | None:
+    """Mean of current - golden over the check's points (None without finite points)."""
+    diffs = [p.current - p.baseline for p in r.points if p.current is not None and p.baseline is not None
+             and math.isfinite(p.current) and math.isfinite(p.baseline)]
+    return sum(diffs) / len(diffs) if diffs else None
+
+
+def better_yet_less_certain(ev: Evidence) -> str | None:
+    """Rewards/eval breached above the golden while the entropy breached above it too, nothing else breaching.
+
+    A policy that scores better while it is less certain of its own samples is not what an update does (learning
+    sharpens the policy); a sampler that draws from a narrower distribution than the one it reports (top-p, top-k,
+    a lower temperature) does exactly that: the tail it never draws is never pushed down."""
+    failed = ev.failed(*ACCURACY_GROUPS)
+    roles = {r.metric: ev.roles.role_of(r.metric) for r in failed if r.metric}
+    if not failed or set(roles.values()) - {"reward", "eval", "entropy"}:
+        return None
+    shifts = {r.metric: _mean_shift(r) for r in failed}
+    scored = [m for m, role in roles.items() if role in ("reward", "eval")]
+    entropy = [m for m, role in roles.items() if role == "entropy"]
+    if not scored or not entropy or any(shifts[m] is None or shifts[m] <= 0 for m in scored + entropy):
+        return None
+    shown = ", ".join(f"{m} {shifts[m]:+.3g}" for m in scored)
+    return (f"scores rose above the golden ({shown}, mean over the checked points) while {entropy[0]} rose too "
+            f"({shifts[entropy[0]]:+.3g}): the policy scores better while less certain of its own samples")
 
 
 def non_finite(ev: Evidence) -> str | None:
@@ -283,6 +311,13 @@ RULES: tuple[Rule, ...] = (
          "from the distribution that was sampled",
          "a change in what is sampled moves entropy first; the mismatch metrics cannot see it when the rollout "
          "reports unfiltered log-probs"),
+    Rule("sampling-changed", (in_bounds("consistency"), starts_later, better_yet_less_certain),
+         "rollout sampling changed (the distribution, not the log-probs): rewards and eval rose while the entropy "
+         "of the sampled tokens rose too, which no update does; the rollout draws from a narrower distribution "
+         "than the one whose log-probs it reports: check top-p / top-k, the sampling temperature and logits "
+         "processors, and whether the reported log-probs come from the distribution that was sampled",
+         "a sampler that draws from a nucleus leaves the tail it never draws untrained: better scores, higher "
+         "entropy, and mismatch metrics that cannot see it"),
     Rule("gradual", (starts_later, training_moved_or_unchecked),
          "gradual divergence points to the training loop (loss, advantage, KL, weight sync)",
          "a breach that grows after the start fits a training-loop change too; the rules above explain the same "

@@ -80,3 +80,22 @@ def test_the_deepest_module_whose_own_code_diverges_is_named_not_its_parent_laye
     assert analyses[boundary.entry_order].module_path == "m.layers.0.self_attn.o_proj"
     layer = next(a for a in analyses if a.module_path == "m.layers.0")
     assert layer.bucket == "upstream_propagation_or_amplification" and layer.explained_by == "m.layers.0.self_attn.o_proj"
+
+
+def test_a_dump_narrowed_to_self_attn_still_names_self_attn():
+    """The tensor pass dumps only the suspect (``model.layers.0.self_attn.``): no layer above it, so its projections'
+    aligned inputs show what entered it; the difference is its own code's, never a systemic misalignment."""
+    analyses = synthetic(
+        ("m.layers.0.self_attn.q_proj", 0.0, 0.0, 0.0),
+        ("m.layers.0.self_attn.k_proj", 0.0, 0.0, 0.0),
+        ("m.layers.0.self_attn.o_proj", 0.5, 0.5, 0.0),
+        ("m.layers.0.self_attn", None, 0.5, 0.0),
+    )
+    boundary = find_boundary(analyses)
+    assert boundary is not None and boundary.module.module_path == "m.layers.0.self_attn"
+    assert boundary.module.bucket == "module_impl_mismatch"
+    assert analyses[boundary.entry_order].module_path == "m.layers.0.self_attn.o_proj"
+    # without a child whose inputs agree, nothing shows what entered: the difference entered before the dump
+    alone = synthetic(("m.layers.0.self_attn.o_proj", 0.5, 0.5, 0.0), ("m.layers.0.self_attn", None, 0.5, 0.0))
+    first = find_boundary(alone)
+    assert first is not None and first.module.bucket == "systemic_misalignment"

@@ -118,6 +118,31 @@ def test_a_changed_sampling_distribution_with_agreeing_log_probs_is_named(tmp_pa
     assert "gradual" in _rules(verdict)
 
 
+def test_scores_and_entropy_rising_together_is_a_narrower_sampler_not_the_training_loop(tmp_path: Path):
+    """What the real top-p run shows: the sampler never draws the tail, so the update never pushes it down;
+    the entropy of the sampled tokens rises beyond its bound while rewards and eval rise (tiny-grpo, top-p:0.7)."""
+    def nucleus(c):
+        for s in c["entropy"]:
+            c["entropy"][s] += 0.02 * s  # falls slower than the golden's, past its bound from step ~6
+        _scale(c["reward"], 1.6, start=10)
+        _scale(c["eval"], 1.3, start=20)
+    verdict = _case(tmp_path, XTUNER, nucleus)
+    assert _rules(verdict)[0] == "sampling-changed"
+    primary = verdict.triage[0]
+    assert "rewards and eval rose while the entropy of the sampled tokens rose too" in primary.suggestion
+    assert "scores rose above the golden (response/rewards/mean +" in primary.evidence
+    assert "while entropy/mean rose too (+" in primary.evidence and "gradual" in _rules(verdict)
+
+
+def test_entropy_rising_while_scores_fall_stays_the_training_loop(tmp_path: Path):
+    """An entropy bonus weighed too much (entropy-scale): entropy up, rewards down; an update did it."""
+    def bonus(c):
+        for s in c["entropy"]:
+            c["entropy"][s] += 0.02 * s
+        _scale(c["reward"], 0.4, start=10)
+    assert _rules(_case(tmp_path, XTUNER, bonus)) == ["gradual"]
+
+
 def test_drift_after_the_start_across_roles_is_the_training_loop(tmp_path: Path):
     def loop(c):
         _scale(c["reward"], 0.3, start=12)

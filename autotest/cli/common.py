@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from autotest.history.database import HISTORY_ENV
 from autotest.run.results_dir import DEFAULT_ROOT_HELP
@@ -31,7 +32,15 @@ def recorder(args: argparse.Namespace):
         if args.strict_history:
             raise UsageError("--strict-history and --no-history contradict each other; drop one")
         return None
-    from autotest.history.drift import history_recorder  # SQLAlchemy: only when a verdict is recorded
+    from autotest.history.database import resolve_url
 
-    return history_recorder(args.history, strict=args.strict_history,
-                            warn=lambda line: print(f"warning: {line}", file=sys.stderr, flush=True))
+    resolve_url(args.history, Path.cwd())  # a malformed URL is one line before anything runs, as in the hook
+
+    def record(results_dir: Path) -> list[str]:
+        # the store, drift and SQLAlchemy load only when a verdict is recorded (compare without --out: never)
+        from autotest.history.drift import history_recorder
+
+        return history_recorder(args.history, strict=args.strict_history,
+                                warn=lambda line: print(f"warning: {line}", file=sys.stderr, flush=True))(results_dir)
+
+    return record

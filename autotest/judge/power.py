@@ -21,6 +21,7 @@ Pure Python: the t quantile is computed here (numerical integration), so a verdi
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -71,6 +72,7 @@ class GatePower:
         return self.mde(replicates) / self.golden_scale
 
 
+@functools.lru_cache(maxsize=256)  # a handful of (p, dof) per baseline, each asked for by every pooled gate
 def t_quantile(p: float, dof: int) -> float:
     """Student's t quantile (p in (0.5, 1)), by bisection on the integrated density."""
     assert 0.5 < p < 1 and dof >= 1

@@ -1,6 +1,15 @@
 """Time compare + report on a synthetic tracker of 5,000 steps x 300 metrics (target <= 0.6 s, <= 150 MB peak).
 
     python benchmarks/bench_compare.py [--steps 5000] [--metrics 300] [--check-all] [--plots]
+    XTUNER_ROOT=/path/to/xtuner python benchmarks/bench_compare.py --as-user [--runs 3]
+
+``--as-user`` times what a user waits for: the ``rl-autotest compare`` process, start-up included, side by side
+in one run with xtuner's own checker (``check_rl_result`` in ``$XTUNER_ROOT/autotest/utils/check_metric.py``,
+run from that checkout as xtuner's CI runs it: it reads both logs, checks, and draws its one comparison PNG)
+on the same pair and the same 12 metrics (its ``aggregate: 80`` where the harness checks a percentile,
+stepwise elsewhere). It prints each tool's median wall time and peak RSS (each a fresh process) and the
+ratio (target: the harness at <= 0.5 x xtuner's time, <= 150 MB). Without ``XTUNER_ROOT`` it says so and
+times the harness alone. xtuner's code is read from the checkout at run time, never copied here.
 
 The golden values are a reference tracker of the same shape (as the GRPO baseline is), so two
 5,000 x 300 logs (about 60 MB each) are read. By default 12 metrics are checked with every scope
@@ -26,9 +35,22 @@ SCOPES = ("scope: stepwise", "scope: percentile, percentile: 80", "scope: final"
           "scope: window, window: [100, 4000]", "scope: points, points: [1, 1000, 2500, 5000]")
 
 
+#: xtuner's RL step-summary marker (its checker reads only rows that have it) and other real names, first
+REAL_NAMES = ("response/rewards/mean", "response/response_len/mean", "mismatch/mismatch_k3_kl", "entropy/mean")
+
+
+def metric_names(metrics: int) -> list[str]:
+    return [*REAL_NAMES, *(f"group{m % 10}/metric_{m}" for m in range(len(REAL_NAMES), metrics))][:metrics]
+
+
+def checked_names(metrics: int, check_all: bool = False) -> list[str]:
+    names = metric_names(metrics)
+    return names if check_all else names[:: max(1, metrics // 12)][:12]
+
+
 def write_inputs(folder: Path, steps: int, metrics: int, check_all: bool = False) -> tuple[Path, Path]:
     rng = random.Random(0)
-    names = [f"group{m % 10}/metric_{m}" for m in range(metrics)]
+    names = metric_names(metrics)
     tracker = folder / "tracker.jsonl"
     with tracker.open("w") as handle:
         for step in range(1, steps + 1):
@@ -37,7 +59,7 @@ def write_inputs(folder: Path, steps: int, metrics: int, check_all: bool = False
             handle.write(json.dumps(row) + "\n")
     golden = folder / "golden.jsonl"
     shutil.copyfile(tracker, golden)  # not through memory: the peak RSS is the comparison's
-    checked = names if check_all else names[:: max(1, metrics // 12)][:12]
+    checked = checked_names(metrics, check_all)
     checks = "\n".join(f"  - {{metric: {n}, method: absolute, operator: '<', threshold: 0.5, "
                        f"{'scope: stepwise' if check_all else SCOPES[i % len(SCOPES)]}}}"
                        for i, n in enumerate(checked))
@@ -53,7 +75,14 @@ def main() -> int:
     parser.add_argument("--metrics", type=int, default=300)
     parser.add_argument("--check-all", action="store_true", help="check every metric stepwise")
     parser.add_argument("--plots", action="store_true")
+    parser.add_argument("--as-user", action="store_true",
+                        help="time the rl-autotest process beside xtuner's checker ($XTUNER_ROOT)")
+    parser.add_argument("--runs", type=int, default=3, help="with --as-user: fresh processes per tool (median)")
     args = parser.parse_args()
+    if args.as_user:
+        from bench_compare_cli import as_user
+
+        return as_user(args.steps, args.metrics, args.runs, args.plots)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         baseline, tracker = write_inputs(folder, args.steps, args.metrics, args.check_all)

@@ -5,15 +5,21 @@ from __future__ import annotations
 import argparse
 import re
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from autotest.calibration.init import DEFAULT_TIMEOUT_S, InitOptions, InitOutcome, init_case
 from autotest.errors import UsageError
-from autotest.inputs.baseline import load_baseline
 from autotest.inputs.project import find_project
 from autotest.inputs.roles import PRESETS
-from autotest.judge.readers import READERS
 from autotest.run.results_dir import default_results_root
+
+if TYPE_CHECKING:
+    from autotest.calibration.init import InitOutcome
+
+#: the readers' formats, in autotest.judge.readers.READERS' order (a unit test holds them equal); named here so
+#: that building the parser does not import the readers
+LOG_FORMATS = ("xtuner", "verl", "hf-trainer", "tensorboard")
+#: calibration.init's default limit for the one run (a unit test holds them equal)
+DEFAULT_TIMEOUT_S = 1800.0
 
 _ALLOWED = ("python", "work_dir", "seed")
 _BRACES = re.compile(r"(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -31,7 +37,7 @@ def add_init_parser(sub: argparse._SubParsersAction, commands: dict[str, Callabl
                "case, e.g. -- {python} train.py --output-dir {work_dir} --seed {seed}")
     p.add_argument("name", help="the case name (the file names NAME.yaml)")
     p.add_argument("--log", type=Path, help="read this metric log instead of running the command once")
-    p.add_argument("--format", default="auto", choices=["auto", *READERS], help="the log's format")
+    p.add_argument("--format", default="auto", choices=["auto", *LOG_FORMATS], help="the log's format")
     p.add_argument("--preset", choices=list(PRESETS), help="the log vocabulary (default: inferred from the names)")
     p.add_argument("--marker", default="grpo", choices=["grpo", "mopd"], help="the case's pytest marker")
     p.add_argument("--timeout-s", type=float, default=DEFAULT_TIMEOUT_S, help="limit for the one run")
@@ -79,6 +85,8 @@ def _folders(args: argparse.Namespace) -> tuple[Path, Path, bool]:
 
 
 def _init(args: argparse.Namespace) -> int:
+    from autotest.calibration.init import InitOptions, init_case
+
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", args.name):
         raise UsageError(f"init: {args.name!r} is not a case name; use letters, digits, '.', '_' and '-'")
     if not args.timeout_s > 0:
@@ -102,6 +110,8 @@ def _init(args: argparse.Namespace) -> int:
 
 
 def _already(name: str, outcome: InitOutcome) -> int:
+    from autotest.inputs.baseline import load_baseline
+
     print(f"init: {name}: {outcome.case_path} and {outcome.baseline_path} already exist; nothing run or written "
           "(init never overwrites)")
     pending = any(c.placeholder for c in load_baseline(outcome.baseline_path).checks)

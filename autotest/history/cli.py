@@ -13,17 +13,17 @@ from pathlib import Path
 from typing import Callable
 
 from autotest.errors import UsageError
-from autotest.history.dashboard import write_dashboard
 from autotest.history.database import HISTORY_ENV, SQLITE_NAME, describe, resolve_url, sqlite_url
-from autotest.history.drift import drift_in, render_drift_lines, statistic_histories
-from autotest.history.store import ingest, open_for_reading
-from autotest.history.trust import mark_run
 from autotest.run.results_dir import DEFAULT_ROOT_HELP, default_results_root
+
+# The store, drift, dashboard and trust modules (SQLAlchemy, NumPy, the judge) are imported inside the action
+# that needs them: `rl-autotest --help` and every other command build this parser.
 
 EXIT_OK, EXIT_DRIFT = 0, 1
 
 
 def _ingest(args: argparse.Namespace) -> int:
+    from autotest.history.store import ingest
 
     outcome = ingest(args.paths, args.history or (sqlite_url(args.results_dir / SQLITE_NAME)
                                                   if args.results_dir else None))
@@ -51,6 +51,8 @@ def _root(args: argparse.Namespace) -> Path:
 
 
 def _open(args: argparse.Namespace):
+    from autotest.history.store import open_for_reading
+
     return open_for_reading(args.history, _root(args))
 
 
@@ -99,6 +101,7 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _drift(args: argparse.Namespace) -> int:
+    from autotest.history.drift import drift_in, render_drift_lines, statistic_histories
 
     with _open(args) as store:
         cases = [args.case] if args.case else store.cases()
@@ -125,6 +128,8 @@ def _dashboard(args: argparse.Namespace) -> int:
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out}: is not a folder (the dashboard is a folder holding index.html); "
                          "give a folder")
+    from autotest.history.dashboard import write_dashboard
+
     with _open(args) as store:
         page = write_dashboard(store, args.out)
     print(f"dashboard: {page}")
@@ -132,6 +137,8 @@ def _dashboard(args: argparse.Namespace) -> int:
 
 
 def _mark(args: argparse.Namespace, trusted: bool) -> int:
+    from autotest.history.trust import mark_run
+
     marked = mark_run(resolve_url(args.history, _root(args)), args.run, trusted=trusted, why=args.why)
     print(marked.message)
     return EXIT_OK

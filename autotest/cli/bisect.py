@@ -1,0 +1,52 @@
+"""``rl-autotest bisect``: the framework commit between a good and a bad ref where a case's gates start
+failing. The search and its launches are imported when the command runs."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from autotest.cli.common import CASE_HELP, RESULTS_HELP
+from autotest.errors import UsageError
+
+
+def add_bisect_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bisect", help="find the framework commit between a good and a bad ref where the case's "
+                       "gates start failing (noise-aware, P probes a round)",
+                       epilog="exit 0: first bad commit found; 1: the environment changed (the good ref fails "
+                       "today), not reproducible (the bad ref passes), or --max-runs spent; 2: error")
+    p.add_argument("case", help=CASE_HELP)
+    p.add_argument("--good", required=True, help="a framework ref whose runs passed")
+    p.add_argument("--bad", required=True, help="a later framework ref whose runs failed")
+    p.add_argument("--framework-repo", help="framework repository URL or local path (default: the case's)")
+    p.add_argument("--all-commits", action="store_true", help="descend into merged branches (default: first parent)")
+    p.add_argument("--jobs", type=int, default=2, help="probes side by side a round (default: 2)")
+    p.add_argument("--max-runs", type=int, help="stop after this many training runs (a budget)")
+    p.add_argument("--seed", type=int, help="seed of each probe's first run (default: the case's)")
+    p.add_argument("--results-dir", type=Path, help=RESULTS_HELP)
+
+
+def bisect(args: argparse.Namespace) -> int:
+    from autotest.bisect.session import BisectOptions
+    from autotest.bisect.session import bisect as run_bisect
+    from autotest.files import require_folder
+    from autotest.inputs.case import load_case
+
+    if args.results_dir is not None:
+        require_folder(args.results_dir, "--results-dir")
+    if args.max_runs is not None and args.max_runs < 2:
+        raise UsageError(f"--max-runs: {args.max_runs} is below 2; the good and bad ends take two runs")
+    outcome = run_bisect(load_case(args.case), BisectOptions(
+        good=args.good, bad=args.bad, repo=args.framework_repo, all_commits=args.all_commits,
+        slots=args.jobs, max_runs=args.max_runs, results_root=args.results_dir, seed=args.seed,
+        progress=lambda line: print(line, flush=True)))
+    print(f"bisect: {outcome.status}: {outcome.message}")
+    for row in outcome.flipped:
+        print(f"  {row['check']}: last good {_number(row['good'])}, first bad {_number(row['bad'])} "
+              f"(threshold {_number(row['threshold'])})")
+    print(f"bisect: {outcome.rounds} round(s), {outcome.runs} run(s); report: {outcome.folder / 'bisect.md'}")
+    return outcome.exit_code
+
+
+def _number(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4g}"

@@ -1,0 +1,163 @@
+"""``rl-autotest calibrate`` (N runs → candidate baseline), ``baseline promote`` and ``power``.
+
+``calibrate`` exits 0 when the candidate is written (and promoted when asked), 1 when it is written but the
+leave-one-out self-check raised false alarms (review it), 2 on error. The calibration package is imported
+when a command runs, never for ``--help``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from autotest.cli.common import CASE_HELP, EXIT_ERROR, EXIT_FAIL, EXIT_PASS, HISTORY_HELP, RESULTS_HELP
+from autotest.errors import UsageError
+
+
+def add_calibrate_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("calibrate", help="run a case N times and write a candidate baseline from the noise",
+                       description="Run CASE N times, set golden = mean, per-step checks' thresholds = max "
+                                   "run-to-run deviation x margin and pooled checks' = a t quantile for the "
+                                   "case's false-alarm budget x the statistic's spread (floors apply), and write "
+                                   "<baseline>.candidate.yaml with a diff report beside the baseline.")
+    p.add_argument("case", help=CASE_HELP)
+    p.add_argument("--runs", type=int, help="number of runs (default: the baseline's calibration.runs, else 3)")
+    p.add_argument("--jobs", type=int, help="runs side by side here (default: as CPUs or GPU slices allow)")
+    p.add_argument("--ray-address", help="run each calibration run as a Ray task on this cluster "
+                                         "(shared filesystem; 'local' starts a private one)")
+    p.add_argument("--results-dir", type=Path, help=RESULTS_HELP)
+    p.add_argument("--baselines-dir", "--out", dest="baselines_dir", type=Path,
+                   help="folder for the candidate (and the baseline --promote replaces); default: beside the "
+                        "case's baseline")
+    p.add_argument("--promote", action="store_true",
+                   help="also replace the baseline with the candidate (only when the self-check is clean)")
+    p.add_argument("--allow-dirty", action="store_true", help="calibrate from an uncommitted tree (recorded)")
+    p.add_argument("--from-history", action="store_true",
+                   help="build the candidate from the last passing runs in the run history; run nothing")
+    p.add_argument("--last", type=int, metavar="N", help="with --from-history: how many passing runs (default: --runs)")
+    p.add_argument("--history", metavar="URL", help=HISTORY_HELP)
+
+
+def add_power_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("power", help="what each gate of a case can catch: its minimum detectable effect by "
+                       "replicates and calibration runs, from the baseline alone",
+                       epilog="exit 0: every detect: target of the case is reached (or none declared); 1: a target "
+                       "is missed; 2: error")
+    p.add_argument("case", help=CASE_HELP)
+    p.add_argument("--baselines-dir", type=Path, help="read <DIR>/<baseline file name> instead of the case's baseline")
+
+
+def add_baseline_parser(sub: argparse._SubParsersAction) -> None:
+    b = sub.add_parser("baseline", help="manage golden baselines")
+    actions = b.add_subparsers(dest="baseline_command", required=True, metavar="ACTION")
+    p = actions.add_parser("promote", help="replace a case's baseline with its reviewed candidate (atomic)")
+    p.add_argument("case", help=CASE_HELP)
+    p.add_argument("--baselines-dir", "--out", dest="baselines_dir", type=Path,
+                   help="folder holding the baseline and its candidate (default: beside the case's baseline)")
+    p.add_argument("--force", metavar="REASON", help="promote a candidate without calibrate provenance or with "
+                   "self-check false alarms; REASON is recorded in the baseline")
+
+
+def calibrate(args: argparse.Namespace) -> int:
+    from autotest.calibration.runs import CalibrationOptions, calibrate_case
+    from autotest.calibration.thresholds import CalibrationError
+    from autotest.files import require_folder
+    from autotest.history.drift import history_recorder
+    from autotest.inputs.case import load_case
+
+    if args.last is not None:
+        if not args.from_history:
+            raise UsageError("--last: only with --from-history (the number of passing runs to take)")
+        args.runs = args.last
+    if args.runs is not None and args.runs < 2:
+        flag = "--last" if args.last is not None else "--runs"
+        raise UsageError(f"{flag}: {args.runs} is below 2; run-to-run noise needs at least two runs")
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError(f"--jobs: {args.jobs} is below 1")
+    for flag, folder in (("--results-dir", args.results_dir), ("--baselines-dir", args.baselines_dir)):
+        if folder is not None:  # before N runs, not after them
+            require_folder(folder, flag)
+    options = CalibrationOptions(
+        results_root=args.results_dir, runs=args.runs, jobs=args.jobs, ray_address=args.ray_address,
+        baselines_dir=args.baselines_dir, allow_dirty=args.allow_dirty, promote=args.promote,
+        from_history=args.from_history, history=args.history, after_results=history_recorder(args.history),
+        command=_calibrate_command_line(args), progress=lambda line: print(line, flush=True))
+    try:
+        outcome = calibrate_case(load_case(args.case), options)
+    except CalibrationError as exc:
+        print(f"rl-autotest: calibration failed: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    for warning in outcome.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    for c in outcome.calibration.checks:
+        print(f"{c.check.check_id}: {c.previous.shown_threshold} -> {c.check.shown_threshold} ({c.status})")
+    rate = outcome.self_check.false_alarm_rate
+    print(f"self-check: leave-one-out false alarms {outcome.self_check.false_alarms}/"
+          f"{len(outcome.self_check.held_out)}" + ("" if rate is None else f" ({rate:.0%})"))
+    print(f"candidate: {outcome.candidate}")
+    print(f"report: {outcome.report}")
+    if outcome.promoted_to is not None:
+        print(f"promoted: {outcome.promoted_to}")
+    elif args.promote:
+        print("not promoted: the self-check raised false alarms; review the report, then promote explicitly")
+    return outcome.exit_code
+
+
+def _calibrate_command_line(args: argparse.Namespace) -> str:
+    """The calibrate command as given (recorded in the baseline's provenance)."""
+    words = ["rl-autotest", "calibrate", args.case]
+    for flag, value in (("--runs", args.runs), ("--jobs", args.jobs), ("--ray-address", args.ray_address),
+                        ("--results-dir", args.results_dir), ("--baselines-dir", args.baselines_dir)):
+        if value is not None:
+            words += [flag, str(value)]
+    words += [flag for flag, on in (("--promote", args.promote), ("--allow-dirty", args.allow_dirty),
+                                    ("--from-history", args.from_history)) if on]
+    return shlex.join(words)
+
+
+def baseline(args: argparse.Namespace) -> int:
+    from autotest.calibration.promote import promote
+    from autotest.calibration.runs import baseline_files
+    from autotest.files import require_folder
+    from autotest.inputs.baseline import load_baseline
+    from autotest.inputs.case import load_case
+    from autotest.judge.power import baseline_power, target_misses
+
+    if args.force is not None and not args.force.strip():
+        raise UsageError("--force: give the reason for overriding the checks, e.g. --force 'reviewed by X'")
+    if args.baselines_dir is not None:
+        require_folder(args.baselines_dir, "--baselines-dir")
+    target, _, _ = baseline_files(load_case(args.case), args.baselines_dir)
+    promotion = promote(target, force=args.force)
+    for line in promotion.changes:
+        print(f"  {line}")
+    if promotion.backup is not None:
+        print(f"previous baseline kept: {promotion.backup}")
+    if promotion.forced:
+        print(f"forced: {promotion.forced} (recorded in the baseline)")
+    print(f"promoted: {promotion.path}")
+    case = load_case(args.case)
+    for line in target_misses(baseline_power(load_baseline(promotion.path)), case.detect):
+        print(f"warning: power: {line}", file=sys.stderr)
+    return EXIT_PASS
+
+
+def power(args: argparse.Namespace) -> int:
+    from autotest.calibration.runs import baseline_files
+    from autotest.files import require_folder
+    from autotest.inputs.baseline import load_baseline
+    from autotest.inputs.case import load_case
+    from autotest.judge.power import baseline_power, target_misses
+    from autotest.report.power_table import power_report
+
+    case = load_case(args.case)
+    if args.baselines_dir is not None:
+        require_folder(args.baselines_dir, "--baselines-dir")
+    path, _, _ = baseline_files(case, args.baselines_dir)
+    baseline = load_baseline(path)
+    print(f"{case.name}: {path}")
+    for line in power_report(baseline_power(baseline), case.detect):
+        print(line)
+    return EXIT_FAIL if target_misses(baseline_power(baseline), case.detect) else EXIT_PASS

@@ -1,0 +1,46 @@
+"""What every ``rl-autotest`` command shares: exit codes, help texts and the history hook of ``run`` and
+``compare``. Light on purpose: the parser imports it for ``--help``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from autotest.history.database import HISTORY_ENV
+from autotest.run.results_dir import DEFAULT_ROOT_HELP
+
+EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
+CASE_HELP = "a case: its name (the project's cases, then the packaged demo cases) or its YAML file"
+EXIT_NOT_COLLECTED = 3  # `consistency`: no collection hook wired for the framework (neutral in the nightly)
+RESULTS_HELP = f"root of the per-case results folders (default: {DEFAULT_ROOT_HELP})"
+HISTORY_HELP = f"run history database URL (default: ${HISTORY_ENV}, else <results root>/history.sqlite)"
+
+
+def exit_code_for(status: str) -> int:
+    from autotest.judge.model import FAIL, PASS
+
+    return {PASS: EXIT_PASS, FAIL: EXIT_FAIL}.get(status, EXIT_ERROR)
+
+
+def recorder(args: argparse.Namespace):
+    """The history hook of ``run`` and ``compare``: None with --no-history; a record that cannot be written is
+    a warning on stderr, and an ERROR verdict with --strict-history."""
+    from autotest.errors import UsageError
+
+    if args.no_history:
+        if args.strict_history:
+            raise UsageError("--strict-history and --no-history contradict each other; drop one")
+        return None
+    from autotest.history.database import resolve_url
+
+    resolve_url(args.history, Path.cwd())  # a malformed URL is one line before anything runs, as in the hook
+
+    def record(results_dir: Path) -> list[str]:
+        # the store, drift and SQLAlchemy load only when a verdict is recorded (compare without --out: never)
+        from autotest.history.drift import history_recorder
+
+        return history_recorder(args.history, strict=args.strict_history,
+                                warn=lambda line: print(f"warning: {line}", file=sys.stderr, flush=True))(results_dir)
+
+    return record

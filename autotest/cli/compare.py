@@ -1,0 +1,74 @@
+"""``rl-autotest compare``: judge a metric log against a golden baseline, outside any run.
+
+Its heavy parts (the judge, the report, the history) are imported when the command runs, not when the
+parser is built: ``--help`` loads none of them, and ``compare`` without ``--out`` no report writer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+from autotest.cli.common import EXIT_ERROR, HISTORY_HELP, exit_code_for, recorder
+from autotest.inputs.case import TRACKER_FORMATS
+
+
+def add_compare_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("compare", help="check a run's metric log against a golden baseline")
+    p.add_argument("--baseline", required=True, type=Path, help="baseline YAML (baselines/<case>.yaml)")
+    p.add_argument("--current", required=True, type=Path,
+                   help="the metric log (tracker.jsonl, trainer_state.json, an event file), or a run's WORK_DIR")
+    p.add_argument("--out", type=Path, help="results folder to write results.json, report.md and plots/")
+    p.add_argument("--format", default="auto", choices=["auto", *TRACKER_FORMATS],
+                   help="metric-log format (auto: by name and first row; a work dir is searched for each)")
+    p.add_argument("--wall-time-s", type=float, help="measured end-to-end wall time, for the wall-time check")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--history", metavar="URL", help="with --out: " + HISTORY_HELP)
+    p.add_argument("--no-history", action="store_true", help="with --out: do not record the verdict in the history")
+    p.add_argument("--strict-history", action="store_true", help="with --out: a verdict the history could not "
+                   "record is an ERROR (exit 2), not a warning")
+
+
+def compare(args: argparse.Namespace) -> int:
+    from autotest.errors import UsageError
+    from autotest.files import require_writable
+    from autotest.judge.model import PASS
+    from autotest.judge.power import caught_phrase, power_warnings
+    from autotest.judge.verdict import compare_paths
+
+    if args.wall_time_s is not None and not (args.wall_time_s >= 0 and math.isfinite(args.wall_time_s)):
+        raise UsageError(f"--wall-time-s: {args.wall_time_s:g} is not a wall time; give the measured seconds (>= 0)")
+    if args.out is not None:  # before judging: a verdict must have somewhere to go
+        require_writable(args.out, "--out", advice="pass a folder on a writable disk")
+    if args.strict_history and not args.out:
+        raise UsageError("--strict-history: only with --out (compare records a verdict only when it writes a "
+                         "results folder)")
+    after_results = recorder(args)
+    comparison = compare_paths(args.baseline, args.current, fmt=args.format, wall_time_s=args.wall_time_s)
+    verdict = comparison.verdict
+    unsaved: tuple[str, ...] = ()
+    if args.out:
+        from autotest.report.publish import publish
+
+        published = publish(comparison, args.out, with_plots=not args.no_plots, after_results=after_results)
+        verdict = published.verdict or verdict
+        unsaved = published.unsaved
+        if published.report_md is not None:
+            print(f"report: {published.report_md}")
+    for warning in (*verdict.warnings, *power_warnings(verdict)):
+        print(f"warning: {warning}", file=sys.stderr)
+    for result in verdict.results:
+        if result.status != PASS:
+            print(f"{result.status:5} {result.check_id}: {result.message}")
+    for finding in verdict.triage:
+        if finding.primary:
+            print(f"next step: {finding.suggestion}")
+    caught = caught_phrase(verdict.results) if verdict.status == PASS else ""
+    line = f"{verdict.case}: {verdict.status}" + (f" — {caught}" if caught else "")
+    if unsaved:  # the verdict stands; its results folder is incomplete
+        print(f"{line} — results not saved: {unsaved[0]}")
+        return EXIT_ERROR
+    print(line)
+    return exit_code_for(verdict.status)

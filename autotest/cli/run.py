@@ -1,0 +1,134 @@
+"""``rl-autotest run`` (one case end to end) and ``rl-autotest cases`` (what can run here).
+
+The pipeline and the launchers are imported when ``run`` runs; ``cases`` needs only the case files and
+the platform check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from autotest.cli.common import (
+    CASE_HELP,
+    EXIT_ERROR,
+    EXIT_PASS,
+    HISTORY_HELP,
+    RESULTS_HELP,
+    exit_code_for,
+    recorder,
+)
+from autotest.errors import UsageError
+from autotest.inputs.replicate_limits import CAPS_HELP
+
+
+def add_run_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="run one case end to end (card, launch, compare, report)")
+    p.add_argument("case", help=CASE_HELP)
+    p.add_argument("--results-dir", type=Path, help=RESULTS_HELP)
+    p.add_argument("--baselines-dir", type=Path,
+                   help="judge against <DIR>/<baseline file name> instead of the case's baseline")
+    p.add_argument("--seed", type=int, help="seed for cases that take one (default: the case's)")
+    p.add_argument("--replicates", type=int, metavar="K", help="run K seeds side by side and judge their mean "
+                   f"(default: the case's replicates, else 1; {CAPS_HELP} without --force)")
+    p.add_argument("--force", action="store_true", help="run more replicates than the platform's cap")
+    p.add_argument("--adaptive", type=int, metavar="K_MAX", help="adaptive replicates: one seed, then K_MAX seeds "
+                   "judged on their mean when it lands near a pooled threshold (the false-alarm budget spent over "
+                   "both looks)")
+    p.add_argument("--fault", help="inject a fault NAME[:ARG] (embedded workloads)")
+    p.add_argument("--fail-fast", action="store_true", help="stop the run at the first per-step gate failure")
+    p.add_argument("--ray-address", help="submit the launch as a Ray job to this cluster")
+    p.add_argument("--dry-run", action="store_true", help="show the card and the exact command; launch nothing")
+    p.add_argument("--yes", action="store_true", help="launch without asking for confirmation")
+    p.add_argument("--history", metavar="URL", help=HISTORY_HELP)
+    p.add_argument("--no-history", action="store_true", help="do not record this verdict in the run history")
+    p.add_argument("--strict-history", action="store_true", help="a verdict the history could not record is an "
+                   "ERROR (exit 2), not a warning (the nightly uses it)")
+    p.add_argument("--framework-ref", help="framework ref to test: branch, tag, sha or refs/pull/N/head "
+                   "(default: $RL_AUTOTEST_FRAMEWORK_REF, else the case's platform.framework.ref)")
+    p.add_argument("--strict-power", action="store_true", help="a PASS whose gates cannot catch the case's "
+                   "declared detect: targets is an ERROR (default: a warning)")
+    p.add_argument("--framework-repo", help="framework repository URL or local path to fetch the ref from "
+                   "(default: $RL_AUTOTEST_FRAMEWORK_REPO, else the case's, else the local clone in its env var)")
+
+
+def add_cases_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("cases", help="list the cases (the project's, else the packaged demo) and whether each "
+                       "can run here")
+    p.add_argument("--packaged", action="store_true", help="in a project, also list the packaged demo cases")
+
+
+def _confirm_on_terminal(card: str) -> bool:
+    print(card)
+    if not sys.stdin.isatty():
+        raise UsageError("not on a terminal: pass --yes to launch without confirmation")
+    return input("Launch this run? [y/N] ").strip().lower() in ("y", "yes")
+
+
+def _show(card: str) -> bool:
+    print(card)
+    return True
+
+
+def run(args: argparse.Namespace) -> int:
+    from autotest.calibration.runs import baseline_files
+    from autotest.files import require_folder
+    from autotest.inputs.case import load_case
+    from autotest.judge.power import power_warnings
+    from autotest.pipeline import DRY_RUN, SKIP, RunOptions, run_case
+
+    if args.results_dir is not None:
+        require_folder(args.results_dir, "--results-dir")
+    if args.seed is not None and args.seed < 0:
+        raise UsageError(f"--seed: {args.seed} is below 0; give a seed >= 0")
+    if args.replicates is not None and args.replicates < 1:
+        raise UsageError(f"--replicates: {args.replicates} is below 1; give the number of seeds to run and average")
+    if args.adaptive is not None and (args.adaptive < 2 or args.replicates is not None):
+        raise UsageError(f"--adaptive: {args.adaptive} " + ("is below 2; give the most seeds to run near a threshold"
+                         if args.adaptive < 2 else "and --replicates both set; keep one"))
+    case = load_case(args.case)
+    baseline_path = None
+    if args.baselines_dir is not None:
+        require_folder(args.baselines_dir, "--baselines-dir")
+        baseline_path, _, _ = baseline_files(case, args.baselines_dir)
+    outcome = run_case(case, RunOptions(
+        baseline_path=baseline_path,
+        results_root=args.results_dir, seed=args.seed, replicates=args.replicates, fault=args.fault,
+        force_replicates=args.force, dry_run=args.dry_run,
+        fail_fast=args.fail_fast, progress=print, ray_address=args.ray_address,
+        confirm=_show if args.yes else _confirm_on_terminal,
+        after_results=recorder(args),
+        framework_repo=args.framework_repo, framework_ref=args.framework_ref, strict_power=args.strict_power,
+        adaptive_max=args.adaptive))
+    if outcome.status == DRY_RUN and args.dry_run:
+        print(outcome.card)
+    if outcome.verdict is not None:
+        for result in outcome.verdict.failing():
+            print(f"{result.status:5} {result.check_id}: {result.message}")
+        for warning in power_warnings(outcome.verdict):
+            print(f"warning: {warning}", file=sys.stderr)
+    print(outcome.summary_line())
+    if outcome.status == DRY_RUN:
+        return EXIT_PASS if args.dry_run else EXIT_ERROR
+    if outcome.unsaved:  # the summary line named the file and the error
+        return EXIT_ERROR
+    return EXIT_ERROR if outcome.status == SKIP else exit_code_for(outcome.status)
+
+
+def cases(args: argparse.Namespace) -> int:
+    from autotest.inputs.case import list_cases
+    from autotest.inputs.project import find_project
+    from autotest.run.platform import check_platform
+
+    project = find_project()
+    found = list_cases(packaged=args.packaged or project is None)
+    if not found:
+        assert project is not None  # the packaged demo always has cases
+        raise UsageError(f"{project.source}: no case files (*.yaml) in {', '.join(map(str, project.cases))}; "
+                         "write one with `rl-autotest init NAME -- COMMAND`")
+    for case in found:
+        check = check_platform(case)
+        where = "runnable here" if check.runnable else f"skips here: {check.skip_reason}"
+        print(f"{case.name:34} [{','.join(case.markers)}] {where}")
+    return EXIT_PASS

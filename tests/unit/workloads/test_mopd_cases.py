@@ -34,7 +34,7 @@ def test_tiny_mopd_case_and_its_calibrated_golden_table() -> None:
     assert len(case.seed.calibration) >= 3
     spec = launch_spec(case, Path("/tmp/w"), seed=2, fault="teacher-swap", environ={})
     assert spec.command == (sys.executable, "-m", "autotest.workloads.mopd_launch", "--work-dir", "/tmp/w",
-                            "--seed", "2", "--ready-timeout-s", "300", "--fault", "teacher-swap")
+                            "--seed", "2", "--fault", "teacher-swap")
     assert spec.env["WORK_DIR"] == "/tmp/w"
     baseline = load_baseline(case.baseline_path)
     assert baseline.calibrated_range == (0, 25)

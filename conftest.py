@@ -8,10 +8,12 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 import pytest
 
-#: tests whose clean tiny-mopd runs breach eval/digit_sum/acc[pooled 0-25] in this environment (2026-12-01: the
-#: same trackers fail under the previous commit's judge too, so the runs changed, not the checks; a recalibration
-#: here came out 2-3x wider with a leave-one-out false alarm and was not promoted). Known, tracked in the closing
-#: note; not strict, so a run that passes again is not an error.
+#: tests whose clean tiny-mopd runs breach eval/digit_sum/acc[pooled 0-25]. Cause (docs/workloads.md "Baseline
+#: history"): baselines/tiny-mopd.yaml was calibrated against a teacher fixture no cold build of the committed
+#: code reproduces (its seed-independent step-0 digit_sum eval is 150/288; every cold build gives 118/288), so
+#: every fresh cache (CI, a new machine) runs another student than the golden. Remove this once the baseline is
+#: recalibrated on a quiet machine against the cold-build fixture (rl-autotest calibrate tiny-mopd --runs 5, then
+#: rl-autotest baseline promote). Not strict, so a run that passes again is not an error.
 KNOWN_MOPD_DRIFT = ("test_case_accuracy[tiny-mopd]", "test_a_clean_run_passes", "test_a_judge_bug_drifts_rewards_only")
 
 

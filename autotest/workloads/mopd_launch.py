@@ -286,6 +286,9 @@ def launch(args: argparse.Namespace) -> int:
     """The whole lifecycle; every path out goes through the cleanup."""
     teacher_fault, die_at, training_fault = parse_fault(args.fault)
     fixture = open_fixture(args.fixture) if args.fixture else ensure_fixture(log=say)
+    # which weights this run distils, bit for bit: a baseline only holds for the fixture it was calibrated on
+    say(f"fixture {fixture.root}: weights sha256 "
+        + ", ".join(f"{name} {digest[:12]}" for name, digest in fixture.weights().items()))
     servers: list[Server] = []
     procs: dict[str, subprocess.Popen] = {}
     try:

@@ -18,10 +18,15 @@ student's ``<eos>`` is unlikely to that teacher) while the student still learns 
 answers, so rewards stay healthy: the pattern the harness must triage as "teacher path".
 
 Cache: ``$RL_AUTOTEST_CACHE/teachers/<key>`` (default ``~/.cache/rl-autotest``). The key
-hashes the recipe, the task definitions, ``RECIPE_VERSION`` and the torch/transformers
-versions, so any change prepares a new fixture. A fixture is built in a temp dir beside
-its final place and renamed into it (atomic), under a file lock so parallel runs train it
-once; ``fixture.json`` is written last and marks it complete.
+hashes the recipe, the task definitions, ``RECIPE_VERSION``, the torch/transformers versions
+and the source of the modules that produce the weights (``PREPARATION_MODULES``), so any
+change prepares a new fixture: a cache a locally edited recipe prepared is never picked up
+by the committed code (a tiny-mopd baseline was once calibrated against such a fixture, which
+no cold build reproduced; docs/workloads.md "Baseline history"). A fixture is built in a temp
+dir beside its final place and renamed into it (atomic), under a file lock so parallel runs
+train it once; ``fixture.json`` is written last and marks it complete, with the sha256 of
+each checkpoint's weights (``weights_sha256``), which the launcher prints, so a run's log
+names the exact fixture it ran against.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import dataclasses
 import datetime as dt
 import hashlib
 import importlib.metadata
+import importlib.util
 import json
 import os
 import shutil
@@ -48,8 +54,10 @@ from autotest.workloads.tiny_lm import DigitTokenizer, TinyLMConfig
 if TYPE_CHECKING:
     import torch
 
-#: Bump when the preparation code changes what a recipe produces (the cache key includes it).
+#: Bump when what a recipe produces changes outside the modules below (the cache key includes it).
 RECIPE_VERSION = 1
+#: modules whose code decides the fixture's weights: their source is part of the cache key
+PREPARATION_MODULES = ("autotest.workloads.teachers", "autotest.workloads.tiny_lm", "autotest.workloads.tasks")
 CACHE_ENV = "RL_AUTOTEST_CACHE"
 STUDENT = "student"
 FIXTURE_FILE = "fixture.json"
@@ -93,8 +101,24 @@ class TeacherRecipe:
             "recipe": dataclasses.asdict(self),
             "tasks": {d: _task_spec(get_task(d)) for d in self.domains},
             "versions": library_versions(),
+            "source": preparation_source_digest(),
         }
         return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def preparation_source_digest() -> str:
+    """sha256 (16 hex digits) of the source of ``PREPARATION_MODULES``, as installed."""
+    digest = hashlib.sha256()
+    for name in PREPARATION_MODULES:
+        spec = importlib.util.find_spec(name)
+        assert spec is not None and spec.origin is not None, name
+        digest.update(Path(spec.origin).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def weights_digest(checkpoint: Path) -> str:
+    """sha256 of a checkpoint's ``model.safetensors``: which weights a fixture holds, bit for bit."""
+    return hashlib.sha256((Path(checkpoint) / "model.safetensors").read_bytes()).hexdigest()
 
 
 def library_versions() -> dict[str, str]:
@@ -155,8 +179,13 @@ class Fixture:
         return self.root / teacher_name(domain)
 
     def info(self) -> dict[str, Any]:
-        """The contents of ``fixture.json`` (recipe, versions, accuracies, preparation time)."""
+        """The contents of ``fixture.json`` (recipe, versions, accuracies, preparation time, weights sha256)."""
         return json.loads((self.root / FIXTURE_FILE).read_text(encoding="utf-8"))
+
+    def weights(self) -> dict[str, str]:
+        """sha256 of each checkpoint's weights as they are on disk now (student first, then teachers)."""
+        names = (STUDENT, *(teacher_name(d) for d in self.domains))
+        return {name: weights_digest(self.root / name) for name in names}
 
 
 def open_fixture(root: Path) -> Fixture:
@@ -349,6 +378,7 @@ def prepare(recipe: TeacherRecipe, out_dir: Path, log: Callable[[str], None] = p
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "prepare_s": round(time.perf_counter() - started, 1),
         "accuracy": accuracy,
+        "weights_sha256": {name: weights_digest(out_dir / name) for name in models},
     }
     (out_dir / FIXTURE_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
     log(f"[teachers] fixture ready in {info['prepare_s']} s; sampled accuracy {json.dumps(accuracy)}")

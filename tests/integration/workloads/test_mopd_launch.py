@@ -79,6 +79,9 @@ def test_a_short_run_end_to_end(tmp_path: Path, mopd_cache_env: Fixture) -> None
     done = subprocess.run(launcher(work, "--steps", "5", "--seed", "3"), cwd=REPO, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr
+    # the log names the fixture's weights bit for bit (a baseline holds for one fixture)
+    weights = ", ".join(f"{name} {digest[:12]}" for name, digest in mopd_cache_env.weights().items())
+    assert f"[mopd-launch] fixture {mopd_cache_env.root}: weights sha256 {weights}\n" in done.stdout
     # the endpoints, in xtuner's shape, on loopback ports the kernel picked
     endpoints = exported_endpoints(done.stdout)
     assert endpoints == {name: [url] for name, url in port_file_urls(work).items()}

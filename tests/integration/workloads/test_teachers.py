@@ -6,6 +6,7 @@ The session fixtures (the trained teacher fixture, its cache) are in conftest.py
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -50,6 +51,10 @@ def test_cold_cache_prepares_atomically_then_reuses(tmp_path: Path) -> None:
         assert {"config.json", "model.safetensors"} <= {p.name for p in (fixture.root / name).iterdir()}
     info = fixture.info()
     assert info["key"] == QUICK.key() and info["recipe"]["teacher_steps"] == 3
+    # the weights it holds, bit for bit, recorded and recomputable from the files
+    assert info["weights_sha256"] == fixture.weights()
+    assert list(fixture.weights()) == ["student", "digit_sum_teacher", "digit_product_teacher"]
+    assert all(re.fullmatch(r"[0-9a-f]{64}", d) for d in fixture.weights().values())
     stamp = (fixture.root / FIXTURE_FILE).stat().st_mtime_ns
     again: list[str] = []
     assert ensure_fixture(QUICK, root=tmp_path, log=again.append) == fixture

@@ -50,6 +50,22 @@ def test_key_changes_with_the_tasks_the_code_version_and_the_libraries(monkeypat
     fewer = dataclasses.replace(task, train_targets=task.train_targets[:-1])
     monkeypatch.setattr(teachers, "get_task", lambda name: fewer if name == "digit_sum" else get_task(name))
     assert TeacherRecipe().key() != key
+    monkeypatch.undo()
+    # the preparation code itself: a locally edited recipe never shares a cache dir with the committed one
+    monkeypatch.setattr(teachers, "preparation_source_digest", lambda: "0" * 16)
+    assert TeacherRecipe().key() != key
+
+
+def test_the_source_digest_covers_each_preparation_module(monkeypatch: pytest.MonkeyPatch) -> None:
+    digest = teachers.preparation_source_digest()
+    assert len(digest) == 16 and digest == teachers.preparation_source_digest()
+    assert set(teachers.PREPARATION_MODULES) >= {"autotest.workloads.teachers", "autotest.workloads.tiny_lm",
+                                                 "autotest.workloads.tasks"}
+    for dropped in teachers.PREPARATION_MODULES:
+        monkeypatch.setattr(teachers, "PREPARATION_MODULES",
+                            tuple(m for m in teachers.PREPARATION_MODULES if m != dropped))
+        assert teachers.preparation_source_digest() != digest, dropped
+        monkeypatch.undo()
 
 
 def test_cache_root_from_env_or_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -102,7 +102,8 @@ def run_replicates(case: Case, options: RunOptions, count: int, run_case: Callab
     tasks = [replicate(i + 1, s) for i, s in enumerate(seeds)]
     looks = [(0, len(tasks), None)]
     if adaptive:
-        looks = [(0, 1, lambda b: requantile(b, ALPHA_SHARE[0])), (1, len(tasks), lambda b: requantile(b, ALPHA_SHARE[1]))]
+        looks = [(0, 1, lambda b: requantile(b, ALPHA_SHARE[0])),
+                 (1, len(tasks), lambda b: requantile(b, ALPHA_SHARE[1]))]
     for index, (begin, end, adjust) in enumerate(looks):
         try:
             runs += side_by_side(tasks[begin:end], jobs)

@@ -31,7 +31,8 @@ from autotest.case_run import (
 )
 from autotest.errors import UsageError, WriteFailed
 from autotest.files import make_folder, write_atomic
-from autotest.inputs.baseline import Baseline, for_hardware, load_baseline
+from autotest.inputs.baseline import load_baseline
+from autotest.inputs.baseline_model import Baseline, for_hardware
 from autotest.inputs.case import Case
 from autotest.inputs.replicate_limits import replicates_problem
 from autotest.inputs.tracker_layout import COPY_NAMES

@@ -44,7 +44,7 @@ def run_replicates(case: Case, options: RunOptions, count: int, run_case: Callab
     seeds = replicate_seeds(case, count, first)
     require_room(options.results_dir or options.results_root or default_results_root(), {**os.environ, **options.env},
                  runs=count)
-    # this pipeline's own dry run makes the folder, its preflight and card (and skips where it skips)
+    # the single run's own dry run makes the folder, its preflight and card (and skips where it skips)
     shown = run_case(case, replace(options, replicates=1, seed=first, dry_run=True, confirm=None))
     if shown.status == SKIP or shown.results_dir is None:
         return shown

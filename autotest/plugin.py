@@ -14,13 +14,14 @@ from typing import Callable
 
 import pytest
 
+from autotest.case_run import DRY_RUN, GPU_WAIT_S, SKIP, CaseRun
 from autotest.errors import UsageError
 from autotest.history.drift import history_recorder
 from autotest.inputs.case import Case, list_cases
 from autotest.inputs.project import find_project
 from autotest.inputs.replicate_limits import CAPS_HELP
 from autotest.judge.power import power_warnings
-from autotest.pipeline import DRY_RUN, GPU_WAIT_S, SKIP, CaseRun, RunOptions, run_case
+from autotest.pipeline import RunOptions, run_case
 from autotest.redaction import collect_secrets
 from autotest.run.interrupts import signals_as_interrupt
 

@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from autotest.bisect.search import BAD, GOOD, SKIPPED
+from autotest.case_run import CaseRun
 from autotest.errors import UsageError
 from autotest.inputs.case import Case
 from autotest.judge.model import ERROR, FAIL, CheckResult, Verdict
-from autotest.pipeline import CaseRun, RunOptions, run_case
+from autotest.pipeline import RunOptions, run_case
 
 #: observed / threshold in [GREY_LOW, GREY_HIGH] is too close to call on one run
 GREY_LOW, GREY_HIGH = 0.75, 1.33

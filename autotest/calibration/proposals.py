@@ -30,7 +30,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
 
-from autotest.inputs.baseline import Baseline, CalibrationSpec, CheckSpec, StepPolicy
+from autotest.inputs.baseline_model import Baseline, CalibrationSpec, CheckSpec, StepPolicy
 from autotest.inputs.roles import PRESETS, base_role, resolve_roles
 from autotest.judge.trace import Trace
 

@@ -39,169 +39,34 @@ Schema::
 
 from __future__ import annotations
 
+from __future__ import annotations
+
 import math
 import re
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
 
+from autotest.inputs.baseline_model import (
+    DEFAULT_RELATIVE_FLOOR,
+    METHODS,
+    OPERATORS,
+    PLACEHOLDER,
+    POOLED_STATISTICS,
+    SCHEMA_VERSION,
+    SCOPES,
+    SEVERITIES,
+    Baseline,
+    CalibrationSpec,
+    CheckSpec,
+    StepPolicy,
+)
 from autotest.inputs.golden_table import check_golden_keys, parse_step_table
-from autotest.inputs.hardware_overrides import HardwareOverride, parse_overrides, pick
-from autotest.inputs.roles import RoleMap, parse_roles, resolve_roles
+from autotest.inputs.hardware_overrides import parse_overrides
+from autotest.inputs.roles import parse_roles
 from autotest.inputs.schema import Section, expand_env, load_section, show
 
-SCHEMA_VERSION = 1
-METHODS = ("absolute", "relative", "slowdown", "value")
-OPERATORS = ("<", "<=", ">", ">=")
-SCOPES = ("stepwise", "percentile", "final", "points", "window", "pooled")
-SEVERITIES = ("gate", "reference")
-#: what a pooled check gates: the mean of z over the window, or its fitted change across it
-POOLED_STATISTICS = ("mean", "trend")
-#: the threshold ``rl-autotest init`` writes: never a number, so a spec cannot pass before it is calibrated
-PLACEHOLDER = "placeholder"
-#: |base| below this is treated as this value in the relative error (explicit, reported)
-DEFAULT_RELATIVE_FLOOR = 1e-12
-
-
-@dataclass(frozen=True)
-class CheckSpec:
-    """One declared check: ``error(method) OPERATOR threshold`` over a scope of steps."""
-
-    metric: str
-    method: str
-    operator: str
-    threshold: float
-    scope: str = "stepwise"
-    severity: str = "gate"
-    percentile: float | None = None
-    points: tuple[int, ...] = ()
-    window: tuple[int, int] | None = None
-    relative_floor: float = DEFAULT_RELATIVE_FLOOR
-    #: how the threshold was derived (seed table, calibration with measured max deviation, ...)
-    derivation: str = ""
-    measured_max_deviation: float | None = None
-    #: scope pooled: gate the mean of the standardised deviations, or their fitted trend
-    statistic: str = "mean"
-    #: per-hardware thresholds (the seed's ``threshold`` is the default)
-    overrides: tuple[HardwareOverride, ...] = ()
-    #: the hardware whose override set ``threshold`` on this node (None: the default applies)
-    hardware: str | None = None
-    #: ``threshold: placeholder`` (``rl-autotest init``): no number yet; the check is an ERROR until calibrated
-    placeholder: bool = False
-
-    @property
-    def shown_threshold(self) -> str:
-        """The threshold as written: a number, or ``placeholder``."""
-        return PLACEHOLDER if self.placeholder else f"{self.threshold:g}"
-
-    @property
-    def check_id(self) -> str:
-        if self.scope == "pooled":  # one metric may be pooled over several phases, by mean and trend
-            kind = "pooled" if self.statistic == "mean" else f"pooled {self.statistic}"
-            if self.window:
-                return f"{self.metric}[{kind} {self.window[0]}-{self.window[1]}]"
-            return f"{self.metric}[{kind}]"
-        return f"{self.metric}[{self.scope}]"
-
-    def describe(self) -> str:
-        scope = self.scope
-        if self.scope == "percentile":
-            scope = f"p{self.percentile:g} of per-step errors"
-        elif self.scope == "points":
-            scope = "at steps " + "/".join(str(p) for p in self.points)
-        elif self.scope == "window" and self.window:
-            scope = f"mean over steps {self.window[0]}-{self.window[1]}"
-        elif self.scope == "final":
-            scope = "final point only"
-        elif self.scope == "pooled":
-            where = f"steps {self.window[0]}-{self.window[1]}" if self.window else "every calibrated step"
-            what = "mean" if self.statistic == "mean" else "fitted first-to-last change"
-            scope = f"|{what} of per-step deviations / calibrated noise| over {where}"
-        severity = "" if self.severity == "gate" else " (reference only, never fails)"
-        hardware = f" (threshold for {self.hardware})" if self.hardware else ""
-        return f"{self.metric}: {self.method} {self.operator} {self.shown_threshold}{hardware}, {scope}{severity}"
-
-
-@dataclass(frozen=True)
-class StepPolicy:
-    """How many training steps a run must have."""
-
-    expected: int | None = None
-    exact: bool = False
-
-
-@dataclass(frozen=True)
-class CalibrationSpec:
-    """The optional ``calibration:`` section: how ``rl-autotest calibrate`` turns N runs into thresholds.
-
-    threshold = max(measured max run-to-run deviation x ``margin``, floors), rounded up to two
-    significant digits. Floors keep a threshold from collapsing to zero when the runs agree.
-    """
-
-    #: default number of runs (``--runs`` overrides it)
-    runs: int = 3
-    #: multiplier on the measured max run-to-run deviation (1.5 as seed 003 did with N=3)
-    margin: float = 1.5
-    #: a relative check's threshold is never below this; an absolute one never below it x max |golden|
-    relative_floor: float = 0.01
-    #: z of the binomial floor z * sqrt(p(1-p)/n) for eval metrics with a known eval-set size
-    binomial_z: float = 2.0
-    #: per-metric absolute floors, in the units of the metric's checks (e.g. the seed's k3 1e-4)
-    floors: Mapping[str, float] = field(default_factory=dict)
-    #: eval metric -> number of eval items behind it (for the binomial floor)
-    eval_set_size: Mapping[str, int] = field(default_factory=dict)
-    #: chance, per clean run, that any pooled gate check of the case false-alarms; split evenly over them
-    false_alarm_budget: float = 0.05
-    #: a declared floor never exceeds this many times the case's own level (max |golden|, or the measured
-    #: deviation): an fp32 rollout's healthy k3 of 1e-14 is not gated at a bf16-sized 1e-4
-    floor_headroom: float = 1000.0
-
-
-@dataclass(frozen=True)
-class Baseline:
-    name: str
-    path: Path
-    checks: tuple[CheckSpec, ...]
-    golden_table: Mapping[str, Mapping[int, float]] | None = None
-    golden_tracker: Path | None = None
-    golden_format: str = "auto"
-    #: pin of the reference tracker: a share path is mutable, the review was of these bytes
-    golden_tracker_sha256: str | None = None
-    golden_tracker_steps: int | None = None
-    metric_aliases: Mapping[str, str] = field(default_factory=dict)
-    short_names: Mapping[str, str] = field(default_factory=dict)
-    steps: StepPolicy = StepPolicy()
-    calibrated_range: tuple[int, int] | None = None
-    wall_time_max_s: float | None = None
-    wall_time_overrides: tuple[HardwareOverride, ...] = ()
-    #: the hardware whose override set ``wall_time_max_s`` on this node (None: the default applies)
-    wall_time_hardware: str | None = None
-    provenance: Mapping[str, Any] = field(default_factory=dict)
-    description: str = ""
-    calibration: CalibrationSpec | None = None
-    #: metric -> step -> calibrated seed-to-seed standard deviation (what scope pooled divides by)
-    noise_table: Mapping[str, Mapping[int, float]] | None = None
-    #: the framework's log vocabulary (``preset:``), None: inferred from the checked metrics' names
-    preset: str | None = None
-    #: metric -> role declared in the baseline (``roles:``); see autotest.inputs.roles
-    roles: Mapping[str, str] = field(default_factory=dict)
-
-    @property
-    def role_map(self) -> RoleMap:
-        """Each checked metric's role: declared, else the preset's (named or inferred)."""
-        return resolve_roles({c.metric for c in self.checks}, self.roles, self.preset)
-
-    @property
-    def golden_source(self) -> str:
-        return str(self.golden_tracker) if self.golden_tracker else f"{self.path} (golden table)"
-
-    def display(self, metric: str) -> str:
-        for short, full in self.short_names.items():
-            if full == metric:
-                return f"{short} ({metric})"
-        return metric
-
+# Baseline, CheckSpec and CalibrationSpec are imported from here across the harness and its tests
+__all__ = ["Baseline", "CalibrationSpec", "CheckSpec", "load_baseline"]
 
 _DOC = "docs/baselines.md"
 _CHECK_KEYS = ("scope", "severity", "percentile", "points", "window", "relative_floor", "derivation",
@@ -406,15 +271,3 @@ def load_baseline(path: str | Path, env: dict[str, str] | None = None) -> Baseli
         preset=preset,
         roles=MappingProxyType(roles),
     )
-
-
-def for_hardware(baseline: Baseline, gpu: Mapping[str, Any] | None) -> Baseline:
-    """``baseline`` with each per-hardware override that matches ``gpu`` (the preflight's fingerprint) applied."""
-    checks = []
-    for check in baseline.checks:
-        chosen = pick(check.overrides, gpu)
-        checks.append(replace(check, threshold=chosen.value, hardware=chosen.describe()) if chosen else check)
-    wall = pick(baseline.wall_time_overrides, gpu)
-    return replace(baseline, checks=tuple(checks),
-                   wall_time_max_s=wall.value if wall else baseline.wall_time_max_s,
-                   wall_time_hardware=wall.describe() if wall else None)

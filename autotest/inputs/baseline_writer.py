@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from autotest.inputs.baseline import (
+from autotest.inputs.baseline_model import (
     DEFAULT_RELATIVE_FLOOR,
     PLACEHOLDER,
     SCHEMA_VERSION,

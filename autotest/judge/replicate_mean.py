@@ -38,7 +38,8 @@ from types import MappingProxyType
 from typing import Any
 
 from autotest.errors import UsageError
-from autotest.inputs.baseline import Baseline, for_hardware, load_baseline
+from autotest.inputs.baseline import load_baseline
+from autotest.inputs.baseline_model import Baseline, for_hardware
 from autotest.inputs.case import Case
 from autotest.inputs.roles import RoleMap, resolve_roles
 from autotest.inputs.tracker_layout import tracker_copy

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from autotest.case_run import DRY_RUN, SKIP
 from autotest.inputs.case import load_case
-from autotest.pipeline import DRY_RUN, SKIP, RunOptions, run_case
+from autotest.pipeline import RunOptions, run_case
 from autotest.run.infra import DEFAULT_POLICY, InfraKind, KindPolicy, RetryPolicy
 from tests.helpers import DATA
 

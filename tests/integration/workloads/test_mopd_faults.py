@@ -7,8 +7,9 @@ import dataclasses
 import re
 from pathlib import Path
 
+from autotest.case_run import CaseRun  # noqa: E402
 from autotest.inputs.case import load_case  # noqa: E402
-from autotest.pipeline import CaseRun, RunOptions, run_case  # noqa: E402
+from autotest.pipeline import RunOptions, run_case  # noqa: E402
 from autotest.run.infra import RetryPolicy  # noqa: E402
 from autotest.workloads.mopd_launch import FAULTS  # noqa: E402
 from autotest.workloads.teachers import Fixture  # noqa: E402

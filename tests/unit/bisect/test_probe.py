@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from autotest.bisect.probe import probe
 from autotest.inputs.case import load_case
-from autotest.pipeline import SKIP, CaseRun, RunOptions
+from autotest.case_run import SKIP, CaseRun, RunOptions
 from tests.helpers import DATA
 
 

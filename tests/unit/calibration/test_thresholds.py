@@ -20,7 +20,7 @@ from autotest.calibration.thresholds import (
     sample_size_warnings,
 )
 from autotest.errors import UsageError
-from autotest.inputs.baseline import Baseline, CalibrationSpec, CheckSpec, StepPolicy
+from autotest.inputs.baseline_model import Baseline, CalibrationSpec, CheckSpec, StepPolicy
 from autotest.judge.model import FAIL, PASS
 from autotest.judge.trace import Trace
 from autotest.judge.verdict import compare

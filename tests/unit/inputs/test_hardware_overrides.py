@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from autotest.errors import UsageError
-from autotest.inputs.baseline import for_hardware, load_baseline
+from autotest.inputs.baseline import load_baseline
+from autotest.inputs.baseline_model import for_hardware
 from autotest.inputs.baseline_writer import baseline_yaml
 from autotest.inputs.hardware_overrides import HardwareOverride, pick
 

@@ -7,7 +7,8 @@ from types import MappingProxyType
 
 import pytest
 
-from autotest.inputs.baseline import Baseline, CheckSpec, StepPolicy, load_baseline
+from autotest.inputs.baseline import load_baseline
+from autotest.inputs.baseline_model import Baseline, CheckSpec, StepPolicy
 from autotest.judge.checks import (
     evaluate_check,
     point_error,

@@ -1,0 +1,148 @@
+"""Several seeds of one case side by side, judged on their mean; adaptively, one seed first.
+
+A case with ``replicates: K`` (or ``--replicates K``) runs K seeds, each a normal single run
+(:func:`autotest.pipeline.run_case`) in ``replicates/r<i>-seed<S>/``, and one verdict judges their mean
+(:mod:`autotest.judge.replicate_mean`). ``--adaptive N`` runs one seed first and the others only when it
+lands in the grey zone near a threshold (:mod:`autotest.judge.sequential`). Which seeds, which folders and
+how many at once is :mod:`autotest.run.replicates`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable
+
+from autotest.case_run import SKIP, CaseRun, RunOptions, finished, harness_error_log, power_ask, save
+from autotest.files import write_atomic
+from autotest.inputs.baseline import Baseline
+from autotest.inputs.case import Case
+from autotest.inputs.replicate_limits import replicates_cost
+from autotest.judge.model import ERROR, CheckResult
+from autotest.judge.replicate_mean import judge_replicate_runs
+from autotest.judge.sequential import ALPHA_SHARE, CONTINUE_BELOW, STOP, decide_first_look, requantile
+from autotest.judge.verdict import Comparison, judge
+from autotest.report.publish import NotRecorded
+from autotest.run.interrupts import describe
+from autotest.run.replicates import default_jobs, replicate_folder, replicate_seeds, side_by_side
+from autotest.run.results_dir import default_results_root, require_room
+
+
+def run_replicates(case: Case, options: RunOptions, count: int, run_case: Callable[[Case, RunOptions], CaseRun],
+                   adaptive: bool = False) -> CaseRun:
+    """``count`` seeds side by side, each a normal run in ``replicates/r<i>-seed<S>/``, judged on their mean.
+
+    ``adaptive``: one seed first, judged at the first look of :mod:`autotest.judge.sequential`; the other seeds
+    run only when its pooled statistics sit in the grey zone, and the mean of all is the second look.
+
+    ``run_case`` is the pipeline's single run (:func:`autotest.pipeline.run_case`): it makes the folder, the
+    preflight and the card (as a dry run), and runs each replicate."""
+    first = options.seed if options.seed is not None else case.seed.default
+    seeds = replicate_seeds(case, count, first)
+    require_room(options.results_dir or options.results_root or default_results_root(), {**os.environ, **options.env},
+                 runs=count)
+    # the single run's own dry run makes the folder, its preflight and card (and skips where it skips)
+    shown = run_case(case, replace(options, replicates=1, seed=first, dry_run=True, confirm=None))
+    if shown.status == SKIP or shown.results_dir is None:
+        return shown
+    folder = shown.results_dir
+    with contextlib.suppress(OSError):
+        (folder / "work").rmdir()  # each replicate has its own work dir
+    jobs = default_jobs(case, count)
+    cost = replicates_cost(count, case.expected.wall_time_s, jobs)
+    card = shown.card + (f"\n## Replicates\n\n{count} seeds ({', '.join(map(str, seeds))}) side by side, each in "
+                         "replicates/r<i>-seed<S>/; the checks judge their mean (pooled thresholds scaled, "
+                         f"see autotest.judge.replicate_mean)\n\nCost: {cost}\n")
+    if adaptive:
+        card += (f"\nAdaptive: seed {seeds[0]} alone first; the other {count - 1} only when a pooled statistic lies "
+                 f"in the grey zone (at least {CONTINUE_BELOW:g} x its threshold); the false-alarm budget is spent "
+                 "over the two looks (autotest.judge.sequential)\n")
+    write_atomic(folder / "card.md", card)
+    shown = replace(shown, card=card, replicates=count)
+    if options.dry_run:
+        return shown
+    if options.confirm is not None and not options.confirm(card):
+        return replace(shown, reason="not confirmed: nothing launched")
+    say = options.progress or (lambda line: None)
+
+    # the history records each replicate (a single run with its tracker, what drift and calibration from
+    # history read); the mean's report shows the drift lines of the last one recorded
+    drift: list[str] = []
+    not_recorded: list[NotRecorded] = []
+
+    def record(results_dir: Path) -> list[str]:
+        try:
+            drift[:] = list(options.after_results(results_dir)) if options.after_results is not None else []
+        except NotRecorded as exc:
+            not_recorded.append(exc)
+            raise
+        return list(drift)
+
+    def mean_after(_folder: Path) -> list[str]:
+        if not_recorded:  # the mean's verdict says it too (and is ERROR under --strict-history)
+            last = not_recorded[-1]
+            ran = len(runs) or count
+            raise NotRecorded(f"{len(not_recorded)} of {ran} replicates not recorded: {last.error}",
+                              url=last.url, strict=last.strict)
+        return list(drift)
+
+    def replicate(index: int, seed: int) -> Callable[[], CaseRun]:
+        label = f"r{index}-seed{seed}"
+        one = replace(options, replicates=1, seed=seed, results_dir=replicate_folder(folder, index, seed),
+                      confirm=None, after_results=record if options.after_results is not None else None,
+                      with_plots=False, step_summary=False, progress=lambda line: say(f"{label}: {line}"))
+        return lambda: run_case(case, one)
+
+    say(f"[{case.name}] {count} replicates (seeds {', '.join(map(str, seeds))}) in {folder}; cost: {cost}")
+    runs: list[CaseRun] = []
+    interrupt: KeyboardInterrupt | None = None
+    tasks = [replicate(i + 1, s) for i, s in enumerate(seeds)]
+    looks = [(0, len(tasks), None)]
+    if adaptive:
+        looks = [(0, 1, lambda b: requantile(b, ALPHA_SHARE[0])),
+                 (1, len(tasks), lambda b: requantile(b, ALPHA_SHARE[1]))]
+    for index, (begin, end, adjust) in enumerate(looks):
+        try:
+            runs += side_by_side(tasks[begin:end], jobs)
+        except KeyboardInterrupt as exc:  # every replicate is stopped and has published its own ERROR verdict
+            interrupt = exc
+        comparison = judge_replicates(case, options, folder, seeds[:end], runs, interrupt, adjust)
+        if adaptive:
+            comparison.verdict.context["adaptive"] = {"runs": end, "of": count, "look": index + 1}
+        if interrupt is not None or index + 1 == len(looks) or decide_first_look(comparison.verdict.results) == STOP:
+            break
+        say(f"[{case.name}] adaptive: seed {seeds[0]} is in the grey zone near a threshold: "
+            f"{count - 1} more seed(s)")
+    verdict, unsaved = save(comparison, folder, replace(
+        options, after_results=mean_after if options.after_results is not None else None),
+        lost=[line for run in runs for line in run.unsaved])  # the mean's results.json names the replicates' too
+    if interrupt is not None:
+        raise interrupt
+    return finished(shown, verdict, unsaved=unsaved, replicates=max(1, len(runs)),
+                    consistency_request=next((r.consistency_request for r in runs if r.consistency_request), None))
+
+
+
+def judge_replicates(case: Case, options: RunOptions, folder: Path, seeds: tuple[int, ...], runs: list[CaseRun],
+                     interrupt: KeyboardInterrupt | None,
+                     adjust: Callable[[Baseline], Baseline] | None = None) -> Comparison:
+    """The mean's verdict; the harness failing here is an ERROR verdict too (traceback in logs/)."""
+    context = {"results_dir": str(folder), "card": str(folder / "card.md"), "seed": list(seeds),
+               "fault": options.fault, "kind": options.kind}
+    first = runs[0].verdict.context if runs and runs[0].verdict is not None else {}
+    context.update({k: first[k] for k in ("commit", "harness_commit", "framework") if k in first})
+    try:
+        gpu = json.loads((folder / "preflight.json").read_text(encoding="utf-8"))["environment"].get("gpu")
+        return judge_replicate_runs(case, options.baseline_path or case.baseline_path,
+                                    [(seed, run.results_dir, run.verdict) for seed, run in zip(seeds, runs)],
+                                    context=context, gpu=gpu, interrupted=describe(interrupt) if interrupt else None,
+                                    power=power_ask(case, options), adjust=adjust)
+    except Exception as exc:  # noqa: BLE001 - every ending leaves a verdict
+        log = harness_error_log(folder, exc)
+        failure = CheckResult("run[harness]", ERROR, f"the harness failed judging the replicates: "
+                              f"{type(exc).__name__}: {exc} (traceback: {log})", kind="structural")
+        return judge(None, None, case=case.name, context=context, structural=[failure])
+

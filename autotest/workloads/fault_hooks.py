@@ -2,14 +2,14 @@
 
 Hook points (and who calls them): ``configure`` (the entry point, on the run config),
 ``on_step_start`` (the driver loop), ``on_sync`` and ``patch_rollout_model`` (the rollout engine),
-``wrap_judge`` (the training reward), ``on_advantages`` and ``on_actor_logprobs`` (the trainer),
-``wrap_tracker`` (the metric log), ``on_prompts`` (the driver's prompt batch), ``eval_logits`` (the
-rollout engine's sampled eval) and ``teacher_server_args`` (MOPD's launcher). The named faults are in :mod:`autotest.workloads.faults`.
+``wrap_judge`` (the training reward), ``on_advantages``, ``on_actor_logprobs`` and ``actor_logprob_fn`` (the trainer),
+``wrap_tracker`` (the metric log), ``on_prompts`` (the driver's prompt batch), ``draw_logprobs`` (what the
+rollout draws from, apart from what it reports), ``eval_logits`` (the rollout engine's sampled eval) and ``teacher_server_args`` (MOPD's launcher). The named faults are in :mod:`autotest.workloads.faults`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from autotest.errors import UsageError
@@ -23,6 +23,8 @@ MISMATCH = "mismatch/mismatch_k3_kl"
 REWARDS = "response/rewards/mean"
 EVAL = "eval/accuracy"
 INCONSISTENCY = "mismatch"  # triage rule ids are autotest.judge.triage's
+#: ``(model, input_ids, prompt_len) -> (log-probs, entropies)`` of the response tokens
+LogprobFn = Callable[["torch.nn.Module", "torch.Tensor", int], "tuple[torch.Tensor, torch.Tensor]"]
 
 
 class FaultHooks:
@@ -65,6 +67,10 @@ class FaultHooks:
         """The trainer's recomputed (old) log-probs."""
         return logprobs
 
+    def actor_logprob_fn(self, fn: LogprobFn) -> LogprobFn:
+        """The function the trainer computes log-probs and entropies with (``tiny_lm.response_logprobs``)."""
+        return fn
+
     def wrap_tracker(self, tracker: Any) -> Any:
         """The metric-log writer (``write(row)``, ``write_text(text)``)."""
         return tracker
@@ -76,6 +82,11 @@ class FaultHooks:
     def sampling_logits(self, logits: torch.Tensor) -> torch.Tensor:
         """The logits the rollout samples from and takes its reported log-probs of."""
         return logits
+
+    def draw_logprobs(self, logprobs: torch.Tensor) -> torch.Tensor:
+        """The log-probs the rollout draws its next token from (unnormalised is fine); the ones it reports stay
+        ``logprobs``, the log_softmax of ``sampling_logits``."""
+        return logprobs
 
     def eval_logits(self, logits: torch.Tensor) -> torch.Tensor:
         """The logits the sampled (pass@1) eval draws from, after ``sampling_logits``."""

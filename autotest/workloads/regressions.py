@@ -23,6 +23,9 @@ here after the catalogue), so the training code path is untouched without one.
 | ``undersample[:F]`` | GRPO, MOPD | the sampler drops a fraction F (0.5) of one shard's prompts, refilling with duplicates |
 | ``misroute[:F]`` | MOPD | a fraction F (0.2) of samples is scored by another domain's teacher |
 | ``teacher-temperature[:T]`` | MOPD | the teacher servers return log-probs at temperature T (1.2) |
+
+The regressions around the model's paths (``trainer-gather-shift``, ``rope-theta``, ``top-p``,
+``tracker-twice``) live in :mod:`.regressions_paths` and are registered here.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from autotest.workloads.fault_hooks import EVAL, MISMATCH, REWARDS, FaultHooks
 from autotest.workloads.metrics import group_advantages
+from autotest.workloads.regressions_paths import PATH_REGRESSIONS
 
 if TYPE_CHECKING:
     import torch
@@ -345,6 +349,7 @@ REGRESSIONS: dict[str, type[FaultHooks]] = {
     cls.name: cls for cls in (
         LrScale, LrDecay, GradClip, AdvStdEps, ClipRange, EntropyScale, JudgeDrops, LengthPenalty,
         SamplingTemperature, TopK, StaleEval, EvalTemperature, Undersample, Misroute, TeacherTemperature,
+        *PATH_REGRESSIONS,
     )
 }  # fmt: skip
 #: the regressions tiny MOPD accepts (teacher-temperature acts in its launcher, the rest in training)

@@ -172,7 +172,8 @@ class RolloutEngine:
                 if greedy:
                     nxt = logp_all.argmax(dim=-1)
                 else:  # temperature 1: sample from the model's own distribution
-                    nxt = torch.multinomial(logp_all.exp(), 1, generator=generator).squeeze(1)
+                    drawn = self.hooks.draw_logprobs(logp_all)
+                    nxt = torch.multinomial(drawn.exp(), 1, generator=generator).squeeze(1)
                 logp = logp_all.gather(1, nxt.unsqueeze(1)).squeeze(1)
                 ids.append(torch.where(done, tok.pad_id, nxt))
                 logps.append(torch.where(done, 0.0, logp))

@@ -13,6 +13,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from autotest.workloads.fault_hooks import LogprobFn
 from autotest.workloads.faults import FaultHooks, make_fault
 from autotest.workloads.metrics import (
     group_advantages,
@@ -94,6 +95,7 @@ class Trainer:
         self.generator = torch.Generator().manual_seed(seed + 2)
         self.hooks: FaultHooks = make_fault(fault, seed)
         self.observer = observer or NullObserver()
+        self.logprobs = self.hooks.actor_logprob_fn(response_logprobs)
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """Detached copies of the parameters, by name (what a weight sync sends)."""
@@ -132,7 +134,7 @@ class Trainer:
                     else contextlib.nullcontext()
                 )
                 with ctx:
-                    lp, ent = response_logprobs(self.model, ids, prompt_len)
+                    lp, ent = self.logprobs(self.model, ids, prompt_len)
                 logp[idx, :width] = lp
                 entropy[idx, :width] = ent
         return logp, entropy
@@ -169,18 +171,20 @@ class Trainer:
                 advantages: torch.Tensor, mini_batch: torch.Tensor) -> dict[str, Any]:
         """One optimiser step on one mini-batch (one advantage per sample, broadcast over its tokens)."""
         return ppo_clip_update(self.model, self.optimizer, self.optim, input_ids, prompt_len, mask, old_logp,
-                               advantages.unsqueeze(1), mini_batch, entropy_coef=self.optim.entropy_coef)
+                               advantages.unsqueeze(1), mini_batch, entropy_coef=self.optim.entropy_coef,
+                               logprobs_fn=self.logprobs)
 
 
 def ppo_clip_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, optim: Any,
                     input_ids: torch.Tensor, prompt_len: int, mask: torch.Tensor, old_logp: torch.Tensor,
-                    advantages: torch.Tensor, mini_batch: torch.Tensor, *, entropy_coef: float = 0.0
-                    ) -> dict[str, Any]:
+                    advantages: torch.Tensor, mini_batch: torch.Tensor, *, entropy_coef: float = 0.0,
+                    logprobs_fn: LogprobFn = response_logprobs) -> dict[str, Any]:
     """One optimiser step on one mini-batch: token-mean PPO-clip loss over micro-batches.
 
     ``optim`` has clip_eps, micro_batch_size and max_grad_norm (OptimConfig or the distillation one).
     ``advantages`` broadcasts against the per-token log-probs: one per sample (GRPO, shape [B, 1])
-    or one per token (distillation, [B, T]). A non-finite gradient norm skips the step.
+    or one per token (distillation, [B, T]). A non-finite gradient norm skips the step. ``logprobs_fn`` is the
+    trainer's log-prob computation (a fault may change it).
     """
     import torch
 
@@ -191,7 +195,7 @@ def ppo_clip_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, op
     clipped = torch.zeros((), dtype=torch.float64)
     eps = optim.clip_eps
     for idx in mini_batch.split(optim.micro_batch_size):
-        logp, entropy = response_logprobs(model, input_ids[idx], prompt_len)
+        logp, entropy = logprobs_fn(model, input_ids[idx], prompt_len)
         m = mask[idx]
         ratio = torch.exp(logp - old_logp[idx])
         adv = advantages[idx]

@@ -29,6 +29,7 @@ from statistics import NormalDist
 
 from autotest.inputs.baseline import Baseline, CheckSpec
 from autotest.judge.model import ERROR, INFO, PASS, CheckResult
+from autotest.judge.pooled import pooled_statistic
 
 POWER = 0.8
 Z_POWER = NormalDist().inv_cdf(POWER)
@@ -201,8 +202,6 @@ def measured_shift(baseline: Baseline, check: CheckSpec, current: Mapping[int, f
     Pooled: the signed mean z over the window x the unit; final: the run minus golden at the last step
     (signed); other per-step gates: ``observed``, the statistic they bound (|error|; a share for relative).
     """
-    from autotest.judge.pooled import pooled_statistic
-
     golden = (baseline.golden_table or {}).get(check.metric, {})
     if check.scope == "pooled":
         steps, unit = _window_units(baseline, check, current)

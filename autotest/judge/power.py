@@ -30,6 +30,7 @@ from statistics import NormalDist
 
 from autotest.inputs.baseline import Baseline, CheckSpec
 from autotest.judge.model import ERROR, INFO, PASS, CheckResult
+from autotest.judge.pooled import pooled_statistic
 
 POWER = 0.8
 Z_POWER = NormalDist().inv_cdf(POWER)
@@ -182,6 +183,41 @@ def _per_step(baseline: Baseline, check: CheckSpec, n: int) -> GatePower:
              "sqrt(1/K + 1/N); a max-deviation threshold does not narrow with more runs")
     return GatePower(check.check_id, check.metric, by_k, {n: by_k[1], **{m: by_k[1] for m in MORE_RUNS}},
                      scale, n, basis, relative=check.method == "relative")
+
+
+def _window_units(baseline: Baseline, check: CheckSpec, steps_with: Mapping[int, float] | None = None) -> tuple[
+        list[int], float]:
+    """A pooled gate's steps (those in golden, noise and ``steps_with``) and its unit: 1 / mean(1 / noise)."""
+    noise = (baseline.noise_table or {}).get(check.metric, {})
+    golden = (baseline.golden_table or {}).get(check.metric, {})
+    steps = [s for s in sorted(noise) if s in golden and (steps_with is None or s in steps_with)
+             and (check.window is None or check.window[0] <= s <= check.window[1]) and noise[s] > 0]
+    return steps, (len(steps) / math.fsum(1 / noise[s] for s in steps) if steps else math.nan)
+
+
+def half_power_shift(baseline: Baseline, check: CheckSpec) -> float:
+    """The constant shift that puts the gate's statistic at its threshold (caught about half the time), in
+    the MDE's units: a pooled gate's threshold x its unit, a per-step gate's threshold."""
+    return check.threshold * _window_units(baseline, check)[1] if check.scope == "pooled" else check.threshold
+
+
+def measured_shift(baseline: Baseline, check: CheckSpec, current: Mapping[int, float],
+                   observed: float | None) -> float | None:
+    """A run's effect on a gate as the constant shift that gives the same statistic, in the MDE's units.
+
+    Pooled: the signed mean z over the window x the unit; final: the run minus golden at the last step
+    (signed); other per-step gates: ``observed``, the statistic they bound (|error|; a share for relative).
+    """
+    golden = (baseline.golden_table or {}).get(check.metric, {})
+    if check.scope == "pooled":
+        steps, unit = _window_units(baseline, check, current)
+        if not steps:
+            return None
+        noise = (baseline.noise_table or {})[check.metric]
+        return pooled_statistic(steps, current, golden, noise, check.statistic).value * unit
+    if check.scope == "final" and golden and max(golden) in current and check.method != "relative":
+        return current[max(golden)] - golden[max(golden)]
+    return observed
 
 
 def _scope_steps(check: CheckSpec, golden: Mapping[int, float]) -> list[int]:

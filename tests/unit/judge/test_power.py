@@ -19,6 +19,8 @@ from autotest.judge.power import (
     baseline_power,
     caught_phrase,
     gate_power,
+    half_power_shift,
+    measured_shift,
     t_quantile,
     target_misses,
     with_power,
@@ -85,6 +87,27 @@ def test_more_replicates_and_more_calibration_runs_shrink_a_pooled_mde() -> None
     assert power.by_runs[5] == power.mde(1) > power.by_runs[10] > power.by_runs[20]
     assert power.share(1) == pytest.approx(power.mde(1) / float(np.mean(np.abs(
         [baseline.golden_table[METRIC][int(s)] for s in STEPS]))))
+
+
+def test_a_constant_shift_is_measured_back_as_itself_and_the_half_power_shift_sits_at_the_threshold() -> None:
+    """What benchmarks/detection/predicted.py sets beside the MDE: a run's effect on a gate in the MDE's units."""
+    rng = np.random.default_rng(13)
+    baseline = calibrate(SPEC, [_run(rng) for _ in range(5)]).baseline
+    pooled = next(c for c in baseline.checks if c.scope == "pooled")
+    golden = baseline.golden_table[METRIC]
+    shifted = {s: v - 0.05 for s, v in golden.items()}
+    assert measured_shift(baseline, pooled, shifted, None) == pytest.approx(-0.05)
+    final = replace(PER_STEP, scope="final", percentile=None)
+    assert measured_shift(baseline, final, shifted, 0.05) == pytest.approx(-0.05)
+    assert measured_shift(baseline, PER_STEP, shifted, 0.05) == 0.05  # a percentile's |error| as it was judged
+    # at the half-power shift the pooled statistic is exactly the threshold; below the 80%-power MDE
+    half = half_power_shift(baseline, pooled)
+    at_half = Trace("run", MappingProxyType({METRIC: MappingProxyType({s: v + half for s, v in golden.items()})}),
+                    train_steps=tuple(sorted(golden)))
+    result = evaluate_check(pooled, baseline, golden_trace(baseline), at_half, True)
+    assert result.observed == pytest.approx(pooled.threshold)
+    assert half < gate_power(baseline, pooled).mde(1)
+    assert half_power_shift(baseline, PER_STEP) == PER_STEP.threshold
 
 
 def test_a_per_step_gate_catches_its_approximate_mde_most_of_the_time() -> None:

@@ -29,7 +29,7 @@ from autotest.files import require_folder, require_writable
 from autotest.history.cli import add_history_parser
 from autotest.history.database import HISTORY_ENV
 from autotest.history.drift import history_recorder
-from autotest.inputs.case import TRACKER_FORMATS, list_cases, load_case
+from autotest.inputs.case import TRACKER_FORMATS, Case, list_cases, load_case
 from autotest.inputs.project import find_project
 from autotest.inputs.replicate_limits import CAPS_HELP
 from autotest.judge.model import FAIL, PASS
@@ -42,6 +42,7 @@ from autotest.redaction import MaskedStream, collect_secrets
 from autotest.report.publish import publish
 from autotest.run.interrupts import describe, signals_as_interrupt
 from autotest.run.platform import check_platform
+from autotest.run.ray_tasks import RayPlacement, parse_resources
 from autotest.run.results_dir import DEFAULT_ROOT_HELP
 
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
@@ -250,16 +251,25 @@ def _bisect(args: argparse.Namespace) -> int:
         require_folder(args.results_dir, "--results-dir")
     if args.max_runs is not None and args.max_runs < 2:
         raise UsageError(f"--max-runs: {args.max_runs} is below 2; the good and bad ends take two runs")
-    outcome = bisect(load_case(args.case), BisectOptions(
+    case = load_case(args.case)
+    outcome = bisect(case, BisectOptions(
         good=args.good, bad=args.bad, repo=args.framework_repo, all_commits=args.all_commits,
         slots=args.jobs, max_runs=args.max_runs, results_root=args.results_dir, seed=args.seed,
-        progress=lambda line: print(line, flush=True)))
+        progress=lambda line: print(line, flush=True), ray=_ray_placement(args, case)))
     print(f"bisect: {outcome.status}: {outcome.message}")
     for row in outcome.flipped:
         print(f"  {row['check']}: last good {_number(row['good'])}, first bad {_number(row['bad'])} "
               f"(threshold {_number(row['threshold'])})")
     print(f"bisect: {outcome.rounds} round(s), {outcome.runs} run(s); report: {outcome.folder / 'bisect.md'}")
     return outcome.exit_code
+
+
+def _ray_placement(args: argparse.Namespace, case: Case) -> RayPlacement | None:
+    if not args.ray_address:
+        if args.ray_resource:
+            raise UsageError("--ray-resource: needs --ray-address (the cluster whose nodes offer it)")
+        return None
+    return RayPlacement(args.ray_address, parse_resources(args.ray_resource), num_gpus=float(case.platform.gpus))
 
 
 def _number(value: float | None) -> str:
@@ -385,6 +395,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=int, default=2, help="probes side by side a round (default: 2)")
     p.add_argument("--max-runs", type=int, help="stop after this many training runs (a budget)")
     p.add_argument("--seed", type=int, help="seed of each probe's first run (default: the case's)")
+    p.add_argument("--ray-address", help="run each probe as a Ray task on this cluster (the head's host:port, or "
+                   "'local'); --jobs probes a round go out at once")
+    p.add_argument("--ray-resource", action="append", default=[], metavar="NAME=AMOUNT",
+                   help="a custom resource each probe asks for, so it lands on a node that offers it (repeatable)")
     p.add_argument("--results-dir", type=Path, help=results_help)
 
     b = sub.add_parser("baseline", help="manage golden baselines")

@@ -42,11 +42,14 @@ class ProbeResult:
     gates: dict[str, tuple[str, float | None, float | None]] = field(default_factory=dict)
     reason: str = ""
     results_dir: str = ""
+    #: Ray node ids of its attempts, oldest first (two: its node was lost and it re-ran elsewhere)
+    nodes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"commit": self.commit, "answer": self.answer, "confidence": self.confidence, "runs": self.runs,
                 "wall_s": round(self.wall_s, 1), "reason": self.reason, "results_dir": self.results_dir,
-                "gates": {k: {"status": s, "observed": o, "threshold": t} for k, (s, o, t) in self.gates.items()}}
+                "gates": {k: {"status": s, "observed": o, "threshold": t} for k, (s, o, t) in self.gates.items()},
+                **({"nodes": list(self.nodes)} if self.nodes else {})}
 
 
 def accuracy_gates(verdict: Verdict) -> list[CheckResult]:

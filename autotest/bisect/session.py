@@ -15,6 +15,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from autotest.files import write_atomic
 from autotest.inputs.case import Case
 from autotest.pipeline import RunOptions
 from autotest.run.framework import check_ref, default_cache_dir, framework_request
+from autotest.run.ray_tasks import RayCall, RayPlacement, attempts, run_on_cluster
 from autotest.run.replicates import side_by_side
 from autotest.run.results_dir import default_results_root, fresh_folder, run_stamp
 
@@ -48,6 +50,8 @@ class BisectOptions:
     seed: int | None = None
     progress: Callable[[str], None] | None = None
     run_options: RunOptions = field(default_factory=RunOptions)
+    #: probe as Ray tasks on this cluster, each on a node with these resources (None: on this node)
+    ray: RayPlacement | None = None
 
 
 @dataclass
@@ -93,13 +97,22 @@ def bisect(case: Case, options: BisectOptions) -> BisectOutcome:
         f"(one at a time: {rounds_needed(len(commits), 1)}); results in {folder}")
 
     def run_round(targets: Sequence[str], label: str) -> list[ProbeResult]:
-        tasks = [lambda c=c: probe(case, c, request.repo, folder / "probes" / f"{label}-{c[:12]}",
-                                   _run_options(options)) for c in targets]
-        found = side_by_side(tasks, min(options.slots, len(tasks)))
+        folders = [folder / "probes" / f"{label}-{c[:12]}" for c in targets]
+        if options.ray is not None:
+            ray_options = replace(_run_options(options), progress=None)  # the line would stay on the node
+            calls = [RayCall(f"{label} {c[:12]}", f, partial(probe, case, c, request.repo, f, ray_options))
+                     for c, f in zip(targets, folders)]
+            found = run_on_cluster(calls, options.ray, say=say, lost=lambda i, why: ProbeResult(
+                targets[i], SKIPPED, "high", 0, 0.0, reason=f"lost on the Ray cluster: {why}"))
+            found = [replace(p, nodes=tuple(a["node_id"] for a in attempts(f))) for p, f in zip(found, folders)]
+        else:
+            tasks = [partial(probe, case, c, request.repo, f, _run_options(options)) for c, f in zip(targets, folders)]
+            found = side_by_side(tasks, min(options.slots, len(tasks)))
         outcome.probes.extend(found)
         for p in found:
+            moved = f"; re-ran on node {p.nodes[-1][:8]} after node {p.nodes[0][:8]} was lost" if len(p.nodes) > 1 else ""
             say(f"[bisect {case.name}] {label} {p.commit[:12]}: {p.answer} ({p.confidence}; {p.runs} run(s)): "
-                f"{p.reason}")
+                f"{p.reason}{moved}")
         _write(outcome, case)
         return found
 

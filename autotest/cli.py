@@ -35,6 +35,7 @@ from autotest.inputs.replicate_limits import CAPS_HELP
 from autotest.judge.model import FAIL, PASS
 from autotest.inputs.baseline import load_baseline
 from autotest.judge.power import baseline_power, caught_phrase, power_warnings, target_misses
+from autotest.report.cost import format_device_seconds
 from autotest.report.power_table import power_report
 from autotest.judge.verdict import compare_paths
 from autotest.pipeline import DRY_RUN, SKIP, RunOptions, run_case
@@ -260,7 +261,8 @@ def _bisect(args: argparse.Namespace) -> int:
     for row in outcome.flipped:
         print(f"  {row['check']}: last good {_number(row['good'])}, first bad {_number(row['bad'])} "
               f"(threshold {_number(row['threshold'])})")
-    print(f"bisect: {outcome.rounds} round(s), {outcome.runs} run(s); report: {outcome.folder / 'bisect.md'}")
+    print(f"bisect: {outcome.rounds} round(s), {outcome.runs} run(s), {format_device_seconds(outcome.device_seconds)}; "
+          f"report: {outcome.folder / 'bisect.md'}")
     return outcome.exit_code
 
 

@@ -37,6 +37,7 @@ from autotest.judge.structural import LogFinding, RunFacts
 from autotest.judge.trace import Trace
 from autotest.judge.verdict import Comparison, checked_metrics, golden_trace, judge
 from autotest.report.consistency_request import write_consistency_request
+from autotest.report.cost import run_cost, summed
 from autotest.report.markdown import relaunch_phrase, relaunches_of
 from autotest.report.publish import AfterResults, NotRecorded, publish
 from autotest.run.artifacts import artifacts_for, mask_logs
@@ -358,7 +359,8 @@ def _judge_replicates(case: Case, options: RunOptions, folder: Path, seeds: tupl
                       adjust: Callable[[Baseline], Baseline] | None = None) -> Comparison:
     """The mean's verdict; the harness failing here is an ERROR verdict too (traceback in logs/)."""
     context = {"results_dir": str(folder), "card": str(folder / "card.md"), "seed": list(seeds),
-               "fault": options.fault, "kind": options.kind}
+               "fault": options.fault, "kind": options.kind,
+               "cost": summed(run.verdict.context.get("cost") for run in runs if run.verdict is not None)}
     first = runs[0].verdict.context if runs and runs[0].verdict is not None else {}
     context.update({k: first[k] for k in ("commit", "harness_commit", "framework") if k in first})
     try:
@@ -511,6 +513,7 @@ def _attempt(case: Case, options: RunOptions, spec: LaunchSpec,
         requested_seed=_seed_asked(case, options), logged_seed=logged_seed(artifacts.run_config))
     context = {**prep.context, "stdout_log": str(result.stdout_log), "stderr_log": str(result.stderr_log),
                "launch": result.to_dict(), "artifacts": [str(p) for p in artifacts.run_config],
+               "cost": run_cost(case.platform.gpus, result.wall_s, {**environ, **spec.env}).to_dict(),
                "time_to_verdict_s": follower.time_to_verdict_s()}
     if result.unsaved or artifacts.unsaved:  # a full or read-only disk: the verdict stands, the files are named
         context["unsaved"] = [*result.unsaved, *artifacts.unsaved]

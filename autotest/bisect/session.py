@@ -73,6 +73,11 @@ class BisectOutcome:
         return sum(p.runs for p in self.probes)
 
     @property
+    def device_seconds(self) -> float:
+        """Wall x devices of every probe's runs (:mod:`autotest.report.cost`)."""
+        return round(sum(p.device_seconds for p in self.probes), 1)
+
+    @property
     def exit_code(self) -> int:
         return 0 if self.status == FOUND else 1
 
@@ -202,7 +207,7 @@ def _write(outcome: BisectOutcome, case: Case) -> None:
         "first_bad": None if outcome.first_bad is None else {
             "sha": outcome.first_bad.sha, "subject": outcome.first_bad.subject, "author": outcome.first_bad.author},
         "last_good": outcome.last_good, "confidence": outcome.confidence, "rounds": outcome.rounds,
-        "runs": outcome.runs, "device_seconds": round(sum(p.wall_s for p in outcome.probes) * max(1, case.platform.gpus), 1),
+        "runs": outcome.runs, "device_seconds": outcome.device_seconds,
         "flipped_gates": outcome.flipped, "skipped": outcome.skipped,
         "commits": [{"sha": c.sha, "subject": c.subject, "author": c.author} for c in outcome.commits],
         "probes": [p.to_dict() for p in outcome.probes], "written_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

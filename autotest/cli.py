@@ -19,6 +19,7 @@ from autotest.calibration.runs import (
     calibrate_case,
     promote,
 )
+from autotest.bisect.nightly_cli import add_nightly_parser
 from autotest.bisect.session import BisectOptions, bisect
 from autotest.calibration.init_cli import add_init_parser, split_command
 from autotest.calibration.thresholds import CalibrationError
@@ -413,6 +414,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "self-check false alarms; REASON is recorded in the baseline")
 
     add_history_parser(sub, COMMANDS)
+    add_nightly_parser(sub, COMMANDS)
     add_init_parser(sub, COMMANDS)
     return parser
 

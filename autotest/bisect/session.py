@@ -46,6 +46,10 @@ class BisectOptions:
     slots: int = 2
     #: stop after this many training runs (None: no budget)
     max_runs: int | None = None
+    #: stop once the probes have cost this many device-seconds (None: no budget)
+    max_device_seconds: float | None = None
+    #: called with the round's probe folders once the round is written (the nightly records them in the history)
+    after_round: Callable[[list[Path]], object] | None = None
     results_root: Path | None = None
     seed: int | None = None
     progress: Callable[[str], None] | None = None
@@ -119,6 +123,8 @@ def bisect(case: Case, options: BisectOptions) -> BisectOutcome:
             say(f"[bisect {case.name}] {label} {p.commit[:12]}: {p.answer} ({p.confidence}; {p.runs} run(s)): "
                 f"{p.reason}{moved}")
         _write(outcome, case)
+        if options.after_round is not None:
+            options.after_round(folders)
         return found
 
     try:
@@ -145,6 +151,11 @@ def bisect(case: Case, options: BisectOptions) -> BisectOutcome:
                 outcome.status = BUDGET
                 outcome.message = (f"budget of {options.max_runs} runs spent; the first bad commit lies in "
                                    f"{_interval(state, commits, options.good)}")
+                return _finish(outcome, case, state, results)
+            if options.max_device_seconds is not None and outcome.device_seconds >= options.max_device_seconds:
+                outcome.status = BUDGET
+                outcome.message = (f"budget of {options.max_device_seconds:.0f} device-seconds spent; the first bad "
+                                   f"commit lies in {_interval(state, commits, options.good)}")
                 return _finish(outcome, case, state, results)
             picks = next_probes(state, options.slots)
             outcome.rounds += 1

@@ -37,7 +37,7 @@ def add_nightly_parser(subparsers: argparse._SubParsersAction,
     p.add_argument("--max-runs", type=int, default=DEFAULT_MAX_RUNS,
                    help=f"training runs one bisect may make, its two ends included (default: {DEFAULT_MAX_RUNS})")
     p.add_argument("--budget-device-s", type=float, help="device-seconds the whole night may spend, its own runs "
-                   "and the bisects together (wall x GPUs, or wall x cores on CPU); none: no limit")
+                   "and the bisects together (wall x GPUs, or wall x cores on CPU); none or inf: no limit")
     p.add_argument("--jobs", type=int, default=2, help="probes side by side a round (default: 2)")
     commands["nightly-bisect"] = _nightly_bisect
 
@@ -48,13 +48,13 @@ def _nightly_bisect(args: argparse.Namespace) -> int:
             raise UsageError(f"--tonight {folder}: no such folder; give tonight's results folders (or their root)")
     if args.results_dir is not None:
         require_folder(args.results_dir, "--results-dir")
-    if args.budget_device_s is not None and not (math.isfinite(args.budget_device_s) and args.budget_device_s > 0):
+    if args.budget_device_s is not None and not args.budget_device_s > 0:  # nan and 0 alike
         raise UsageError(f"--budget-device-s: {args.budget_device_s:g} is not a positive number of device-seconds")
     if args.jobs < 1:
         raise UsageError(f"--jobs: {args.jobs} is below 1")
     report = run_nightly_bisect(
         args.history, Path(args.results_dir or default_results_root()).resolve(), args.tonight,
-        NightlyBudget(args.max_runs, args.budget_device_s), load_case, cases=args.case or None,
+        NightlyBudget(args.max_runs, None if args.budget_device_s in (None, math.inf) else args.budget_device_s), load_case, cases=args.case or None,
         options=BisectOptions(good="", bad="", slots=args.jobs), say=lambda line: print(line, flush=True))
     lines = summary_lines(report)
     print("\n".join(lines))

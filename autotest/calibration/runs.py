@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import shlex
 from dataclasses import dataclass, field, replace
 from functools import partial

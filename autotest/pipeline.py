@@ -43,6 +43,7 @@ from autotest.judge.structural import LogFinding, RunFacts
 from autotest.judge.trace import Trace
 from autotest.judge.verdict import Comparison, checked_metrics, golden_trace, judge
 from autotest.report.consistency_request import write_consistency_request
+from autotest.report.cost import run_cost
 from autotest.report.markdown import relaunches_of
 from autotest.run.artifacts import artifacts_for, mask_logs
 from autotest.run.backends import start
@@ -276,6 +277,7 @@ def _attempt(case: Case, options: RunOptions, spec: LaunchSpec,
         requested_seed=_seed_asked(case, options), logged_seed=logged_seed(artifacts.run_config))
     context = {**prep.context, "stdout_log": str(result.stdout_log), "stderr_log": str(result.stderr_log),
                "launch": result.to_dict(), "artifacts": [str(p) for p in artifacts.run_config],
+               "cost": run_cost(case.platform.gpus, result.wall_s, {**environ, **spec.env}).to_dict(),
                "time_to_verdict_s": follower.time_to_verdict_s()}
     if result.unsaved or artifacts.unsaved:  # a full or read-only disk: the verdict stands, the files are named
         context["unsaved"] = [*result.unsaved, *artifacts.unsaved]

@@ -25,6 +25,7 @@ from autotest.judge.model import ERROR, CheckResult
 from autotest.judge.replicate_mean import judge_replicate_runs
 from autotest.judge.sequential import ALPHA_SHARE, CONTINUE_BELOW, STOP, decide_first_look, requantile
 from autotest.judge.verdict import Comparison, judge
+from autotest.report.cost import summed
 from autotest.report.publish import NotRecorded
 from autotest.run.interrupts import describe
 from autotest.run.replicates import default_jobs, replicate_folder, replicate_seeds, side_by_side
@@ -131,7 +132,8 @@ def judge_replicates(case: Case, options: RunOptions, folder: Path, seeds: tuple
                      adjust: Callable[[Baseline], Baseline] | None = None) -> Comparison:
     """The mean's verdict; the harness failing here is an ERROR verdict too (traceback in logs/)."""
     context = {"results_dir": str(folder), "card": str(folder / "card.md"), "seed": list(seeds),
-               "fault": options.fault, "kind": options.kind}
+               "fault": options.fault, "kind": options.kind,
+               "cost": summed(run.verdict.context.get("cost") for run in runs if run.verdict is not None)}
     first = runs[0].verdict.context if runs and runs[0].verdict is not None else {}
     context.update({k: first[k] for k in ("commit", "harness_commit", "framework") if k in first})
     try:

@@ -43,11 +43,17 @@ class ProbeResult:
     gates: dict[str, tuple[str, float | None, float | None]] = field(default_factory=dict)
     reason: str = ""
     results_dir: str = ""
+    #: Ray node ids of its attempts, oldest first (two: its node was lost and it re-ran elsewhere)
+    nodes: tuple[str, ...] = ()
+    #: wall x devices of every run behind the answer (:mod:`autotest.report.cost`)
+    device_seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {"commit": self.commit, "answer": self.answer, "confidence": self.confidence, "runs": self.runs,
-                "wall_s": round(self.wall_s, 1), "reason": self.reason, "results_dir": self.results_dir,
-                "gates": {k: {"status": s, "observed": o, "threshold": t} for k, (s, o, t) in self.gates.items()}}
+                "wall_s": round(self.wall_s, 1), "device_seconds": round(self.device_seconds, 1),
+                "reason": self.reason, "results_dir": self.results_dir,
+                "gates": {k: {"status": s, "observed": o, "threshold": t} for k, (s, o, t) in self.gates.items()},
+                **({"nodes": list(self.nodes)} if self.nodes else {})}
 
 
 def accuracy_gates(verdict: Verdict) -> list[CheckResult]:
@@ -93,29 +99,39 @@ def probe(case: Case, commit: str, repo: str, folder: Path, options: RunOptions,
         return ProbeResult(commit, SKIPPED, "high", 0, 0.0, reason=str(exc))
     answer, why = answer_of(first.verdict)
     runs, wall = 1, _wall(first)
+    spent = _device_seconds(first)
     if answer == SKIPPED or first.verdict is None:
-        return ProbeResult(commit, SKIPPED, "high", runs, wall, reason=why, results_dir=str(first.results_dir or ""))
+        return ProbeResult(commit, SKIPPED, "high", runs, wall, reason=why, results_dir=str(first.results_dir or ""),
+                           device_seconds=spent)
     close = ambiguous(first.verdict)
     if not close:
-        return ProbeResult(commit, answer, "high", runs, wall, _gates(first.verdict), why, str(first.results_dir))
+        return ProbeResult(commit, answer, "high", runs, wall, _gates(first.verdict), why, str(first.results_dir),
+                           device_seconds=spent)
     seed = (options.seed if options.seed is not None else case.seed.default) + 1000
     confirm = run(case, replace(base, replicates=CONFIRM_REPLICATES, seed=seed))
     runs += CONFIRM_REPLICATES
     wall += _wall(confirm)
+    spent += _device_seconds(confirm)
     settled, why2 = answer_of(confirm.verdict)
     if settled == SKIPPED or confirm.verdict is None:
         return ProbeResult(commit, answer, "low", runs, wall, _gates(first.verdict),
                            f"{why}; near a threshold ({', '.join(close)}) and the confirming replicates could not be "
-                           f"judged ({why2})", str(first.results_dir))
+                           f"judged ({why2})", str(first.results_dir), device_seconds=spent)
     still = ambiguous(confirm.verdict)
     return ProbeResult(commit, settled, "low" if still else "medium", runs, wall, _gates(confirm.verdict),
                        f"one run near a threshold ({', '.join(close)}); the mean of {CONFIRM_REPLICATES} more seeds: "
                        f"{why2}" + (f" (still near: {', '.join(still)})" if still else ""),
-                       str(confirm.results_dir))
+                       str(confirm.results_dir), device_seconds=spent)
 
 
 def _gates(verdict: Verdict) -> dict[str, tuple[str, float | None, float | None]]:
     return {r.check_id: (r.status, r.observed, r.threshold) for r in accuracy_gates(verdict)}
+
+
+def _device_seconds(run: CaseRun) -> float:
+    """What the runs behind a verdict cost (its ``context.cost``; a replicate mean's is their sum)."""
+    cost = run.verdict.context.get("cost") if run.verdict is not None else None
+    return float(cost.get("device_seconds") or 0.0) if isinstance(cost, dict) else 0.0
 
 
 def _wall(run: CaseRun) -> float:

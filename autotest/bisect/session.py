@@ -15,6 +15,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from autotest.files import write_atomic
 from autotest.inputs.case import Case
 from autotest.pipeline import RunOptions
 from autotest.run.framework import check_ref, default_cache_dir, framework_request
+from autotest.run.ray_tasks import RayCall, RayPlacement, attempts, run_on_cluster
 from autotest.run.replicates import side_by_side
 from autotest.run.results_dir import default_results_root, fresh_folder, run_stamp
 
@@ -44,10 +46,16 @@ class BisectOptions:
     slots: int = 2
     #: stop after this many training runs (None: no budget)
     max_runs: int | None = None
+    #: stop once the probes have cost this many device-seconds (None: no budget)
+    max_device_seconds: float | None = None
+    #: called with the round's probe folders once the round is written (the nightly records them in the history)
+    after_round: Callable[[list[Path]], object] | None = None
     results_root: Path | None = None
     seed: int | None = None
     progress: Callable[[str], None] | None = None
     run_options: RunOptions = field(default_factory=RunOptions)
+    #: probe as Ray tasks on this cluster, each on a node with these resources (None: on this node)
+    ray: RayPlacement | None = None
 
 
 @dataclass
@@ -67,6 +75,11 @@ class BisectOutcome:
     @property
     def runs(self) -> int:
         return sum(p.runs for p in self.probes)
+
+    @property
+    def device_seconds(self) -> float:
+        """Wall x devices of every probe's runs (:mod:`autotest.report.cost`)."""
+        return round(sum(p.device_seconds for p in self.probes), 1)
 
     @property
     def exit_code(self) -> int:
@@ -93,14 +106,25 @@ def bisect(case: Case, options: BisectOptions) -> BisectOutcome:
         f"(one at a time: {rounds_needed(len(commits), 1)}); results in {folder}")
 
     def run_round(targets: Sequence[str], label: str) -> list[ProbeResult]:
-        tasks = [lambda c=c: probe(case, c, request.repo, folder / "probes" / f"{label}-{c[:12]}",
-                                   _run_options(options)) for c in targets]
-        found = side_by_side(tasks, min(options.slots, len(tasks)))
+        folders = [folder / "probes" / f"{label}-{c[:12]}" for c in targets]
+        if options.ray is not None:
+            ray_options = replace(_run_options(options), progress=None)  # the line would stay on the node
+            calls = [RayCall(f"{label} {c[:12]}", f, partial(probe, case, c, request.repo, f, ray_options))
+                     for c, f in zip(targets, folders)]
+            found = run_on_cluster(calls, options.ray, say=say, lost=lambda i, why: ProbeResult(
+                targets[i], SKIPPED, "high", 0, 0.0, reason=f"lost on the Ray cluster: {why}"))
+            found = [replace(p, nodes=tuple(a["node_id"] for a in attempts(f))) for p, f in zip(found, folders)]
+        else:
+            tasks = [partial(probe, case, c, request.repo, f, _run_options(options)) for c, f in zip(targets, folders)]
+            found = side_by_side(tasks, min(options.slots, len(tasks)))
         outcome.probes.extend(found)
         for p in found:
+            moved = f"; re-ran on node {p.nodes[-1][:8]} after node {p.nodes[0][:8]} was lost" if len(p.nodes) > 1 else ""
             say(f"[bisect {case.name}] {label} {p.commit[:12]}: {p.answer} ({p.confidence}; {p.runs} run(s)): "
-                f"{p.reason}")
+                f"{p.reason}{moved}")
         _write(outcome, case)
+        if options.after_round is not None:
+            options.after_round(folders)
         return found
 
     try:
@@ -127,6 +151,11 @@ def bisect(case: Case, options: BisectOptions) -> BisectOutcome:
                 outcome.status = BUDGET
                 outcome.message = (f"budget of {options.max_runs} runs spent; the first bad commit lies in "
                                    f"{_interval(state, commits, options.good)}")
+                return _finish(outcome, case, state, results)
+            if options.max_device_seconds is not None and outcome.device_seconds >= options.max_device_seconds:
+                outcome.status = BUDGET
+                outcome.message = (f"budget of {options.max_device_seconds:.0f} device-seconds spent; the first bad "
+                                   f"commit lies in {_interval(state, commits, options.good)}")
                 return _finish(outcome, case, state, results)
             picks = next_probes(state, options.slots)
             outcome.rounds += 1
@@ -189,7 +218,7 @@ def _write(outcome: BisectOutcome, case: Case) -> None:
         "first_bad": None if outcome.first_bad is None else {
             "sha": outcome.first_bad.sha, "subject": outcome.first_bad.subject, "author": outcome.first_bad.author},
         "last_good": outcome.last_good, "confidence": outcome.confidence, "rounds": outcome.rounds,
-        "runs": outcome.runs, "device_seconds": round(sum(p.wall_s for p in outcome.probes) * max(1, case.platform.gpus), 1),
+        "runs": outcome.runs, "device_seconds": outcome.device_seconds,
         "flipped_gates": outcome.flipped, "skipped": outcome.skipped,
         "commits": [{"sha": c.sha, "subject": c.subject, "author": c.author} for c in outcome.commits],
         "probes": [p.to_dict() for p in outcome.probes], "written_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import shlex
-import shutil
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -48,6 +47,7 @@ from autotest.report.publish import AfterResults
 from autotest.run.interrupts import describe
 from autotest.run.platform import check_platform
 from autotest.run.preflight import run_preflight
+from autotest.run.ray_tasks import RayCall, RayPlacement, run_on_cluster
 from autotest.run.replicates import default_jobs, side_by_side
 from autotest.run.results_dir import default_results_root, fresh_folder, require_room, run_stamp
 
@@ -233,27 +233,16 @@ def run_all(case: Case, seeds: Sequence[int], folder: Path, options: Calibration
 
 
 def _run_on_ray(case: Case, seeds: Sequence[int], dirs: Sequence[Path], address: str,
-                say: Callable[[str], None], baseline_path: Path | None) -> list[RunRecord]:
-    import tempfile
-
-    import ray
-
-    kwargs: dict[str, Any] = {"log_to_driver": False}
-    temp_dir = None
-    if address == "local":  # a private cluster of this node, in a short temp dir (Ray's socket paths are short)
-        temp_dir = tempfile.mkdtemp(prefix="rlat-ray-")
-        kwargs.update(_temp_dir=temp_dir, include_dashboard=False, num_cpus=os.cpu_count() or 1,
-                      _node_ip_address="127.0.0.1")
-    ray.init(address=address, **kwargs)
-    try:
-        task = ray.remote(num_cpus=1, num_gpus=case.platform.gpus, max_retries=0)(calibration_run)
-        say(f"{case.name}: {len(seeds)} calibration runs as Ray tasks on {address}")
-        refs = [task.remote(case, i + 1, seed, dirs[i], None, baseline_path) for i, seed in enumerate(seeds)]
-        return list(ray.get(refs))
-    finally:
-        ray.shutdown()
-        if temp_dir is not None:
-            shutil.rmtree(temp_dir, ignore_errors=True)
+                say: Callable[[str], None], baseline_path: Path | None,
+                resources: Mapping[str, float] | None = None) -> list[RunRecord]:
+    """Every run as a Ray task (:mod:`autotest.run.ray_tasks`, the dispatch bisect probes use too)."""
+    placement = RayPlacement(address, dict(resources or {}), num_gpus=float(case.platform.gpus))
+    calls = [RayCall(f"run {i + 1} (seed {seed})", dirs[i],
+                     partial(calibration_run, case, i + 1, seed, dirs[i], None, baseline_path))
+             for i, seed in enumerate(seeds)]
+    say(f"{case.name}: {len(seeds)} calibration runs as Ray tasks on {address}")
+    return run_on_cluster(calls, placement, say=say, lost=lambda i, why: RunRecord(
+        i + 1, seeds[i], dirs[i], None, "ERROR", (f"lost on the Ray cluster: {why}",), 0.0))
 
 
 def _relative(path: Path | None) -> str | None:

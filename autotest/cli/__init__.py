@@ -1,7 +1,7 @@
 """The ``rl-autotest`` command: a thin shell over the library. Exit 0 pass, 1 fail, 2 error or bad usage.
 
-One module per command group (compare, run and cases, calibrate/baseline/power, bisect, consistency; history
-and init live beside their packages); each imports its heavy parts inside the function that runs it, so
+One module per command group (compare, run and cases, calibrate/baseline/power, bisect, nightly-bisect,
+consistency; history and init live beside their packages); each imports its heavy parts inside the function that runs it, so
 ``--help`` and the light commands load no SQLAlchemy, pandas, matplotlib, torch, Ray, MSProbe or SciPy
 (tests/integration/test_cli_imports.py pins it).
 """
@@ -25,6 +25,7 @@ from autotest.cli.calibrate import (
 from autotest.cli.common import CASE_HELP, EXIT_ERROR, EXIT_FAIL, EXIT_NOT_COLLECTED, EXIT_PASS, exit_code_for
 from autotest.cli.compare import add_compare_parser, compare
 from autotest.cli.consistency import add_consistency_parser, consistency
+from autotest.cli.nightly_bisect import add_nightly_parser
 from autotest.cli.run import add_cases_parser, add_run_parser, cases, run
 from autotest.errors import UsageError
 from autotest.history.cli import add_history_parser
@@ -51,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_bisect_parser(sub)
     add_baseline_parser(sub)
     add_history_parser(sub, COMMANDS)
+    add_nightly_parser(sub, COMMANDS)
     add_init_parser(sub, COMMANDS)
     return parser
 

@@ -23,6 +23,10 @@ def add_bisect_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--jobs", type=int, default=2, help="probes side by side a round (default: 2)")
     p.add_argument("--max-runs", type=int, help="stop after this many training runs (a budget)")
     p.add_argument("--seed", type=int, help="seed of each probe's first run (default: the case's)")
+    p.add_argument("--ray-address", help="run each probe as a Ray task on this cluster (the head's host:port, or "
+                   "'local'); --jobs probes a round go out at once")
+    p.add_argument("--ray-resource", action="append", default=[], metavar="NAME=AMOUNT",
+                   help="a custom resource each probe asks for, so it lands on a node that offers it (repeatable)")
     p.add_argument("--results-dir", type=Path, help=RESULTS_HELP)
 
 
@@ -31,21 +35,34 @@ def bisect(args: argparse.Namespace) -> int:
     from autotest.bisect.session import bisect as run_bisect
     from autotest.files import require_folder
     from autotest.inputs.case import load_case
+    from autotest.report.cost import format_device_seconds
 
     if args.results_dir is not None:
         require_folder(args.results_dir, "--results-dir")
     if args.max_runs is not None and args.max_runs < 2:
         raise UsageError(f"--max-runs: {args.max_runs} is below 2; the good and bad ends take two runs")
-    outcome = run_bisect(load_case(args.case), BisectOptions(
+    case = load_case(args.case)
+    outcome = run_bisect(case, BisectOptions(
         good=args.good, bad=args.bad, repo=args.framework_repo, all_commits=args.all_commits,
         slots=args.jobs, max_runs=args.max_runs, results_root=args.results_dir, seed=args.seed,
-        progress=lambda line: print(line, flush=True)))
+        progress=lambda line: print(line, flush=True), ray=_ray_placement(args, case.platform.gpus)))
     print(f"bisect: {outcome.status}: {outcome.message}")
     for row in outcome.flipped:
         print(f"  {row['check']}: last good {_number(row['good'])}, first bad {_number(row['bad'])} "
               f"(threshold {_number(row['threshold'])})")
-    print(f"bisect: {outcome.rounds} round(s), {outcome.runs} run(s); report: {outcome.folder / 'bisect.md'}")
+    print(f"bisect: {outcome.rounds} round(s), {outcome.runs} run(s), {format_device_seconds(outcome.device_seconds)}; "
+          f"report: {outcome.folder / 'bisect.md'}")
     return outcome.exit_code
+
+
+def _ray_placement(args: argparse.Namespace, gpus: int):  # -> RayPlacement | None (Ray's side imported lazily)
+    if not args.ray_address:
+        if args.ray_resource:
+            raise UsageError("--ray-resource: needs --ray-address (the cluster whose nodes offer it)")
+        return None
+    from autotest.run.ray_tasks import RayPlacement, parse_resources
+
+    return RayPlacement(args.ray_address, parse_resources(args.ray_resource), num_gpus=float(gpus))
 
 
 def _number(value: float | None) -> str:

@@ -159,6 +159,7 @@ def _metadata(version: int):
              sa.Column("description", sa.String(200), nullable=False),
              sa.Column("applied_at", sa.String(32), nullable=False))
     since_v2 = [sa.Column("kind", sa.String(16), nullable=False, server_default=GATE)] if version >= 2 else []
+    since_v3 = [sa.Column("device_seconds", sa.Float(53))] if version >= 3 else []
     sa.Table("runs", md,
              sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
              sa.Column("run_key", sa.String(64), nullable=False, unique=True),
@@ -173,6 +174,7 @@ def _metadata(version: int):
              sa.Column("hardware", sa.Text, nullable=False),
              sa.Column("recorded_at", sa.String(32), nullable=False),
              *since_v2,
+             *since_v3,
              sa.Index("ix_runs_case_started", "case_name", "started_at"))
     sa.Table("checks", md,
              sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
@@ -240,10 +242,23 @@ def _v2_kind_and_trust(conn: "Connection") -> None:
             conn.execute(sa.text("UPDATE runs SET kind = :kind WHERE id = :id"), {"kind": kind, "id": run_id})
 
 
+def _v3_device_seconds(conn: "Connection") -> None:
+    sa = _require_sqlalchemy()
+    conn.execute(sa.text("ALTER TABLE runs ADD COLUMN device_seconds DOUBLE PRECISION"))
+    # runs recorded before v3 get their cost from their results.json when it is still on disk
+    from autotest.history.record import device_seconds_of_folder
+
+    for run_id, results_dir in conn.execute(sa.text("SELECT id, results_dir FROM runs")).all():
+        cost = device_seconds_of_folder(Path(str(results_dir)))
+        if cost is not None:
+            conn.execute(sa.text("UPDATE runs SET device_seconds = :cost WHERE id = :id"), {"cost": cost, "id": run_id})
+
+
 #: (version, description, apply): append only; a released migration never changes
 MIGRATIONS: tuple[tuple[int, str, Callable[["Connection"], None]], ...] = (
     (1, "runs, checks and per-metric summaries", _v1_create_tables),
     (2, "run kind (gate, calibration, fault, dry-run, bisect) and trust marks", _v2_kind_and_trust),
+    (3, "device-seconds per run (wall x GPUs, or wall x cores on CPU)", _v3_device_seconds),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -89,6 +89,8 @@ class RunRecord:
     kind: str = GATE
     #: what could not be read (tracker copy missing ...): recorded anyway, said aloud
     warnings: tuple[str, ...] = ()
+    #: what the run cost: ``context.cost.device_seconds`` (None for a results.json written before costs)
+    device_seconds: float | None = None
 
 
 def _finite(value: Any) -> float | None:
@@ -232,6 +234,28 @@ def run_kind(data: dict[str, Any], path: Path) -> str:
     return "dry-run" if context.get("dry_run") else GATE
 
 
+def device_seconds(data: dict[str, Any], path: Path) -> float | None:
+    """``context.cost.device_seconds``; a value that is not a number is one line."""
+    context = data.get("context") if isinstance(data.get("context"), dict) else {}
+    cost = context.get("cost")
+    if cost is None:
+        return None
+    value = cost.get("device_seconds") if isinstance(cost, dict) else cost
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UsageError(f"{path}: key 'context.cost.device_seconds' is {value!r}, not a number; "
+                         "fix or remove the key")
+    return _finite(value)
+
+
+def device_seconds_of_folder(folder: Path) -> float | None:
+    """The cost of an already recorded run from its results.json (None when it is gone or has none)."""
+    try:
+        data = _load_json(folder / "results.json")
+        return device_seconds(data, folder / "results.json") if isinstance(data, dict) else None
+    except (UsageError, OSError):
+        return None
+
+
 def kind_of_folder(folder: Path) -> str:
     """The kind of an already recorded run from its results.json (gate when it is gone or unreadable)."""
     try:
@@ -322,7 +346,8 @@ def read_results_folder(folder: str | Path) -> RunRecord:
         run_key=run_key, case=case, results_dir=str(folder), started_at=started_at, status=status,
         framework_sha=framework.get("sha"), framework_branch=framework.get("branch"),
         framework_dirty=framework.get("dirty"), harness_sha=harness.get("sha"),
-        hardware=hardware_fingerprint(preflight), checks=checks, metrics=metrics, kind=kind, warnings=warnings)
+        hardware=hardware_fingerprint(preflight), checks=checks, metrics=metrics, kind=kind, warnings=warnings,
+        device_seconds=device_seconds(data, path))
 
 
 def find_results_folders(path: str | Path) -> list[Path]:

@@ -53,6 +53,8 @@ class RunRow:
     marked_trusted: bool = True
     trust_reason: str | None = None
     trust_marked_at: str | None = None
+    #: wall x devices of the run (None: recorded before costs, or no cost in its results.json)
+    device_seconds: float | None = None
 
     @property
     def trusted(self) -> bool:
@@ -161,7 +163,8 @@ class HistoryStore:
         row = dict(run_key=record.run_key, case_name=record.case, results_dir=record.results_dir,
                    started_at=record.started_at, status=record.status, framework_sha=record.framework_sha,
                    framework_branch=record.framework_branch, framework_dirty=record.framework_dirty,
-                   harness_sha=record.harness_sha, hardware=record.hardware, recorded_at=now, kind=record.kind)
+                   harness_sha=record.harness_sha, hardware=record.hardware, recorded_at=now, kind=record.kind,
+                   device_seconds=record.device_seconds)
         stmt = self._insert(t["runs"]).values(**row).on_conflict_do_nothing(
             index_elements=["run_key"]).returning(t["runs"].c.id)
         with self.engine.begin() as conn:
@@ -194,7 +197,8 @@ class HistoryStore:
         import sqlalchemy as sa
 
         runs = tables()["runs"]
-        base = [c for c in runs.c if c.name != "kind"]
+        base = [c for c in runs.c if c.name not in ("kind", "device_seconds")]
+        base.append(runs.c.device_seconds if self.version >= 3 else sa.null().label("device_seconds"))
         if self.version < 2:
             return sa.select(*base, sa.literal(GATE).label("kind"), sa.literal(True).label("marked_trusted"),
                              sa.null().label("trust_reason"), sa.null().label("trust_marked_at"), *extra)
@@ -277,7 +281,8 @@ class HistoryStore:
     def _run_row(self, r) -> RunRow:
         return RunRow(r["id"], r["case_name"], r["results_dir"], r["started_at"], r["status"], r["framework_sha"],
                       r["harness_sha"], r["hardware"], r["kind"], bool(r["marked_trusted"]), r["trust_reason"],
-                      r["trust_marked_at"])
+                      r["trust_marked_at"],
+                      self._number(r["device_seconds"], "runs", "device_seconds", f"run {r['id']}"))
 
 
 def default_root_of(results_dir: Path, case: str) -> Path:

@@ -5,7 +5,7 @@
 
 Each regression of ``autotest.workloads.regressions`` (at the magnitudes of ``GRID``) runs on every
 seed of ``--seeds`` through its embedded workload, exactly as the case launches it; each clean seed
-of ``--clean-seeds`` (outside the calibration seeds 0-4) runs without one. Every tracker is judged
+of ``--clean-seeds`` (outside the calibration seeds 0-9) runs without one. Every tracker is judged
 against the committed ``baselines/tiny-<case>.yaml`` by the harness's own ``compare`` (the same
 checks and triage as ``rl-autotest run``). Prints a markdown table: per regression and magnitude
 the detection rate over seeds (verdict FAIL), the primary triage rule and the gates that fired;

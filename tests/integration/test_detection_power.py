@@ -1,6 +1,6 @@
 """A mid-size regression that the per-step gates let through is now caught, and a clean seed still passes.
 
-Runs the embedded GRPO case for real (seed 11, outside the calibration seeds 0-4) against the committed
+Runs the embedded GRPO case for real (seed 11, outside the calibration seeds 0-9) against the committed
 baseline, once clean and once with a regression of ``autotest.workloads.regressions`` whose effect is
 within the old thresholds' reach only at a few steps, and once with an eval-path regression that only the
 sampled (pass@1) eval can see (benchmarks/detection measures the full grid).

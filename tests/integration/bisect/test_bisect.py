@@ -73,10 +73,10 @@ def _commit(repo: Path, subject: str, *, fault: str | None = None, train: str | 
     return _git(repo, "rev-parse", "HEAD")
 
 
-@pytest.fixture
-def framework(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, list[str], str]:
-    """(repository, the 16 commits after the good one, the culprit)."""
-    repo = tmp_path / "tinyfw"
+def build_framework(root: Path) -> tuple[Path, list[str], str]:
+    """The 16-commit repository under ``root`` and its case file ``root/tinyfw.yaml``:
+    (repository, the good commit and the 16 after it, the culprit)."""
+    repo = root / "tinyfw"
     repo.mkdir()
     _git(repo, "init", "-q", "-b", "main")
     good = _commit(repo, "tinyfw 1.0", fault="", train=TRAIN, note="# tinyfw")
@@ -97,11 +97,18 @@ def framework(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, li
             ("refactor: argv", {"train": TRAIN.replace("*sys.argv[1:]", "*list(sys.argv[1:])")}),
             ("tinyfw 1.1", {"note": "# 1.1"})]
     commits = [_commit(repo, subject, **change) for subject, change in plan]
+    (root / "tinyfw.yaml").write_text(CASE.format(repo=repo, baseline=ROOT / "baselines" / "tiny-grpo.yaml"))
+    return repo, [good, *commits], commits[8]
+
+
+@pytest.fixture
+def framework(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, list[str], str]:
+    """(repository, the 16 commits after the good one, the culprit)."""
+    built = build_framework(tmp_path)
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
     for name in (REPO_ENV, REF_ENV, "TINYFW_ENV_FAULT"):
         monkeypatch.delenv(name, raising=False)
-    (tmp_path / "tinyfw.yaml").write_text(CASE.format(repo=repo, baseline=ROOT / "baselines" / "tiny-grpo.yaml"))
-    return repo, [good, *commits], commits[8]
+    return built
 
 
 def _leftovers(marker: str) -> list[str]:

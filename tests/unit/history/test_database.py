@@ -97,7 +97,7 @@ def test_migrations_apply_once_and_are_recorded(tmp_path) -> None:
     with engine.connect() as conn:
         versions = conn.execute(sa.select(tables()["schema_migrations"].c.version)).scalars().all()
         names = set(sa.inspect(conn).get_table_names())
-    assert versions == [1, 2] and {"runs", "checks", "metric_summaries", "trust_marks"} <= names
+    assert versions == [1, 2, 3] and {"runs", "checks", "metric_summaries", "trust_marks"} <= names
     engine.dispose()
 
 
@@ -143,3 +143,30 @@ def test_another_applications_sqlite_file_is_refused_and_left_untouched(tmp_path
         migrate(engine)
     engine.dispose()
     assert path.read_bytes() == before
+
+
+def test_a_version_2_history_gets_each_run_s_cost_from_its_results(tmp_path) -> None:
+    import json
+
+    from tests.unit.history.builders import write_results_folder
+
+    costed = write_results_folder(tmp_path, "c", 1, {})
+    data = json.loads((costed / "results.json").read_text())
+    data["context"]["cost"] = {"device_seconds": 90.0}
+    (costed / "results.json").write_text(json.dumps(data))
+    engine = create_history_engine(f"sqlite:///{tmp_path / 'h.sqlite'}")
+    v2 = _metadata(2)
+    with engine.begin() as conn:
+        v2.create_all(conn)
+        for version in (1, 2):
+            conn.execute(v2.tables["schema_migrations"].insert().values(version=version, description="v",
+                                                                        applied_at="x"))
+        for key, folder in (("a", costed), ("b", write_results_folder(tmp_path, "c", 2, {})), ("c", tmp_path / "x")):
+            conn.execute(v2.tables["runs"].insert().values(
+                run_key=key, case_name="c", results_dir=str(folder), started_at="2026-01-01T00:00:00+00:00",
+                status="PASS", hardware="x", recorded_at="x"))
+    assert migrate(engine) == 2
+    with engine.connect() as conn:
+        costs = dict(conn.execute(sa.text("SELECT run_key, device_seconds FROM runs")).all())
+    assert costs == {"a": 90.0, "b": None, "c": None}
+    engine.dispose()

@@ -164,3 +164,20 @@ def test_a_run_s_kind_comes_from_its_context(tmp_path, context, kind) -> None:
     data["context"] = context
     (folder / "results.json").write_text(json.dumps(data))
     assert read_results_folder(folder).kind == kind
+
+
+def test_a_run_s_cost_is_read_from_its_context(tmp_path) -> None:
+    from autotest.history.record import device_seconds_of_folder
+
+    folder = write_results_folder(tmp_path, "c", 1, {})
+    assert read_results_folder(folder).device_seconds is None  # written before costs
+    data = json.loads((folder / "results.json").read_text())
+    data["context"]["cost"] = {"device_seconds": 812.5, "wall_s": 101.6, "devices": 8, "device": "gpu"}
+    (folder / "results.json").write_text(json.dumps(data))
+    assert read_results_folder(folder).device_seconds == 812.5
+    assert device_seconds_of_folder(folder) == 812.5
+    data["context"]["cost"] = {"device_seconds": "lots"}
+    (folder / "results.json").write_text(json.dumps(data))
+    with pytest.raises(UsageError, match=r"key 'context.cost.device_seconds' is 'lots', not a number; fix or remove"):
+        read_results_folder(folder)
+    assert device_seconds_of_folder(folder) is None

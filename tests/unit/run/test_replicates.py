@@ -12,10 +12,10 @@ from autotest.run.replicates import replicate_folder, replicate_seeds, side_by_s
 
 
 def test_replicate_one_runs_the_runs_seed_and_the_others_skip_calibration_seeds() -> None:
-    case = load_case("tiny-grpo")  # calibration seeds 0-4
+    case = load_case("tiny-grpo")  # calibration seeds 0-9
     assert replicate_seeds(case, 1, 0) == (0,)
-    assert replicate_seeds(case, 3, 0) == (0, 5, 6)
-    assert replicate_seeds(case, 2, 3) == (3, 5)  # --seed 3: itself first, then out of sample
+    assert replicate_seeds(case, 3, 0) == (0, 10, 11)
+    assert replicate_seeds(case, 2, 3) == (3, 10)  # --seed 3: itself first, then out of sample
     assert replicate_seeds(case, 2, 40) == (40, 41)
 
 

@@ -1,0 +1,121 @@
+"""The nightly's bisect: which cases flipped PASS -> FAIL in the history, the budget, the summary and annotations
+(no training runs here: flips that need no bisect, and the budget spent before one starts)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from autotest.bisect.nightly import (
+    NightlyBudget,
+    annotations,
+    find_flips,
+    run_nightly_bisect,
+    summary_lines,
+    tonight_cost,
+)
+from autotest.cli import COMMANDS, build_parser
+from autotest.errors import UsageError
+from autotest.history.store import HistoryStore, ingest
+from autotest.history.database import sqlite_url
+from tests.unit.history.builders import REWARDS, write_results_folder
+
+PASSING, FAILING = {REWARDS: 0.05}, {REWARDS: 0.5}
+
+
+def _night(root: Path, case: str, night: int, values: dict, sha: str, kind: str | None = None,
+           device_seconds: float | None = None) -> Path:
+    folder = write_results_folder(root, case, night, values, sha=sha, kind=kind)
+    if device_seconds is not None:
+        data = json.loads((folder / "results.json").read_text())
+        data["context"]["cost"] = {"device_seconds": device_seconds}
+        (folder / "results.json").write_text(json.dumps(data))
+    return folder
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> tuple[str, Path]:
+    root = tmp_path / "results"
+    _night(root, "flipped", 1, PASSING, "a" * 40)
+    _night(root, "flipped", 2, FAILING, "b" * 40, device_seconds=500.0)
+    _night(root, "flipped", 3, FAILING, "c" * 40, kind="bisect")  # a probe: never a nightly
+    _night(root, "same-code", 1, PASSING, "d" * 40)
+    _night(root, "same-code", 2, FAILING, "d" * 40, device_seconds=300.0)
+    _night(root, "still-red", 1, FAILING, "e" * 40)
+    _night(root, "still-red", 2, FAILING, "f" * 40)
+    _night(root, "healed", 1, FAILING, "1" * 40)
+    _night(root, "healed", 2, PASSING, "2" * 40)
+    url = sqlite_url(root / "history.sqlite")
+    ingest([root], url)
+    return url, root
+
+
+def test_a_flip_is_pass_then_fail_in_the_last_two_gate_runs(history) -> None:
+    url, _ = history
+    with HistoryStore.open(url, read_only=True) as store:
+        flips = {f.case: f for f in find_flips(store)}
+    assert set(flips) == {"flipped", "same-code"}
+    assert (flips["flipped"].good.framework_sha, flips["flipped"].bad.framework_sha) == ("a" * 40, "b" * 40)
+    assert flips["same-code"].same_commit and not flips["flipped"].same_commit
+
+
+def test_the_same_commit_is_not_bisected_and_the_cost_is_summed(history) -> None:
+    url, root = history
+
+    def no_case(name: str):
+        raise AssertionError(f"{name}: no bisect may start here")
+
+    report = run_nightly_bisect(url, root, [root], NightlyBudget(max_runs=8), no_case, cases=["same-code"])
+    assert report.tonight_device_seconds == 800.0 and report.outcomes == {}
+    assert "the framework commit did not change (dddddddddddd)" in report.not_run["same-code"]
+    lines = summary_lines(report)
+    assert "### same-code: PASS at `dddddddddddd` -> FAIL at `dddddddddddd`" in lines
+    assert lines[-1] == ("Cost: tonight's runs 800.0 device-s (0.22 device-h), bisects 0.0 device-s (0.00 device-h), "
+                         "total 800.0 device-s (0.22 device-h)")
+    assert annotations(report) == ["::warning title=bisect same-code::no bisect: " + report.not_run["same-code"]]
+
+
+def test_a_spent_budget_starts_no_bisect_and_is_an_error(history) -> None:
+    url, root = history
+    report = run_nightly_bisect(url, root, [root], NightlyBudget(max_runs=8, device_seconds=600.0),
+                                lambda name: pytest.fail("no bisect over budget"))
+    assert report.over_budget and report.not_run["flipped"].startswith("the nightly budget of 600.0 device-s")
+    assert summary_lines(report)[-1].endswith("of a budget of 600.0 device-s (0.17 device-h) (OVER BUDGET)")
+    assert annotations(report)[-1] == ("::error title=nightly budget::the nightly cost 800.0 device-s (0.22 device-h), "
+                                       "over its budget of 600.0 device-s (0.17 device-h)")
+
+
+def test_no_flip_says_so(history) -> None:
+    url, root = history
+    report = run_nightly_bisect(url, root, [], NightlyBudget(max_runs=8), load_case_never, cases=["still-red"])
+    assert report.flips == [] and "No case flipped from PASS to FAIL since the previous nightly." in summary_lines(report)
+    assert annotations(report) == [] and tonight_cost([]) == 0.0
+
+
+def load_case_never(name: str):
+    raise AssertionError(name)
+
+
+def _cli(*argv: str) -> int:
+    args = build_parser().parse_args(list(argv))
+    try:
+        return COMMANDS[args.command](args)
+    except UsageError as exc:
+        print(f"rl-autotest: error: {exc}")
+        return 2
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--budget-device-s", "0"], "--budget-device-s: 0 is not a positive number of device-seconds"),
+    (["--budget-device-s", "nan"], "--budget-device-s: nan is not a positive number of device-seconds"),
+    (["--max-runs", "1"], "--max-runs: 1 is below 2; the good and bad ends take two runs"),
+    (["--tonight", "/no/such/night"], "--tonight /no/such/night: no such folder; give tonight's results folders"),
+    (["--jobs", "0"], "--jobs: 0 is below 1"),
+])
+def test_bad_flags_are_one_line(argv, message, capsys, history) -> None:
+    url, root = history
+    assert _cli("nightly-bisect", "--history", url, "--results-dir", str(root), *argv) == 2
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[-1].startswith("rl-autotest: error: ") and message in out[-1]

@@ -10,13 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.run_order import run_order
+from tests.run_order import prefer_worksteal, run_order
 
 #: tests whose clean tiny-mopd runs breach eval/digit_sum/acc[pooled 0-25] in this environment (2026-12-01: the
 #: same trackers fail under the previous commit's judge too, so the runs changed, not the checks; a recalibration
 #: here came out 2-3x wider with a leave-one-out false alarm and was not promoted). Known, tracked in the closing
 #: note; not strict, so a run that passes again is not an error.
 KNOWN_MOPD_DRIFT = ("test_case_accuracy[tiny-mopd]", "test_a_clean_run_passes", "test_a_judge_bug_drifts_rewards_only")
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """Before xdist turns a bare ``-n`` into ``--dist load``: worksteal (tests/run_order.py)."""
+    prefer_worksteal(config.option)
+
 
 def pytest_collection_modifyitems(config, items):
     if config.rootpath == Path(__file__).resolve().parent:  # this checkout's suite, not a project's accuracy run

@@ -3,8 +3,10 @@
 The files that run longest (measured: docs/benchmarks.md, "Which tests dominate") run first, longest first;
 then every other file with a ``slow`` test; then the rest. Each file stays whole and keeps its own order
 (its module fixtures are built once per worker), and files keep their collection order within a rank.
-Under ``pytest -n auto --dist worksteal`` (.ci/run) one worker starts the TRL adoption run at once while
-the other starts bisect and then steals the short tests queued behind them.
+``pytest -n N`` without ``--dist`` schedules with worksteal (``prefer_worksteal``, from the root conftest):
+xdist splits the ordered list in two, one worker starts the TRL adoption run at once, and the worker that
+finishes its half takes the tail of the other's queue. Under xdist's own default (``load``) the first
+chunk of about a quarter of each worker's share would go to one worker whole, TRL and bisect included.
 """
 
 from __future__ import annotations
@@ -33,3 +35,9 @@ def run_order(items: Sequence[Any], longest_first: Sequence[str] = LONGEST_FIRST
             file_rank = len(longest_first) + (0 if item.get_closest_marker("slow") else 1)
         rank[path] = min(rank.get(path, file_rank), file_rank)
     return sorted(items, key=lambda item: rank[_file(item)])
+
+
+def prefer_worksteal(option: Any) -> None:
+    """``-n N`` with no ``--dist`` (xdist's option values; absent under ``-p no:xdist``): use worksteal."""
+    if getattr(option, "numprocesses", None) and getattr(option, "dist", None) == "no":
+        option.dist = "worksteal"

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 
-from tests.run_order import LONGEST_FIRST, run_order
+from tests.run_order import LONGEST_FIRST, prefer_worksteal, run_order
 
 
 @dataclass
@@ -55,3 +56,18 @@ def test_the_longest_files_named_exist() -> None:
     from tests.helpers import ROOT
 
     assert [path for path in LONGEST_FIRST if not (ROOT / path).is_file()] == []
+
+
+def test_a_bare_n_schedules_with_worksteal_and_an_explicit_dist_or_no_xdist_is_kept() -> None:
+    bare = SimpleNamespace(numprocesses="auto", dist="no")
+    prefer_worksteal(bare)
+    assert bare.dist == "worksteal"
+    chosen = SimpleNamespace(numprocesses=2, dist="loadfile")
+    prefer_worksteal(chosen)
+    assert chosen.dist == "loadfile"
+    serial = SimpleNamespace(numprocesses=0, dist="no")
+    prefer_worksteal(serial)
+    assert serial.dist == "no"
+    without_xdist = SimpleNamespace()
+    prefer_worksteal(without_xdist)
+    assert vars(without_xdist) == {}

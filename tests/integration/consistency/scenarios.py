@@ -141,6 +141,11 @@ def collect(
                 with observer.forward("actor", step, "recompute_logprob", list(batch), actor_ids.tolist(), step, actor):
                     actor(actor_ids)
     observer.close()
+    return scenario_run(root)
+
+
+def scenario_run(root: Path) -> ScenarioRun:
+    """Where ``collect`` puts a scenario's dumps and logs under ``root``."""
     return ScenarioRun(
         name=root.name,
         root=root,

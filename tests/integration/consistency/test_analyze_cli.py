@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.shared_build import content_key, shared_build
+
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -50,9 +52,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def dumps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Side]:
-    base = tmp_path_factory.mktemp("framework-dumps")
+DUMP_NAMES = ("train", "norm", "unsynced", "train_tensor", "fused_k_tensor", "other")
+
+
+def _make_dumps(base: Path) -> None:
     port = str(_free_port())
     procs = [
         _launch("train", "healthy", base / "train", RANK_REQUESTS[rank],
@@ -68,8 +71,14 @@ def dumps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Side]:
     for proc in procs:
         _, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, err.decode()[-2000:]
-    return {name: Side(base / name / "dump", base / name / "correlation.jsonl")
-            for name in ("train", "norm", "unsynced", "train_tensor", "fused_k_tensor", "other")}
+
+
+@pytest.fixture(scope="session")
+def dumps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Side]:
+    """The framework-shaped dumps, made once per session (xdist workers share them; tests only read them)."""
+    key = content_key(DUMP_NAMES, RANK_REQUESTS, files=(MAKE_DUMP,))
+    base = shared_build(tmp_path_factory, "framework-dumps", key, _make_dumps)
+    return {name: Side(base / name / "dump", base / name / "correlation.jsonl") for name in DUMP_NAMES}
 
 
 def analyze(tmp_path: Path, train: Side, rollout: Side, *extra: str, logs: bool = True) -> subprocess.CompletedProcess:

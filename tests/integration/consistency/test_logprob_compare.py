@@ -19,6 +19,7 @@ from autotest.consistency.cli import main as analyze_main
 from autotest.consistency.job import _summary, run_consistency_job
 from autotest.consistency.logprob_compare import NOT_PROVIDED
 from tests.integration.consistency.test_job import accuracy_results
+from tests.shared_build import content_key, shared_build
 
 K3 = "mismatch/mismatch_k3_kl"
 WINDOW = 2
@@ -47,7 +48,11 @@ def analyze(collection: Path, out: Path, logprobs: bool = True):
 
 @pytest.fixture(scope="module")
 def clean_window(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return collect_window(tmp_path_factory.mktemp("clean"), None)
+    """A clean run's collection, made once per session (xdist workers share it; the tests only read it)."""
+    def build(folder: Path) -> None:
+        collect_window(folder, None)
+
+    return shared_build(tmp_path_factory, "clean-window", content_key(WINDOW, "clean"), build) / "collection"
 
 
 @pytest.mark.slow

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from autotest.consistency.cli import main
+from tests.shared_build import content_key, shared_build
 
 from .scenarios import collect, perturb_mlp
 
@@ -23,9 +24,11 @@ class NotATensor:
 
 @pytest.fixture(scope="module")
 def tensor_dump(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("malformed")
-    run = collect(root / "run", perturb_mlp, task="tensor", module_list=("model.layers.1.mlp.",))
-    return run.root
+    """A tensor dump of layers.1.mlp, made once per session (the tests copy before they break it)."""
+    def build(root: Path) -> None:
+        collect(root / "run", perturb_mlp, task="tensor", module_list=("model.layers.1.mlp.",))
+
+    return shared_build(tmp_path_factory, "malformed-tensor", content_key("layers.1.mlp"), build) / "run"
 
 
 def _copy(tensor_dump: Path, tmp_path: Path) -> tuple[Path, Path]:

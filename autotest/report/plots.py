@@ -124,6 +124,5 @@ def _draw_metric(ax, metric: str, results: list[CheckResult], verdict: Verdict, 
 
 def _png(fig) -> bytes:
     buffer = io.BytesIO()
-    # zlib level 3, not PIL's 6: the same pixels at about half the encoding time, files ~5% larger
-    fig.savefig(buffer, format="png", pil_kwargs={"compress_level": 3})
+    fig.savefig(buffer, format="png")
     return buffer.getvalue()

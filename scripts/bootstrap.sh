@@ -2,7 +2,7 @@
 # Set up a fresh machine: a .venv with CPU torch first (a plain `torch` would pull a multi-GB CUDA build),
 # then the harness editable.
 #   bash scripts/bootstrap.sh         what the main job (`pytest -m grpo` on the embedded default) needs:
-#                                     the grpo extra (torch, pytest, the SQLite history) and nothing else
+#                                     the grpo extra (torch, transformers, pytest, the SQLite history) and nothing else
 #   bash scripts/bootstrap.sh --all   the whole test suite: the workloads, consistency, history, tensorboard,
 #                                     trl and test extras, then the npm tooling that lints the GitHub workflows
 # Safe to re-run; `--all` after the plain one installs only the rest.

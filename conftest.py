@@ -1,4 +1,5 @@
-"""Root conftest: every Ray the tests (and the runs they launch) start stays local and quiet."""
+"""Root conftest: every Ray the tests start stays local and quiet; the suite runs its longest files first on
+work-stealing workers; `pytest -m grpo` (the main job) collects only the accuracy suites."""
 
 import os
 
@@ -12,6 +13,7 @@ import pytest
 
 from tests.run_order import prefer_worksteal, run_order
 
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config):
     """Before xdist turns a bare ``-n`` into ``--dist load``: worksteal (tests/run_order.py)."""
@@ -21,3 +23,27 @@ def pytest_cmdline_main(config):
 def pytest_collection_modifyitems(config, items):
     if config.rootpath == Path(__file__).resolve().parent:  # this checkout's suite, not a project's accuracy run
         items[:] = run_order(items)
+
+
+#: markers only the accuracy suites (autotest/suites) carry: the harness's own tests under tests/ never do
+#: (tests/unit/test_root_conftest.py holds that). calibration is not one: a harness test carries it.
+SUITE_ONLY_MARKERS = frozenset({"grpo", "mopd", "gpu"})
+TESTS = Path(__file__).resolve().parent / "tests"
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """`pytest -m grpo` (the main job) selects only the suites' cases, so tests/ is not even imported: the main
+    job's install (scripts/bootstrap.sh, the grpo extra) lacks what the harness's own tests import, and
+    collecting a thousand deselected tests is most of the command's start-up."""
+    # called for each entry of a collected folder (never for the testpaths themselves): so for tests/'s entries
+    if collection_path.parent == TESTS and suite_only(config.getoption("markexpr") or ""):
+        return True
+    return None
+
+
+def suite_only(markexpr: str) -> bool:
+    """True for an expression of suite-only markers joined by ``or`` (``grpo``, ``grpo or mopd``): one that
+    no test under tests/ can match. ``not``, ``and`` or any other name keeps tests/ collected."""
+    words = markexpr.replace("(", " ").replace(")", " ").split()
+    names = [w for w in words if w != "or"]
+    return bool(names) and all(name in SUITE_ONLY_MARKERS for name in names)

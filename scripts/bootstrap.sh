@@ -1,15 +1,28 @@
 #!/usr/bin/env bash
-# Set up a fresh machine: a .venv with CPU torch first (a plain `torch` would pull a multi-GB
-# CUDA build), then the harness with its workloads, consistency, history, tensorboard, trl and test
-# extras, then the npm tooling that lints the GitHub workflows. Safe to re-run.
+# Set up a fresh machine: a .venv with CPU torch first (a plain `torch` would pull a multi-GB CUDA build),
+# then the harness editable.
+#   bash scripts/bootstrap.sh         what the main job (`pytest -m grpo` on the embedded default) needs:
+#                                     the grpo extra (torch, transformers, pytest, the SQLite history) and nothing else
+#   bash scripts/bootstrap.sh --all   the whole test suite: the workloads, consistency, history, tensorboard,
+#                                     trl and test extras, then the npm tooling that lints the GitHub workflows
+# Safe to re-run; `--all` after the plain one installs only the rest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+case "${1:-}" in
+  "") ALL=0 ;;
+  --all) ALL=1 ;;
+  *) echo "bootstrap: unknown argument '$1'; use no argument (the GRPO gate) or --all (the test suite)" >&2; exit 2 ;;
+esac
 PYTHON=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
-.venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet "torch==2.13.0"
-.venv/bin/python -m pip install --quiet -e ".[workloads,consistency,history,tensorboard,trl,test]"
+if [ "$ALL" = 0 ]; then
+  .venv/bin/python -m pip install --quiet -e ".[grpo]"
+  exit 0
+fi
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet -e ".[grpo,workloads,consistency,history,tensorboard,trl,test]"
 if command -v npm >/dev/null 2>&1; then
   npm ci --no-audit --no-fund --loglevel=error
 else

@@ -41,3 +41,26 @@ def write_yaml(path: Path, text: str) -> Path:
 
 def steps(first: int, last: int) -> Iterable[int]:
     return range(first, last + 1)
+
+
+def tiny_grpo_tracker(path: Path, seed: int = 0) -> Path:
+    """A tiny-grpo-shaped tracker (45 steps, eval at 0/15/30/45) from the committed baseline's golden table with a
+    little noise, the late reward 0.2 low from step 30 and a mismatch spike at steps 20-22: a FAIL whose 7 plots
+    show every kind of band (absolute, relative, value, slowdown, pooled) and breach markers."""
+    import random
+
+    import yaml
+
+    table = yaml.safe_load((ROOT / "baselines" / "tiny-grpo.yaml").read_text(encoding="utf-8"))["golden"]["table"]
+    rng = random.Random(seed)
+    summary: dict[int, dict[str, float]] = {}
+    evals: dict[int, dict[str, float]] = {}
+    for metric, series in table.items():
+        for step, value in series.items():
+            value *= 1 + rng.uniform(-0.03, 0.03)
+            if metric == "response/rewards/mean" and step >= 30:
+                value -= 0.2
+            if metric == "mismatch/mismatch_k3_kl" and 20 <= step <= 22:
+                value = 0.01
+            (evals if metric.startswith("eval/") else summary).setdefault(step, {})[metric] = value
+    return write_tracker(path, summary, evals)

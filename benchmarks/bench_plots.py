@@ -1,0 +1,81 @@
+"""Time the 7 plots of a tiny-grpo report (target <= 1 s).
+
+    python benchmarks/bench_plots.py [--repeats 3]
+
+The verdict is a tiny-grpo FAIL judged against the committed baseline (a 45-step tracker built from its golden
+table, ``tests.helpers.tiny_grpo_tracker``), so the plots are the ones a tiny-grpo report carries: 7 metrics,
+every kind of band, breach markers. Each repeat is a fresh process, as ``rl-autotest compare`` is: "first" is
+the first ``plot_checks`` of the process, matplotlib's import included (what one compare pays), "again" a second
+call in the same process (what each further case of a pytest session pays). Wall and CPU seconds; the median of
+the repeats is printed with the load average beside it (the figures move with the machine's load). It asserts
+nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: run in a fresh interpreter: compare first (not timed), then the plots twice
+CHILD = """
+import json, sys, time
+from pathlib import Path
+from autotest.inputs.baseline import load_baseline
+from autotest.judge.readers import read_trace
+from autotest.judge.verdict import compare
+from tests.helpers import ROOT, tiny_grpo_tracker
+
+folder = Path(sys.argv[1])
+comparison = compare(load_baseline(ROOT / "baselines" / "tiny-grpo.yaml"),
+                     read_trace(tiny_grpo_tracker(folder / "tracker.jsonl")))
+assert "matplotlib" not in sys.modules, "matplotlib was imported before the plots were drawn"
+from autotest.report.plots import plot_checks
+
+timings = []
+for attempt in ("first", "again"):
+    wall, cpu = time.perf_counter(), time.process_time()
+    written = plot_checks(comparison.verdict, comparison.golden, comparison.current, folder / attempt)
+    timings.append({"wall_s": time.perf_counter() - wall, "cpu_s": time.process_time() - cpu,
+                    "plots": len(written)})
+print(json.dumps({"status": comparison.verdict.status, "timings": timings}))
+"""
+
+
+def run_once(folder: Path) -> dict:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-c", CHILD, str(folder)], env=env, capture_output=True, text=True,
+                          check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    runs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for repeat in range(args.repeats):
+            runs.append(run_once(Path(tmp) / str(repeat)))
+    load = os.getloadavg()[0]
+    plots = runs[0]["timings"][0]["plots"]
+    for index, attempt in enumerate(("first", "again")):
+        wall = statistics.median(run["timings"][index]["wall_s"] for run in runs)
+        cpu = statistics.median(run["timings"][index]["cpu_s"] for run in runs)
+        every = ", ".join(f"{run['timings'][index]['wall_s']:.2f}" for run in runs)
+        print(f"tiny-grpo report, {plots} plots ({attempt} in the process"
+              f"{', matplotlib import included' if attempt == 'first' else ''}): {wall:.2f} s wall "
+              f"({cpu:.2f} s CPU), median of {len(runs)} [{every}], load {load:.1f}")
+    print(f"verdict {runs[0]['status']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

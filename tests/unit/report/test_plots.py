@@ -1,0 +1,104 @@
+"""The plots of a tiny-grpo report: the same pictures as the reference images, breaches in red, no global state.
+
+The reference images in tests/data/plots/tiny-grpo/ were drawn by the original one-pyplot-figure-per-metric
+drawer; a change that moves a pixel fails here. After a deliberate change to the pictures, look at the new
+ones and redraw the references:
+
+    PYTHONPATH=. python tests/unit/report/test_plots.py --regen
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from autotest.inputs.baseline import load_baseline
+from autotest.judge.readers import read_trace
+from autotest.judge.verdict import Comparison, compare
+from autotest.report.plots import plot_checks
+from tests.helpers import DATA, ROOT, tiny_grpo_tracker
+
+REFERENCE = DATA / "plots" / "tiny-grpo"
+#: the matplotlib the references were drawn with: glyph rasterisation can move a pixel between releases
+REFERENCE_MATPLOTLIB = "3.11.2"
+
+
+def _comparison(tmp_path: Path) -> Comparison:
+    return compare(load_baseline(ROOT / "baselines" / "tiny-grpo.yaml"),
+                   read_trace(tiny_grpo_tracker(tmp_path / "tracker.jsonl")))
+
+
+def _pixels(path: Path):
+    from matplotlib.image import imread
+
+    return imread(path)
+
+
+def test_the_seven_plots_are_pixel_for_pixel_the_reference_pictures(tmp_path):
+    import matplotlib
+    import numpy as np
+
+    if matplotlib.__version__ != REFERENCE_MATPLOTLIB:
+        pytest.skip(f"the reference plots were drawn with matplotlib {REFERENCE_MATPLOTLIB}, this is "
+                    f"{matplotlib.__version__}: redraw them (see this module's docstring)")
+    comparison = _comparison(tmp_path)
+    written = plot_checks(comparison.verdict, comparison.golden, comparison.current, tmp_path / "out")
+    assert sorted(Path(p).name for p in written.values()) == sorted(p.name for p in REFERENCE.glob("*.png"))
+    assert len(written) == 7
+    for relative in written.values():
+        drawn, reference = _pixels(tmp_path / "out" / relative), _pixels(REFERENCE / Path(relative).name)
+        assert drawn.shape == reference.shape, relative
+        differing = int(np.any(drawn != reference, axis=-1).sum())
+        assert differing == 0, f"{relative}: {differing} pixels differ from {REFERENCE / Path(relative).name}"
+
+
+def _red_marks(path: Path) -> int:
+    """Pixels of the breach markers' pure red (the series, bands and threshold lines are other colours)."""
+    rgb = _pixels(path)[..., :3]
+    return int(((rgb[..., 0] > 0.9) & (rgb[..., 1] < 0.1) & (rgb[..., 2] < 0.1)).sum())
+
+
+def test_breached_metrics_carry_red_marks_and_clean_ones_none(tmp_path):
+    comparison = _comparison(tmp_path)
+    written = plot_checks(comparison.verdict, comparison.golden, comparison.current, tmp_path / "out")
+    breached = {r.metric for r in comparison.verdict.results if r.kind == "metric" and r.scope != "pooled"
+                and any(p.breached for p in r.points)}
+    assert breached == {"response/rewards/mean", "mismatch/mismatch_k3_kl", "entropy/mean", "eval/greedy_accuracy"}
+    for metric, relative in written.items():
+        marks = _red_marks(tmp_path / "out" / relative)
+        assert (marks > 20) == (metric in breached), f"{metric}: {marks} red pixels"
+
+
+def test_drawing_leaves_no_pyplot_figure_and_keeps_the_callers_backend(tmp_path):
+    """A user's pytest may hold its own figures or an interactive backend: the report draws off pyplot."""
+    import matplotlib
+
+    before = matplotlib.get_backend()
+    matplotlib.use("svg")  # stands for a caller's own backend
+    try:
+        comparison = _comparison(tmp_path)
+        plot_checks(comparison.verdict, comparison.golden, comparison.current, tmp_path / "out")
+        assert matplotlib.get_backend() == "svg"
+    finally:
+        matplotlib.use(before)
+    assert "matplotlib.pyplot" not in sys.modules or not sys.modules["matplotlib.pyplot"].get_fignums()
+
+
+def _regenerate() -> None:
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        comparison = _comparison(Path(tmp))
+        written = plot_checks(comparison.verdict, comparison.golden, comparison.current, Path(tmp) / "out")
+        shutil.rmtree(REFERENCE, ignore_errors=True)
+        REFERENCE.mkdir(parents=True)
+        for relative in written.values():
+            shutil.copyfile(Path(tmp) / "out" / relative, REFERENCE / Path(relative).name)
+    print(f"redrew {len(written)} reference plots into {REFERENCE}")
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--regen"]:
+    _regenerate()

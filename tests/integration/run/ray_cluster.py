@@ -91,6 +91,14 @@ def ray_cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalCluster]:
     temp_dir = tempfile.mkdtemp(prefix="rc", dir="/tmp")  # short: Ray's socket paths have a limit
     # Cluster writes the head's address to $RAY_TMPDIR/ray/ray_current_cluster: ours, not the machine's /tmp/ray
     monkeypatch.setenv("RAY_TMPDIR", temp_dir)
+    # Ray resolves 127.0.0.1 to the machine's own address for the driver (services.resolve_ip_for_localhost),
+    # where no node of a loopback cluster listens, and ray.init then waits forever for a raylet. Ray's own
+    # switch for one-machine clusters keeps every address on loopback: the variable for the processes the
+    # nodes start, the constant for this already-imported driver.
+    from ray._private import ray_constants
+
+    monkeypatch.setenv(ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR, "0")
+    monkeypatch.setattr(ray_constants, "ENABLE_RAY_CLUSTER", False)
     os.makedirs(os.path.join(temp_dir, "ray"))
     before = set(descendants(os.getpid()))
     t0 = time.monotonic()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -40,7 +41,8 @@ def _first_attempt_waits(folder: Path) -> int:
 
 def _child_until_cancelled(folder: Path) -> str:
     """A run with a process of its own, stopped the way the pipeline stops its process group."""
-    child = subprocess.Popen(["sleep", "300", str(folder)])
+    # the folder rides in the child's command line (as a run's work dir does) so the test can find it
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", str(folder)])
     try:
         child.wait()
     finally:

@@ -31,10 +31,10 @@ from pathlib import Path
 from autotest.inputs.baseline import load_baseline
 from autotest.judge.readers import read_trace
 from autotest.judge.verdict import compare
-from tests.helpers import ROOT, tiny_grpo_tracker
+from tests.helpers import FROZEN_TINY_GRPO_BASELINE, tiny_grpo_tracker
 
 folder = Path(sys.argv[1])
-comparison = compare(load_baseline(ROOT / "baselines" / "tiny-grpo.yaml"),
+comparison = compare(load_baseline(FROZEN_TINY_GRPO_BASELINE),
                      read_trace(tiny_grpo_tracker(folder / "tracker.jsonl")))
 assert "matplotlib" not in sys.modules, "matplotlib was imported before the plots were drawn"
 from autotest.report.plots import plot_checks

@@ -1,7 +1,9 @@
 """The plots of a tiny-grpo report: the same pictures as the reference images, breaches in red, no global state.
 
-The reference images in tests/data/plots/tiny-grpo/ were drawn by the original one-pyplot-figure-per-metric
-drawer; a change that moves a pixel fails here. After a deliberate change to the pictures, look at the new
+The reference images in tests/data/plots/tiny-grpo/ were drawn from a frozen tiny-grpo baseline
+(tests/data/plots/tiny-grpo-baseline.yaml, so a recalibration does not move them); the reused-figure drawer was
+checked pixel for pixel against the original one-pyplot-figure-per-metric drawer; a change that moves a pixel
+fails here. After a deliberate change to the pictures, look at the new
 ones and redraw the references:
 
     PYTHONPATH=. python tests/unit/report/test_plots.py --regen
@@ -18,7 +20,7 @@ from autotest.inputs.baseline import load_baseline
 from autotest.judge.readers import read_trace
 from autotest.judge.verdict import Comparison, compare
 from autotest.report.plots import plot_checks
-from tests.helpers import DATA, ROOT, tiny_grpo_tracker
+from tests.helpers import DATA, FROZEN_TINY_GRPO_BASELINE, tiny_grpo_tracker
 
 REFERENCE = DATA / "plots" / "tiny-grpo"
 #: the matplotlib the references were drawn with: glyph rasterisation can move a pixel between releases
@@ -26,7 +28,7 @@ REFERENCE_MATPLOTLIB = "3.11.2"
 
 
 def _comparison(tmp_path: Path) -> Comparison:
-    return compare(load_baseline(ROOT / "baselines" / "tiny-grpo.yaml"),
+    return compare(load_baseline(FROZEN_TINY_GRPO_BASELINE),
                    read_trace(tiny_grpo_tracker(tmp_path / "tracker.jsonl")))
 
 

@@ -69,3 +69,16 @@ def tiny_grpo_tracker(path: Path, seed: int = 0, baseline: Path = FROZEN_TINY_GR
                 value = 0.01
             (evals if metric.startswith("eval/") else summary).setdefault(step, {})[metric] = value
     return write_tracker(path, summary, evals)
+
+
+def run_cli(*argv: str) -> int:
+    """What ``autotest.cli.main`` does with these commands: dispatch, one line and exit 2 on a usage error."""
+    from autotest.cli import COMMANDS, build_parser
+    from autotest.errors import UsageError
+
+    args = build_parser().parse_args(list(argv))
+    try:
+        return COMMANDS[args.command](args)
+    except UsageError as exc:
+        print(f"rl-autotest: error: {exc}")
+        return 2

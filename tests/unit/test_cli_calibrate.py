@@ -3,17 +3,7 @@ from __future__ import annotations
 import pytest
 
 from autotest.cli import COMMANDS, build_parser
-from autotest.errors import UsageError
-
-
-def cli(*argv: str) -> int:
-    """What ``autotest.cli.main`` does with these commands: dispatch, one line and exit 2 on a usage error."""
-    args = build_parser().parse_args(list(argv))
-    try:
-        return COMMANDS[args.command](args)
-    except UsageError as exc:
-        print(f"rl-autotest: error: {exc}")
-        return 2
+from tests.helpers import run_cli
 
 
 def test_registers_both_commands():
@@ -31,6 +21,6 @@ def test_registers_both_commands():
     (["calibrate", "tiny-grpo", "--jobs", "0"], "--jobs: 0 is below 1"),
 ])
 def test_usage_errors_are_one_line(argv, message, capsys):
-    assert cli(*argv) == 2
+    assert run_cli(*argv) == 2
     out = capsys.readouterr().out.strip().splitlines()
     assert len(out) == 1 and message in out[0]

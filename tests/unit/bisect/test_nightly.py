@@ -16,11 +16,10 @@ from autotest.bisect.nightly import (
     summary_lines,
     tonight_cost,
 )
-from autotest.cli import COMMANDS, build_parser
-from autotest.errors import UsageError
 from autotest.history.store import HistoryStore, ingest
 from autotest.history.database import sqlite_url
 from tests.unit.history.builders import REWARDS, write_results_folder
+from tests.helpers import run_cli
 
 PASSING, FAILING = {REWARDS: 0.05}, {REWARDS: 0.5}
 
@@ -98,15 +97,6 @@ def load_case_never(name: str):
     raise AssertionError(name)
 
 
-def _cli(*argv: str) -> int:
-    args = build_parser().parse_args(list(argv))
-    try:
-        return COMMANDS[args.command](args)
-    except UsageError as exc:
-        print(f"rl-autotest: error: {exc}")
-        return 2
-
-
 @pytest.mark.parametrize("argv,message", [
     (["--budget-device-s", "0"], "--budget-device-s: 0 is not a positive number of device-seconds"),
     (["--budget-device-s", "nan"], "--budget-device-s: nan is not a positive number of device-seconds"),
@@ -116,6 +106,6 @@ def _cli(*argv: str) -> int:
 ])
 def test_bad_flags_are_one_line(argv, message, capsys, history) -> None:
     url, root = history
-    assert _cli("nightly-bisect", "--history", url, "--results-dir", str(root), *argv) == 2
+    assert run_cli("nightly-bisect", "--history", url, "--results-dir", str(root), *argv) == 2
     out = capsys.readouterr().out.strip().splitlines()
     assert out[-1].startswith("rl-autotest: error: ") and message in out[-1]

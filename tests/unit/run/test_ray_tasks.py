@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from autotest.cli import COMMANDS, build_parser
 from autotest.errors import UsageError
 from autotest.run.ray_tasks import ATTEMPTS_FILE, attempts, missing_resources, parse_resources
+from tests.helpers import run_cli
 
 
 def test_resources_parse_name_equals_amount():
@@ -48,20 +48,11 @@ def test_the_attempt_trail_is_read_oldest_first(tmp_path: Path):
     assert [a["node_id"] for a in attempts(tmp_path)] == ["a", "b"]
 
 
-def _cli(*argv: str) -> int:
-    args = build_parser().parse_args(list(argv))
-    try:
-        return COMMANDS[args.command](args)
-    except UsageError as exc:
-        print(f"rl-autotest: error: {exc}")
-        return 2
-
-
 @pytest.mark.parametrize("argv,message", [
     (["--ray-resource", "probe=1"], "--ray-resource: needs --ray-address (the cluster whose nodes offer it)"),
     (["--ray-address", "local", "--ray-resource", "probe"], "--ray-resource 'probe': give NAME=AMOUNT"),
 ])
 def test_bisect_ray_flags_are_checked_before_anything_runs(argv, message, capsys, tmp_path: Path):
-    assert _cli("bisect", "tiny-grpo", "--good", "a", "--bad", "b", "--results-dir", str(tmp_path), *argv) == 2
+    assert run_cli("bisect", "tiny-grpo", "--good", "a", "--bad", "b", "--results-dir", str(tmp_path), *argv) == 2
     out = capsys.readouterr().out.strip().splitlines()
     assert len(out) == 1 and message in out[0]

@@ -76,13 +76,14 @@ def answer_of(verdict: Verdict | None) -> tuple[str, str]:
 
 
 def ambiguous(verdict: Verdict) -> list[str]:
-    """The gates whose observed / threshold lies in the grey zone."""
+    """The gates whose observed / threshold lies in the grey zone; none when a gate fails clearly beyond it
+    (a run that breaches one gate far past its threshold is bad whatever its other gates say)."""
     close = []
     for r in accuracy_gates(verdict):
-        if r.observed is None or not r.threshold:
-            continue
-        ratio = abs(r.observed) / abs(r.threshold)
-        if GREY_LOW <= ratio <= GREY_HIGH:
+        ratio = None if r.observed is None or not r.threshold else abs(r.observed) / abs(r.threshold)
+        if r.status == FAIL and (ratio is None or not GREY_LOW <= ratio <= GREY_HIGH):
+            return []
+        if ratio is not None and GREY_LOW <= ratio <= GREY_HIGH:
             close.append(f"{r.check_id} at {ratio:.2f} x its threshold")
     return close
 

@@ -127,16 +127,21 @@ class RolloutImpl(FaultHooks):
 
 
 class Bf16Rollout(FaultHooks):
-    """The rollout engine runs in bf16 while the trainer stays fp32: healthy precision noise."""
+    """The rollout engine runs in bf16 while the trainer stays fp32: a precision change of the rollout.
+
+    Healthy for a bf16 system, but the embedded case is calibrated with an fp32 rollout (k3 ~1e-14), so its
+    k3 percentile gate (the case's own level, ~1e-11) sees the rollout's numerics change by eight orders.
+    """
 
     name = "bf16-rollout"
     expected = {
-        "verdict": "PASS",
-        "breached": [],
-        "triage": "",
-        "measured": "seed 0: k3 6.8e-7 at step 1, median 3.7e-6, max 1.8e-5; rewards/eval within seed noise. "
+        "verdict": "FAIL",
+        "breached": [MISMATCH],
+        "triage": INCONSISTENCY,
+        "measured": "seed 0: k3 6.8e-7 at step 1, median 3.5e-6, max 1.8e-5 (p50 3.5e-6 > 1.5e-11, the fp32 "
+        "baseline's percentile gate; under the 5e-3 stepwise bound); rewards/eval within seed noise. "
         "Seeds 1-3: isolated single steps reach 1.2e-4..5.5e-4 once the policy is sharp (a rare sampled "
-        "token whose bf16 log-prob is off by ~0.2); a per-step k3 <= 1e-4 gate needs a budget for them",
+        "token whose bf16 log-prob is off by ~0.2)",
     }
 
     def configure(self, config: Any) -> Any:

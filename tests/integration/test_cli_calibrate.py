@@ -7,7 +7,7 @@ import shutil
 from autotest.calibration.runs import baseline_files
 from autotest.inputs.baseline import load_baseline
 from tests.integration.calibration.test_runs import fake_case  # noqa: F401  (fixture)
-from tests.unit.test_cli_calibrate import cli
+from tests.helpers import run_cli as cli
 
 
 def test_calibrate_then_promote_through_the_cli(fake_case, tmp_path, capsys):  # noqa: F811

@@ -15,6 +15,7 @@ import pytest
 from autotest.inputs.baseline import load_baseline
 from autotest.inputs.case import REPO_ROOT, load_case
 from autotest.judge.readers import read_trace
+from autotest.judge.power import calibration_runs
 from autotest.judge.replicate_mean import pooled_threshold_scale
 from autotest.pipeline import RunOptions, run_case
 
@@ -43,9 +44,10 @@ def test_two_replicates_are_judged_on_their_mean_with_scaled_pooled_thresholds(t
     own = [json.loads((sub / "results.json").read_text())["status"] for sub in replicates]
     assert [(r["seed"], r["folder"], r["status"]) for r in data["replicates"]] == [
         (0, "replicates/r1-seed0", own[0]), (10, "replicates/r2-seed10", own[1])]  # relative: the folder can move
-    scale = pooled_threshold_scale(2, 5)
+    baseline = load_baseline(case.baseline_path)
+    scale = pooled_threshold_scale(2, calibration_runs(baseline))
     assert data["pooled_threshold_scale"] == pytest.approx(scale)
-    calibrated = {c.check_id: c.threshold for c in load_baseline(case.baseline_path).checks}
+    calibrated = {c.check_id: c.threshold for c in baseline.checks}
     pooled = [r for r in data["results"] if r.get("scope") == "pooled"]
     assert pooled and all(r["threshold"] == pytest.approx(calibrated[r["check_id"]] * scale) for r in pooled)
     # the judged series is the per-step mean of the two trackers

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from autotest.bisect.probe import probe
+from autotest.bisect.probe import ambiguous, probe
+from autotest.judge.model import FAIL, CheckResult, Verdict
 from autotest.inputs.case import load_case
 from autotest.case_run import SKIP, CaseRun, RunOptions
 from tests.helpers import DATA
@@ -19,3 +20,22 @@ def test_a_probe_runs_as_kind_bisect_and_records_nothing(tmp_path) -> None:
     probe(case, "abc123", "/repo", tmp_path, RunOptions(after_results=lambda folder: []), run=run)
     assert [(o.kind, o.after_results) for o in seen] == [("bisect", None)]
     assert RunOptions(fault="lr-scale:0.1", purpose="bisect").kind == "fault"
+
+
+def _verdict(*gates: tuple[str, str, float]) -> Verdict:
+    """A verdict of accuracy gates (check id, status, observed / threshold)."""
+    results = tuple(CheckResult(check_id, status, "", metric=check_id, method="absolute", threshold=1.0,
+                                observed=ratio) for check_id, status, ratio in gates)
+    return Verdict(FAIL if any(s == FAIL for _, s, _ in gates) else "PASS", "c", results)
+
+
+def test_a_gate_near_its_threshold_asks_for_more_seeds() -> None:
+    assert ambiguous(_verdict(("a", "PASS", 0.9), ("b", "PASS", 0.2))) == ["a at 0.90 x its threshold"]
+    assert ambiguous(_verdict(("a", FAIL, 1.2), ("b", "PASS", 0.2))) == ["a at 1.20 x its threshold"]
+    assert ambiguous(_verdict(("a", "PASS", 0.5), ("b", "PASS", 1.4 / 2))) == []
+
+
+def test_a_clear_failure_decides_whatever_another_gate_says() -> None:
+    # one gate far past its threshold: the run is bad, a second gate in the grey zone changes nothing
+    assert ambiguous(_verdict(("near", "PASS", 0.9), ("far", FAIL, 3.0))) == []
+    assert ambiguous(_verdict(("near", FAIL, 1.1), ("nan", FAIL, float("nan")))) == []

@@ -57,8 +57,8 @@ def test_two_replicates_are_judged_on_their_mean_with_scaled_pooled_thresholds(t
     assert early["steps"] == list(range(1, 16)) and early["current"] == pytest.approx(expected)
     report = (folder / "report.md").read_text()
     assert report.splitlines()[0].endswith(" (mean of 2 replicates)")
-    for label in ("r1-seed0", "r2-seed10"):
-        assert f"| {label} | {label[-1]} | 0 |" in report and f"[replicates/{label}](replicates/{label})" in report
+    for label, seed in (("r1-seed0", 0), ("r2-seed10", 10)):
+        assert f"| {label} | {seed} | 0 |" in report and f"[replicates/{label}](replicates/{label})" in report
     assert "| check | mean | r1-seed0 | r2-seed10 |" in report  # each replicate's own value of every check
     assert (folder / "plots" / "response_rewards_mean.png").is_file()
 

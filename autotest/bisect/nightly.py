@@ -4,7 +4,8 @@ framework commits, within a declared budget of runs and device-seconds (``rl-aut
 - ``find_flips``: per case, the last two trusted gate runs of the history; PASS then FAIL at different framework
   commits is a flip (same commit: not the code; say so, bisect nothing);
 - ``run_nightly_bisect``: each flip's bisect (:func:`autotest.bisect.session.bisect`) with every probe recorded in
-  the history as a ``bisect`` run (never used for calibration or drift), and the night's cost against the budget;
+  the history as a ``bisect`` run (never used for calibration or drift), the first bad commit it names as a
+  finding (the dashboard marks it), and the night's cost against the budget;
 - ``summary_lines`` / ``annotations``: the step summary (markdown) and the workflow annotations, rendered from the
   outcomes only.
 """
@@ -18,7 +19,7 @@ from pathlib import Path
 from autotest.bisect.session import BisectOptions, BisectOutcome, bisect
 from autotest.errors import UsageError
 from autotest.history.record import device_seconds_of_folder, find_results_folders
-from autotest.history.store import HistoryStore, RunRow, open_for_reading, record_results
+from autotest.history.store import BisectFinding, HistoryStore, RunRow, open_for_reading, record_results
 from autotest.inputs.case import Case
 from autotest.judge.model import FAIL, PASS
 from autotest.report.cost import format_device_seconds
@@ -114,6 +115,12 @@ def run_nightly_bisect(history: str | None, results_root: Path, tonight: Sequenc
             max_device_seconds=left, results_root=results_root, progress=say,
             after_round=lambda folders: [record_results(f, url) for p in folders for f in find_results_folders(p)]))
         report.outcomes[flip.case] = outcome
+        if outcome.first_bad is not None:  # the dashboard marks it on the case's series
+            with HistoryStore.open(url) as store:
+                store.add_finding(BisectFinding(
+                    flip.case, flip.good.framework_sha, flip.bad.framework_sha, outcome.first_bad.sha,
+                    outcome.first_bad.subject, outcome.first_bad.author, outcome.confidence or "unknown",
+                    str(outcome.folder)))
     return report
 
 

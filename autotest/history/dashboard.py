@@ -2,7 +2,8 @@
 
 Per case: the latest verdicts, drift lines, and per gated statistic an inline SVG trend over
 runs with the allowed band (up to the threshold, run by run), detected change points
-marked, and each point linking to its results folder's report.md. Rendering only: the
+marked, the first bad commit a nightly bisect named (history ``bisect_findings``) marked between the last
+PASS and the first FAIL, and each point linking to its results folder's report.md. Rendering only: the
 numbers come from the store and the change points from :mod:`autotest.history.drift`.
 """
 
@@ -27,7 +28,7 @@ from autotest.history.drift import (
 )
 
 if TYPE_CHECKING:
-    from autotest.history.store import HistoryStore, RunRow
+    from autotest.history.store import BisectFinding, HistoryStore, RunRow
 
 LATEST_VERDICTS = 10
 WIDTH, HEIGHT = 560, 210
@@ -41,6 +42,8 @@ table.verdicts td, table.verdicts th { border: 1px solid #d0d7de; padding: 2px 8
 .PASS { color: #1a7f37; font-weight: 600; } .FAIL { color: #cf222e; font-weight: 600; }
 .ERROR { color: #9a6700; font-weight: 600; }
 .drift { background: #fff8c5; border: 1px solid #d4a72c; padding: 6px 10px; margin: 8px 0; }
+.culprit { background: #ffebe9; border: 1px solid #ff8182; padding: 6px 10px; margin: 8px 0; }
+svg text.culprit { fill: #cf222e; }
 .plots { display: flex; flex-wrap: wrap; gap: 16px; }
 figure.trend { margin: 0; border: 1px solid #d0d7de; padding: 6px; }
 figcaption { font-family: ui-monospace, monospace; font-size: 12px; }
@@ -50,8 +53,8 @@ circle.PASS { fill: #1a7f37; } circle.FAIL { fill: #cf222e; } circle.ERROR { fil
 """
 
 
-def _href(results_dir: str, out_dir: Path) -> str:
-    target = Path(results_dir) / "report.md"
+def _href(results_dir: str, out_dir: Path, name: str = "report.md") -> str:
+    target = Path(results_dir) / name
     try:
         return escape(os.path.relpath(target, out_dir).replace(os.sep, "/"))
     except ValueError:  # another drive (Windows): an absolute link still works
@@ -62,8 +65,21 @@ def _fmt(value: float) -> str:
     return f"{value:.3g}"
 
 
-def trend_svg(history: StatisticHistory, out_dir: Path) -> str:
-    """An inline SVG of one statistic over runs: allowed band, points (linked) and change points."""
+def culprit_index(history: StatisticHistory, finding: "BisectFinding") -> int | None:
+    """The point a finding marks: the first run at the flip's bad framework commit after one at its good commit."""
+    seen_good = False
+    for i, p in enumerate(history.points):
+        sha = p.run.framework_sha or ""
+        if sha == finding.good_sha:
+            seen_good = True
+        elif seen_good and sha == finding.bad_sha:
+            return i
+    return None
+
+
+def trend_svg(history: StatisticHistory, out_dir: Path, findings: "list[BisectFinding] | None" = None) -> str:
+    """An inline SVG of one statistic over runs: allowed band, points (linked), change points and the culprit
+    commits bisects named (between the last good and the first bad run)."""
     points = history.points
     n = len(points)
     observed = [p.observed for p in points]
@@ -102,6 +118,17 @@ def trend_svg(history: StatisticHistory, out_dir: Path) -> str:
                      'stroke="#bf8700" stroke-width="2" stroke-dasharray="6 3"/>')
         parts.append(f'<text x="{cx + 3:.1f}" y="{TOP + 10}">change {change.shift:+.2f}x thr, '
                      f'p={change.p_value:.2g}</text>')
+    for finding in findings or []:
+        index = culprit_index(history, finding)
+        if index is None:
+            continue
+        cx = x(index - 0.5)
+        tip = (f"bisect: first bad commit {finding.first_bad_sha[:12]} {finding.subject} ({finding.author}), "
+               f"confidence {finding.confidence}")
+        parts.append(f'<line class="culprit" x1="{cx:.1f}" x2="{cx:.1f}" y1="{TOP}" y2="{TOP + plot_h}" '
+                     f'stroke="#cf222e" stroke-width="2"><title>{escape(tip)}</title></line>')
+        parts.append(f'<text class="culprit" x="{cx + 3:.1f}" y="{TOP + plot_h - 4}">culprit '
+                     f'{escape(finding.first_bad_sha[:10])}</text>')
     path = " ".join(f"{'M' if i == 0 else 'L'}{x(i):.1f},{y(v):.1f}" for i, v in enumerate(observed))
     parts.append(f'<path d="{path}" fill="none" stroke="#8c959f"/>')
     for i, p in enumerate(points):
@@ -126,19 +153,32 @@ def _verdicts_table(runs: list["RunRow"], out_dir: Path) -> str:
     return f'<table class="verdicts">{"".join(rows)}</table>'
 
 
+def _findings_lines(findings: "list[BisectFinding]", out_dir: Path) -> list[str]:
+    lines = []
+    for f in findings:
+        report = _href(f.bisect_dir, out_dir, "bisect.md")
+        lines.append(f'<div class="culprit">bisect ({escape(f.found_at[:10])}): first bad commit '
+                     f"<code>{escape(f.first_bad_sha[:12])}</code> {escape(f.subject)} ({escape(f.author)}), "
+                     f"confidence {escape(f.confidence)}, between <code>{escape(f.good_sha[:12])}</code> (PASS) and "
+                     f'<code>{escape(f.bad_sha[:12])}</code> (FAIL); <a href="{report}">bisect.md</a></div>')
+    return lines
+
+
 def _case_section(store: "HistoryStore", case: str, out_dir: Path) -> str:
     histories = statistic_histories(store, case)
     drift = render_drift_lines(drift_in(store, case))
+    findings = store.findings(case)
     parts = [f'<section class="case" id="case-{escape(case)}" data-case="{escape(case)}">',
              f"<h2>{escape(case)}</h2>", _verdicts_table(store.runs(case), out_dir)]
     parts += [f'<div class="drift">{escape(line)}</div>' for line in drift]
+    parts += _findings_lines(findings, out_dir)
     if not histories:
         parts.append("<p>No gated statistic with a threshold recorded yet.</p>")
     parts.append('<div class="plots">')
     for h in histories:
         caption = f"{h.check_id}: observed {h.operator or ''} threshold"
         parts.append(f'<figure class="trend" data-check="{escape(h.check_id)}">'
-                     f"<figcaption>{escape(caption)}</figcaption>{trend_svg(h, out_dir)}</figure>")
+                     f"<figcaption>{escape(caption)}</figcaption>{trend_svg(h, out_dir, findings)}</figure>")
     parts.append("</div></section>")
     return "\n".join(parts)
 
@@ -155,7 +195,8 @@ def render_dashboard(store: "HistoryStore", out_dir: Path) -> str:
         "<title>rl-autotest history</title>", f"<style>{STYLE}</style>", "</head><body>",
         "<h1>rl-autotest history</h1>",
         f"<p>{len(cases)} case(s) from {escape(describe(store.url))}; generated {generated}. Green band: allowed "
-        "side of the threshold; dashed amber line: a detected change point; each point links to its report. "
+        "side of the threshold; dashed amber line: a detected change point; solid red line: the first bad commit a "
+        "bisect named, between the last PASS and the first FAIL; each point links to its report. "
         "Trends, bands and drift use trusted runs only (gate and calibration runs not marked untrusted); "
         "the others are listed, marked, in the verdicts table.</p>",
         f"<nav>{nav}</nav>", *sections, "</body></html>", ""])

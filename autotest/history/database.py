@@ -204,6 +204,20 @@ def _metadata(version: int):
                  sa.Column("marked_at", sa.String(32), nullable=False),
                  sa.Column("marked_by", sa.String(200)),
                  sa.Index("ix_trust_marks_run", "run_id", "id"))
+    if version >= 4:
+        # a bisect's answer for a case: the commit it named between two recorded runs' framework commits
+        sa.Table("bisect_findings", md,
+                 sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+                 sa.Column("case_name", sa.String(200), nullable=False),
+                 sa.Column("good_sha", sa.String(64), nullable=False),
+                 sa.Column("bad_sha", sa.String(64), nullable=False),
+                 sa.Column("first_bad_sha", sa.String(64), nullable=False),
+                 sa.Column("subject", sa.Text, nullable=False),
+                 sa.Column("author", sa.String(200), nullable=False),
+                 sa.Column("confidence", sa.String(16), nullable=False),
+                 sa.Column("bisect_dir", sa.Text, nullable=False),
+                 sa.Column("found_at", sa.String(32), nullable=False),
+                 sa.Index("ix_bisect_findings_case", "case_name", "id"))
     return md
 
 
@@ -254,16 +268,21 @@ def _v3_device_seconds(conn: "Connection") -> None:
             conn.execute(sa.text("UPDATE runs SET device_seconds = :cost WHERE id = :id"), {"cost": cost, "id": run_id})
 
 
+def _v4_bisect_findings(conn: "Connection") -> None:
+    _metadata(4).tables["bisect_findings"].create(conn)
+
+
 #: (version, description, apply): append only; a released migration never changes
 MIGRATIONS: tuple[tuple[int, str, Callable[["Connection"], None]], ...] = (
     (1, "runs, checks and per-metric summaries", _v1_create_tables),
     (2, "run kind (gate, calibration, fault, dry-run, bisect) and trust marks", _v2_kind_and_trust),
     (3, "device-seconds per run (wall x GPUs, or wall x cores on CPU)", _v3_device_seconds),
+    (4, "bisect findings: the first bad commit a bisect named for a case", _v4_bisect_findings),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 
-_OURS = ("schema_migrations", "runs", "checks", "metric_summaries", "trust_marks")
+_OURS = ("schema_migrations", "runs", "checks", "metric_summaries", "trust_marks", "bisect_findings")
 
 
 def found_version(conn: "Connection", url: str) -> int:

@@ -83,6 +83,21 @@ class CheckPoint:
 
 
 @dataclass(frozen=True)
+class BisectFinding:
+    """The first bad commit a bisect named for a case, between two recorded runs' framework commits."""
+
+    case: str
+    good_sha: str
+    bad_sha: str
+    first_bad_sha: str
+    subject: str
+    author: str
+    confidence: str
+    bisect_dir: str
+    found_at: str = ""
+
+
+@dataclass(frozen=True)
 class IngestOutcome:
     recorded: tuple[str, ...]
     already_recorded: tuple[str, ...]
@@ -181,6 +196,24 @@ class HistoryStore:
                     dict(run_id=run_id, metric=m.metric, num_steps=m.num_steps, final=m.final, mean=m.mean,
                          last_window_mean=m.last_window_mean) for m in record.metrics])
         return True
+
+    def add_finding(self, finding: BisectFinding) -> None:
+        """Record what a bisect named (the dashboard marks it on the case's series)."""
+        row = {k: v for k, v in finding.__dict__.items() if k != "case"}
+        row["found_at"] = finding.found_at or datetime.now(timezone.utc).isoformat(timespec="seconds")
+        with self.engine.begin() as conn:
+            conn.execute(tables()["bisect_findings"].insert().values(case_name=finding.case, **row))
+
+    def findings(self, case: str) -> list[BisectFinding]:
+        """A case's bisect findings, oldest first (none on a schema older than v4)."""
+        if self.version < 4:
+            return []
+        import sqlalchemy as sa
+
+        t = tables()["bisect_findings"]
+        rows = self._read(sa.select(t).where(t.c.case_name == case).order_by(t.c.id))
+        return [BisectFinding(r["case_name"], r["good_sha"], r["bad_sha"], r["first_bad_sha"], r["subject"],
+                              r["author"], r["confidence"], r["bisect_dir"], r["found_at"]) for r in rows]
 
     def _read(self, query) -> list:
         """Rows of a query; a database error while reading is one line."""

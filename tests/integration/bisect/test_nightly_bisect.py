@@ -38,6 +38,10 @@ def test_a_pass_to_fail_flip_is_bisected_and_every_probe_recorded(framework, tmp
     assert any(line.startswith("- **found**: first bad commit") for line in summary_lines(report))
     with HistoryStore.open(url, read_only=True) as store:
         rows = store.runs("tinyfw")
+        (finding,) = store.findings("tinyfw")  # the dashboard marks it on the series
+    assert (finding.first_bad_sha, finding.good_sha) == (culprit, commits[0])
+    assert finding.bad_sha == _git(repo, "rev-parse", "main")
+    assert finding.bisect_dir == str(outcome.folder)
     probes = [r for r in rows if r.kind == "bisect"]
     assert len(probes) == outcome.runs and not any(r.trusted for r in probes)
     assert {r.framework_sha for r in probes} >= {culprit, commits[0]}

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
 import pytest
 
 from autotest.history.dashboard import write_dashboard
-from autotest.history.store import HistoryStore, ingest
+from autotest.history.store import BisectFinding, HistoryStore, ingest
 from tests.integration.history.browser import Browser, find_chromium
 from tests.unit.history.builders import write_nightlies
 
@@ -17,8 +18,13 @@ CASES_JS = """[...document.querySelectorAll('section.case')].map(s => ({
   plots: [...s.querySelectorAll('svg.trend')].filter(g => g.getBoundingClientRect().width > 100).length,
   points: s.querySelectorAll('svg.trend a[href] circle').length,
   changes: s.querySelectorAll('svg.trend line.change').length,
+  culprits: s.querySelectorAll('svg.trend line.culprit').length + s.querySelectorAll('div.culprit a[href]').length,
   drift: s.querySelectorAll('.drift').length,
   verdicts: s.querySelectorAll('table.verdicts tr').length - 1}))"""
+
+
+def _night_sha(night: int) -> str:  # the framework commit tests.unit.history.builders gives a night
+    return hashlib.sha1(f"night {night}".encode()).hexdigest()
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +42,9 @@ def test_dashboard_renders_every_case_without_console_errors(tmp_path, history_u
     write_nightlies(results, "grpo-nightly", nights=40, shift_at=25, seed=11)
     write_nightlies(results, "mopd-nightly", nights=12, seed=12)
     ingest([results], history_url)
-    with HistoryStore.open(history_url) as store:
+    with HistoryStore.open(history_url) as store:  # a nightly bisect named the commit between nights 24 and 25
+        store.add_finding(BisectFinding("grpo-nightly", _night_sha(24), _night_sha(25), "c" * 40,
+                                        "optimiser: new default learning rate", "dev", "high", str(tmp_path / "b")))
         page = write_dashboard(store, tmp_path / "dashboard")
     with Browser(chromium) as browser:
         browser.load(page)
@@ -45,8 +53,8 @@ def test_dashboard_renders_every_case_without_console_errors(tmp_path, history_u
         screenshot = browser.screenshot(tmp_path / "dashboard.png")
     assert errors == []
     assert cases == [
-        {"case": "grpo-nightly", "plots": 2, "points": 80, "changes": 1, "drift": 1, "verdicts": 10},
-        {"case": "mopd-nightly", "plots": 2, "points": 24, "changes": 0, "drift": 0, "verdicts": 10}]
+        {"case": "grpo-nightly", "plots": 2, "points": 80, "changes": 1, "culprits": 3, "drift": 1, "verdicts": 10},
+        {"case": "mopd-nightly", "plots": 2, "points": 24, "changes": 0, "culprits": 0, "drift": 0, "verdicts": 10}]
     assert screenshot.stat().st_size > 10_000
     if os.environ.get("RL_AUTOTEST_DASHBOARD_SCREENSHOT"):  # how docs/history-dashboard.png is made
         Path(os.environ["RL_AUTOTEST_DASHBOARD_SCREENSHOT"]).write_bytes(screenshot.read_bytes())

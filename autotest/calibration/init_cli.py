@@ -8,9 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from autotest.errors import UsageError
-from autotest.inputs.project import find_project
 from autotest.inputs.roles import PRESETS
-from autotest.run.results_dir import default_results_root
 
 if TYPE_CHECKING:
     from autotest.calibration.init import InitOutcome
@@ -70,6 +68,8 @@ def _command(args: argparse.Namespace) -> tuple[str, ...]:
 
 def _folders(args: argparse.Namespace) -> tuple[Path, Path, bool]:
     """(cases folder, baselines folder, whether the case must name its baseline)."""
+    from autotest.inputs.project import find_project
+
     project = find_project()
     if project is None and (args.cases_dir is None or args.baselines_dir is None):
         raise UsageError("init: no project table found from here upwards ([tool.rl-autotest] in pyproject.toml, or "
@@ -86,6 +86,7 @@ def _folders(args: argparse.Namespace) -> tuple[Path, Path, bool]:
 
 def _init(args: argparse.Namespace) -> int:
     from autotest.calibration.init import InitOptions, init_case
+    from autotest.run.results_dir import default_results_root
 
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", args.name):
         raise UsageError(f"init: {args.name!r} is not a case name; use letters, digits, '.', '_' and '-'")

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from autotest.cli.common import EXIT_ERROR, HISTORY_HELP, exit_code_for, recorder
-from autotest.inputs.case import TRACKER_FORMATS
+from autotest.inputs.case_model import TRACKER_FORMATS
 
 
 def add_compare_parser(sub: argparse._SubParsersAction) -> None:

@@ -13,11 +13,9 @@ import math
 import os
 import re
 import reprlib
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
-
-import yaml
 
 from autotest.errors import UsageError
 
@@ -56,117 +54,11 @@ def show(value: Any) -> str:
     return text if len(text) <= 40 else f"a {type(value).__name__}"
 
 
-#: a hand-written case or baseline uses a few aliases; a billion-laughs document needs many, or
-#: few that expand to an exponential number of values (each alias of a list repeats all of it)
-MAX_ALIASES = 1_000
-MAX_EXPANDED_NODES = 1_000_000
-
-
-class _AliasBomb(yaml.YAMLError):
-    def __init__(self, problem: str, mark: Any) -> None:
-        super().__init__(problem)
-        self.problem, self.mark = problem, mark
-
-
-class _UniqueKeys:
-    """Refuses duplicate keys (and keys that are not names) before any value is built."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if not isinstance(key, Hashable):  # a `? [complex, key]`: no setting is named so
-                raise yaml.constructor.ConstructorError(None, None, "a key is a list or a mapping, not a name",
-                                                        key_node.start_mark)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
-class _UniqueKeyLoader(_UniqueKeys, yaml.SafeLoader):
-    """PyYAML's safe loader, refusing duplicate keys and alias bombs before any value is built."""
-
-    _aliases = 0
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            self._aliases += 1
-            if self._aliases > MAX_ALIASES:
-                raise _AliasBomb(f"more than {MAX_ALIASES} aliases", self.peek_event().start_mark)
-        return super().compose_node(parent, index)
-
-    def get_single_node(self) -> Any:
-        root = super().get_single_node()
-        if root is not None and self._aliases:
-            _check_expansion(root)
-        return root
-
-
-
-if hasattr(yaml, "CSafeLoader"):  # PyYAML built with libyaml: the same constructor over a C parser
-
-    class _UniqueKeyCLoader(_UniqueKeys, yaml.CSafeLoader):  # type: ignore[misc, name-defined]
-        """The fast path for files without anchors (so without aliases): duplicate keys refused as above."""
-else:
-    _UniqueKeyCLoader = None  # type: ignore[assignment, misc]
-
-
-def _check_expansion(root: yaml.Node) -> None:
-    """Count the values the node graph expands to (each node once, memoised), without building any."""
-    sizes: dict[int, int] = {}
-    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
-    while stack:
-        node, children_done = stack.pop()
-        if id(node) in sizes and sizes[id(node)] >= 0:
-            continue
-        children = [] if isinstance(node, yaml.ScalarNode) else \
-            [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else list(node.value)
-        if children_done:
-            sizes[id(node)] = total = 1 + sum(sizes[id(child)] for child in children)
-            if total > MAX_EXPANDED_NODES:
-                raise _AliasBomb(f"aliases expand to more than {MAX_EXPANDED_NODES:,} values", node.start_mark)
-            continue
-        if sizes.get(id(node)) == -1:  # met again while its own children are being counted
-            raise _AliasBomb("an alias refers to a value that contains it (recursive)", node.start_mark)
-        sizes[id(node)] = -1
-        stack.append((node, True))
-        for child in children:
-            if sizes.get(id(child), 0) == -1:
-                raise _AliasBomb("an alias refers to a value that contains it (recursive)", child.start_mark)
-            if id(child) not in sizes:
-                stack.append((child, False))
-
-
 def load_yaml(path: Path) -> Any:
     """Parse one YAML file; unreadable files, bad syntax and duplicate keys are one-line errors."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc}); "
-                         "check the file") from None
-    if _UniqueKeyCLoader is not None and "&" not in text and not yaml.reader.Reader.NON_PRINTABLE.search(text):
-        # 5-8x faster on a golden table; PyYAML's reader refuses what the guard excludes, and any problem is
-        # re-read below for PyYAML's own one-line message
-        try:
-            return yaml.load(text, Loader=_UniqueKeyCLoader)
-        except (yaml.YAMLError, ValueError, TypeError):
-            pass
-    try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)
-    except _AliasBomb as exc:
-        raise UsageError(f"{path}:{exc.mark.line + 1}: {exc.problem} (an alias bomb?); "
-                         "write the values out instead of repeating aliases") from None
-    except yaml.reader.ReaderError as exc:  # a control character: no mark, a character position
-        line = text.count("\n", 0, exc.position) + 1
-        raise UsageError(f"{path}:{line}: character #x{exc.character:04x} is not allowed in YAML "
-                         "(a binary or corrupt file?); remove it") from None
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = f":{mark.line + 1}" if mark else ""
-        problem = exc.problem or exc.context or "invalid YAML"
-        fix = "keep one" if problem.startswith("duplicate key") else "fix the YAML syntax"
-        raise UsageError(f"{path}{line}: {problem}; {fix}") from None
+    from autotest.inputs.yaml_load import load_yaml as parse  # PyYAML only when a file is read
+
+    return parse(path)
 
 
 def load_document(path: Path, what: str = "file") -> Any:

@@ -6,11 +6,14 @@ import datetime as dt
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from autotest.errors import UsageError, WriteFailed
 from autotest.files import MIB, make_folder, require_writable
-from autotest.inputs.case import REPO_ROOT, Case
-from autotest.inputs.project import find_project
+from autotest.inputs.placeholders import REPO_ROOT
+
+if TYPE_CHECKING:
+    from autotest.inputs.case import Case
 
 RESULTS_ENV = "RL_AUTOTEST_RESULTS"
 #: free space a run needs on the results disk before it is launched (MiB; 0 turns the check off)
@@ -27,6 +30,8 @@ def default_results_root() -> Path:
         if not configured.strip():
             raise UsageError(f"${RESULTS_ENV} is set but empty; unset it or name the results root")
         return Path(configured).expanduser().resolve()
+    from autotest.inputs.project import find_project  # reads the project file: only when a root is needed
+
     project = find_project()
     if project is not None:
         return project.results
@@ -86,7 +91,7 @@ def run_stamp() -> str:
     return f"{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-pid{os.getpid()}"
 
 
-def new_results_dir(case: Case, results_root: Path | None, *, fault: str | None = None) -> Path:
+def new_results_dir(case: "Case", results_root: Path | None, *, fault: str | None = None) -> Path:
     """``<root>/<case>/<stamp>-pid<N>[-<fault>][~n]``, created."""
     name = run_stamp() + (f"-{fault.replace(':', '_').replace('/', '_')}" if fault else "")
     return fresh_folder(Path(results_root or default_results_root()).resolve() / case.name, name)

@@ -100,10 +100,10 @@ def test_expand_env_reads_the_process_environment(monkeypatch: pytest.MonkeyPatc
 def test_the_libyaml_fast_path_reads_every_committed_file_as_pyyaml_does():
     import yaml
 
-    from autotest.inputs import schema
+    from autotest.inputs import schema, yaml_load
     from tests.helpers import ROOT
 
     files = sorted((ROOT / "baselines").glob("*.yaml")) + sorted((ROOT / "autotest" / "cases").glob("*.yaml"))
-    assert files and schema._UniqueKeyCLoader is not None  # libyaml is there: the fast path is what runs
+    assert files and yaml_load._UniqueKeyCLoader is not None  # libyaml is there: the fast path is what runs
     for path in files:
         assert schema.load_yaml(path) == yaml.load(path.read_text(encoding="utf-8"), Loader=yaml.SafeLoader), path

@@ -11,7 +11,7 @@ import pytest
 from scipy.stats import t as student_t
 
 from autotest.calibration.thresholds import calibrate
-from autotest.inputs.baseline import Baseline, CalibrationSpec, CheckSpec
+from autotest.inputs.baseline import Baseline, CalibrationSpec, CheckSpec, load_baseline
 from autotest.judge.checks import evaluate_check
 from autotest.judge.model import ERROR, FAIL, INFO, PASS, CheckResult
 from autotest.judge.power import (
@@ -28,6 +28,7 @@ from autotest.judge.power import (
 from autotest.judge.replicate_mean import for_the_mean, mean_trace
 from autotest.judge.trace import Trace
 from autotest.judge.verdict import golden_trace
+from tests.helpers import ROOT
 
 METRIC = "response/rewards/mean"
 STEPS = np.arange(1, 31)
@@ -155,3 +156,12 @@ def test_a_target_the_gates_cannot_reach_is_a_warning_or_under_strict_power_an_e
     assert reached.status == PASS
     lines = target_misses(baseline_power(baseline), {METRIC: best / 3, "eval/acc": 0.1})
     assert len(lines) == 2 and lines[1] == "detect.eval/acc: no gate on eval/acc has a minimum detectable effect to compare"
+
+
+def test_the_trl_example_needs_two_replicates_or_ten_runs_for_a_0_1_reward_change() -> None:
+    """Issue 20's question for the TRL example (N = 3 calibration runs): what a 0.1 change of reward takes."""
+    baseline = load_baseline(ROOT / "examples" / "trl-grpo" / "accuracy" / "baselines" / "trl-grpo.yaml")
+    powers = baseline_power(baseline)
+    (miss,) = target_misses(powers, {"reward": 0.1})
+    assert "(reward[pooled])" in miss and miss.endswith("it would take 2 replicates per verdict or 10 calibration runs")
+    assert target_misses(powers, {"reward": 0.1}, replicates=2) == []

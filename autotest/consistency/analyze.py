@@ -19,6 +19,7 @@ from autotest.consistency.config import MANIFEST
 from autotest.consistency.correlation import ForwardRecord
 from autotest.consistency.dumps import parse_key, read_dump
 from autotest.consistency.logprob_compare import load_comparison
+from autotest.consistency.logprob_verdict import with_logprob_finding
 from autotest.consistency.mapping import MappingGroup, load_user_mapping, map_modules
 from autotest.consistency.pairing import CannotConclude, ForwardPair
 from autotest.consistency.report import output_paths, write_outputs
@@ -33,7 +34,6 @@ from autotest.consistency.verdict import (
     localisation,
     next_checks_for,
     suspect_row,
-    with_logprob_finding,
 )
 from autotest.errors import UsageError
 from autotest.files import require_folder

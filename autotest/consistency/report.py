@@ -24,7 +24,8 @@ from autotest.consistency.logprob_compare import NOT_PROVIDED
 from autotest.consistency.logprob_records import KINDS
 from autotest.consistency.mapping import MappingGroup, block_of, layer_index
 from autotest.consistency.value_compare import GroupCompare
-from autotest.consistency.verdict import AFTER_MODEL, RootCauseReport
+from autotest.consistency.logprob_verdict import AFTER_MODEL
+from autotest.consistency.verdict import RootCauseReport
 
 FILES = {
     "key_mapping": "output_1_key_mapping",

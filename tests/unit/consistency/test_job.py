@@ -10,7 +10,8 @@ import pytest
 from autotest.consistency.job import REQUEST_FILE, _summary, load_request, run_consistency_job
 from autotest.consistency.logprob_compare import compare_logprobs
 from autotest.consistency.logprob_records import LogprobRecord
-from autotest.consistency.verdict import RootCauseReport, Step, with_logprob_finding
+from autotest.consistency.logprob_verdict import with_logprob_finding
+from autotest.consistency.verdict import RootCauseReport, Step
 from autotest.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -14,7 +14,8 @@ from autotest.consistency.logprob_compare import (
     not_checked,
 )
 from autotest.consistency.logprob_records import LogprobRecord
-from autotest.consistency.verdict import RootCauseReport, Step, classify_divergence, with_logprob_finding
+from autotest.consistency.logprob_verdict import classify_divergence, with_logprob_finding
+from autotest.consistency.verdict import RootCauseReport, Step
 
 TOKENS = (7, 3, 11, 2)
 BASE = (-0.4, -1.3, -2.2, -0.05)

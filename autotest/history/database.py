@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from autotest.errors import UsageError
+from autotest.inputs.project import find_project
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection, Engine
@@ -53,8 +54,6 @@ def resolve_url(url: str | None, results_root: str | Path | None) -> str:
     if not chosen and os.environ.get(HISTORY_ENV):
         chosen, where = os.environ[HISTORY_ENV], f"${HISTORY_ENV}"
     if not chosen:
-        from autotest.inputs.project import find_project
-
         project = find_project()
         if project is not None and project.history is not None:
             chosen, where = project.history, f"{project.source}: key 'history'"

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from autotest.errors import UsageError, WriteFailed
 from autotest.files import MIB, make_folder, require_writable
 from autotest.inputs.placeholders import REPO_ROOT
+from autotest.inputs.project import find_project
 
 if TYPE_CHECKING:
     from autotest.inputs.case import Case
@@ -30,8 +31,6 @@ def default_results_root() -> Path:
         if not configured.strip():
             raise UsageError(f"${RESULTS_ENV} is set but empty; unset it or name the results root")
         return Path(configured).expanduser().resolve()
-    from autotest.inputs.project import find_project  # reads the project file: only when a root is needed
-
     project = find_project()
     if project is not None:
         return project.results

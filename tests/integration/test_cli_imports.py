@@ -70,8 +70,8 @@ def test_help_and_cases_load_neither_heavy_libraries_nor_the_judge(argv):
     assert code == 0 and out.strip()
     assert heavy_in(modules, extra=("numpy", "autotest.judge", "autotest.pipeline",
                                     "autotest.history.store", *CALIBRATION)) == []
-    if argv != ["cases"]:  # help reads no file: neither PyYAML nor the case reader, nor the project file's
-        assert heavy_in(modules, extra=("yaml", "autotest.inputs.case", "autotest.inputs.project")) == []
+    if argv != ["cases"]:  # help reads no file: neither PyYAML nor the case reader
+        assert heavy_in(modules, extra=("yaml", "autotest.inputs.case")) == []
 
 
 def test_compare_without_plots_loads_no_heavy_library(tmp_path):

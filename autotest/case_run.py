@@ -46,6 +46,8 @@ class RunOptions:
     confirm: Callable[[str], bool] | None = None
     #: submit the launch as a Ray job to this cluster instead of a local process group
     ray_address: str | None = None
+    #: custom resources the Ray job asks for (``{"probe": 1}``): each run, each replicate, lands on a node offering them
+    ray_resources: dict[str, float] = field(default_factory=dict)
     #: relaunch limits per infrastructure failure kind (an accuracy FAIL is never relaunched)
     retry_policy: RetryPolicy = DEFAULT_POLICY
     #: called with one progress line while the run goes (terminal or CI log)

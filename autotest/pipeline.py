@@ -254,7 +254,8 @@ def _attempt(case: Case, options: RunOptions, spec: LaunchSpec,
     interrupt = None
     try:
         result = start(spec, prep.results_dir, poll=follower.poll, poll_interval_s=options.poll_interval_s,
-                       ray_address=options.ray_address, num_gpus=case.platform.gpus)
+                       ray_address=options.ray_address, num_gpus=case.platform.gpus,
+                       ray_resources=options.ray_resources)
     except RunInterrupted as exc:  # the run is already stopped and cleaned up
         result, interrupt = exc.result, exc
     artifacts = artifacts_for(case, prep.work_dir, prep.results_dir, since=started - 2,

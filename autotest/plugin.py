@@ -50,6 +50,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="stop a run as soon as a per-step gate check fails")
     group.addoption("--ray-address", default=None,
                     help="submit each case as a Ray job to this cluster (default: $RAY_ADDRESS when set)")
+    group.addoption("--ray-resource", action="append", default=[], metavar="NAME=AMOUNT",
+                    help="a custom resource each Ray job asks for, so it lands on a node that offers it")
     group.addoption("--gpu-wait-s", type=float, default=GPU_WAIT_S,
                     help="how long a case waits for free GPUs on this node")
     group.addoption("--history", default=None, metavar="URL",
@@ -162,6 +164,18 @@ def replicates_option(config: pytest.Config) -> int | None:
     return count
 
 
+def ray_resources_option(config: pytest.Config, address: str | None) -> dict[str, float]:
+    """--ray-resource NAME=AMOUNT (repeatable); only with a Ray address to place the jobs on (a UsageError)."""
+    values = config.getoption("--ray-resource")
+    if not values:
+        return {}
+    if not address:
+        raise UsageError("--ray-resource: needs --ray-address or $RAY_ADDRESS (the cluster whose nodes offer it)")
+    from autotest.run.ray_tasks import parse_resources
+
+    return parse_resources(values)
+
+
 def results_root_option(config: pytest.Config) -> Path | None:
     """--results-dir, else None: the pipeline's one default (see autotest.run.results_dir)."""
     option = config.getoption("--results-dir")
@@ -193,14 +207,16 @@ def run_accuracy_case(request: pytest.FixtureRequest) -> Callable[..., CaseRun]:
 
     def run(case: Case, *, fault: str | None = None, seed: int | None = None,
             results_root: Path | None = None) -> CaseRun:
+        ray_address = config.getoption("--ray-address") or os.environ.get("RAY_ADDRESS")
         try:
             recorder = recorder_option(config, warn=lambda line: live([f"warning: {line}"]))
-        except UsageError as exc:  # a malformed --history / $RL_AUTOTEST_HISTORY: one line, before the run
+            ray_resources = ray_resources_option(config, ray_address)
+        except UsageError as exc:  # a malformed --history, $RL_AUTOTEST_HISTORY or --ray-resource: one line, first
             pytest.fail(f"{case.name}: {exc}", pytrace=False)
         options = RunOptions(results_root=results_root or results_root_option(config), seed=seed, fault=fault,
                              dry_run=config.getoption("--dry-run"), fail_fast=config.getoption("--fail-fast"),
                              progress=progress, confirm=show_card,
-                             ray_address=config.getoption("--ray-address") or os.environ.get("RAY_ADDRESS"),
+                             ray_address=ray_address, ray_resources=ray_resources,
                              gpu_wait_s=config.getoption("--gpu-wait-s"), after_results=recorder,
                              framework_repo=config.getoption("--framework-repo"),
                              framework_ref=config.getoption("--framework-ref"),

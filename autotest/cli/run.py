@@ -38,7 +38,9 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
                    "both looks)")
     p.add_argument("--fault", help="inject a fault NAME[:ARG] (embedded workloads)")
     p.add_argument("--fail-fast", action="store_true", help="stop the run at the first per-step gate failure")
-    p.add_argument("--ray-address", help="submit the launch as a Ray job to this cluster")
+    p.add_argument("--ray-address", help="submit the launch (each replicate's) as a Ray job to this cluster")
+    p.add_argument("--ray-resource", action="append", default=[], metavar="NAME=AMOUNT",
+                   help="a custom resource each Ray job asks for, so it lands on a node that offers it (repeatable)")
     p.add_argument("--dry-run", action="store_true", help="show the card and the exact command; launch nothing")
     p.add_argument("--yes", action="store_true", help="launch without asking for confirmation")
     p.add_argument("--history", metavar="URL", help=HISTORY_HELP)
@@ -87,6 +89,13 @@ def run(args: argparse.Namespace) -> int:
     if args.adaptive is not None and (args.adaptive < 2 or args.replicates is not None):
         raise UsageError(f"--adaptive: {args.adaptive} " + ("is below 2; give the most seeds to run near a threshold"
                          if args.adaptive < 2 else "and --replicates both set; keep one"))
+    ray_resources = {}
+    if args.ray_resource:
+        if not args.ray_address:
+            raise UsageError("--ray-resource: needs --ray-address (the cluster whose nodes offer it)")
+        from autotest.run.ray_tasks import parse_resources
+
+        ray_resources = parse_resources(args.ray_resource)
     case = load_case(args.case)
     baseline_path = None
     if args.baselines_dir is not None:
@@ -97,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
         results_root=args.results_dir, seed=args.seed, replicates=args.replicates, fault=args.fault,
         force_replicates=args.force, dry_run=args.dry_run,
         fail_fast=args.fail_fast, progress=print, ray_address=args.ray_address,
+        ray_resources=ray_resources,
         confirm=_show if args.yes else _confirm_on_terminal,
         after_results=recorder(args),
         framework_repo=args.framework_repo, framework_ref=args.framework_ref, strict_power=args.strict_power,

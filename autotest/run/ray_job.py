@@ -252,10 +252,13 @@ class _Job:
 
 
 def submit(spec: LaunchSpec, results_dir: Path, *, address: str, num_gpus: int = 0, num_cpus: float = 1,
-           poll: PollCallback | None = None, poll_interval_s: float = 2.0,
-           client_factory: ClientFactory | None = None, pending_timeout_s: float | None = None,
-           stop_wait_s: float = STOP_WAIT_S) -> LaunchResult:
+           resources: Mapping[str, float] | None = None, poll: PollCallback | None = None,
+           poll_interval_s: float = 2.0, client_factory: ClientFactory | None = None,
+           pending_timeout_s: float | None = None, stop_wait_s: float = STOP_WAIT_S) -> LaunchResult:
     """Run ``spec`` as a Ray job at ``address`` to its end, the timeout, or a stop reason from ``poll``.
+
+    ``resources``: custom resources the job asks for (``{"probe": 1}``), so Ray places it on a node that
+    offers them (it stays PENDING, then times out, where none does).
 
     ``poll`` is called every ``poll_interval_s`` from submission on; a non-empty string it returns
     stops the job and becomes ``stopped_reason``. ``timeout_s`` counts from RUNNING; a job still
@@ -282,7 +285,7 @@ def submit(spec: LaunchSpec, results_dir: Path, *, address: str, num_gpus: int =
     ray_record: dict[str, Any] = {
         "address": url, "submission_id": submission_id, "entrypoint": entrypoint(spec),
         "runtime_env": {"env_vars": env_vars}, "entrypoint_num_gpus": num_gpus, "entrypoint_num_cpus": num_cpus,
-        "env_dropped": dropped, "status": None,
+        "entrypoint_resources": dict(resources or {}), "env_dropped": dropped, "status": None,
     }
     record: dict[str, Any] = {
         "command": spec.command, "command_line": spec.command_line, "argv": spec.argv,
@@ -306,7 +309,8 @@ def submit(spec: LaunchSpec, results_dir: Path, *, address: str, num_gpus: int =
     try:
         client.submit_job(entrypoint=ray_record["entrypoint"], submission_id=submission_id,
                           runtime_env={"env_vars": env_vars}, metadata=metadata,
-                          entrypoint_num_gpus=num_gpus or None, entrypoint_num_cpus=num_cpus or None)
+                          entrypoint_num_gpus=num_gpus or None, entrypoint_num_cpus=num_cpus or None,
+                          entrypoint_resources=dict(resources) if resources else None)
     except Exception as exc:  # noqa: BLE001 - a refused submission is the user's to fix
         ray_record["status"] = "NOT SUBMITTED"
         record["result"] = {"error": _one_line(exc)}

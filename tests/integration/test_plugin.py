@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import pytest
+
 from tests.helpers import DATA
 
 CASE = DATA / "cases" / "scripted.yaml"
@@ -131,6 +133,21 @@ def test_a_bad_replicates_option_is_one_usage_line(pytester):
     result = pytester.runpytest_subprocess("--replicates", "0", "-p", "no:cacheprovider")
     assert result.ret == 4  # pytest's usage error, before anything runs
     result.stderr.fnmatch_lines(["ERROR: --replicates: 0 is below 1; give the number of seeds to run and average"])
+
+
+@pytest.mark.parametrize("argv,line", [
+    (["--ray-resource", "probe=1"], "*--ray-resource: needs --ray-address or $RAY_ADDRESS*"),
+    (["--ray-address", "http://127.0.0.1:1", "--ray-resource", "probe"], "*--ray-resource 'probe': give NAME=AMOUNT*"),
+])
+def test_a_bad_ray_resource_fails_the_case_in_one_line_before_it_runs(pytester, monkeypatch, argv, line):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    pytester.makepyfile(test_suite=REPLICATED)
+    results = pytester.path / "out"
+    result = pytester.runpytest_subprocess("--results-dir", str(results), "--no-history", "-p", "no:cacheprovider",
+                                           *argv)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([line])
+    assert not results.exists()  # nothing launched
 
 
 def test_replicates_over_the_cap_fail_the_case_in_one_line(pytester):

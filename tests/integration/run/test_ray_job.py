@@ -85,7 +85,7 @@ def ray_head() -> Iterator[str]:
              "--metrics-export-port": free_port(), "--node-manager-port": free_port(),
              "--object-manager-port": free_port()}
     argv = [RAY, "start", "--head", "--node-ip-address", "127.0.0.1", "--dashboard-host", "127.0.0.1",
-            "--include-dashboard", "true", "--temp-dir", temp_dir, "--num-cpus", "2",
+            "--include-dashboard", "true", "--temp-dir", temp_dir, "--num-cpus", "2", "--resources", '{"probe": 1}',
             "--object-store-memory", str(100 * 1024 * 1024), "--disable-usage-stats"]
     for flag, port in ports.items():
         argv += [flag, str(port)]
@@ -234,6 +234,18 @@ def test_a_job_waiting_for_resources_is_stopped_after_the_pending_timeout(ray_he
     assert ray["status"] == "PENDING" and ray["stop_requested"] and ray["stop_confirmed"] is False
     assert "cannot cancel" in ray["stop_note"]
     assert "never runs" not in result.stdout_log.read_text()
+
+
+def test_a_job_asks_for_custom_resources_and_runs_only_where_they_are(ray_head: str, tmp_path: Path) -> None:
+    # the head offers probe=1: a job asking for it runs; one asking for a resource no node has waits
+    placed = submit(spec_for(tmp_path, "print('on the probe node')"), run_dir(tmp_path / "a"), address=ray_head,
+                    resources={"probe": 1.0})
+    assert placed.exit_code == 0 and "on the probe node" in placed.stdout_log.read_text()
+    assert launch_record(placed)["ray"]["entrypoint_resources"] == {"probe": 1.0}
+    nowhere = submit(spec_for(tmp_path, "print('never runs')"), run_dir(tmp_path / "b"), address=ray_head,
+                     resources={"gpu_node": 1.0}, pending_timeout_s=3.0)
+    assert nowhere.timed_out and "waiting for resources" in launch_record(nowhere)["ray"]["pending_timed_out"]
+    assert "never runs" not in nowhere.stdout_log.read_text()
 
 
 def test_keyboard_interrupt_stops_the_job_and_propagates(ray_head: str, tmp_path: Path) -> None:

@@ -56,3 +56,14 @@ def test_bisect_ray_flags_are_checked_before_anything_runs(argv, message, capsys
     assert run_cli("bisect", "tiny-grpo", "--good", "a", "--bad", "b", "--results-dir", str(tmp_path), *argv) == 2
     out = capsys.readouterr().out.strip().splitlines()
     assert len(out) == 1 and message in out[0]
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--ray-resource", "probe=1"], "--ray-resource: needs --ray-address (the cluster whose nodes offer it)"),
+    (["--ray-address", "http://127.0.0.1:1", "--ray-resource", "GPU=1"], "--ray-resource 'GPU=1': GPU is Ray's own"),
+])
+def test_run_ray_flags_are_checked_before_anything_runs(argv, message, capsys, tmp_path: Path):
+    assert run_cli("run", "tiny-grpo", "--yes", "--no-history", "--results-dir", str(tmp_path), *argv) == 2
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and message in out[0]
+    assert not any(tmp_path.iterdir())  # nothing made, nothing launched

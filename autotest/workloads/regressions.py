@@ -25,7 +25,7 @@ here after the catalogue), so the training code path is untouched without one.
 | ``teacher-temperature[:T]`` | MOPD | the teacher servers return log-probs at temperature T (1.2) |
 
 The regressions around the model's paths (``trainer-gather-shift``, ``rope-theta``, ``top-p``,
-``tracker-twice``) live in :mod:`.regressions_paths` and are registered here.
+``tracker-twice``, ``judge-scale``, ``step-offset``) live in :mod:`.regressions_paths` and are registered here.
 """
 
 from __future__ import annotations

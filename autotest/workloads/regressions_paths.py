@@ -1,5 +1,6 @@
 """Regressions on the paths around the model: the trainer's log-prob gather, the rollout's rotary base, its
-sampler and the metric log (issue 21's scenarios, kept beside :mod:`.regressions`, which registers them).
+sampler, the training reward's scale and the metric log (issue 21's scenarios, kept beside :mod:`.regressions`,
+which registers them).
 
 | regression | workload | what the code change does |
 |---|---|---|
@@ -7,6 +8,8 @@ sampler and the metric log (issue 21's scenarios, kept beside :mod:`.regressions
 | ``rope-theta[:THETA]`` | GRPO | the rollout's rotary embedding uses base THETA (100) instead of the model's 1e4 |
 | ``top-p[:P]`` | GRPO | the rollout draws from the top-P (0.7) nucleus but reports the unfiltered log-probs |
 | ``tracker-twice`` | GRPO | the metric log writes every row twice |
+| ``judge-scale[:F]`` | GRPO | the training judge's rewards are F (2) times the task's (0/2 instead of 0/1) |
+| ``step-offset[:K]`` | GRPO | every training row (steps 1..N) is logged at step + K (1); the step-0 eval row stays |
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from autotest.workloads.fault_hooks import INCONSISTENCY, MISMATCH, REWARDS, Fau
 
 if TYPE_CHECKING:
     import torch
+
+    from autotest.workloads.tasks import Judge
 
 
 class TrainerGatherShift(FaultHooks):
@@ -125,4 +130,49 @@ class _TwiceTracker:
         return getattr(self.inner, name)
 
 
-PATH_REGRESSIONS: tuple[type[FaultHooks], ...] = (TrainerGatherShift, RopeTheta, TopP, TrackerTwice)
+class JudgeScale(FaultHooks):
+    """The training judge's rewards are F times the task's (a reward scale changed in a config). GRPO normalises
+    advantages within each group, so training, eval, length and entropy stay a clean run's; only the logged
+    rewards move, over the whole run."""
+
+    name = "judge-scale"
+    arg_help = "F, the factor on every training reward (default 2)"
+    default_arg = "2"
+    expected = {"verdict": "FAIL", "breached": [REWARDS], "triage": "rewards-only"}
+
+    def wrap_judge(self, judge: Judge) -> Judge:
+        factor = self.float_arg()
+
+        def scaled(target: Any, response: Any) -> float:
+            return factor * judge(target, response)
+
+        return scaled
+
+
+class StepOffset(FaultHooks):
+    """Every training row is logged at step + K (an off-by-one in the logger's step counter); training is a clean
+    run's and the step-0 eval row keeps its step."""
+
+    name = "step-offset"
+    arg_help = "K, added to every training step number (default 1)"
+    default_arg = "1"
+    expected = {"verdict": "ERROR", "breached": [], "triage": "step-accounting"}
+
+    def wrap_tracker(self, tracker: Any) -> Any:
+        return _OffsetTracker(tracker, self.int_arg())
+
+
+class _OffsetTracker:
+    def __init__(self, inner: Any, offset: int) -> None:
+        self.inner, self.offset = inner, offset
+
+    def write(self, row: Mapping[str, Any]) -> None:
+        step = row["step"]
+        self.inner.write({**row, "step": step + self.offset if step >= 1 else step})
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+PATH_REGRESSIONS: tuple[type[FaultHooks], ...] = (TrainerGatherShift, RopeTheta, TopP, TrackerTwice, JudgeScale,
+                                                  StepOffset)

@@ -16,7 +16,8 @@ from autotest.workloads.tiny_lm import TinyLMConfig, build_model, response_logpr
 
 def test_they_share_the_fault_switch() -> None:
     names = {cls.name for cls in PATH_REGRESSIONS}
-    assert names == {"trainer-gather-shift", "rope-theta", "top-p", "tracker-twice"} and names <= set(REGRESSIONS)
+    assert names == {"trainer-gather-shift", "rope-theta", "top-p", "tracker-twice", "judge-scale",
+                     "step-offset"} and names <= set(REGRESSIONS)
     assert names <= {entry["name"] for entry in listed()}
     identity = make_fault("").actor_logprob_fn(response_logprobs)
     assert identity is response_logprobs
@@ -79,3 +80,28 @@ def test_tracker_twice_writes_every_row_twice_and_the_reader_counts_them_once(tm
     assert trace.train_steps == (1, 2, 3)
     assert trace.warnings == (f"{log}: 3 row(s) repeat an earlier row of the same step exactly (first: line 2 "
                               "repeats line 1); each counted once (does the tracker write every row twice?)",)
+
+
+def test_judge_scale_multiplies_every_training_reward() -> None:
+    scaled = make_fault("judge-scale").wrap_judge(lambda target, response: 1.0 if response == [target] else 0.0)
+    assert (scaled(3, [3]), scaled(3, [4])) == (2.0, 0.0)
+    assert make_fault("judge-scale:0.5").wrap_judge(lambda t, r: 1.0)(0, []) == 0.5
+
+
+def test_step_offset_renumbers_training_rows_and_keeps_the_step_0_eval() -> None:
+    rows: list[dict] = []
+
+    class Sink:
+        def write(self, row):
+            rows.append(dict(row))
+
+        def close(self):
+            rows.append({"closed": True})
+
+    tracker = make_fault("step-offset").wrap_tracker(Sink())
+    for step in (0, 1, 45):
+        tracker.write({"step": step, "x": step})
+    tracker.close()  # everything else is the inner tracker's
+    assert rows == [{"step": 0, "x": 0}, {"step": 2, "x": 1}, {"step": 46, "x": 45}, {"closed": True}]
+    with pytest.raises(UsageError, match="needs a positive step"):
+        make_fault("step-offset:0").wrap_tracker(Sink())

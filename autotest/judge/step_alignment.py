@@ -91,7 +91,9 @@ def _remapped(golden: Trace, current: Trace, metrics: Sequence[str], to_golden: 
         evidence = (f"mapped back, the training metrics match better (mean |error| {_fmt(after)} against "
                     f"{_fmt(before)} as logged)")
     elif after is not None:
-        evidence = f"mapped back, the training metrics still differ (mean |error| {_fmt(after)})"
+        # one or two steps of a smooth curve move it less than seed noise does: not evidence against the shift
+        evidence = (f"mapped back, the training metrics match no better (mean |error| {_fmt(after)} against "
+                    f"{_fmt(before)} as logged: seed noise hides a shift this small; the gates below decide)")
     else:
         evidence = "no checked training metric to compare"
     finding = CheckResult("steps[alignment]", ERROR, f"{what}; {evidence}: a logging or step-accounting change; "

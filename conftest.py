@@ -2,10 +2,17 @@
 work-stealing workers; `pytest -m grpo` (the main job) collects only the accuracy suites."""
 
 import os
+import signal
 
 # Ray 2.60 enables token auth and usage reporting by default; tests only ever use local clusters.
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+# A suite started in the background of a non-interactive shell (`cmd &`, nohup) inherits SIGINT ignored, and
+# so would every harness it starts: the Ctrl-C tests would then send a signal nobody hears. Handled here, it
+# is reset to the default in each child at exec, so the children see Ctrl-C as a user's terminal sends it.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 from pathlib import Path
 

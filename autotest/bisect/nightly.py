@@ -116,11 +116,14 @@ def run_nightly_bisect(history: str | None, results_root: Path, tonight: Sequenc
             after_round=lambda folders: [record_results(f, url) for p in folders for f in find_results_folders(p)]))
         report.outcomes[flip.case] = outcome
         if outcome.first_bad is not None:  # the dashboard marks it on the case's series
-            with HistoryStore.open(url) as store:
-                store.add_finding(BisectFinding(
-                    flip.case, flip.good.framework_sha, flip.bad.framework_sha, outcome.first_bad.sha,
-                    outcome.first_bad.subject, outcome.first_bad.author, outcome.confidence or "unknown",
-                    str(outcome.folder)))
+            finding = BisectFinding(flip.case, flip.good.framework_sha, flip.bad.framework_sha, outcome.first_bad.sha,
+                                    outcome.first_bad.subject, outcome.first_bad.author,
+                                    outcome.confidence or "unknown", str(outcome.folder))
+            try:
+                with HistoryStore.open(url) as store:
+                    store.add_finding(finding)
+            except UsageError as exc:  # the bisect's answer stands (bisect.json); only the dashboard's mark is lost
+                say(f"nightly: warning: the finding for {flip.case} is not in the history: {exc}")
     return report
 
 

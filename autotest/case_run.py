@@ -24,6 +24,7 @@ from autotest.run.infra import DEFAULT_POLICY, RetryPolicy
 
 SKIP = "SKIP"
 DRY_RUN = "DRY-RUN"
+#: how long a GPU case waits for a free slice of this node (the plugin's --gpu-wait-s help says 6 h)
 GPU_WAIT_S = 6 * 3600.0
 
 

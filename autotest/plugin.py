@@ -1,7 +1,8 @@
 """pytest plugin: options, markers, the ``run_accuracy_case`` fixture and the end-of-session summary.
 
 It only wires things up: running a case is :func:`autotest.pipeline.run_case`, shared with the CLI.
-Nothing heavy is imported at load (matplotlib, torch and ray load only where used).
+It loads in every pytest session of an environment that has rl-autotest installed, so it imports only
+option parsing at load: the pipeline, the case reader, the history and the judge load when a case runs.
 """
 
 from __future__ import annotations
@@ -10,20 +11,19 @@ import os
 import warnings
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import pytest
 
-from autotest.case_run import DRY_RUN, GPU_WAIT_S, SKIP, CaseRun
 from autotest.errors import UsageError
-from autotest.history.drift import history_recorder
-from autotest.inputs.case import Case, list_cases
 from autotest.inputs.project import find_project
 from autotest.inputs.replicate_limits import CAPS_HELP
-from autotest.judge.power import power_warnings
-from autotest.pipeline import RunOptions, run_case
 from autotest.redaction import collect_secrets
 from autotest.run.interrupts import signals_as_interrupt
+
+if TYPE_CHECKING:
+    from autotest.case_run import CaseRun
+    from autotest.inputs.case import Case
 
 MARKERS = {
     "grpo": "GRPO accuracy suite (launches a real training run)",
@@ -52,8 +52,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="submit each case as a Ray job to this cluster (default: $RAY_ADDRESS when set)")
     group.addoption("--ray-resource", action="append", default=[], metavar="NAME=AMOUNT",
                     help="a custom resource each Ray job asks for, so it lands on a node that offers it")
-    group.addoption("--gpu-wait-s", type=float, default=GPU_WAIT_S,
-                    help="how long a case waits for free GPUs on this node")
+    group.addoption("--gpu-wait-s", type=float, default=None,
+                    help="how long a case waits for free GPUs on this node (default 21600 s: 6 h)")
     group.addoption("--history", default=None, metavar="URL",
                     help="run history database URL (default: $RL_AUTOTEST_HISTORY, else <results root>/history.sqlite)")
     group.addoption("--no-history", action="store_true", help="do not record verdicts in the run history")
@@ -98,6 +98,8 @@ def selected_cases(config: pytest.Config) -> list[Case]:
     """The cases the suites run: the project's (and the packaged demo with --packaged-cases), else the demo.
 
     A bad project table or case file is one usage line, not a collection traceback."""
+    from autotest.inputs.case import list_cases
+
     try:
         return list_cases(packaged=bool(config.getoption("--packaged-cases")))
     except UsageError as exc:
@@ -138,6 +140,8 @@ class CaseSummary:
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if not self.runs:
             return
+        from autotest.judge.power import power_warnings
+
         terminalreporter.section("rl-autotest cases")
         for run in self.runs:
             terminalreporter.write_line(run.summary_line())
@@ -153,6 +157,8 @@ def recorder_option(config: pytest.Config, warn: Callable[[str], None] | None = 
         if strict:
             raise pytest.UsageError("--strict-history and --no-history contradict each other; drop one")
         return None
+    from autotest.history.drift import history_recorder
+
     return history_recorder(config.getoption("--history"), strict=strict, warn=warn)
 
 
@@ -207,6 +213,10 @@ def run_accuracy_case(request: pytest.FixtureRequest) -> Callable[..., CaseRun]:
 
     def run(case: Case, *, fault: str | None = None, seed: int | None = None,
             results_root: Path | None = None) -> CaseRun:
+        from dataclasses import replace
+
+        from autotest.pipeline import RunOptions, run_case
+
         ray_address = config.getoption("--ray-address") or os.environ.get("RAY_ADDRESS")
         try:
             recorder = recorder_option(config, warn=lambda line: live([f"warning: {line}"]))
@@ -217,13 +227,15 @@ def run_accuracy_case(request: pytest.FixtureRequest) -> Callable[..., CaseRun]:
                              dry_run=config.getoption("--dry-run"), fail_fast=config.getoption("--fail-fast"),
                              progress=progress, confirm=show_card,
                              ray_address=ray_address, ray_resources=ray_resources,
-                             gpu_wait_s=config.getoption("--gpu-wait-s"), after_results=recorder,
+                             after_results=recorder,
                              framework_repo=config.getoption("--framework-repo"),
                              framework_ref=config.getoption("--framework-ref"),
                              replicates=replicates_option(config),
                              force_replicates=config.getoption("--force-replicates"),
                              strict_power=config.getoption("--strict-power"),
                              adaptive_max=config.getoption("--adaptive-replicates"))
+        if config.getoption("--gpu-wait-s") is not None:
+            options = replace(options, gpu_wait_s=config.getoption("--gpu-wait-s"))
         try:
             with signals_as_interrupt(), warnings.catch_warnings():  # CI cancels with SIGTERM: as Ctrl-C
                 # a warning in the harness's own code never fails a user's accuracy run (filterwarnings=error)
@@ -241,6 +253,8 @@ def run_accuracy_case(request: pytest.FixtureRequest) -> Callable[..., CaseRun]:
 
 def assert_case_outcome(run: CaseRun, strict: bool) -> None:
     """Turn a CaseRun into the test's outcome: pass, skip (or fail when strict), or fail with the report."""
+    from autotest.case_run import DRY_RUN, SKIP
+
     if run.status == SKIP:
         if strict:
             pytest.fail(f"{run.case} cannot run here (strict mode): {run.reason}", pytrace=False)

@@ -105,3 +105,14 @@ def test_baseline_promote_and_power_load_no_heavy_library(tmp_path):
     code, out, modules = loaded("power", "tiny-grpo")
     assert code in (0, 1) and out.startswith("tiny-grpo: "), out
     assert heavy_in(modules) == []
+
+
+def test_the_pytest_plugin_loads_only_option_parsing():
+    """Every pytest session of an environment with rl-autotest installed loads the plugin (its entry point)."""
+    probe = "import json, sys, autotest.plugin; print(json.dumps(sorted(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    modules = set(json.loads(done.stdout.strip().splitlines()[-1]))
+    assert heavy_in(modules, extra=("numpy", "yaml", "autotest.pipeline", "autotest.case_run", "autotest.judge",
+                                    "autotest.history", "autotest.inputs.case")) == []

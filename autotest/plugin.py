@@ -172,14 +172,9 @@ def replicates_option(config: pytest.Config) -> int | None:
 
 def ray_resources_option(config: pytest.Config, address: str | None) -> dict[str, float]:
     """--ray-resource NAME=AMOUNT (repeatable); only with a Ray address to place the jobs on (a UsageError)."""
-    values = config.getoption("--ray-resource")
-    if not values:
-        return {}
-    if not address:
-        raise UsageError("--ray-resource: needs --ray-address or $RAY_ADDRESS (the cluster whose nodes offer it)")
-    from autotest.run.ray_tasks import parse_resources
+    from autotest.run.ray_tasks import requested_resources
 
-    return parse_resources(values)
+    return requested_resources(address, config.getoption("--ray-resource"), "--ray-address or $RAY_ADDRESS")
 
 
 def results_root_option(config: pytest.Config) -> Path | None:

@@ -56,13 +56,10 @@ def bisect(args: argparse.Namespace) -> int:
 
 
 def _ray_placement(args: argparse.Namespace, gpus: int):  # -> RayPlacement | None (Ray's side imported lazily)
-    if not args.ray_address:
-        if args.ray_resource:
-            raise UsageError("--ray-resource: needs --ray-address (the cluster whose nodes offer it)")
-        return None
-    from autotest.run.ray_tasks import RayPlacement, parse_resources
+    from autotest.run.ray_tasks import RayPlacement, requested_resources
 
-    return RayPlacement(args.ray_address, parse_resources(args.ray_resource), num_gpus=float(gpus))
+    resources = requested_resources(args.ray_address, args.ray_resource)
+    return RayPlacement(args.ray_address, resources, num_gpus=float(gpus)) if args.ray_address else None
 
 
 def _number(value: float | None) -> str:

@@ -89,13 +89,9 @@ def run(args: argparse.Namespace) -> int:
     if args.adaptive is not None and (args.adaptive < 2 or args.replicates is not None):
         raise UsageError(f"--adaptive: {args.adaptive} " + ("is below 2; give the most seeds to run near a threshold"
                          if args.adaptive < 2 else "and --replicates both set; keep one"))
-    ray_resources = {}
-    if args.ray_resource:
-        if not args.ray_address:
-            raise UsageError("--ray-resource: needs --ray-address (the cluster whose nodes offer it)")
-        from autotest.run.ray_tasks import parse_resources
+    from autotest.run.ray_tasks import requested_resources
 
-        ray_resources = parse_resources(args.ray_resource)
+    ray_resources = requested_resources(args.ray_address, args.ray_resource)
     case = load_case(args.case)
     baseline_path = None
     if args.baselines_dir is not None:

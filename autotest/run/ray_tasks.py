@@ -86,6 +86,14 @@ def parse_resources(values: Sequence[str], flag: str = "--ray-resource") -> dict
     return resources
 
 
+def requested_resources(address: str | None, values: Sequence[str],
+                        address_flags: str = "--ray-address") -> dict[str, float]:
+    """The ``--ray-resource`` values as a resource dict; they need a cluster to place on (``address``)."""
+    if values and not address:
+        raise UsageError(f"--ray-resource: needs {address_flags} (the cluster whose nodes offer it)")
+    return parse_resources(values)
+
+
 def missing_resources(asked: Mapping[str, float], nodes: Sequence[Mapping[str, float]]) -> str | None:
     """None when one node offers everything ``asked``; else a line saying what the nodes offer."""
     if any(all(node.get(k, 0.0) >= v for k, v in asked.items()) for node in nodes):

@@ -175,16 +175,20 @@ def launch(spec: LaunchSpec, results_dir: Path, *, poll: PollCallback | None = N
     try:
         deadline = t0 + spec.timeout_s
         next_poll = t0 + poll_interval_s if poll else float("inf")
+        next_track = t0
         while True:
-            until = min(deadline, next_poll, time.monotonic() + TRACK_INTERVAL_S)
+            until = min(deadline, next_poll, max(next_track, time.monotonic() + 0.05))
             try:
                 proc.wait(timeout=max(0.0, until - time.monotonic()))
                 break
             except subprocess.TimeoutExpired:
                 pass
-            # remembered now, while the parent chain exists: a setsid'd child (a teacher
-            # server) leaves the session, and after its parent dies it is nobody's child
-            tracked.update(descendants(proc.pid))
+            if time.monotonic() >= next_track:
+                # remembered now, while the parent chain exists: a setsid'd child (a teacher server)
+                # leaves the session, and after its parent dies it is nobody's child. Not at every poll:
+                # a read of the whole process table costs milliseconds on a busy machine
+                tracked.update(descendants(proc.pid))
+                next_track = time.monotonic() + TRACK_INTERVAL_S
             reason = stop_requested()
             if reason:  # another thread was interrupted (calibration's runs wait in a pool)
                 raise Interrupted(reason)

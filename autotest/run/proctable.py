@@ -42,14 +42,27 @@ def session_members(sid: int) -> list[int]:
 
 def descendants(root: int) -> dict[int, int]:
     """{pid: start time} of every live descendant of ``root``, whatever its session."""
+    return _below(process_table(), [root])
+
+
+def session_tree(sid: int) -> dict[int, int]:
+    """{pid: start time} of the members of session or group ``sid`` and of every live descendant of theirs,
+    whatever its session; one read of the process table (a watchdog records this several times a second)."""
+    table = process_table()
+    members = [p for p in table if sid in (p.pgrp, p.session)]
+    return {**{p.pid: p.start for p in members}, **_below(table, [p.pid for p in members])}
+
+
+def _below(table: list[Proc], roots: list[int]) -> dict[int, int]:
     children: dict[int, list[Proc]] = {}
-    for proc in process_table():
+    for proc in table:
         children.setdefault(proc.ppid, []).append(proc)
-    found, todo = {}, [root]
+    found, todo = {}, list(roots)
     while todo:
         for child in children.get(todo.pop(), ()):
-            found[child.pid] = child.start
-            todo.append(child.pid)
+            if child.pid not in found:
+                found[child.pid] = child.start
+                todo.append(child.pid)
     return found
 
 

@@ -10,6 +10,7 @@ comes a few seconds into the run, once its processes (and teacher ports) are up.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -22,10 +23,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-pytest.importorskip("torch")
+from autotest.inputs.case import load_case
+from tests.helpers import ROOT
 
-from autotest.inputs.case import load_case  # noqa: E402
-from tests.helpers import ROOT  # noqa: E402
+# the runs import torch, this process does not (importing it here would cost every worker seconds at collection)
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
 
 MARKER_ENV = "RL_AUTOTEST_KILL_TEST"
 UP_WITHIN_S = 240.0  # harness start, the fault check, torch imports and (tiny-mopd) two servers, on 2 busy cores

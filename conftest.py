@@ -25,6 +25,10 @@ from tests.run_order import prefer_worksteal, run_order
 def pytest_cmdline_main(config):
     """Before xdist turns a bare ``-n`` into ``--dist load``: worksteal (tests/run_order.py)."""
     prefer_worksteal(config.option)
+    if not suite_only(config.getoption("markexpr") or ""):
+        # the harness's own tests count the processes a run leaves; whether a plot worker starts would
+        # depend on the machine's load. Its tests start it themselves (tests/integration/report)
+        os.environ.setdefault("RL_AUTOTEST_PLOT_WORKER", "0")
 
 
 def pytest_collection_modifyitems(config, items):

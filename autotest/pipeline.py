@@ -38,6 +38,7 @@ from autotest.inputs.replicate_limits import replicates_problem
 from autotest.inputs.tracker_layout import COPY_NAMES
 from autotest.judge.live import Follower
 from autotest.judge.readers import read_trace
+from autotest.report import plot_worker
 from autotest.judge.seed_use import logged_seed
 from autotest.judge.structural import LogFinding, RunFacts
 from autotest.judge.trace import Trace
@@ -252,6 +253,8 @@ def _attempt(case: Case, options: RunOptions, spec: LaunchSpec,
                         progress=options.progress, environ=environ)
     started = time.time()
     interrupt = None
+    if options.with_plots:
+        plot_worker.prepare()  # its matplotlib import while the run goes, when a core is idle
     try:
         result = start(spec, prep.results_dir, poll=follower.poll, poll_interval_s=options.poll_interval_s,
                        ray_address=options.ray_address, num_gpus=case.platform.gpus,

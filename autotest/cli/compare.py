@@ -46,6 +46,10 @@ def compare(args: argparse.Namespace) -> int:
         raise UsageError("--strict-history: only with --out (compare records a verdict only when it writes a "
                          "results folder)")
     after_results = recorder(args)
+    if args.out and not args.no_plots:
+        from autotest.report import plot_worker
+
+        plot_worker.prepare()  # its matplotlib import while the logs are read and judged, when a core is idle
     comparison = compare_paths(args.baseline, args.current, fmt=args.format, wall_time_s=args.wall_time_s)
     verdict = comparison.verdict
     unsaved: tuple[str, ...] = ()

@@ -1,6 +1,9 @@
 """One PNG per checked metric: x = real step, golden and current series, threshold band, breaches marked.
 
-For a replicate mean, each replicate is drawn thinly under the mean (the series that was judged)."""
+For a replicate mean, each replicate is drawn thinly under the mean (the series that was judged).
+What a picture shows is computed first, as plain data (:class:`MetricPlot`), then drawn by a :class:`Drawer`;
+``autotest.report.plot_worker`` writes a report's plots, with a second process drawing some of them where a
+core is idle."""
 
 from __future__ import annotations
 
@@ -8,18 +11,49 @@ import io
 import math
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from autotest.files import make_folder, write_bytes_atomic
+from autotest.files import write_bytes_atomic
 from autotest.judge.model import CheckResult, Verdict
 from autotest.judge.trace import Trace
+
+Series = tuple[list[int], list[float]]
 
 
 def plot_name(metric: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", metric).strip("_") + ".png"
 
 
-def _band(result: CheckResult, steps: list[int], golden: list[float]) -> tuple[list[float], list[float]] | None:
+@dataclass(frozen=True)
+class Layer:
+    """One check's marks, drawn in the check's order: a band around the golden series (``band``) or a
+    horizontal threshold line (``line``), then its breached points (``breaches``)."""
+
+    label: str
+    band: tuple[list[int], list[float], list[float]] | None = None
+    line: float | None = None
+    breaches: Series | None = None
+    breach_label: str = ""
+
+
+@dataclass(frozen=True)
+class MetricPlot:
+    """Everything one metric's picture shows, as plain data (a plot worker receives it pickled)."""
+
+    metric: str
+    file_name: str
+    title: str
+    golden: Series | None
+    golden_label: str
+    replicates: tuple[tuple[str, Series], ...]
+    current: Series | None
+    current_points: int  # logged steps, non-finite ones included: many points are drawn without markers
+    current_label: str
+    layers: tuple[Layer, ...]
+
+
+def _band(result: CheckResult, golden: list[float]) -> tuple[list[float], list[float]] | None:
     t = result.threshold
     if t is None or not golden or result.scope == "pooled":
         return None  # a pooled threshold bounds a mean in noise units, not a band around each step
@@ -32,45 +66,78 @@ def _band(result: CheckResult, steps: list[int], golden: list[float]) -> tuple[l
     return None
 
 
-def plot_checks(verdict: Verdict, golden: Trace, current: Trace, out_dir: Path,
-                replicates: Sequence[tuple[str, Trace]] = ()) -> dict[str, str]:
-    """Write plots/<metric>.png for every metric check; returns metric -> path relative to out_dir.
+def _finite(series) -> Series:
+    finite = [(s, v) for s, v in (series or {}).items() if math.isfinite(v)]
+    return [s for s, _ in finite], [v for _, v in finite]
 
-    ``replicates``: (label, trace) of each replicate when ``current`` is their mean.
 
-    One figure with one axes on an Agg canvas is emptied and redrawn for every metric: no pyplot (a caller's
-    figures and backend are left alone), one renderer (text measured for one plot is cached for the next) and
-    one set of tick objects (making them is a large part of a fresh plot's cost). The pictures are pixel for
-    pixel those of a fresh figure per metric (tests/unit/report/test_plots.py)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    plots_dir = out_dir / "plots"
-    make_folder(plots_dir)
-    written: dict[str, str] = {}
+def metric_plots(verdict: Verdict, golden: Trace, current: Trace,
+                 replicates: Sequence[tuple[str, Trace]] = ()) -> list[MetricPlot]:
+    """What the plot of every checked metric shows, in the order of the verdict's checks."""
     by_metric: dict[str, list[CheckResult]] = {}
     for r in verdict.results:
         if r.kind == "metric" and r.metric:
             by_metric.setdefault(r.metric, []).append(r)
-    fig = Figure(figsize=(7, 3.6), dpi=90)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    margins = {side: getattr(fig.subplotpars, side) for side in ("left", "bottom", "right", "top")}
-    try:
-        for metric, results in by_metric.items():
-            _empty(ax)
-            fig.subplots_adjust(**margins)  # each plot's tight layout starts where a fresh figure's would
-            _draw_metric(ax, metric, results, verdict, golden, current, replicates)
-            fig.tight_layout()
-            # tight_layout leaves a placeholder layout engine behind, which makes savefig lay the figure out
-            # a second time for nothing; without it the picture is the same
-            fig.set_layout_engine(None)
-            name = plot_name(metric)
-            write_bytes_atomic(plots_dir / name, _png(fig))
-            written[metric] = f"plots/{name}"
-    finally:
-        fig.clear()
-    return written
+    plots = []
+    for metric, results in by_metric.items():
+        cur = current.get(metric) or {}
+        gold = golden.get(metric) or {}
+        layers = []
+        for r in results:
+            points = [p for p in r.points if p.baseline is not None and math.isfinite(p.baseline)]
+            band = _band(r, [p.baseline for p in points])
+            breached = [p for p in r.points if p.breached and p.current is not None and math.isfinite(p.current)]
+            layers.append(Layer(
+                label=(f"{r.method} {r.operator} {r.threshold:g} ({r.scope})" if band
+                       else f"value {r.operator} {r.threshold:g}" if r.method == "value" and r.threshold is not None
+                       else ""),
+                band=([p.step for p in points], *band) if band else None,
+                line=r.threshold if not band and r.method == "value" and r.threshold is not None else None,
+                breaches=([p.step for p in breached], [p.current for p in breached]) if breached else None,
+                breach_label=f"breach ({r.status})"))
+        role = verdict.metric_roles.get(metric)
+        status = "/".join(sorted({r.status for r in results}))
+        plots.append(MetricPlot(
+            metric=metric, file_name=plot_name(metric),
+            title=f"{metric}{f' ({role})' if role else ''} — {status}",
+            golden=(list(gold), list(gold.values())) if gold else None,
+            golden_label=f"golden ({Path(golden.source.split(' ')[0]).name})",
+            replicates=tuple((label, _finite(trace.get(metric))) for label, trace in replicates),
+            current=_finite(cur) if cur else None, current_points=len(cur),
+            current_label=f"mean of {len(replicates)} replicates" if replicates else "current",
+            layers=tuple(layers)))
+    return plots
+
+
+class Drawer:
+    """One figure with one axes on an Agg canvas, emptied and redrawn for every plot: no pyplot (a caller's
+    figures and backend are left alone), one renderer (text measured for one plot is cached for the next) and
+    one set of tick objects (making them is a large part of a fresh plot's cost). The pictures are pixel for
+    pixel those of a fresh figure per metric (tests/unit/report/test_plots.py)."""
+
+    def __init__(self) -> None:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        self.figure = Figure(figsize=(7, 3.6), dpi=90)
+        FigureCanvasAgg(self.figure)
+        self.axes = self.figure.add_subplot()
+        self.margins = {side: getattr(self.figure.subplotpars, side) for side in ("left", "bottom", "right", "top")}
+
+    def draw(self, plot: MetricPlot, plots_dir: Path) -> None:
+        """Write ``plots_dir/<plot.file_name>``."""
+        fig, ax = self.figure, self.axes
+        _empty(ax)
+        fig.subplots_adjust(**self.margins)  # each plot's tight layout starts where a fresh figure's would
+        _draw_metric(ax, plot)
+        fig.tight_layout()
+        # tight_layout leaves a placeholder layout engine behind, which makes savefig lay the figure out
+        # a second time for nothing; without it the picture is the same
+        fig.set_layout_engine(None)
+        write_bytes_atomic(plots_dir / plot.file_name, _png(fig))
+
+    def close(self) -> None:
+        self.figure.clear()
 
 
 def _empty(ax) -> None:
@@ -84,39 +151,28 @@ def _empty(ax) -> None:
     ax.autoscale(True)
 
 
-def _draw_metric(ax, metric: str, results: list[CheckResult], verdict: Verdict, golden: Trace, current: Trace,
-                 replicates: Sequence[tuple[str, Trace]]) -> None:
-    cur = current.get(metric) or {}
-    gold = golden.get(metric) or {}
-    if gold:
-        steps = list(gold)
-        ax.plot(steps, list(gold.values()), "o-" if len(steps) < 30 else "-", color="tab:blue",
-                label=f"golden ({Path(golden.source.split(' ')[0]).name})", markersize=3)
-    for label, trace in replicates:
-        finite = [(s, v) for s, v in (trace.get(metric) or {}).items() if math.isfinite(v)]
-        ax.plot([s for s, _ in finite], [v for _, v in finite], "-", color="tab:gray", linewidth=0.7,
-                alpha=0.6, label=label)
-    if cur:
-        finite = [(s, v) for s, v in cur.items() if math.isfinite(v)]
-        ax.plot([s for s, _ in finite], [v for _, v in finite], "s-" if len(cur) < 30 else "-",
-                color="tab:orange", label=f"mean of {len(replicates)} replicates" if replicates else "current",
+def _draw_metric(ax, plot: MetricPlot) -> None:
+    if plot.golden:
+        steps, values = plot.golden
+        ax.plot(steps, values, "o-" if len(steps) < 30 else "-", color="tab:blue", label=plot.golden_label,
                 markersize=3)
-    for r in results:
-        points = [p for p in r.points if p.baseline is not None and math.isfinite(p.baseline)]
-        band = _band(r, [p.step for p in points], [p.baseline for p in points])
-        if band:
-            ax.fill_between([p.step for p in points], band[0], band[1], color="tab:blue", alpha=0.15,
-                            label=f"{r.method} {r.operator} {r.threshold:g} ({r.scope})")
-        elif r.method == "value" and r.threshold is not None:
-            ax.axhline(r.threshold, color="tab:red", linestyle="--", linewidth=1,
-                       label=f"value {r.operator} {r.threshold:g}")
-        breached = [p for p in r.points if p.breached and p.current is not None and math.isfinite(p.current)]
-        if breached:
-            ax.scatter([p.step for p in breached], [p.current for p in breached], color="red", zorder=5,
-                       marker="x", s=40, label=f"breach ({r.status})")
-    status = "/".join(sorted({r.status for r in results}))
-    role = verdict.metric_roles.get(metric)
-    ax.set_title(f"{metric}{f' ({role})' if role else ''} — {status}", fontsize=9)
+    for label, (steps, values) in plot.replicates:
+        ax.plot(steps, values, "-", color="tab:gray", linewidth=0.7, alpha=0.6, label=label)
+    if plot.current:
+        steps, values = plot.current
+        # the marker follows the number of logged steps, non-finite ones included
+        ax.plot(steps, values, "s-" if plot.current_points < 30 else "-", color="tab:orange",
+                label=plot.current_label, markersize=3)
+    for layer in plot.layers:
+        if layer.band:
+            steps, low, high = layer.band
+            ax.fill_between(steps, low, high, color="tab:blue", alpha=0.15, label=layer.label)
+        elif layer.line is not None:
+            ax.axhline(layer.line, color="tab:red", linestyle="--", linewidth=1, label=layer.label)
+        if layer.breaches:
+            steps, values = layer.breaches
+            ax.scatter(steps, values, color="red", zorder=5, marker="x", s=40, label=layer.breach_label)
+    ax.set_title(plot.title, fontsize=9)
     ax.set_xlabel("step")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="best")

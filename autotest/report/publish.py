@@ -23,7 +23,7 @@ from autotest.report.markdown import (
     render_step_summary,
     write_results_json,
 )
-from autotest.report.plots import plot_checks
+from autotest.report.plot_worker import plot_checks
 
 
 @dataclass(frozen=True)

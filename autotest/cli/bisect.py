@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from autotest.cli.common import CASE_HELP, RESULTS_HELP
+from autotest.cli.common import CASE_HELP, results_help
 from autotest.errors import UsageError
 
 
@@ -27,7 +27,7 @@ def add_bisect_parser(sub: argparse._SubParsersAction) -> None:
                    "'local'); --jobs probes a round go out at once")
     p.add_argument("--ray-resource", action="append", default=[], metavar="NAME=AMOUNT",
                    help="a custom resource each probe asks for, so it lands on a node that offers it (repeatable)")
-    p.add_argument("--results-dir", type=Path, help=RESULTS_HELP)
+    p.add_argument("--results-dir", type=Path, help=results_help())
 
 
 def bisect(args: argparse.Namespace) -> int:

@@ -12,7 +12,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from autotest.cli.common import CASE_HELP, EXIT_ERROR, EXIT_FAIL, EXIT_PASS, HISTORY_HELP, RESULTS_HELP
+from autotest.cli.common import CASE_HELP, EXIT_ERROR, EXIT_FAIL, EXIT_PASS, HISTORY_HELP, results_help
 from autotest.errors import UsageError
 
 
@@ -27,7 +27,7 @@ def add_calibrate_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--jobs", type=int, help="runs side by side here (default: as CPUs or GPU slices allow)")
     p.add_argument("--ray-address", help="run each calibration run as a Ray task on this cluster "
                                          "(shared filesystem; 'local' starts a private one)")
-    p.add_argument("--results-dir", type=Path, help=RESULTS_HELP)
+    p.add_argument("--results-dir", type=Path, help=results_help())
     p.add_argument("--baselines-dir", "--out", dest="baselines_dir", type=Path,
                    help="folder for the candidate (and the baseline --promote replaces); default: beside the "
                         "case's baseline")

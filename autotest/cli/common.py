@@ -7,14 +7,20 @@ import argparse
 import sys
 from pathlib import Path
 
-from autotest.history.database import HISTORY_ENV
-from autotest.run.results_dir import DEFAULT_ROOT_HELP
+from autotest.history import HISTORY_ENV
 
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
 CASE_HELP = "a case: its name (the project's cases, then the packaged demo cases) or its YAML file"
 EXIT_NOT_COLLECTED = 3  # `consistency`: no collection hook wired for the framework (neutral in the nightly)
-RESULTS_HELP = f"root of the per-case results folders (default: {DEFAULT_ROOT_HELP})"
 HISTORY_HELP = f"run history database URL (default: ${HISTORY_ENV}, else <results root>/history.sqlite)"
+
+
+def results_help() -> str:
+    """``--results-dir``'s help: names the default root (the project's is looked up, so only the commands that
+    take the option pay for it)."""
+    from autotest.run.results_dir import DEFAULT_ROOT_HELP
+
+    return f"root of the per-case results folders (default: {DEFAULT_ROOT_HELP})"
 
 
 def exit_code_for(status: str) -> int:

@@ -45,7 +45,8 @@ def compare(args: argparse.Namespace) -> int:
     if args.strict_history and not args.out:
         raise UsageError("--strict-history: only with --out (compare records a verdict only when it writes a "
                          "results folder)")
-    after_results = recorder(args)
+    # the history hook (and its URL check) only where a verdict is recorded: with --out, or a URL given
+    after_results = recorder(args) if args.out or args.history else None
     if args.out and not args.no_plots:
         from autotest.report import plot_worker
 

@@ -15,9 +15,9 @@ from autotest.cli.common import (
     EXIT_ERROR,
     EXIT_PASS,
     HISTORY_HELP,
-    RESULTS_HELP,
     exit_code_for,
     recorder,
+    results_help,
 )
 from autotest.errors import UsageError
 from autotest.inputs.replicate_limits import CAPS_HELP
@@ -26,7 +26,7 @@ from autotest.inputs.replicate_limits import CAPS_HELP
 def add_run_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="run one case end to end (card, launch, compare, report)")
     p.add_argument("case", help=CASE_HELP)
-    p.add_argument("--results-dir", type=Path, help=RESULTS_HELP)
+    p.add_argument("--results-dir", type=Path, help=results_help())
     p.add_argument("--baselines-dir", type=Path,
                    help="judge against <DIR>/<baseline file name> instead of the case's baseline")
     p.add_argument("--seed", type=int, help="seed for cases that take one (default: the case's)")

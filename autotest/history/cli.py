@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Callable
 
 from autotest.errors import UsageError
-from autotest.history.database import HISTORY_ENV, SQLITE_NAME, describe, resolve_url, sqlite_url
+from autotest.history import HISTORY_ENV
+from autotest.history.database import SQLITE_NAME, describe, resolve_url, sqlite_url
 from autotest.run.results_dir import DEFAULT_ROOT_HELP, default_results_root
 
 # The store, drift, dashboard and trust modules (SQLAlchemy, NumPy, the judge) are imported inside the action

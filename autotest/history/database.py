@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from autotest.errors import UsageError
+from autotest.history import HISTORY_ENV
 from autotest.inputs.project import find_project
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection, Engine
 
-HISTORY_ENV = "RL_AUTOTEST_HISTORY"
 SQLITE_NAME = "history.sqlite"
 #: an arbitrary constant: the advisory-lock key this harness's migrations take on PostgreSQL
 _PG_MIGRATION_LOCK = 0x726C6174

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -45,3 +46,15 @@ def test_bad_inputs_give_one_line_and_exit_2(tmp_path):
         assert "Traceback" not in result.stderr
     usage = run("compare", "--baseline", str(MOPD))
     assert usage.returncode == 2 and "--current" in usage.stderr
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback() -> None:
+    # `rl-autotest cases | head -1`: the pipe closes before the listing is written
+    read_fd, write_fd = os.pipe()
+    os.close(read_fd)
+    try:
+        done = subprocess.run([sys.executable, "-m", "autotest.cli", "cases"], stdout=write_fd,
+                              stderr=subprocess.PIPE, text=True, cwd=ROOT, timeout=120)
+    finally:
+        os.close(write_fd)
+    assert done.returncode == 2 and "Traceback" not in done.stderr and "Exception" not in done.stderr, done.stderr

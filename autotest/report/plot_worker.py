@@ -42,15 +42,19 @@ FINISH_WAIT_S = 30.0
 _HEADER = struct.Struct(">I")
 
 _worker: PlotWorker | None = None
+_starting = threading.Lock()
+#: one report at a time shares the worker; replicates publishing side by side (threads) draw alone meanwhile
+_sharing = threading.Lock()
 
 
 def prepare() -> PlotWorker | None:
     """Start the worker now when it will be used (its matplotlib import then overlaps what comes next); the
     running worker, or None where it is not wanted."""
     global _worker
-    if _worker is None or not _worker.alive():
-        _worker = PlotWorker.start() if wanted() else None
-    return _worker
+    with _starting:
+        if _worker is None or not _worker.alive():
+            _worker = PlotWorker.start() if wanted() else None
+        return _worker
 
 
 def wanted(environ: dict[str, str] | None = None, load: float | None = None, cores: int | None = None) -> bool:
@@ -80,15 +84,17 @@ def plot_checks(verdict: Verdict, golden: Trace, current: Trace, out_dir: Path,
 def draw_shared(plots: Sequence[MetricPlot], plots_dir: Path) -> set[str]:
     """Draw ``plots`` into ``plots_dir`` with the worker's help where it runs; the metrics drawn (all of them:
     a plot this process cannot draw raises, as drawing alone would)."""
-    if len(plots) > 1:
-        prepare()
+    worker = prepare() if len(plots) > 1 else None
     drawer = Drawer()
     try:
-        if _worker is None or len(plots) < 2:
+        if worker is not None and _sharing.acquire(blocking=False):
+            try:
+                worker.share(plots, plots_dir, drawer)
+            finally:
+                _sharing.release()
+        else:
             for plot in plots:
                 drawer.draw(plot, plots_dir)
-        else:
-            _worker.share(plots, plots_dir, drawer)
     finally:
         drawer.close()
     return {plot.metric for plot in plots}
@@ -234,8 +240,9 @@ class PlotWorker:
         if not ended and not done.issuperset(range(len(plots))):
             # dead, garbled or stuck: stop it; the plots it did not finish are drawn here
             self.stop()
-            if _worker is self:
-                _worker = None
+            with _starting:
+                if _worker is self:
+                    _worker = None
         for index, plot in enumerate(plots):
             if index not in done:
                 drawer.draw(plot, plots_dir)

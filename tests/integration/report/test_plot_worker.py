@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,18 @@ def _running(pid: int) -> bool:
     except OSError:
         return False
     return stat[stat.rfind(")") + 2] not in "ZX"  # an unreaped zombie has exited
+
+
+def test_reports_published_side_by_side_share_one_worker_in_turn(tmp_path, worker):
+    # replicates publish from threads of one process: one shares the worker, the others draw alone meanwhile
+    plots = _plots(tmp_path)
+    alone = _alone(plots, tmp_path / "alone")
+    folders = [tmp_path / f"replicate-{i}" for i in range(3)]
+    for folder in folders:
+        folder.mkdir()
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        drawn = list(pool.map(lambda folder: plot_worker.draw_shared(plots, folder), folders))
+    assert drawn == [{p.metric for p in plots}] * 3
+    for folder in folders:
+        assert {p.name: p.read_bytes() for p in folder.iterdir()} == alone, folder
+    assert plot_worker.prepare() is worker and worker.alive()

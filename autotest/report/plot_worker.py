@@ -75,15 +75,14 @@ def plot_checks(verdict: Verdict, golden: Trace, current: Trace, out_dir: Path,
 
     ``replicates``: (label, trace) of each replicate when ``current`` is their mean. A plot worker, when one
     runs or a core is idle, draws from the last plot down while this process draws from the first up."""
-    plots_dir = make_folder(out_dir / "plots")
     plots = metric_plots(verdict, golden, current, replicates)
-    drawn = draw_shared(plots, plots_dir)
-    return {plot.metric: f"plots/{plot.file_name}" for plot in plots if plot.metric in drawn}
+    draw_shared(plots, make_folder(out_dir / "plots"))
+    return {plot.metric: f"plots/{plot.file_name}" for plot in plots}
 
 
-def draw_shared(plots: Sequence[MetricPlot], plots_dir: Path) -> set[str]:
-    """Draw ``plots`` into ``plots_dir`` with the worker's help where it runs; the metrics drawn (all of them:
-    a plot this process cannot draw raises, as drawing alone would)."""
+def draw_shared(plots: Sequence[MetricPlot], plots_dir: Path) -> None:
+    """Draw every one of ``plots`` into ``plots_dir``, with the worker's help where it runs (a plot this process
+    cannot draw raises, as drawing alone would)."""
     worker = prepare() if len(plots) > 1 else None
     drawer = Drawer()
     try:
@@ -97,7 +96,6 @@ def draw_shared(plots: Sequence[MetricPlot], plots_dir: Path) -> set[str]:
                 drawer.draw(plot, plots_dir)
     finally:
         drawer.close()
-    return {plot.metric for plot in plots}
 
 
 class WorkerGone(Exception):
@@ -146,14 +144,16 @@ class PlotWorker:
         self.reader = FrameReader(proc.stdout.fileno())
         self.jobs = 0
         self.ready = False
-        self.messages: list[Any] = []  # of the job being shared
 
-    def _take(self, messages: list[Any]) -> None:
-        for message in messages:
+    def _read(self, timeout: float) -> list[Any]:
+        """The worker's messages about the current job that arrive within ``timeout`` (``ready`` is noted)."""
+        current = []
+        for message in self.reader.read(timeout):
             if message[0] == "ready":
                 self.ready = True
             elif message[1] == self.jobs:
-                self.messages.append(message)
+                current.append(message)
+        return current
 
     @classmethod
     def start(cls) -> PlotWorker | None:
@@ -176,7 +176,7 @@ class PlotWorker:
         deadline = time.monotonic() + timeout_s
         try:
             while not self.ready and time.monotonic() < deadline:
-                self._take(self.reader.read(deadline - time.monotonic()))
+                self._read(deadline - time.monotonic())
         except WorkerGone:
             return False
         return self.ready
@@ -204,16 +204,14 @@ class PlotWorker:
         global _worker
         self.jobs += 1
         job = self.jobs
-        self.messages = []
         done: set[int] = set()
         by_worker: set[int] = set()
         worker_from = len(plots)  # the lowest plot the worker has started
         ended = False
 
-        def take(messages: list[Any]) -> None:
+        def take(timeout: float) -> None:
             nonlocal worker_from, ended
-            self._take(messages)
-            for kind, _, *rest in self.messages:
+            for kind, _, *rest in self._read(timeout):
                 if kind == "start":
                     worker_from = min(worker_from, rest[0])
                 elif kind == "done":
@@ -221,12 +219,11 @@ class PlotWorker:
                     by_worker.add(rest[0])
                 elif kind == "end":
                     ended = True
-            self.messages = []
 
         try:
             self._send(("job", job, str(plots_dir), list(plots)))
             for index, plot in enumerate(plots):
-                take(self.reader.read(0))
+                take(0)
                 if index >= worker_from:
                     break
                 self._send(("claim", job, index))
@@ -234,7 +231,7 @@ class PlotWorker:
                 done.add(index)
             deadline = time.monotonic() + FINISH_WAIT_S
             while not ended and time.monotonic() < deadline and not done.issuperset(range(worker_from, len(plots))):
-                take(self.reader.read(deadline - time.monotonic()))
+                take(deadline - time.monotonic())
         except (OSError, WorkerGone):
             pass
         if not ended and not done.issuperset(range(len(plots))):

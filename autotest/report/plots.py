@@ -11,7 +11,7 @@ import io
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from autotest.files import write_bytes_atomic
@@ -87,14 +87,14 @@ def metric_plots(verdict: Verdict, golden: Trace, current: Trace,
             points = [p for p in r.points if p.baseline is not None and math.isfinite(p.baseline)]
             band = _band(r, [p.baseline for p in points])
             breached = [p for p in r.points if p.breached and p.current is not None and math.isfinite(p.current)]
-            layers.append(Layer(
-                label=(f"{r.method} {r.operator} {r.threshold:g} ({r.scope})" if band
-                       else f"value {r.operator} {r.threshold:g}" if r.method == "value" and r.threshold is not None
-                       else ""),
-                band=([p.step for p in points], *band) if band else None,
-                line=r.threshold if not band and r.method == "value" and r.threshold is not None else None,
-                breaches=([p.step for p in breached], [p.current for p in breached]) if breached else None,
-                breach_label=f"breach ({r.status})"))
+            layer = Layer(label="", breach_label=f"breach ({r.status})",
+                          breaches=([p.step for p in breached], [p.current for p in breached]) if breached else None)
+            if band:
+                layer = replace(layer, label=f"{r.method} {r.operator} {r.threshold:g} ({r.scope})",
+                                band=([p.step for p in points], *band))
+            elif r.method == "value" and r.threshold is not None:
+                layer = replace(layer, label=f"value {r.operator} {r.threshold:g}", line=r.threshold)
+            layers.append(layer)
         role = verdict.metric_roles.get(metric)
         status = "/".join(sorted({r.status for r in results}))
         plots.append(MetricPlot(

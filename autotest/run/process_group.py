@@ -35,13 +35,8 @@ from autotest.run.launch import (
     final_launch_record,
     write_launch_record,
 )
-from autotest.run.proctable import (
-    alive_as_recorded,
-    descendants,
-    session_members,
-)
+from autotest.run.proctable import TRACK_INTERVAL_S, alive_as_recorded, descendants, session_members
 
-TRACK_INTERVAL_S = 1.0  # how often the run's process tree is recorded
 
 
 def _signal_pids(pids: list[int], sig: int) -> None:
@@ -185,8 +180,7 @@ def launch(spec: LaunchSpec, results_dir: Path, *, poll: PollCallback | None = N
                 pass
             if time.monotonic() >= next_track:
                 # remembered now, while the parent chain exists: a setsid'd child (a teacher server)
-                # leaves the session, and after its parent dies it is nobody's child. Not at every poll:
-                # a read of the whole process table costs milliseconds on a busy machine
+                # leaves the session, and after its parent dies it is nobody's child
                 tracked.update(descendants(proc.pid))
                 next_track = time.monotonic() + TRACK_INTERVAL_S
             reason = stop_requested()

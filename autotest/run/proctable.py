@@ -9,6 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+#: how often the launcher and the watchdog record a run's process tree (a read of the whole table costs
+#: milliseconds on a busy machine)
+TRACK_INTERVAL_S = 1.0
+
 
 @dataclass(frozen=True)
 class Proc:
@@ -47,7 +51,7 @@ def descendants(root: int) -> dict[int, int]:
 
 def session_tree(sid: int) -> dict[int, int]:
     """{pid: start time} of the members of session or group ``sid`` and of every live descendant of theirs,
-    whatever its session; one read of the process table (a watchdog records this several times a second)."""
+    whatever its session; one read of the process table."""
     table = process_table()
     members = [p for p in table if sid in (p.pgrp, p.session)]
     return {**{p.pid: p.start for p in members}, **_below(table, [p.pid for p in members])}

@@ -35,12 +35,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from autotest.run.proctable import alive_as_recorded, session_members, session_tree
+from autotest.run.proctable import TRACK_INTERVAL_S, alive_as_recorded, session_members, session_tree
 
 DONE = b"done\n"
 BACKSTOP_MARGIN_S = 30.0  # past the launcher's own timeout and grace: the launcher acts first
 CHECK_INTERVAL_S = 0.25
-TRACK_INTERVAL_S = 1.0  # how often the session's process tree is recorded
 RAY_TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 RAY_HTTP_TIMEOUT_S = 10.0
 
@@ -178,8 +177,7 @@ def watch_session(sid: int, harness_pid: int, deadline_s: float, grace_s: float)
     next_track = 0.0
 
     def track() -> None:
-        # remembered while the parent chain exists: a setsid'd grandchild is nobody's child later; once a
-        # second, as the launcher does (reading the process table costs milliseconds on a busy machine)
+        # remembered while the parent chain exists: a setsid'd grandchild is nobody's child later
         nonlocal next_track
         if time.monotonic() >= next_track:
             tracked.update(session_tree(sid))

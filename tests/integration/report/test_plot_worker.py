@@ -56,7 +56,7 @@ def test_shared_plots_are_byte_for_byte_those_drawn_alone_and_the_worker_draws_i
     # the same worker serves the next report
     again = tmp_path / "again"
     again.mkdir()
-    assert plot_worker.draw_shared(plots, again) == {p.metric for p in plots}
+    plot_worker.draw_shared(plots, again)
     assert {p.name: p.read_bytes() for p in again.iterdir() if p.suffix == ".png"} == alone
     assert plot_worker.prepare() is worker
 
@@ -111,8 +111,7 @@ def test_reports_published_side_by_side_share_one_worker_in_turn(tmp_path, worke
     for folder in folders:
         folder.mkdir()
     with ThreadPoolExecutor(max_workers=3) as pool:
-        drawn = list(pool.map(lambda folder: plot_worker.draw_shared(plots, folder), folders))
-    assert drawn == [{p.metric for p in plots}] * 3
+        list(pool.map(lambda folder: plot_worker.draw_shared(plots, folder), folders))
     for folder in folders:
         assert {p.name: p.read_bytes() for p in folder.iterdir()} == alone, folder
     assert plot_worker.prepare() is worker and worker.alive()

@@ -47,7 +47,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--dry-run", action="store_true",
                     help="print each case's experiment card and exact command; launch nothing")
     group.addoption("--fail-fast", action="store_true",
-                    help="stop a run as soon as a per-step gate check fails")
+                    help="stop a run once a gate is decided failed (a per-step breach, a percentile gate past rescue)")
     group.addoption("--ray-address", default=None,
                     help="submit each case as a Ray job to this cluster (default: $RAY_ADDRESS when set)")
     group.addoption("--ray-resource", action="append", default=[], metavar="NAME=AMOUNT",

@@ -1,8 +1,9 @@
 """Judge a run while its tracker grows: progress lines, and fail-fast on what a prefix can decide.
 
-Only checks that a prefix of the run can decide are evaluated early: stepwise and points checks
-(a breach at a step already logged stays a breach) and non-finite values. Percentile, final and
-window checks wait for the end. With ``fail_fast`` a decided FAIL stops the run.
+Only what a prefix of the run can decide is evaluated early: stepwise and points checks (a breach at a
+step already logged stays a breach), non-finite values, and a percentile check once so many logged steps
+breach that the steps still to come cannot bring it back (``checks.percentile_decided``). Final, window
+and pooled checks wait for the end. With ``fail_fast`` a decided FAIL stops the run.
 
 The launcher calls :meth:`Follower.poll` often (every 0.1 s); a poll costs one ``stat`` of the
 tracker unless the file grew, so the follower reacts within one logged step.
@@ -21,7 +22,7 @@ from autotest.inputs.baseline import Baseline
 from autotest.inputs.case import Case
 from autotest.inputs.log_search import log_signature
 from autotest.inputs.tracker_layout import tracker_location
-from autotest.judge.checks import evaluate_check, fmt
+from autotest.judge.checks import evaluate_check, fmt, percentile_decided
 from autotest.judge.model import FAIL
 from autotest.judge.readers import find_tracker, read_trace
 from autotest.judge.structural import FailFastStop
@@ -83,10 +84,13 @@ class Follower:
             nonfinite = next((s for s, v in series.items() if not math.isfinite(v)), None)
             if nonfinite is not None:
                 return f"{spec.metric} is non-finite ({fmt(series[nonfinite])}) at step {nonfinite}", nonfinite
-            if spec.scope not in EARLY_SCOPES:
+            if spec.scope == "percentile":
+                result = percentile_decided(spec, self.baseline, self.golden, trace)
+            elif spec.scope in EARLY_SCOPES:
+                result = evaluate_check(spec, self.baseline, self.golden, trace, is_table)
+            else:
                 continue
-            result = evaluate_check(spec, self.baseline, self.golden, trace, is_table)
-            if result.status == FAIL:
+            if result is not None and result.status == FAIL:
                 return result.message, result.first_breach_step
         return None
 

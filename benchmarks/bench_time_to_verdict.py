@@ -1,10 +1,11 @@
 """Time to verdict under --fail-fast, as a fraction of a full run (tiny-grpo, a never-synced layer).
 
-    python benchmarks/bench_time_to_verdict.py [--fault unsynced-layer] [--seed 0]
+    python benchmarks/bench_time_to_verdict.py [--fault unsynced-layer] [--seed 0] [--faulty-to-end]
 
 Runs the clean case to its end (the reference wall time), then the faulty case with fail-fast,
 both through the one pipeline, and prints the first breached step, the step at which the run
-was stopped and the time from launch to the decided FAIL.
+was stopped and the time from launch to the decided FAIL. ``--faulty-to-end`` also runs the faulty
+case without fail-fast: the reference for a fault that slows the run itself (``slow-step``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fault", default="unsynced-layer")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--faulty-to-end", action="store_true", help="also time the faulty run without fail-fast")
     args = parser.parse_args()
     case = load_case("tiny-grpo")
     with tempfile.TemporaryDirectory() as tmp:
@@ -33,6 +35,10 @@ def main() -> None:
         faulty = run_case(case, RunOptions(results_root=root, seed=args.seed, fault=args.fault, fail_fast=True,
                                            with_plots=False))
         stopped_s = time.monotonic() - t0
+        if args.faulty_to_end:
+            t0 = time.monotonic()
+            whole = run_case(case, RunOptions(results_root=root, seed=args.seed, fault=args.fault, with_plots=False))
+            whole_s = time.monotonic() - t0
     assert faulty.verdict is not None
     ttv = faulty.verdict.context.get("time_to_verdict_s")
     completion = next(r for r in faulty.verdict.results if r.check_id == "run[completion]")
@@ -42,6 +48,9 @@ def main() -> None:
           f"{completion.message.split(':')[0]}")
     if ttv is not None:
         print(f"time to verdict: {ttv:.1f} s = {ttv / full_s:.0%} of a full run")
+    if args.faulty_to_end:
+        print(f"{args.fault} to the end: {whole.status} in {whole_s:.1f} s; with --fail-fast {stopped_s / whole_s:.0%} "
+              "of it")
 
 
 if __name__ == "__main__":

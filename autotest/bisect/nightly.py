@@ -113,7 +113,7 @@ def run_nightly_bisect(history: str | None, results_root: Path, tonight: Sequenc
         outcome = bisect(load(flip.case), replace(
             base, good=flip.good.framework_sha, bad=flip.bad.framework_sha, max_runs=budget.max_runs,
             max_device_seconds=left, results_root=results_root, progress=say,
-            after_round=lambda folders: [record_results(f, url) for p in folders for f in find_results_folders(p)]))
+            after_round=lambda folders: _record_probes(folders, url, say)))
         report.outcomes[flip.case] = outcome
         if outcome.first_bad is not None:  # the dashboard marks it on the case's series
             finding = BisectFinding(flip.case, flip.good.framework_sha, flip.bad.framework_sha, outcome.first_bad.sha,
@@ -125,6 +125,16 @@ def run_nightly_bisect(history: str | None, results_root: Path, tonight: Sequenc
             except UsageError as exc:  # the bisect's answer stands (bisect.json); only the dashboard's mark is lost
                 say(f"nightly: warning: the finding for {flip.case} is not in the history: {exc}")
     return report
+
+
+def _record_probes(folders: Sequence[Path], url: str, say: Callable[[str], None]) -> None:
+    """Record a round's probe runs; one the history refuses is a warning: the bisect's answer does not need it."""
+    for probe_folder in folders:
+        for folder in find_results_folders(probe_folder):
+            try:
+                record_results(folder, url)
+            except UsageError as exc:
+                say(f"nightly: warning: the probe run {folder} is not in the history: {exc}")
 
 
 def summary_lines(report: NightlyReport) -> list[str]:

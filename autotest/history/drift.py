@@ -135,8 +135,6 @@ def record_and_detect(results_dir: str | Path, url: str | None = None,
     Returns (newly recorded, findings). The history is ``url``, else $RL_AUTOTEST_HISTORY, else
     ``<results root>/history.sqlite``. A record that cannot be written raises :class:`NotRecorded`.
     """
-    import sqlalchemy as sa
-
     chosen = None
     try:
         record = read_results_folder(results_dir)
@@ -147,10 +145,8 @@ def record_and_detect(results_dir: str | Path, url: str | None = None,
     with store:
         try:
             recorded = store.add(record)
-        except (sa.exc.SQLAlchemyError, OSError) as exc:
-            first = (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise NotRecorded(f"cannot write to history database {describe(chosen)}: {first}",
-                              url=describe(chosen)) from None
+        except UsageError as exc:
+            raise NotRecorded(str(exc), url=describe(chosen)) from None
         return recorded, drift_in(store, record.case, params)
 
 

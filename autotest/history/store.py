@@ -115,9 +115,17 @@ class PassingRun:
     harness_sha: str | None
 
 
+def _first_line(exc: Exception) -> str:
+    return (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
 def _unreachable(url: str, exc: Exception) -> UsageError:
-    first_line = (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__])[0]
-    return UsageError(f"cannot open history database {describe(url)}: {first_line}")
+    return UsageError(f"cannot open history database {describe(url)}: {_first_line(exc)}")
+
+
+def unwritable(url: str, exc: Exception) -> UsageError:
+    """One line for a write the database refused (read-only, locked, full, gone mid-session)."""
+    return UsageError(f"cannot write to history database {describe(url)}: {_first_line(exc)}")
 
 
 class HistoryStore:
@@ -172,7 +180,15 @@ class HistoryStore:
         return insert(table)
 
     def add(self, record: RunRecord) -> bool:
-        """Record one run; False when it was already recorded (by anyone)."""
+        """Record one run; False when it was already recorded (by anyone). A refused write is a UsageError."""
+        import sqlalchemy as sa
+
+        try:
+            return self._add(record)
+        except (sa.exc.SQLAlchemyError, OSError) as exc:
+            raise unwritable(self.url, exc) from None
+
+    def _add(self, record: RunRecord) -> bool:
         t = tables()
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
         row = dict(run_key=record.run_key, case_name=record.case, results_dir=record.results_dir,
@@ -198,11 +214,17 @@ class HistoryStore:
         return True
 
     def add_finding(self, finding: BisectFinding) -> None:
-        """Record what a bisect named (the dashboard marks it on the case's series)."""
+        """Record what a bisect named (the dashboard marks it on the case's series). A refused write is a
+        UsageError."""
+        import sqlalchemy as sa
+
         row = {k: v for k, v in finding.__dict__.items() if k != "case"}
         row["found_at"] = finding.found_at or datetime.now(timezone.utc).isoformat(timespec="seconds")
-        with self.engine.begin() as conn:
-            conn.execute(tables()["bisect_findings"].insert().values(case_name=finding.case, **row))
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(tables()["bisect_findings"].insert().values(case_name=finding.case, **row))
+        except (sa.exc.SQLAlchemyError, OSError) as exc:
+            raise unwritable(self.url, exc) from None
 
     def findings(self, case: str) -> list[BisectFinding]:
         """A case's bisect findings, oldest first (none on a schema older than v4)."""

@@ -109,3 +109,35 @@ def test_bad_flags_are_one_line(argv, message, capsys, history) -> None:
     assert run_cli("nightly-bisect", "--history", url, "--results-dir", str(root), *argv) == 2
     out = capsys.readouterr().out.strip().splitlines()
     assert out[-1].startswith("rl-autotest: error: ") and message in out[-1]
+
+
+def test_a_history_that_refuses_the_probes_and_the_finding_warns_and_keeps_the_answer(tmp_path, monkeypatch) -> None:
+    """The bisect's answer stands in bisect.json; a history gone read-only loses only its records, each one line."""
+    from autotest.bisect import nightly
+    from autotest.bisect.commits import Commit
+    from autotest.bisect.session import FOUND, BisectOutcome
+    from autotest.history.database import describe
+    from tests.filesystems import read_only, tmpfs
+
+    probe = _night(tmp_path / "bisect" / "probes", "flipped", 3, FAILING, "c" * 40, kind="bisect")
+    culprit = Commit("c" * 40, "optimiser: new default learning rate", "dev")
+
+    def bisected(case, options):  # the search itself is tested for real in tests/integration/bisect
+        options.after_round([probe.parent.parent])
+        return BisectOutcome(FOUND, tmp_path / "bisect", first_bad=culprit, last_good="a" * 40, confidence="high")
+
+    monkeypatch.setattr(nightly, "bisect", bisected)
+    with tmpfs(tmp_path / "disk", size_kib=4096) as disk:
+        _night(disk, "flipped", 1, PASSING, "a" * 40)
+        _night(disk, "flipped", 2, FAILING, "b" * 40)
+        url = sqlite_url(disk / "history.sqlite")
+        ingest([disk], url)
+        read_only(disk)
+        lines: list[str] = []
+        report = run_nightly_bisect(url, tmp_path / "results", [], NightlyBudget(max_runs=8),
+                                    lambda name: name, say=lines.append)
+    refused = f"cannot open history database {describe(url)}: attempt to write a readonly database"
+    assert report.outcomes["flipped"].first_bad == culprit
+    assert annotations(report)[0].startswith("::error title=bisect flipped::first bad commit cccccccccccc ")
+    assert lines[1:] == [f"nightly: warning: the probe run {probe} is not in the history: {refused}",
+                         f"nightly: warning: the finding for flipped is not in the history: {refused}"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 
+import pytest
+
 from autotest.history.dashboard import culprit_index, write_dashboard
 from autotest.history.drift import statistic_histories
 from autotest.history.store import BisectFinding, HistoryStore, ingest
@@ -58,3 +60,25 @@ def test_the_dashboard_marks_the_culprit_and_links_its_bisect(tmp_path) -> None:
     assert "first bad commit <code>ffffffffffff</code> optimiser: new default &lt;lr&gt; (dev &amp; co)" in page
     assert '/results/c/bisect-1/bisect.md">bisect.md</a>' in page  # relative to the page
     assert "<lr>" not in page  # the commit subject is text, never markup
+
+
+def test_a_history_whose_disk_turns_read_only_refuses_a_run_and_a_finding_in_one_line(tmp_path) -> None:
+    from autotest.errors import UsageError
+    from autotest.history.database import describe
+    from autotest.history.record import read_results_folder
+    from tests.filesystems import read_only, tmpfs
+
+    later = read_results_folder(write_results_folder(tmp_path / "later", "c", 6, {REWARDS: 0.5, STEP_TIME: 0.3}))
+    with tmpfs(tmp_path / "disk", size_kib=4096) as disk:
+        url = _history(disk)
+        with HistoryStore.open(url) as store:
+            store.engine.dispose()  # no file held open for writing, or the remount is refused (EBUSY)
+            read_only(disk)  # opened for writing, then the disk went read-only (a remount after an I/O error)
+            refused = f"cannot write to history database {describe(url)}: attempt to write a readonly database"
+            with pytest.raises(UsageError) as caught:
+                store.add_finding(_finding(3, 4))
+            assert str(caught.value) == refused
+            with pytest.raises(UsageError) as caught:
+                store.add(later)
+            assert str(caught.value) == refused
+            assert store.findings("c") == [] and len(store.runs("c")) == 5  # nothing half-written

@@ -10,7 +10,7 @@ from __future__ import annotations
 import traceback
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from autotest.errors import WriteFailed
 from autotest.files import write_atomic
@@ -21,6 +21,9 @@ from autotest.judge.verdict import Comparison
 from autotest.report.markdown import relaunch_phrase
 from autotest.report.publish import AfterResults, publish
 from autotest.run.infra import DEFAULT_POLICY, RetryPolicy
+
+if TYPE_CHECKING:
+    from autotest.judge.live import ReplicateGroup
 
 SKIP = "SKIP"
 DRY_RUN = "DRY-RUN"
@@ -77,6 +80,10 @@ class RunOptions:
     #: with a fault is "fault" whatever this says. Only gate and calibration runs feed the history's
     #: calibration, drift and bands
     purpose: str = "gate"
+    #: set by the replicates runner under fail-fast: this run's replicates and its label among them (fail-fast
+    #: decides on their mean, :class:`autotest.judge.live.ReplicateGroup`)
+    replicate_group: ReplicateGroup | None = None
+    replicate_label: str = ""
 
     @property
     def kind(self) -> str:

@@ -250,7 +250,8 @@ def _attempt(case: Case, options: RunOptions, spec: LaunchSpec,
     assert prep.baseline is not None and prep.golden is not None
     environ = {**os.environ, **options.env}
     follower = Follower(case, prep.baseline, prep.golden, prep.work_dir, fail_fast=options.fail_fast,
-                        progress=options.progress, environ=environ)
+                        progress=options.progress, environ=environ, group=options.replicate_group,
+                        label=options.replicate_label)
     started = time.time()
     interrupt = None
     if options.with_plots:

@@ -21,6 +21,7 @@ from autotest.files import write_atomic
 from autotest.inputs.baseline import Baseline
 from autotest.inputs.case import Case
 from autotest.inputs.replicate_limits import replicates_cost
+from autotest.judge.live import ReplicateGroup
 from autotest.judge.model import ERROR, CheckResult
 from autotest.judge.replicate_mean import judge_replicate_runs
 from autotest.judge.sequential import ALPHA_SHARE, CONTINUE_BELOW, STOP, decide_first_look, requantile
@@ -90,17 +91,22 @@ def run_replicates(case: Case, options: RunOptions, count: int, run_case: Callab
                               url=last.url, strict=last.strict)
         return list(drift)
 
-    def replicate(index: int, seed: int) -> Callable[[], CaseRun]:
+    def replicate(index: int, seed: int, group: ReplicateGroup | None) -> Callable[[], CaseRun]:
         label = f"r{index}-seed{seed}"
         one = replace(options, replicates=1, seed=seed, results_dir=replicate_folder(folder, index, seed),
                       confirm=None, after_results=record if options.after_results is not None else None,
-                      with_plots=False, step_summary=False, progress=lambda line: say(f"{label}: {line}"))
+                      with_plots=False, step_summary=False, progress=lambda line: say(f"{label}: {line}"),
+                      replicate_group=group, replicate_label=label)
         return lambda: run_case(case, one)
 
     say(f"[{case.name}] {count} replicates (seeds {', '.join(map(str, seeds))}) in {folder}; cost: {cost}")
     runs: list[CaseRun] = []
     interrupt: KeyboardInterrupt | None = None
-    tasks = [replicate(i + 1, s) for i, s in enumerate(seeds)]
+    # under fail-fast the replicates judged together decide together: on their mean (autotest.judge.live); an
+    # adaptive first look judges its one seed alone, the second look the mean of all
+    labels = [f"r{i + 1}-seed{s}" for i, s in enumerate(seeds)]
+    group = ReplicateGroup(labels, alone=labels[:1] if adaptive else ()) if options.fail_fast else None
+    tasks = [replicate(i + 1, s, group) for i, s in enumerate(seeds)]
     looks = [(0, len(tasks), None)]
     if adaptive:
         looks = [(0, 1, lambda b: requantile(b, ALPHA_SHARE[0])),

@@ -5,6 +5,10 @@ step already logged stays a breach), non-finite values, and a percentile check o
 breach that the steps still to come cannot bring it back (``checks.percentile_decided``). Final, window
 and pooled checks wait for the end. With ``fail_fast`` a decided FAIL stops the run.
 
+Replicates are judged on their mean, so their followers share a :class:`ReplicateGroup` and decide on the
+mean of every replicate at the steps all of them logged: one replicate past a per-step threshold alone can
+sit within it on the mean, and stopping on it would multiply the gate's false alarms by the replicates.
+
 The launcher calls :meth:`Follower.poll` often (every 0.1 s); a poll costs one ``stat`` of the
 tracker unless the file grew, so the follower reacts within one logged step.
 """
@@ -13,7 +17,9 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -25,10 +31,45 @@ from autotest.inputs.tracker_layout import tracker_location
 from autotest.judge.checks import evaluate_check, fmt, percentile_decided
 from autotest.judge.model import FAIL
 from autotest.judge.readers import find_tracker, read_trace
+from autotest.judge.replicate_mean import mean_trace
 from autotest.judge.structural import FailFastStop
 from autotest.judge.trace import Trace
 
 EARLY_SCOPES = ("stepwise", "points")
+
+
+class ReplicateGroup:
+    """The followers of one case's replicates (threads of one harness): each hands over its latest trace, a
+    FAIL is decided on their mean, and once one is decided every replicate stops.
+
+    ``alone``: replicates whose own verdict is judged first, by themselves (an adaptive run's first seed): they
+    decide on their own trace and only lend it to the mean of the later look."""
+
+    def __init__(self, labels: Sequence[str], alone: Sequence[str] = ()) -> None:
+        self.labels = tuple(labels)
+        self.alone = frozenset(alone)
+        self._traces: dict[str, Trace] = {}
+        self._lock = threading.Lock()
+        #: (message, first breached step) of the FAIL decided on the mean; None until one is
+        self.decided: tuple[str, int | None] | None = None
+
+    def mean(self, label: str, trace: Trace, baseline: Baseline) -> Trace | None:
+        """The mean of every replicate's latest trace once ``label`` logged ``trace``; None until all have
+        logged (a replicate that has not started holds the decision back)."""
+        with self._lock:
+            self._traces[label] = trace
+            if set(self._traces) != set(self.labels):
+                return None
+            traces = [self._traces[name] for name in self.labels]
+        return mean_trace(traces, self.labels, baseline.role_map)
+
+    def decide(self, decided: tuple[str, int | None]) -> tuple[str, int | None]:
+        """Record a FAIL decided on the mean (the first one stands) and return the one that stands."""
+        with self._lock:
+            if self.decided is None:
+                message, first_breach = decided
+                self.decided = (f"the mean of {len(self.labels)} replicates: {message}", first_breach)
+            return self.decided
 
 
 class Follower:
@@ -36,8 +77,12 @@ class Follower:
 
     def __init__(self, case: Case, baseline: Baseline, golden: Trace, work_dir: Path, *, fail_fast: bool = False,
                  progress: Callable[[str], None] | None = None, clock: Callable[[], float] = time.monotonic,
-                 environ: Mapping[str, str] | None = None) -> None:
+                 environ: Mapping[str, str] | None = None, group: ReplicateGroup | None = None,
+                 label: str = "") -> None:
         self.case = case
+        #: the replicates this run is one of (decisions on their mean), and its label among them
+        self.group = group
+        self.label = label
         #: the run's environment: ${XTUNER_ROOT} in the tracker location may name a checkout made for this run
         self.environ = os.environ if environ is None else environ
         self.baseline = baseline
@@ -106,6 +151,9 @@ class Follower:
         trace = self._grown_trace()
         if trace is not None and trace.train_steps:
             self._observe(trace)
+        if (self.first_fail is None and self.group is not None and self.group.decided is not None
+                and self.label not in self.group.alone):
+            self._decide(self.group.decided)  # decided on the mean after another replicate's step
         if self.fail_fast and self.first_fail:
             return f"fail-fast: {self.first_fail}"
         return None
@@ -116,14 +164,23 @@ class Follower:
             self.last_step = step
             if self.progress:
                 self.progress(self._progress_line(trace, step))
-        if self.first_fail is None:
+        if self.first_fail is not None:
+            return
+        mean = self.group.mean(self.label, trace, self.baseline) if self.group is not None else None
+        if self.group is None or self.label in self.group.alone:
             decided = self.decided_failure(trace)
-            if decided:
-                self.first_fail, self.first_breach_step = decided
-                self.first_fail_at = self.clock()
-                self.fail_decided_step = step
-                if self.progress:
-                    self.progress(f"[{self.case.name}] FAIL decided at step {step}: {self.first_fail}")
+        else:
+            decided = self.decided_failure(mean) if mean is not None and mean.train_steps else None
+            decided = self.group.decide(decided) if decided else None
+        if decided:
+            self._decide(decided)
+
+    def _decide(self, decided: tuple[str, int | None]) -> None:
+        self.first_fail, self.first_breach_step = decided
+        self.first_fail_at = self.clock()
+        self.fail_decided_step = self.last_step
+        if self.progress:
+            self.progress(f"[{self.case.name}] FAIL decided at step {self.last_step}: {self.first_fail}")
 
     def stop(self) -> FailFastStop | None:
         """The fail-fast stop, for the judge, when this follower stopped the run."""

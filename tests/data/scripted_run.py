@@ -57,6 +57,8 @@ def main() -> int:
         row = {"response/rewards/mean": 0.1 + 0.02 * step + noise,
                "mismatch/mismatch_k3_kl": 1e-14 if not (name == "mismatch-from" and step >= int(arg)) else 1e-2,
                "time/step": 0.1}
+        if name == "reward-offset":  # a shifted reward curve, e.g. one replicate's seed off by more than its gate
+            row["response/rewards/mean"] += float(arg)
         if name == "nan-at" and step >= int(arg):
             row["response/rewards/mean"] = float("nan")
         tracker.write(json.dumps({"train_metrics/worker_0/loss": 0.5, "step": step}) + "\n")

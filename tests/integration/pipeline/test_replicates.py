@@ -153,3 +153,44 @@ def test_adaptive_replicates_stop_after_one_run_far_from_every_threshold(tmp_pat
     assert run.status == "PASS" and run.replicates == 1
     assert run.verdict is not None and run.verdict.context["adaptive"] == {"runs": 1, "of": 3, "look": 1}
     assert [p.name for p in (run.results_dir / "replicates").iterdir()] == ["r1-seed0"]
+
+
+OFFSET_CASE = """name: offset
+description: The scripted run in two replicates, the rewards of some seeds shifted.
+markers: []
+goal: Fail fast on the mean of the replicates, not on one of them.
+minimal_scale: One Python process per replicate.
+platform: {gpus: 0, framework: null}
+inputs: {}
+launch:
+  command: if echo "SEEDS" | grep -qw {seed}; then offset="--fault reward-offset:0.015"; fi; exec {python}
+    tests/data/scripted_run.py --work-dir {work_dir} --seed {seed} --step-s 0.3 $offset
+  timeout_s: 120
+tracker: {format: xtuner, work_dir_env: WORK_DIR}
+expected: {steps: 10, exact_steps: true}
+baseline: REPO_ROOT/tests/data/baselines/scripted.yaml
+seed: {default: 0}
+replicates: 2
+"""
+
+
+@pytest.mark.parametrize("shifted", ["1", "0 1"])
+def test_fail_fast_decides_on_the_mean_of_the_replicates(tmp_path: Path, shifted: str) -> None:
+    """The rewards gate is 0.01 per step. One replicate 0.015 off is past it alone, but the mean the verdict
+    judges is 0.0075 off: both run to the end. Both off: the mean is past it at step 1 and both stop."""
+    path = tmp_path / "offset.yaml"
+    path.write_text(OFFSET_CASE.replace("SEEDS", shifted).replace("REPO_ROOT", str(REPO_ROOT)))
+    lines: list[str] = []
+    run = run_case(load_case(path), _options(tmp_path, fail_fast=True, with_plots=False, progress=lines.append))
+    data = json.loads((run.results_dir / "results.json").read_text())
+    stopped = [line for line in lines if "FAIL decided" in line]
+    last_steps = [read_trace(run.results_dir / r["folder"] / "tracker.jsonl").last_train_step
+                  for r in data["replicates"]]
+    if shifted == "1":
+        assert run.status == "PASS" and stopped == [] and last_steps == [10, 10], "\n".join(lines)
+        return
+    assert run.status == "FAIL", "\n".join(lines)
+    assert len(stopped) == 2 and all("the mean of 2 replicates: response/rewards/mean at step" in s for s in stopped)
+    assert max(last_steps) < 10 and not any(r["averaged"] for r in data["replicates"]), last_steps
+    failing = [r["message"] for r in data["results"] if r["status"] == "FAIL"]
+    assert any("run stopped by fail-fast at step" in m and "the mean of 2 replicates" in m for m in failing), failing

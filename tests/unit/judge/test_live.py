@@ -7,7 +7,7 @@ import time
 
 from autotest.inputs.baseline import load_baseline
 from autotest.inputs.case import load_case
-from autotest.judge.live import Follower
+from autotest.judge.live import Follower, ReplicateGroup
 from autotest.judge.verdict import golden_trace
 from tests.helpers import write_tracker, write_yaml
 
@@ -74,3 +74,46 @@ def test_a_final_check_is_never_decided_early(tmp_path):
     follower, tracker = _follower(tmp_path)
     _log(tracker, {s: 0.5 for s in range(1, 45)})  # rewards 0.9 below golden at every step, the end not reached
     assert follower.poll() is None and follower.first_fail is None
+
+
+REWARD_GATE = BASELINE + "  - {metric: response/rewards/mean, method: absolute, operator: \"<\", threshold: 0.5}\n"
+
+
+def _replicate(tmp_path, label: str, group: ReplicateGroup) -> tuple[Follower, object]:
+    case = load_case(write_yaml(tmp_path / "slow.yaml", CASE))
+    baseline = load_baseline(write_yaml(tmp_path / "b.yaml", REWARD_GATE))
+    work = tmp_path / label
+    tracker = work / "20261202000000" / "logs" / "exp_tracking" / "tracker.jsonl"
+    return Follower(case, baseline, golden_trace(baseline), work, fail_fast=True, group=group, label=label), tracker
+
+
+def _rewards(tracker, rewards: dict[int, float]) -> None:
+    write_tracker(tracker, {s: {"time/step": 0.5, "response/rewards/mean": r} for s, r in rewards.items()})
+
+
+def test_replicates_decide_on_their_mean_and_stop_together(tmp_path):
+    group = ReplicateGroup(["r1", "r2"])
+    first, first_log = _replicate(tmp_path, "r1", group)
+    second, second_log = _replicate(tmp_path, "r2", group)
+    _rewards(first_log, {1: 0.2})  # 0.7 off golden 0.9: past the 0.5 gate alone
+    assert first.poll() is None  # the other replicate has not logged: the mean is not known
+    _rewards(second_log, {1: 0.9})
+    assert second.poll() is None and first.poll() is None  # the mean, 0.55, is 0.35 off: within the gate
+    _rewards(first_log, {1: 0.2, 2: 0.2})
+    _rewards(second_log, {1: 0.9, 2: 0.2})
+    assert first.poll() is None  # the mean at step 2 needs both: the steps both logged decide
+    reason = second.poll()
+    assert reason is not None and reason.startswith(
+        "fail-fast: the mean of 2 replicates: response/rewards/mean at step 2: current 0.2 vs golden 0.9")
+    assert first.poll() == reason  # the other replicate stops on the same decision
+    assert (first.stop().first_breach_step, second.stop().stop_step) == (2, 2)
+
+
+def test_an_adaptive_first_seed_decides_alone_and_lends_its_trace_to_the_mean(tmp_path):
+    group = ReplicateGroup(["r1", "r2"], alone=["r1"])
+    first, first_log = _replicate(tmp_path, "r1", group)
+    _rewards(first_log, {1: 0.2})
+    assert first.poll() is not None and group.decided is None  # its own verdict is judged first, alone
+    second, second_log = _replicate(tmp_path, "r2", group)
+    _rewards(second_log, {1: 0.9})
+    assert second.poll() is None  # the mean with the first seed's trace, 0.55, is within

@@ -17,6 +17,9 @@ esac
 PYTHON=${PYTHON:-python3}
 PIP=(.venv/bin/python -m pip install --quiet)
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+# pip byte-compiles the wheels it installs, never the editable harness itself: without this, every command
+# compiles the harness's modules again where PYTHONDONTWRITEBYTECODE is set (0.14 s of a 0.66 s compare)
+compile_harness() { env -u PYTHONDONTWRITEBYTECODE .venv/bin/python -m compileall -q autotest >/dev/null; }
 if [ "$ALL" = 0 ]; then
   # The gate alone: pip would byte-compile every file of every wheel, most of torch and transformers never
   # imported here; instead the modules the gate imports are compiled once, by importing them (with bytecode
@@ -34,12 +37,13 @@ if [ "$ALL" = 0 ]; then
   wait "$compiling" || compile_by_import "$MODEL"
   compile_by_import "numpy, yaml, sqlalchemy, matplotlib.figure, matplotlib.backends.backend_agg, pytest, \
 autotest.pipeline, autotest.history.store"
-  env -u PYTHONDONTWRITEBYTECODE .venv/bin/python -m compileall -q autotest >/dev/null
+  compile_harness
   exit 0
 fi
 "${PIP[@]}" "torch==2.13.0"
 "${PIP[@]}" --upgrade pip
 "${PIP[@]}" -e ".[grpo,workloads,consistency,history,tensorboard,trl,test]"
+compile_harness
 if command -v npm >/dev/null 2>&1; then
   npm ci --no-audit --no-fund --loglevel=error
 else

@@ -25,6 +25,9 @@ from tests.run_order import prefer_worksteal, run_order
 def pytest_cmdline_main(config):
     """Before xdist turns a bare ``-n`` into ``--dist load``: worksteal (tests/run_order.py)."""
     prefer_worksteal(config.option)
+    # read by now: the tests' own pytest subprocesses must not inherit the caller's options (-v turns a
+    # `--collect-only -q` listing into a tree; xdist workers get the parsed options, not the variable)
+    os.environ.pop("PYTEST_ADDOPTS", None)
     if not suite_only(config.getoption("markexpr") or ""):
         # the harness's own tests count the processes a run leaves; whether a plot worker starts would
         # depend on the machine's load. Its tests start it themselves (tests/integration/report)

@@ -36,3 +36,19 @@ def test_no_harness_test_carries_a_suite_only_marker():
     carrying = sorted(str(path.relative_to(TESTS)) for path in TESTS.rglob("*.py")
                       if _marks(ast.parse(path.read_text(encoding="utf-8"))) & SUITE_ONLY_MARKERS)
     assert not carrying, f"these would be skipped by `pytest -m grpo` (conftest.SUITE_ONLY_MARKERS): {carrying}"
+
+
+def test_the_callers_pytest_options_stop_at_this_session(monkeypatch):
+    """The suite's own pytest subprocesses (project mode, the plugin) must not inherit PYTEST_ADDOPTS: -v would
+    turn their `--collect-only -q` listings into trees. Options parsed from it stay with this session."""
+    import argparse
+    import os
+    from types import SimpleNamespace
+
+    import conftest
+
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-v --durations=0")
+    monkeypatch.setenv("RL_AUTOTEST_PLOT_WORKER", "0")  # what the session set: left as it is
+    config = SimpleNamespace(option=argparse.Namespace(numprocesses=2, dist="no"), getoption=lambda name: "")
+    conftest.pytest_cmdline_main(config)
+    assert "PYTEST_ADDOPTS" not in os.environ and config.option.dist == "worksteal"

@@ -37,7 +37,8 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
                    "judged on their mean when it lands near a pooled threshold (the false-alarm budget spent over "
                    "both looks)")
     p.add_argument("--fault", help="inject a fault NAME[:ARG] (embedded workloads)")
-    p.add_argument("--fail-fast", action="store_true", help="stop the run once a gate is decided failed (a per-step breach, a percentile gate past rescue)")
+    p.add_argument("--fail-fast", action="store_true",
+                   help="stop the run once a gate is decided failed (a per-step breach, a percentile gate past rescue)")
     p.add_argument("--ray-address", help="submit the launch (each replicate's) as a Ray job to this cluster")
     p.add_argument("--ray-resource", action="append", default=[], metavar="NAME=AMOUNT",
                    help="a custom resource each Ray job asks for, so it lands on a node that offers it (repeatable)")

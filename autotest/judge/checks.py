@@ -415,11 +415,10 @@ def percentile_decided(spec: CheckSpec, baseline: Baseline, golden: Trace, curre
     breaches = points.breaches()
     worst = _worst(points, spec.operator)
     side = "at least" if spec.operator in ("<", "<=") else "at most"
-    return _base_result(spec, FAIL, f"{baseline.display(spec.metric)}: p{spec.percentile:g} of per-step {_error_name(spec)} over "
-                                    f"{len(steps)} steps is {side} {fmt(bound)} whatever the {len(missing)} steps not "
-                                    f"logged yet hold, not {spec.operator} {spec.threshold:g} ({len(breaches)} of the "
-                                    f"first {len(points)} steps breach)",
-                        points=points, observed=bound, worst_step=worst.step if worst else None,
+    message = (f"{baseline.display(spec.metric)}: p{spec.percentile:g} of per-step {_error_name(spec)} over "
+               f"{len(steps)} steps is {side} {fmt(bound)} whatever the {len(missing)} steps not logged yet hold, "
+               f"not {spec.operator} {spec.threshold:g} ({len(breaches)} of the first {len(points)} steps breach)")
+    return _base_result(spec, FAIL, message, points=points, observed=bound, worst_step=worst.step if worst else None,
                         first_breach_step=breaches[0].step if breaches else None)
 
 

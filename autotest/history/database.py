@@ -116,6 +116,20 @@ def describe(url: str) -> str:
         return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", url)
 
 
+def _first_line(exc: Exception) -> str:
+    return (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def unreachable(url: str, exc: Exception) -> UsageError:
+    """One line for a database that cannot be opened or read."""
+    return UsageError(f"cannot open history database {describe(url)}: {_first_line(exc)}")
+
+
+def unwritable(url: str, exc: Exception) -> UsageError:
+    """One line for a write the database refused (read-only, locked, full, gone mid-session)."""
+    return UsageError(f"cannot write to history database {describe(url)}: {_first_line(exc)}")
+
+
 def create_history_engine(url: str, *, read_only: bool = False) -> "Engine":
     """An engine on a SQLite or PostgreSQL URL (psycopg 3 driver); bad URLs are one-line UsageErrors.
 

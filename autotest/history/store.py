@@ -24,6 +24,8 @@ from autotest.history.database import (
     migrate,
     resolve_url,
     tables,
+    unreachable,
+    unwritable,
 )
 from autotest.history.record import RunRecord, find_results_folders, kind_of_folder, read_results_folder
 from autotest.inputs.tracker_layout import tracker_copy
@@ -115,19 +117,6 @@ class PassingRun:
     harness_sha: str | None
 
 
-def _first_line(exc: Exception) -> str:
-    return (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__])[0]
-
-
-def _unreachable(url: str, exc: Exception) -> UsageError:
-    return UsageError(f"cannot open history database {describe(url)}: {_first_line(exc)}")
-
-
-def unwritable(url: str, exc: Exception) -> UsageError:
-    """One line for a write the database refused (read-only, locked, full, gone mid-session)."""
-    return UsageError(f"cannot write to history database {describe(url)}: {_first_line(exc)}")
-
-
 class HistoryStore:
     """A connection to one history database: migrated for writing, or read as it is (``read_only``)."""
 
@@ -157,7 +146,7 @@ class HistoryStore:
                 version = SCHEMA_VERSION
         except sa.exc.SQLAlchemyError as exc:
             engine.dispose()
-            raise _unreachable(url, exc) from None
+            raise unreachable(url, exc) from None
         except BaseException:
             engine.dispose()
             raise
@@ -245,7 +234,7 @@ class HistoryStore:
             with self.engine.connect() as conn:
                 return list(conn.execute(query).mappings())
         except sa.exc.SQLAlchemyError as exc:
-            raise _unreachable(self.url, exc) from None
+            raise unreachable(self.url, exc) from None
 
     def _runs_query(self, *extra):
         """Runs with their kind and latest trust mark (defaults on a schema older than v2)."""

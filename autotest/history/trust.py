@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from autotest.errors import UsageError
-from autotest.history.database import TRUSTED_KINDS, describe, tables
+from autotest.history.database import TRUSTED_KINDS, describe, tables, unwritable
 from autotest.history.store import HistoryStore, RunRow
 
 
@@ -76,8 +76,7 @@ def mark_run(url: str, ref: str, *, trusted: bool, why: str | None) -> Marked:
                     run_id=run.run_id, trusted=trusted, reason=reason or "trusted again", marked_at=now,
                     marked_by=_who()))
         except sa.exc.SQLAlchemyError as exc:
-            first = (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise UsageError(f"cannot write to history database {describe(url)}: {first}") from None
+            raise unwritable(url, exc) from None
         marked = store.run(run.run_id)
     assert marked is not None
     what = "trusted again" if trusted else f"untrusted ({reason})"

@@ -2,7 +2,7 @@
 
 Only what a prefix of the run can decide is evaluated early: stepwise and points checks (a breach at a
 step already logged stays a breach), non-finite values, and a percentile check once so many logged steps
-breach that the steps still to come cannot bring it back (``checks.percentile_decided``). Final, window
+breach that the steps still to come cannot bring it back (``early.percentile_decided``). Final, window
 and pooled checks wait for the end. With ``fail_fast`` a decided FAIL stops the run.
 
 Replicates are judged on their mean, so their followers share a :class:`ReplicateGroup` and decide on the
@@ -28,7 +28,8 @@ from autotest.inputs.baseline import Baseline
 from autotest.inputs.case import Case
 from autotest.inputs.log_search import log_signature
 from autotest.inputs.tracker_layout import tracker_location
-from autotest.judge.checks import evaluate_check, fmt, percentile_decided
+from autotest.judge.checks import evaluate_check, fmt
+from autotest.judge.early import percentile_decided
 from autotest.judge.model import FAIL
 from autotest.judge.readers import find_tracker, read_trace
 from autotest.judge.replicate_mean import mean_trace

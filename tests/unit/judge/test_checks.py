@@ -11,7 +11,6 @@ from autotest.inputs.baseline import load_baseline
 from autotest.inputs.baseline_model import Baseline, CheckSpec, StepPolicy
 from autotest.judge.checks import (
     evaluate_check,
-    percentile_decided,
     point_error,
 )
 from autotest.judge.model import ERROR, FAIL, INFO, PASS, decide_status
@@ -88,68 +87,6 @@ def test_percentile_is_declared_and_reported():
     assert r.status == PASS and r.parameters == {"percentile": 80, "interpolation": "linear"}
     r = check(golden, current, scope="percentile", percentile=95, threshold=0.1)
     assert r.status == FAIL and "p95 of per-step absolute error over 10 steps" in r.message
-
-
-def _decided(golden: dict, current: dict, **spec):
-    c = CheckSpec(**{"metric": "m", "method": "absolute", "operator": "<", "threshold": 0.1, "scope": "percentile",
-                     **spec})
-    return percentile_decided(c, baseline(c), trace({"m": golden}), trace({"m": current}))
-
-
-def test_a_percentile_is_decided_once_the_steps_to_come_cannot_bring_it_back():
-    golden = {s: 0.0 for s in range(1, 46)}
-    # p50 of 45 steps interpolates at rank 22: 23 breaching steps fill ranks 22-44 whatever steps 24-45 hold
-    assert _decided(golden, {s: 1.0 for s in range(1, 23)}, percentile=50) is None
-    r = _decided(golden, {s: 1.0 for s in range(1, 24)}, percentile=50)
-    assert r.status == FAIL and r.first_breach_step == 1 and r.observed == 1.0
-    assert r.message == ("m: p50 of per-step absolute error over 45 steps is at least 1 whatever the 22 steps not "
-                         "logged yet hold, not < 0.1 (23 of the first 23 steps breach)")
-    # the judge of the stopped run (the logged prefix alone) fails it too
-    assert check(golden, {s: 1.0 for s in range(1, 24)}, scope="percentile", percentile=50).status == FAIL
-    # p80 of 45 interpolates between ranks 35 and 36 (weight 0.2 on 36): 8 breaches leave both to the passing
-    # steps, 9 put 1.0 at rank 36 and the bound at 0.2, whenever they came
-    eight = {s: (1.0 if s <= 8 else 0.0) for s in range(1, 31)}
-    assert _decided(golden, eight, percentile=80) is None
-    r = _decided(golden, {**eight, 30: 1.0}, percentile=80)
-    assert r.status == FAIL and r.observed == pytest.approx(0.2)
-    assert _decided(golden, {s: 0.0 for s in range(1, 46) if s != 45}, percentile=50) is None
-    # complete, nothing left to decide early: the ordinary check does
-    assert _decided(golden, {s: 1.0 for s in range(1, 46)}, percentile=50) is None
-
-
-def test_a_percentile_that_must_stay_above_its_threshold_is_decided_from_the_low_end():
-    golden = {s: 0.0 for s in range(1, 11)}
-    low = {s: 0.0 for s in range(1, 4)}  # error 0, the check wants > 0.5: each logged step breaches
-    assert _decided(golden, low, percentile=20, operator=">", threshold=0.5).status == FAIL  # rank 1.8: ranks 1, 2
-    assert _decided(golden, {1: 0.0, 2: 0.0}, percentile=20, operator=">", threshold=0.5) is None
-
-
-@pytest.mark.parametrize("operator", ["<", "<=", ">", ">="])
-def test_a_decided_percentile_fails_every_completion_and_the_stopped_prefix(operator):
-    import random
-
-    rng = random.Random(operator)
-    decided = 0
-    for _ in range(400):
-        n = rng.randint(1, 12)
-        golden = {s: 0.0 for s in range(1, n + 1)}
-        logged = rng.randint(0, n - 1)
-        prefix = {s: rng.choice([0.0, 0.5, 1.0, 1.5, rng.uniform(0, 2)]) for s in range(1, logged + 1)}
-        spec = dict(percentile=rng.choice([0, 10, 25, 50, 80, 95, 100]), operator=operator, threshold=1.0)
-        result = _decided(golden, prefix, **spec)
-        if result is None:
-            continue
-        decided += 1
-        assert check(golden, prefix, scope="percentile", **spec).status == FAIL, (prefix, spec)
-        for rest in ([0.0], [2.0], [1.0], None):
-            tail = {s: (rng.uniform(0, 2) if rest is None else rest[0]) for s in range(logged + 1, n + 1)}
-            assert check(golden, {**prefix, **tail}, scope="percentile", **spec).status == FAIL, (prefix, tail, spec)
-    assert decided > 20
-
-
-def test_nothing_is_decided_early_for_a_value_check_or_a_broken_baseline():
-    assert _decided({1: 0.0, 2: 0.0, 3: 0.0}, {1: 5.0, 2: 5.0}, method="value", percentile=0) is None
-    assert _decided({1: math.nan, 2: 0.0, 3: 0.0}, {1: 5.0, 2: 5.0}, percentile=0) is None
 
 
 def test_final_scope_compares_last_point_at_the_same_step():

@@ -18,7 +18,7 @@ from autotest.inputs.case import Case
 from autotest.judge.model import PASS, Verdict
 from autotest.judge.power import PowerAsk, caught_phrase
 from autotest.judge.verdict import Comparison
-from autotest.report.markdown import relaunch_phrase
+from autotest.report.markdown import kind_phrase, relaunch_phrase
 from autotest.report.publish import AfterResults, publish
 from autotest.run.infra import DEFAULT_POLICY, RetryPolicy
 
@@ -127,7 +127,8 @@ class CaseRun:
         if self.unsaved:
             more = f" (and {len(self.unsaved) - 1} more)" if len(self.unsaved) > 1 else ""
             lost = f" — results not saved: {self.unsaved[0]}{more}"
-        return f"{self.case}: {self.status}{relaunch_phrase(self.relaunches)}{mean}{power}{reason}{lost}{where}"
+        kind = kind_phrase(self.verdict) if self.verdict is not None else ""
+        return f"{self.case}: {self.status}{kind}{relaunch_phrase(self.relaunches)}{mean}{power}{reason}{lost}{where}"
 
 
 def harness_error_log(results_dir: Path, exc: BaseException) -> str:

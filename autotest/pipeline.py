@@ -42,6 +42,7 @@ from autotest.report import plot_worker
 from autotest.judge.seed_use import logged_seed
 from autotest.judge.structural import LogFinding, RunFacts
 from autotest.judge.trace import Trace
+from autotest.judge.performance import MachineContext
 from autotest.judge.verdict import Comparison, checked_metrics, golden_trace, judge
 from autotest.report.consistency_request import write_consistency_request
 from autotest.report.cost import run_cost
@@ -57,11 +58,13 @@ from autotest.run.framework import (
     framework_request,
 )
 from autotest.run.gpu_slots import case_slice
+from autotest.run.contention import ContentionRecord, ContentionSampler, record_in_preflight, save_series, snapshot
 from autotest.run.infra import (
     Classification,
     InfraFailure,
     RetryTrail,
     classify_log_file,
+    contention_failure,
 )
 from autotest.run.launch import (
     LaunchResult,
@@ -74,6 +77,8 @@ from autotest.run.platform import check_platform
 from autotest.run.preflight import Preflight, run_preflight
 from autotest.run.recipe_guard import tracker_problem
 from autotest.run.results_dir import default_results_root, new_results_dir, require_room
+from autotest.run.resume import RESUME_FOLDER, checkpoint_args, launch_resumed
+from autotest.judge.resume import judge_resume, main_run_problem
 from autotest.run_replicates import run_replicates
 
 __all__ = ["DRY_RUN", "SKIP", "CaseRun", "RunOptions", "run_case"]
@@ -191,6 +196,8 @@ def _prepare(case: Case, options: RunOptions, framework: Checkout | None) -> _Pr
     spec, spec_error = None, None
     try:
         spec = launch_spec(case, work_dir, seed=options.seed, fault=options.fault,
+                           extra_args=checkpoint_args(case, work_dir, seed=options.seed, fault=options.fault,
+                                                      environ=environ),  # the resume phase's checkpoint
                            environ=environ)
         spec = replace(spec, env={**options.env, **spec.env})
     except UsageError as exc:
@@ -233,7 +240,7 @@ def _attempts(case: Case, options: RunOptions, spec: LaunchSpec,
             return comparison, None
         kept = prep.results_dir / "attempts" / str(len(trail.attempts))
         kept.mkdir(parents=True)
-        for name in ("logs", "work", *COPY_NAMES, "run_config"):
+        for name in ("logs", "work", *COPY_NAMES, "run_config", RESUME_FOLDER):
             if (prep.results_dir / name).exists():
                 (prep.results_dir / name).rename(kept / name)
         # the trail points at the kept copy of the attempt's log, not at the next attempt's
@@ -249,9 +256,14 @@ def _attempt(case: Case, options: RunOptions, spec: LaunchSpec,
     """One launch, its artifacts and its verdict (an interrupted run is judged too: ERROR)."""
     assert prep.baseline is not None and prep.golden is not None
     environ = {**os.environ, **options.env}
+    # runner contention before, during and after the run: performance gates are judged against the machine
+    device = "gpu" if case.platform.gpus > 0 else "cpu"
+    machine_before = snapshot({**environ, **spec.env}, device=device)
+    record_in_preflight(prep.results_dir / "preflight.json", machine_before)
+    sampler = ContentionSampler()
     follower = Follower(case, prep.baseline, prep.golden, prep.work_dir, fail_fast=options.fail_fast,
                         progress=options.progress, environ=environ, group=options.replicate_group,
-                        label=options.replicate_label)
+                        label=options.replicate_label, contention=sampler)
     started = time.time()
     interrupt = None
     if options.with_plots:
@@ -259,9 +271,16 @@ def _attempt(case: Case, options: RunOptions, spec: LaunchSpec,
     try:
         result = start(spec, prep.results_dir, poll=follower.poll, poll_interval_s=options.poll_interval_s,
                        ray_address=options.ray_address, num_gpus=case.platform.gpus,
-                       ray_resources=options.ray_resources)
+                       ray_resources=options.ray_resources, on_start=sampler.attach)
     except RunInterrupted as exc:  # the run is already stopped and cleaned up
         result, interrupt = exc.result, exc
+    finally:
+        samples = sampler.stop()
+    machine = ContentionRecord(
+        before=machine_before, after=snapshot({**environ, **spec.env}, device=device), samples=samples,
+        step_seen_at=dict(follower.step_seen_at),
+        unmeasured="" if samples else ("a Ray job on a cluster: its processes are not this machine's children"
+                                       if options.ray_address else "the run's threads could not be read (/proc)"))
     artifacts = artifacts_for(case, prep.work_dir, prep.results_dir, since=started - 2,
                               environ=environ)
     trace, tracker_problem = None, None
@@ -283,11 +302,32 @@ def _attempt(case: Case, options: RunOptions, spec: LaunchSpec,
     context = {**prep.context, "stdout_log": str(result.stdout_log), "stderr_log": str(result.stderr_log),
                "launch": result.to_dict(), "artifacts": [str(p) for p in artifacts.run_config],
                "cost": run_cost(case.platform.gpus, result.wall_s, {**environ, **spec.env}).to_dict(),
-               "time_to_verdict_s": follower.time_to_verdict_s()}
+               "time_to_verdict_s": follower.time_to_verdict_s(), "machine": machine.to_dict(),
+               "contention_log": save_series(prep.results_dir / "logs" / "contention.json", machine)}
     if result.unsaved or artifacts.unsaved:  # a full or read-only disk: the verdict stands, the files are named
         context["unsaved"] = [*result.unsaved, *artifacts.unsaved]
+    # -- resume phase (case.resume): a completed run resumed from its checkpoint (autotest.run.resume launches,
+    # autotest.judge.resume compares); its structural results join this attempt's one verdict
+    resume_checks: list = []
+    if case.resume is not None:
+        resumed = launch_resumed(
+            case, spec, prep.work_dir, prep.results_dir, seed=options.seed, fault=options.fault, environ=environ,
+            skip=main_run_problem(case.expected.steps, case.expected.exact_steps, result, trace,
+                                  interrupted=interrupt is not None),
+            start=start, start_kwargs={"poll_interval_s": options.poll_interval_s, "ray_address": options.ray_address,
+                                       "num_gpus": case.platform.gpus, "ray_resources": options.ray_resources},
+            progress=options.progress)
+        resume_checks = judge_resume(case.resume, prep.baseline, artifacts.judged_tracker, resumed,
+                                     case.tracker.format)
+        interrupt = interrupt or resumed.interrupt
+        context["resume"] = resumed.context
+    # -- end of the resume phase
     comparison = judge(prep.baseline, trace, golden=prep.golden, facts=facts, case=case.name, context=context,
-                       power=power_ask(case, options))
+                       power=power_ask(case, options), structural=resume_checks,
+                       machine=MachineContext(case.performance, machine, prep.baseline.provenance.get("machine_probe")))
+    if infra is None and comparison.verdict.environment_only:  # the retry policy decides on contention too
+        infra = contention_failure([r.message for r in comparison.verdict.results if r.is_environment])
+        infra_log = context["contention_log"]
     return comparison, infra, infra_log, interrupt
 
 

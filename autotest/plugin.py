@@ -137,6 +137,15 @@ class CaseSummary:
     def add(self, run: CaseRun) -> None:
         self.runs.append(run)
 
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        """Exit 75 when every failed test is an environment outcome (a busy runner): CI retries, never merges."""
+        from autotest.cli.common import EXIT_ENVIRONMENT
+
+        environment = sum(1 for run in self.runs if run.verdict is not None and run.verdict.environment_only)
+        if exitstatus == pytest.ExitCode.TESTS_FAILED and environment and session.testsfailed == environment:
+            session.exitstatus = EXIT_ENVIRONMENT
+
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if not self.runs:
             return
@@ -249,6 +258,7 @@ def run_accuracy_case(request: pytest.FixtureRequest) -> Callable[..., CaseRun]:
 def assert_case_outcome(run: CaseRun, strict: bool) -> None:
     """Turn a CaseRun into the test's outcome: pass, skip (or fail when strict), or fail with the report."""
     from autotest.case_run import DRY_RUN, SKIP
+    from autotest.report.markdown import kind_phrase
 
     if run.status == SKIP:
         if strict:
@@ -260,8 +270,8 @@ def assert_case_outcome(run: CaseRun, strict: bool) -> None:
     if run.unsaved:  # the verdict stands, but its results folder is incomplete: never a silent pass
         pytest.fail(run.summary_line(), pytrace=False)
     if run.status != "PASS":
-        lines = [f"{run.case}: {run.status}"]
         assert run.verdict is not None
+        lines = [f"{run.case}: {run.status}{kind_phrase(run.verdict)}"]
         lines += [f"  {r.status} {r.check_id}: {r.message}" for r in run.verdict.failing() if r.is_gate]
         if run.reason:
             lines.append(f"  next step: {run.reason}")

@@ -16,9 +16,12 @@ has measured the run-to-run noise.
 | distill_kl        | absolute p80; pooled mean                                               |
 | ref_kl            | absolute p80 (reference only)                                           |
 | step_time         | slowdown p50 (reference only: machine-dependent)                        |
+| memory            | relative at the final step (peak); slowdown slope (a leak: growth per step above golden's) |
 
 Other roles (loss, grad_norm, learning_rate, policy_kl, throughput) and metrics with no role are
-listed, not gated: add checks by hand if they matter. A metric constant over the run (a KL of 0 with
+listed, not gated: add checks by hand if they matter. The memory role's checked metric is its peak one where the log
+has one (``peak`` or ``max`` in the name: ``memory/peak_rss_mb``, xtuner's ``memory/max_memory_GB``, verl's
+``perf/max_memory_allocated_gb``): its final value is the run's peak, and a leak makes it grow step by step too. A metric constant over the run (a KL of 0 with
 ``beta: 0``) gets no check: its noise is 0 and calibration could not set a threshold from it.
 """
 
@@ -45,10 +48,15 @@ CHECKS_BY_ROLE: Mapping[str, tuple[tuple[str, dict, str], ...]] = MappingProxyTy
     "distill_kl": (("absolute", _P80, "gate"), ("absolute", {"scope": "pooled"}, "gate")),
     "ref_kl": (("absolute", _P80, "reference"),),
     "step_time": (("slowdown", {"scope": "percentile", "percentile": 50.0}, "reference"),),
+    "memory": (("relative", {"scope": "final"}, "gate"), ("slowdown", {"scope": "slope"}, "gate")),
 })
 #: words of a name's last part that mark a role's headline metric among several, best first
 #: (``response/rewards/mean`` over ``.../max``, ``time/step`` over ``time/generate``)
 _HEADLINE_WORDS = ("mean", "step", "reward", "acc", "score")
+#: a role whose headline is chosen by other words (memory: the peak, which a leak raises and a final check bounds)
+_ROLE_HEADLINE_WORDS: Mapping[str, tuple[str, ...]] = MappingProxyType({
+    "memory": ("peak", "max_memory_allocated", "max"),
+})
 PRODUCED_BY_INIT = "rl-autotest init"
 
 
@@ -86,9 +94,10 @@ def _rule_index(preset: str | None, metric: str) -> int:
     return next((i for i, (glob, _) in enumerate(PRESETS[preset].rules) if fnmatchcase(metric, glob)), 10_000)
 
 
-def _headline_key(preset: str | None, metric: str) -> tuple:
+def _headline_key(preset: str | None, metric: str, role: str = "") -> tuple:
     last = metric.lower().rsplit("/", 1)[-1]
-    word = next((i for i, w in enumerate(_HEADLINE_WORDS) if w in last), len(_HEADLINE_WORDS))
+    words = _ROLE_HEADLINE_WORDS.get(base_role(role), _HEADLINE_WORDS) if role else _HEADLINE_WORDS
+    word = next((i for i, w in enumerate(words) if w in last), len(words))
     return (_rule_index(preset, metric), word, len(metric), metric)
 
 
@@ -118,7 +127,8 @@ def propose(trace: Trace, preset: str | None = None) -> Proposal:
         role = roles.role_of(metric)
         if role is not None and base_role(role) in CHECKS_BY_ROLE and not _constant(trace.get(metric) or {}):
             by_role.setdefault(role, []).append(metric)
-    headline = {role: min(names, key=lambda m: _headline_key(roles.preset, m)) for role, names in by_role.items()}
+    headline = {role: min(names, key=lambda m, r=role: _headline_key(roles.preset, m, r))
+                for role, names in by_role.items()}
     checks: list[CheckSpec] = []
     rows: list[MetricRow] = []
     for metric in metrics:

@@ -8,12 +8,13 @@ settings) is the current baseline; calibration fills its golden table and thresh
   run logged is left out, so the check engine reports it as uncalibrated;
 - measured max run-to-run deviation = the largest, over every ordered pair of runs (one as
   current, the other as golden), of the check's own statistic (stepwise worst step, p80 of
-  per-step errors, per point, final, window mean), computed by the check engine itself. A pair
+  per-step errors, per point, final, window mean, slope excess), computed by the check engine itself. A pair
   differs by more than a fresh run differs from the N-run mean (sd sqrt(2) against
   sqrt(1 + 1/N)), which with the margin is what keeps small-N thresholds from being tight;
 - threshold = max(measured x margin, floors), rounded up to two significant digits. Floors: the
   spec's per-metric ``floors`` (capped at ``floor_headroom`` x the case's own level, max |golden| or the
-  measured deviation, so a bf16-sized floor never hides an fp32 case's healthy 1e-14), the relative floor (of max |golden| for absolute checks) and, for
+  measured deviation, so a bf16-sized floor never hides an fp32 case's healthy 1e-14), the relative floor (of max |golden| for absolute checks; for a
+  slope, that share of the level grown over the steps it fits) and, for
   eval metrics with a known eval-set size n, the binomial noise z * sqrt(p(1-p)/n).
 
 Pooled checks (``scope: pooled``) are calibrated differently, from the spread of their own
@@ -151,6 +152,11 @@ def _floors(check: CheckSpec, golden: Mapping[int, float], steps: Sequence[int],
             floors.append((declared, f"calibration.floors {declared:g}"))
     if check.method == "relative":
         floors.append((settings.relative_floor, f"relative floor {settings.relative_floor:g}"))
+    elif check.scope == "slope" and len(values) > 1:
+        # a growth per step: the relative floor of the level, spread over the steps the fit spans
+        scale, span = max(abs(v) for v in values), max(steps) - min(steps)
+        floors.append((settings.relative_floor * scale / span,
+                       f"relative floor {settings.relative_floor:g} x max |golden| {scale:.4g} / {span} steps spanned"))
     elif values:
         scale = max(abs(v) for v in values)
         floors.append((settings.relative_floor * scale,

@@ -14,12 +14,13 @@ import os
 import sys
 from typing import Callable, Sequence
 
-from autotest.cli.common import CASE_HELP, EXIT_ERROR, EXIT_FAIL, EXIT_NOT_COLLECTED, EXIT_PASS, exit_code_for
+from autotest.cli.common import (CASE_HELP, EXIT_ENVIRONMENT, EXIT_ERROR, EXIT_FAIL, EXIT_NOT_COLLECTED, EXIT_PASS,
+                                 exit_code_for)
 from autotest.errors import UsageError
 from autotest.redaction import MaskedStream, collect_secrets
 from autotest.run.interrupts import describe, signals_as_interrupt
 
-__all__ = ["CASE_HELP", "COMMANDS", "EXIT_ERROR", "EXIT_FAIL", "EXIT_NOT_COLLECTED", "EXIT_PASS", "build_parser",
+__all__ = ["CASE_HELP", "COMMANDS", "EXIT_ENVIRONMENT", "EXIT_ERROR", "EXIT_FAIL", "EXIT_NOT_COLLECTED", "EXIT_PASS", "build_parser",
            "exit_code_for", "main"]
 
 #: each command, in --help's order: the module that builds its parser, and the builder (those given the

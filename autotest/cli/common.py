@@ -23,9 +23,17 @@ def results_help() -> str:
     return f"root of the per-case results folders (default: {DEFAULT_ROOT_HELP})"
 
 
-def exit_code_for(status: str) -> int:
-    from autotest.judge.model import FAIL, PASS
+#: an environment outcome (sysexits' EX_TEMPFAIL): a performance gate the runner's contention explains; CI
+#: retries it on a quiet runner and never merges on it (docs/running.md, "A busy runner")
+EXIT_ENVIRONMENT = 75
 
+
+def exit_code_for(status: str, environment: bool = False) -> int:
+    """0 PASS, 1 FAIL, 75 an ERROR that is only the machine's (``environment``), else 2."""
+    from autotest.judge.model import ERROR, FAIL, PASS
+
+    if status == ERROR and environment:
+        return EXIT_ENVIRONMENT
     return {PASS: EXIT_PASS, FAIL: EXIT_FAIL}.get(status, EXIT_ERROR)
 
 

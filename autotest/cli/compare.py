@@ -76,4 +76,4 @@ def compare(args: argparse.Namespace) -> int:
         print(f"{line} — results not saved: {unsaved[0]}")
         return EXIT_ERROR
     print(line)
-    return exit_code_for(verdict.status)
+    return exit_code_for(verdict.status, verdict.environment_only)

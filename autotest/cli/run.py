@@ -120,7 +120,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_PASS if args.dry_run else EXIT_ERROR
     if outcome.unsaved:  # the summary line named the file and the error
         return EXIT_ERROR
-    return EXIT_ERROR if outcome.status == SKIP else exit_code_for(outcome.status)
+    environment = outcome.verdict is not None and outcome.verdict.environment_only
+    return EXIT_ERROR if outcome.status == SKIP else exit_code_for(outcome.status, environment)
 
 
 def cases(args: argparse.Namespace) -> int:

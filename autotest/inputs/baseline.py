@@ -19,9 +19,11 @@ Schema::
     checks:                    a non-empty list of
       - metric, method (absolute|relative|slowdown|value), operator (< <= > >=), threshold (a number,
         or ``placeholder``: written by ``rl-autotest init``, ERROR until ``calibrate`` sets it),
-        scope (stepwise|percentile|final|points|window|pooled; default stepwise), severity (gate|reference),
+        scope (stepwise|percentile|final|points|window|pooled|slope; default stepwise), severity (gate|reference),
         percentile (scope percentile), points: [int] (scope points), window: [first, last] (scope
-        window; optional for pooled), statistic (scope pooled: mean|trend; default mean), relative_floor,
+        window; optional for pooled and slope), statistic (scope pooled: mean|trend; default mean),
+        split_at: [int] (scope slope: steps where a segment starts, e.g. resume points; method slowdown,
+        absolute or value), relative_floor,
         derivation, measured_max_deviation,
         overrides: [{hardware: {gpu: str, count: int}, threshold}]  per-hardware thresholds of a
         machine-dependent check (time/step); the preflight's GPU fingerprint picks one, else threshold
@@ -55,6 +57,7 @@ from autotest.inputs.baseline_model import (
     SCHEMA_VERSION,
     SCOPES,
     SEVERITIES,
+    SLOPE_METHODS,
     Baseline,
     CalibrationSpec,
     CheckSpec,
@@ -70,7 +73,7 @@ __all__ = ["Baseline", "CalibrationSpec", "CheckSpec", "load_baseline"]
 
 _DOC = "docs/baselines.md"
 _CHECK_KEYS = ("scope", "severity", "percentile", "points", "window", "relative_floor", "derivation",
-               "measured_max_deviation", "statistic", "overrides")
+               "measured_max_deviation", "statistic", "overrides", "split_at")
 
 
 def _check(sec: Section) -> CheckSpec:
@@ -94,6 +97,14 @@ def _check(sec: Section) -> CheckSpec:
                  "write method: absolute (deviations are standardised by the calibrated noise)")
     if "statistic" in sec.data and scope != "pooled":
         sec.fail("statistic", f"only applies to scope 'pooled', not {scope!r}", "remove it or set scope: pooled")
+    if scope == "slope" and sec.data.get("method") not in SLOPE_METHODS:
+        sec.fail("method", f"{show(sec.data.get('method'))} cannot judge a slope",
+                 "write method: slowdown (growth per step above the golden's), absolute or value")
+    split_at: tuple[int, ...] = ()
+    if "split_at" in sec.data:
+        if scope != "slope":
+            sec.fail("split_at", f"only applies to scope 'slope', not {scope!r}", "remove it or set scope: slope")
+        split_at = tuple(sorted(set(sec.int_list("split_at"))))
     method = sec.choice("method", METHODS)
     operator = sec.choice("operator", OPERATORS)
     placeholder = sec.get("threshold") == PLACEHOLDER
@@ -114,8 +125,8 @@ def _check(sec: Section) -> CheckSpec:
         severity=sec.choice("severity", SEVERITIES, default="gate"),
         percentile=percentile,
         points=points,
-        window=_step_range(sec, "window") if scope == "window" or (scope == "pooled" and "window" in sec.data)
-        else None,
+        window=_step_range(sec, "window")
+        if scope == "window" or (scope in ("pooled", "slope") and "window" in sec.data) else None,
         relative_floor=sec.number("relative_floor", positive=True, default=DEFAULT_RELATIVE_FLOOR,
                                   fix="write a small positive number, e.g. 1.0e-12"),
         derivation=sec.text("derivation", ""),
@@ -124,6 +135,7 @@ def _check(sec: Section) -> CheckSpec:
         statistic=sec.choice("statistic", POOLED_STATISTICS, default="mean"),
         overrides=overrides,
         placeholder=placeholder,
+        split_at=split_at,
     )
 
 

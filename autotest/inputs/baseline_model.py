@@ -16,7 +16,9 @@ from autotest.inputs.roles import RoleMap, resolve_roles
 SCHEMA_VERSION = 1
 METHODS = ("absolute", "relative", "slowdown", "value")
 OPERATORS = ("<", "<=", ">", ">=")
-SCOPES = ("stepwise", "percentile", "final", "points", "window", "pooled")
+SCOPES = ("stepwise", "percentile", "final", "points", "window", "pooled", "slope")
+#: methods a slope (growth per step) can be judged by: its excess over golden's, its distance, or itself
+SLOPE_METHODS = ("slowdown", "absolute", "value")
 SEVERITIES = ("gate", "reference")
 #: what a pooled check gates: the mean of z over the window, or its fitted change across it
 POOLED_STATISTICS = ("mean", "trend")
@@ -51,6 +53,8 @@ class CheckSpec:
     hardware: str | None = None
     #: ``threshold: placeholder`` (``rl-autotest init``): no number yet; the check is an ERROR until calibrated
     placeholder: bool = False
+    #: scope slope: steps where a new segment starts (resume points); the fit has one intercept per segment
+    split_at: tuple[int, ...] = ()
 
     @property
     def shown_threshold(self) -> str:
@@ -64,6 +68,8 @@ class CheckSpec:
             if self.window:
                 return f"{self.metric}[{kind} {self.window[0]}-{self.window[1]}]"
             return f"{self.metric}[{kind}]"
+        if self.scope == "slope" and self.window:
+            return f"{self.metric}[slope {self.window[0]}-{self.window[1]}]"
         return f"{self.metric}[{self.scope}]"
 
     def describe(self) -> str:
@@ -80,6 +86,10 @@ class CheckSpec:
             where = f"steps {self.window[0]}-{self.window[1]}" if self.window else "every calibrated step"
             what = "mean" if self.statistic == "mean" else "fitted first-to-last change"
             scope = f"|{what} of per-step deviations / calibrated noise| over {where}"
+        elif self.scope == "slope":
+            where = f"steps {self.window[0]}-{self.window[1]}" if self.window else "every calibrated step"
+            split = f", split at steps {'/'.join(str(s) for s in self.split_at)}" if self.split_at else ""
+            scope = f"least-squares growth per step over {where} (within segments{split})"
         severity = "" if self.severity == "gate" else " (reference only, never fails)"
         hardware = f" (threshold for {self.hardware})" if self.hardware else ""
         return f"{self.metric}: {self.method} {self.operator} {self.shown_threshold}{hardware}, {scope}{severity}"

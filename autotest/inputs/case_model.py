@@ -10,7 +10,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from autotest.inputs.performance_policy import PerformancePolicy
 from autotest.inputs.placeholders import REPO_ROOT
+from autotest.inputs.resume_phase import Resume
 
 CASES_DIR = REPO_ROOT / "autotest" / "cases"
 MARKERS = ("grpo", "mopd", "gpu", "calibration")
@@ -109,6 +111,10 @@ class Case:
     framework_checkout: Path | None = None
     #: metric -> the smallest change (metric units) the case's gates must be able to catch
     detect: dict[str, float] = field(default_factory=dict)
+    #: how its timing gates are judged against the machine (autotest.inputs.performance_policy)
+    performance: PerformancePolicy = field(default_factory=PerformancePolicy)
+    #: the resume phase: checkpoint, resume, compare (autotest.inputs.resume_phase); None: the case has none
+    resume: Resume | None = None
 
     @property
     def packaged(self) -> bool:

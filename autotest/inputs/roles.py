@@ -41,10 +41,11 @@ ROLES: Mapping[str, tuple[str, str]] = MappingProxyType({
     "learning_rate": ("dynamics", "the optimiser's learning rate"),
     "step_time": ("performance", "wall time of a step or of a phase of it (seconds)"),
     "throughput": ("performance", "tokens or samples per second"),
+    "memory": ("memory", "memory of the training process per step: resident set or device memory, current or peak"),
 })
 
 #: triage groups, in the order evidence tables list them
-GROUPS = ("reward", "eval", "rollout", "dynamics", "teacher", "consistency", "performance")
+GROUPS = ("reward", "eval", "rollout", "dynamics", "teacher", "consistency", "performance", "memory")
 
 TEACHER_SEPARATOR = "/"
 
@@ -107,17 +108,20 @@ PRESETS: Mapping[str, Preset] = MappingProxyType({p.name: p for p in (
     Preset("xtuner", "xtuner (RL trainer, tracker.jsonl / TensorBoard)",
            ("InternLM/xtuner xtuner/v1/train/rl_trainer.py (response/*, time/*, eval/*)",
             "InternLM/xtuner xtuner/v1/rl (mismatch/*, entropy/*)",
-            "xtuner recipe/on_policy_distillation (distillation/*)"),
+            "xtuner recipe/on_policy_distillation (distillation/*)",
+            "InternLM/xtuner xtuner/v1/train/trainer.py (memory/max_memory_GB, memory/reserved_memory_GB)"),
            _rules(("response/rewards/*", "reward"), ("response/response_len/*", "response_length"),
                   ("mismatch/*", "mismatch"), ("entropy/*", "entropy"), ("eval/*", "eval"),
-                  ("distillation/*", "distill_kl"), ("time/*", "step_time")),
+                  ("distillation/*", "distill_kl"), ("time/*", "step_time"), ("memory/*", "memory")),
            teacher_glob="distillation/teacher_kl/*"),
     Preset("verl", "verl (PPO/GRPO ray trainer, JSONL or TensorBoard)",
            ("volcengine/verl verl/trainer/ppo/metric_utils.py (critic/*, response_length/*, timing_s/*, perf/*)",
             "volcengine/verl verl/workers/actor/dp_actor.py (actor/*)",
             "volcengine/verl verl/trainer/ppo/ray_trainer.py (val-core/*, val-aux/*, actor/reward_kl_penalty)",
             "volcengine/verl verl/trainer/ppo/rollout_corr_helper.py (rollout_corr/*)",
-            "volcengine/verl verl/utils/debug/metrics.py (training/rollout_probs_diff_*)"),
+            "volcengine/verl verl/utils/debug/metrics.py (training/rollout_probs_diff_*)",
+            "volcengine/verl verl/workers/fsdp_workers.py (perf/max_memory_allocated_gb, perf/max_memory_reserved_gb, "
+            "perf/cpu_memory_used_gb)"),
            _rules(("critic/score/*", "reward"), ("critic/rewards/*", "reward"),
                   ("response_length/*", "response_length"), ("actor/entropy", "entropy"),
                   ("rollout_corr/*", "mismatch"), ("training/rollout_probs_diff_*", "mismatch"),
@@ -125,7 +129,8 @@ PRESETS: Mapping[str, Preset] = MappingProxyType({p.name: p for p in (
                   ("actor/kl_loss", "ref_kl"), ("actor/reward_kl_penalty", "ref_kl"), ("actor/ppo_kl", "policy_kl"),
                   ("actor/pg_loss", "loss"), ("actor/grad_norm", "grad_norm"), ("actor/lr", "learning_rate"),
                   ("timing_s/*", "step_time"), ("perf/time_per_step", "step_time"),
-                  ("perf/throughput", "throughput"))),
+                  ("perf/throughput", "throughput"), ("perf/*memory*", "memory"),
+                  ("actor/perf/*memory*", "memory"))),
     Preset("slime", "slime (Megatron + SGLang, wandb / TensorBoard scalars)",
            ("THUDM/slime slime/observability/rollout_metrics.py (rollout/*, perf/*, eval/*)",
             "THUDM/slime slime/observability/train_metric_utils.py (rollout/raw_reward, rollout/entropy, ...)",
@@ -142,7 +147,9 @@ PRESETS: Mapping[str, Preset] = MappingProxyType({p.name: p for p in (
            ("huggingface/trl trl/trainer/grpo_trainer.py (reward, reward_std, rewards/<func>/mean, "
             "completions/*, entropy, kl, sampling/*, step_time; eval rows prefixed eval_)",
             "huggingface/transformers trainer.py (loss, grad_norm, learning_rate, *_runtime, "
-            "*_samples_per_second) and integrations TensorBoardCallback (x -> train/x, eval_x -> eval/x)"),
+            "*_samples_per_second) and integrations TensorBoardCallback (x -> train/x, eval_x -> eval/x)",
+            "huggingface/transformers trainer_utils.py TrainerMemoryTracker (<stage>_mem_cpu_*, <stage>_mem_gpu_* "
+            "with skip_memory_metrics=False)"),
            _rules(("reward", "reward"), ("train/reward", "reward"), ("rewards/*/mean", "reward"),
                   ("train/rewards/*/mean", "reward"),
                   ("completions/mean_length", "response_length"), ("train/completions/mean_length", "response_length"),
@@ -155,6 +162,7 @@ PRESETS: Mapping[str, Preset] = MappingProxyType({p.name: p for p in (
                   ("step_time", "step_time"), ("train/step_time", "step_time"),
                   ("*_runtime", "step_time"), ("*/runtime", "step_time"),
                   ("*samples_per_second", "throughput"), ("*steps_per_second", "throughput"),
+                  ("*_mem_cpu*", "memory"), ("*_mem_gpu*", "memory"),
                   ("eval_*", "eval"), ("eval/*", "eval"))),
     Preset("nemo-rl", "NeMo-RL (GRPO, logger prefixes train/, validation/, timing/, performance/)",
            ("NVIDIA-NeMo/RL nemo_rl/algorithms/grpo.py (train/reward, train/mean_gen_tokens_per_sample, "

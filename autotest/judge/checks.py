@@ -3,7 +3,9 @@
 Methods (per point): absolute |cur-base|; relative |cur-base| / max(|base|, relative_floor);
 slowdown max(0, cur-base); value cur (no baseline). A check passes when
 ``error OPERATOR threshold``. Scope ``pooled`` standardises each step's deviation by the baseline's
-calibrated noise and bounds the mean over a window (``autotest.judge.pooled``). Scopes choose which points are compared and how they are
+calibrated noise and bounds the mean over a window (``autotest.judge.pooled``). Scope ``slope`` fits the growth per step
+by least squares within segments split at resume points (``autotest.judge.slope``) and bounds its excess over the
+golden's growth (a leak). Scopes choose which points are compared and how they are
 reduced. Non-finite current values breach; non-finite golden values make the check ERROR
 (the baseline is broken). Reference-severity checks are reported as INFO and never fail.
 
@@ -25,6 +27,7 @@ from typing import Callable, Mapping
 from autotest.inputs.baseline import Baseline, CheckSpec
 from autotest.judge.model import ERROR, FAIL, INFO, PASS, CheckResult, Points, StepPoint
 from autotest.judge.pooled import pooled_statistic
+from autotest.judge.slope import split_steps, within_slope
 from autotest.judge.trace import Trace
 
 OPERATORS: dict[str, Callable[[float, float], bool]] = {"<": op.lt, "<=": op.le, ">": op.gt, ">=": op.ge}
@@ -102,6 +105,9 @@ def _base_result(spec: CheckSpec, status: str, message: str, **extra) -> CheckRe
         parameters["window"] = list(spec.window)
     if spec.scope == "pooled":
         parameters["statistic"] = spec.statistic
+    if spec.scope == "slope":
+        parameters["split_at"] = list(spec.split_at)
+    parameters.update(extra.pop("parameters", {}))
     return CheckResult(
         check_id=spec.check_id,
         status=status,
@@ -207,6 +213,8 @@ def _evaluate(spec: CheckSpec, ctx: _Context) -> CheckResult:
         return _final(spec, display, cur, gold, calibrated)
     if spec.scope == "pooled":
         return _pooled(spec, ctx, display, cur, gold)
+    if spec.scope == "slope":
+        return _slope(spec, ctx, display, cur, gold)
     return _window(spec, display, cur, gold)
 
 
@@ -346,6 +354,63 @@ def _pooled(spec, ctx, display, cur, gold) -> CheckResult:
 def _worst_abs(stat) -> int | None:
     finite = [(abs(z), s) for s, z in zip(stat.steps, stat.z) if math.isfinite(z)]
     return max(finite)[1] if finite else (stat.steps[0] if stat.steps else None)
+
+
+def _slope(spec, ctx, display, cur, gold) -> CheckResult:
+    """Growth per step (least squares within segments) of current against golden's; see autotest.judge.slope."""
+    steps = _in_range(cur if gold is None else gold, ctx.baseline.calibrated_range)
+    if spec.window:
+        steps = [s for s in steps if spec.window[0] <= s <= spec.window[1]]
+    points, missing, broken = _compare_points(replace(spec, method="value" if gold is None else "absolute",
+                                                      operator="<", threshold=math.inf), steps, cur, gold)
+    # each point's error is the per-step difference (current itself for a bound): its slope is the statistic
+    difference = tuple(c - g for c, g in zip(points.current, points.baseline)) if gold is not None else points.current
+    nonfinite = [p for p in points if not math.isfinite(p.current)]
+    points = Points(points.steps, points.current, points.baseline, difference,
+                    tuple(not math.isfinite(p.current) for p in points))
+    if broken:
+        return _base_result(spec, ERROR, f"{display}: baseline has non-finite golden values at steps "
+                                         f"{_steps(broken)}; the baseline is broken, recalibrate it", points=points)
+    if nonfinite:
+        return _base_result(spec, FAIL, f"{display}: non-finite current value at step {nonfinite[0].step} "
+                                        f"({fmt(nonfinite[0].current)}); no growth can be fitted", points=points,
+                            observed=math.nan, worst_step=nonfinite[0].step, first_breach_step=nonfinite[0].step)
+    if missing:
+        return _base_result(spec, ERROR, f"{display}: current run lacks steps {_steps(missing)} that the "
+                                         "baseline has; cannot decide", points=points)
+    splits = sorted(set(spec.split_at) | set(ctx.current.restarts))
+    segments = split_steps(list(points.steps), splits)
+    current_fit = within_slope(segments, dict(zip(points.steps, points.current)))
+    where = {"segments": [list(s) for s in current_fit.segments]}
+    if not current_fit.fitted:
+        return _base_result(spec, ERROR, f"{display}: no segment has two steps or more to fit a growth per step "
+                                         f"(steps {_steps(list(points.steps)) or 'none'}, split at "
+                                         f"{_steps(splits) or 'none'}); cannot decide", points=points,
+                            parameters=where)
+    golden_slope = None
+    # the growth of the per-step difference: the same steps and segments, so it is current's minus golden's
+    difference_fit = within_slope(segments, dict(zip(points.steps, points.error)))
+    if gold is None:
+        error = current_fit.slope
+    else:
+        golden_slope = current_fit.slope - difference_fit.slope
+        error = point_error(spec.method, current_fit.slope, golden_slope, spec.relative_floor)
+    ok = passes(error, spec.operator, spec.threshold)
+    # where the growth above golden's is steepest: the first breach is the start of that segment
+    steepest = max(((g, seg) for g, seg in zip(difference_fit.per_segment, current_fit.segments) if math.isfinite(g)),
+                   default=(0.0, current_fit.segments[0]))[1]
+    extra = dict(points=points, observed=error, worst_step=points.steps[-1],
+                 first_breach_step=None if ok else steepest[0], parameters=where)
+    parts = (f"{len(current_fit.segments)} segments split at steps {_steps(splits)}" if len(current_fit.segments) > 1
+             else "one segment")
+    golden = "" if golden_slope is None else f" vs golden {golden_slope:+.3g}/step"
+    name = {"slowdown": "growth above golden's", "absolute": "|growth - golden's|", "value": "growth"}[spec.method]
+    message = (f"{display} over steps {points.steps[0]}-{points.steps[-1]} ({parts}): grows "
+               f"{current_fit.slope:+.3g}/step{golden} (least squares within segments), {name} {fmt(error)}/step "
+               f"{'' if ok else 'not '}{spec.operator} {spec.threshold:g}")
+    if not ok and len(current_fit.segments) > 1:
+        message += f" (steepest: steps {steepest[0]}-{steepest[1]})"
+    return _base_result(spec, PASS if ok else FAIL, message, **extra)
 
 
 def _window(spec, display, cur, gold) -> CheckResult:

@@ -17,7 +17,7 @@ from autotest.judge.model import ERROR, FAIL, PASS, CheckResult, RoleEvidence
 from autotest.judge.trace import Trace
 
 OTHER = "other"
-#: groups whose breach is an accuracy breach (consistency and performance have rules of their own)
+#: groups whose breach is an accuracy breach (consistency, performance and memory have rules of their own)
 ACCURACY_GROUPS = ("reward", "eval", "rollout", "dynamics", "teacher", OTHER)
 #: groups that measure the training itself (not its evaluation)
 TRAINING_GROUPS = ("reward", "rollout", "dynamics", "teacher", OTHER)

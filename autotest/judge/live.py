@@ -31,10 +31,13 @@ from autotest.inputs.tracker_layout import tracker_location
 from autotest.judge.checks import evaluate_check, fmt
 from autotest.judge.early import percentile_decided
 from autotest.judge.model import FAIL
+from autotest.judge.performance import adjusted_trace
 from autotest.judge.readers import find_tracker, read_trace
 from autotest.judge.replicate_mean import mean_trace
 from autotest.judge.structural import FailFastStop
 from autotest.judge.trace import Trace
+from autotest.inputs.roles import group_of
+from autotest.run.contention import ContentionRecord, ContentionSampler
 
 EARLY_SCOPES = ("stepwise", "points")
 
@@ -79,8 +82,13 @@ class Follower:
     def __init__(self, case: Case, baseline: Baseline, golden: Trace, work_dir: Path, *, fail_fast: bool = False,
                  progress: Callable[[str], None] | None = None, clock: Callable[[], float] = time.monotonic,
                  environ: Mapping[str, str] | None = None, group: ReplicateGroup | None = None,
-                 label: str = "") -> None:
+                 label: str = "", contention: ContentionSampler | None = None) -> None:
         self.case = case
+        #: the run's contention sampler: performance gates decide early on the step times less the run's wait for
+        #: a CPU (autotest.judge.performance), so a busy runner never stops a clean run
+        self.contention = contention
+        #: step -> clock() when its row was first seen (the contention record maps waits to steps with it)
+        self.step_seen_at: dict[int, float] = {}
         #: the replicates this run is one of (decisions on their mean), and its label among them
         self.group = group
         self.label = label
@@ -121,24 +129,42 @@ class Follower:
     def decided_failure(self, trace: Trace) -> tuple[str, int | None] | None:
         """The first gate check a prefix of the run already fails: (one line, its first breached step)."""
         is_table = self.baseline.golden_table is not None
+        timed = self._machine_adjusted(trace)
         for spec in self.baseline.checks:
             if spec.severity != "gate":
                 continue
-            series = trace.get(spec.metric)
+            performance = group_of(self.baseline.role_map.role_of(spec.metric)) == "performance"
+            if performance and not self.case.performance.blocking:
+                continue  # a non-blocking gate never stops a run
+            if performance and timed is not None:
+                trace_for = timed
+            else:
+                trace_for = trace
+            series = trace_for.get(spec.metric)
             if series is None:
                 continue
             nonfinite = next((s for s, v in series.items() if not math.isfinite(v)), None)
             if nonfinite is not None:
                 return f"{spec.metric} is non-finite ({fmt(series[nonfinite])}) at step {nonfinite}", nonfinite
             if spec.scope == "percentile":
-                result = percentile_decided(spec, self.baseline, self.golden, trace)
+                result = percentile_decided(spec, self.baseline, self.golden, trace_for)
             elif spec.scope in EARLY_SCOPES:
-                result = evaluate_check(spec, self.baseline, self.golden, trace, is_table)
+                result = evaluate_check(spec, self.baseline, self.golden, trace_for, is_table)
             else:
                 continue
             if result is not None and result.status == FAIL:
                 return result.message, result.first_breach_step
         return None
+
+    def _machine_adjusted(self, trace: Trace) -> Trace | None:
+        """The trace with its step times less the run's wait for a CPU so far (None: no sampler, or raw)."""
+        if self.contention is None or self.case.performance.normalise == "raw":
+            return None
+        record = ContentionRecord(samples=self.contention.samples(), step_seen_at=dict(self.step_seen_at))
+        timed = [c.metric for c in self.baseline.checks if self.baseline.role_map.role_of(c.metric) == "step_time"]
+        adjusted = adjusted_trace(trace, timed, record, None)
+        # a step time not yet adjustable (the wait not sampled yet) decides nothing early: the end judges it
+        return adjusted[0] if adjusted is not None else trace
 
     def _progress_line(self, trace: Trace, step: int) -> str:
         total = self.case.expected.steps
@@ -160,6 +186,9 @@ class Follower:
         return None
 
     def _observe(self, trace: Trace) -> None:
+        now = self.clock()
+        for seen in trace.train_steps:
+            self.step_seen_at.setdefault(seen, now)
         step = trace.train_steps[-1]
         if step != self.last_step:
             self.last_step = step
@@ -204,7 +233,7 @@ LIVE_ITEMS = 4
 def live_values(baseline: Baseline, golden: Trace, trace: Trace, step: int) -> str:
     """``role=value (golden g)`` for the checked metrics logged at ``step``: one per role, by role priority.
 
-    A metric without a role is shown by its name after the roles; a time role (step_time, throughput) last.
+    A metric without a role is shown by its name after the roles; time roles (step_time, throughput) and memory last.
     """
     roles = baseline.role_map
     chosen: dict[str, str] = {}  # label -> metric, first check of each role wins (gates before references)
@@ -217,7 +246,8 @@ def live_values(baseline: Baseline, golden: Trace, trace: Trace, step: int) -> s
         base = label.split("/", 1)[0] if roles.role_of(chosen[label]) else ""
         if base in LIVE_ROLE_ORDER:
             return LIVE_ROLE_ORDER.index(base), label
-        return (len(LIVE_ROLE_ORDER) + (2 if base in ("step_time", "throughput") else 0 if base else 1)), label
+        last = base in ("step_time", "throughput", "memory")
+        return (len(LIVE_ROLE_ORDER) + (2 if last else 0 if base else 1)), label
 
     items = []
     for label in sorted(chosen, key=rank)[:LIVE_ITEMS]:

@@ -9,10 +9,16 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Iterator
 
+from autotest.inputs.roles import group_of
+
 RESULTS_SCHEMA_VERSION = 1
 
 PASS, FAIL, ERROR, INFO = "PASS", "FAIL", "ERROR", "INFO"
 STATUSES = (PASS, FAIL, ERROR, INFO)
+#: the cause of a gate undecided because of the machine (CheckResult.cause)
+ENVIRONMENT = "environment"
+#: role groups whose gates are not accuracy gates (named apart in the verdict line)
+NON_ACCURACY_GROUPS = ("performance", "memory")
 
 
 @dataclass(frozen=True)
@@ -102,10 +108,21 @@ class CheckResult:
     #: in the metric's units (a share of golden for a relative check), and as a share of |golden|
     mde: float | None = None
     mde_share: float | None = None
+    #: False for a gate the case marks non-blocking (``performance.blocking: false``): judged, reported and
+    #: recorded with its real status, never deciding the run
+    blocking: bool = True
+    #: why a gate could not decide when the cause is outside the code: ``environment`` (runner contention)
+    cause: str = ""
 
     @property
     def is_gate(self) -> bool:
-        return self.severity == "gate"
+        """A check that decides the run: a gate, and blocking."""
+        return self.severity == "gate" and self.blocking
+
+    @property
+    def is_environment(self) -> bool:
+        """An undecided gate whose cause is the machine it ran on, not the code (retry it on a quiet runner)."""
+        return self.status == ERROR and self.cause == ENVIRONMENT
 
 
 @dataclass(frozen=True)
@@ -200,6 +217,31 @@ class Verdict:
 
     def failing(self) -> tuple[CheckResult, ...]:
         return tuple(r for r in self.results if r.status in (FAIL, ERROR))
+
+    @property
+    def environment_only(self) -> bool:
+        """An ERROR whose every undecided gate is undecided because of the machine (an environment outcome:
+        retried, never merged; exit 75)."""
+        errors = [r for r in self.results if r.is_gate and r.status == ERROR]
+        return self.status == ERROR and bool(errors) and all(r.is_environment for r in errors)
+
+    def deciding_kind(self) -> str:
+        """Which kind of gate decided a FAIL or an ERROR: ``accuracy``, ``performance``, ``memory``, a structural
+        check's kind (``run``, ``resume``, ...), or ``environment``; empty for a PASS."""
+        status = self.status
+        if status == PASS:
+            return ""
+        if self.environment_only:
+            return ENVIRONMENT
+        deciding = [r for r in self.results if r.is_gate and r.status == status]
+        kinds: list[str] = []
+        for r in deciding:
+            group = group_of(self.metric_roles.get(r.metric or "")) if r.metric else None
+            kind = (("resume" if r.check_id.startswith("resume") else "run") if r.kind == "structural"
+                    else group if group in NON_ACCURACY_GROUPS else "accuracy")
+            if kind not in kinds:
+                kinds.append(kind)
+        return " and ".join(kinds)
 
     def to_dict(self) -> dict[str, Any]:
         results = []

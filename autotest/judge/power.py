@@ -13,6 +13,8 @@ at the false-alarm rate its threshold keeps. It is computed from the baseline al
   estimated from the calibration range, sigma = measured / d2(N) (d2: expected range of N normal draws), and
   delta = threshold + z_0.8 x sigma x sqrt(1/K + 1/N). An approximation, marked as such: the threshold does not
   narrow with more calibration runs (the range of N runs grows with N), so the N column repeats it.
+- **slope** gates (``scope: slope``, a leak check): the same per-step rule on the fitted growth per step, so the
+  MDE is the smallest extra growth per step (e.g. MiB/step) caught; it is never shown as a share of golden.
 - **bounds** (``method: value``) and gates without a measured deviation have no MDE: they catch values past
   the bound, whatever the golden.
 
@@ -177,8 +179,10 @@ def _per_step(baseline: Baseline, check: CheckSpec, n: int) -> GatePower:
     by_k = {k: check.threshold + Z_POWER * sigma * math.sqrt(1 / k + 1 / n) for k in REPLICATES}
     golden = (baseline.golden_table or {}).get(check.metric, {})
     steps = _scope_steps(check, golden)
-    scale = math.fsum(abs(golden[s]) for s in steps) / len(steps) if steps else None
-    basis = (f"per-step (approximate): threshold {check.threshold:g} + z{POWER:.0%} {Z_POWER:.2f} x seed sd "
+    # a slope's MDE is a growth per step: no share of the metric's level describes it
+    scale = math.fsum(abs(golden[s]) for s in steps) / len(steps) if steps and check.scope != "slope" else None
+    kind = "slope (approximate, in the metric's units per step)" if check.scope == "slope" else "per-step (approximate)"
+    basis = (f"{kind}: threshold {check.threshold:g} + z{POWER:.0%} {Z_POWER:.2f} x seed sd "
              f"{sigma:.3g} (max deviation {check.measured_max_deviation:.3g} / d2({n}) {range_factor(n):.3f}) x "
              "sqrt(1/K + 1/N); a max-deviation threshold does not narrow with more runs")
     return GatePower(check.check_id, check.metric, by_k, {n: by_k[1], **{m: by_k[1] for m in MORE_RUNS}},
@@ -242,6 +246,8 @@ def describe_mde(power: GatePower, replicates: int = 1) -> str:
     value = power.mde(replicates)
     if power.relative:
         return f"±{value:.2g} of golden"
+    if power.check_id.endswith("[slope]") or "[slope " in power.check_id:
+        return f"+{value:.2g}/step"  # a leak gate: extra growth per step
     share = power.share(replicates)
     shown = share is not None and share < 10  # against a near-zero golden (k3 ~ 1e-14) a share says nothing
     return f"±{value:.2g}" + (f" ({share:.0%} of golden)" if shown else "")
@@ -320,7 +326,7 @@ def caught_phrase(results: Sequence[CheckResult], display: Mapping[str, str] | N
     for r in results:
         if r.is_gate and r.mde is not None and r.metric:
             label = r.check_id.replace(r.metric, shown.get(r.metric, r.metric), 1)
-            unit = " of golden" if r.method == "relative" else ""
+            unit = " of golden" if r.method == "relative" else "/step" if r.scope == "slope" else ""
             parts.append(f"{label} ±{r.mde:.2g}{unit}")
     return ("could have caught: " + ", ".join(parts)) if parts else ""
 

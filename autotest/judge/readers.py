@@ -69,6 +69,7 @@ def read_xtuner(path: Path, keep: frozenset[str] | None = None) -> Trace:
             if last_step is not None and step < last_step:
                 builder.warnings.append(f"{path}:{number}: step {step} after step {last_step} (line {last_line}): "
                                         "steps go backwards (resumed or concatenated run?)")
+                builder.restarts.append(step)
             last_step, last_line = step, number
             if all(map(str.startswith, values, repeat(MINIBATCH_PREFIX))):
                 builder.rows.layout(values)  # notes its metric names

@@ -23,8 +23,10 @@ from autotest.judge.model import ERROR, PASS, CheckResult
 from autotest.judge.trace import Trace
 
 SEED_KEYS = ("seed", "random_seed")
-#: metrics whose value is the machine's, not the seed's: identical or not, they prove nothing
-_TIME_WORDS = ("time", "throughput", "tokens_per_s", "tps", "runtime", "samples_per_second", "steps_per_second")
+#: metrics whose value is the machine's, not the seed's: identical or not, they prove nothing (memory included:
+#: two copies of one run hold different amounts of memory)
+_TIME_WORDS = ("time", "throughput", "tokens_per_s", "tps", "runtime", "samples_per_second", "steps_per_second",
+               "memory", "_mem_", "rss")
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,9 @@ class Trace:
     non_numeric: Mapping[str, tuple[str, int]] = field(default_factory=dict, compare=False, repr=False)
     #: every metric name the log carries, including those a reader was told not to keep (empty: not known)
     logged_metrics: frozenset[str] = field(default_factory=frozenset, compare=False, repr=False)
+    #: steps where the log's step counter went back (a resumed or concatenated run restarted there): a slope check
+    #: fits each part on its own (``autotest.judge.slope``)
+    restarts: tuple[int, ...] = field(default=(), compare=False)
 
     def get(self, metric: str) -> Series | None:
         return self.series.get(metric)
@@ -67,6 +70,7 @@ class Trace:
             step_lines=self.step_lines,
             non_numeric=MappingProxyType(non_numeric),
             logged_metrics=self.logged_metrics,
+            restarts=self.restarts,
         )
 
     def with_warnings(self, first: tuple[str, ...]) -> "Trace":

@@ -69,6 +69,8 @@ class Builder:
         #: the file's warnings (a truncated final line) come before the rows' (resumed steps)
         self.file_warnings: list[str] = []
         self.warnings: list[str] = []
+        #: steps the step counter went back to (resumed or concatenated runs)
+        self.restarts: list[int] = []
 
     def admit(self, step: int, values: dict[str, object], number: int, digest: int) -> bool:
         """Whether a row is to be stored: False for an exact copy; raises on a conflicting re-log."""
@@ -108,6 +110,7 @@ class Builder:
             step_lines=MappingProxyType(dict(sorted(self.step_lines.items()))),
             non_numeric=MappingProxyType(self.non_numeric),
             logged_metrics=frozenset(self.names),
+            restarts=tuple(sorted(set(self.restarts))),
         )
 
 

@@ -23,10 +23,12 @@ framework's metric names.
 | 12 | ``gradual`` | every accuracy breach begins after the start, and a training role breached (or none is checked) |
 | 13 | ``performance-only`` | only step-time / throughput roles breached |
 | 14 | ``performance`` | step time breached as well as accuracy: a separate performance finding |
+| 15 | ``memory`` | a memory gate breached (growth per step or peak); beside any accuracy finding, never instead |
 
 A rule fits at most once (the first of its rows that fits); ``gradual`` is not shown when
 ``teacher-path`` fits (the same breach, explained more narrowly). A time-role metric is never read as an
-accuracy breach. Where a breach begins (rows 7, 8, 10, 11, 12) is read from checks that locate breaches per step
+accuracy breach, and neither is a memory-role metric (``memory``: its own rule, never accuracy evidence). Where a
+breach begins (rows 7, 8, 10, 11, 12) is read from checks that locate breaches per step
 (stepwise, points, percentile, final): a pooled or window check gates a mean over its window, and the step
 where one noisy point first crosses its bound is not where the change began.
 """
@@ -327,6 +329,11 @@ RULES: tuple[Rule, ...] = (
     Rule("performance", (breached("performance"), accuracy_breach),
          "step time regressed as well: a separate performance regression (time is never read as accuracy); "
          "profile the step", "performance is reported beside the accuracy finding, never instead of it"),
+    Rule("memory", (breached("memory"),),
+         "memory regression: a leak (growth per step) or a larger peak; look for references kept across steps "
+         "(tensors appended to a list, caches keyed by step, graphs kept alive by logged tensors) and for larger "
+         "buffers; memory is never read as accuracy",
+         "memory is reported beside the other findings, never instead of them"),
 )
 
 

@@ -22,6 +22,7 @@ from autotest.judge.model import ERROR, FAIL, INFO, CheckResult, TriageFinding, 
 from autotest.judge.step_alignment import RULE as ALIGNMENT_RULE
 from autotest.judge.step_alignment import SUGGESTION as ALIGNMENT_SUGGESTION
 from autotest.judge.step_alignment import Alignment, align_steps
+from autotest.judge.performance import MachineContext, judge_performance
 from autotest.judge.power import PowerAsk, with_power
 from autotest.judge.readers import read_trace
 from autotest.judge.structural import (
@@ -109,12 +110,14 @@ def _not_reached(results: list[CheckResult], facts: RunFacts) -> list[CheckResul
 def judge(baseline: Baseline | None, current: Trace | None, *, golden: Trace | None = None,
           facts: RunFacts | None = None, case: str | None = None, wall_time_s: float | None = None,
           context: dict[str, Any] | None = None, structural: Sequence[CheckResult] = (),
-          power: PowerAsk = PowerAsk()) -> Comparison:
+          power: PowerAsk = PowerAsk(), machine: MachineContext | None = None) -> Comparison:
     """The one verdict for ``current`` against ``baseline`` given how the run went (``facts``).
 
     ``baseline`` may be None only when ``facts`` carries the preflight problem that explains it.
     ``structural`` results made by the caller (each replicate's run, for a replicate mean) come first.
     ``power``: how many replicates the verdict judges and what the case must detect (each gate's MDE).
+    ``machine``: the case's performance policy and the run's contention record; performance gates are then judged
+    against the machine (:mod:`autotest.judge.performance`), accuracy gates never are.
     """
     results: list[CheckResult] = list(structural)
     checked = baseline is not None and current is not None and not (facts and facts.preflight_problems)
@@ -137,6 +140,8 @@ def judge(baseline: Baseline | None, current: Trace | None, *, golden: Trace | N
         if not nothing_in_common(baseline, current):
             results += shape_results(baseline, current, wall_time_s)
             results += run_checks(baseline, golden, current, baseline.golden_table is not None)
+            if machine is not None:
+                results = judge_performance(results, baseline, golden, current, machine)
         results = with_power(results, baseline, power)
     if facts is not None:
         results = _not_reached(results, facts)

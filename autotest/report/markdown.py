@@ -39,6 +39,51 @@ def relaunch_phrase(relaunches: Sequence[str]) -> str:
     return f" after {n} relaunch{'es' if n > 1 else ''} ({', '.join(relaunches)})" if n else ""
 
 
+def kind_phrase(verdict: Verdict) -> str:
+    """" (performance gate)", " (environment: the runner was busy; exit 75, retry)": which kind of gate decided."""
+    kind = verdict.deciding_kind()
+    if not kind:
+        return ""
+    if verdict.environment_only:
+        return " (environment: a performance gate the runner's contention explains; exit 75, retry on a quiet runner)"
+    return f" ({kind} gate{'s' if ' and ' in kind else ''})"
+
+
+def machine_lines(machine: dict[str, Any] | None) -> list[str]:
+    """The report's "Runner contention" section: the run's wait for a CPU, the load and the probe, before, during
+    and after the run (the full series: logs/contention.json)."""
+    if not machine:
+        return []
+    during = machine.get("during") or {}
+    rows = ["", "## Runner contention", "", "| when | load per core | other processes' CPU share | CPU steal | "
+            "run's wait for a CPU | probe (CPU s / wall s) | GPUs |", "|---|---|---|---|---|---|---|"]
+
+    def share(value: Any) -> str:
+        return "-" if value is None else f"{value:.0%}"
+
+    for when in ("before", "after"):
+        snap = machine.get(when) or {}
+        probe = snap.get("probe") or {}
+        gpu = snap.get("gpu") or {}
+        gpus = "-"
+        if gpu:
+            throttled = sorted({r for g in gpu.get("gpus", []) for r in g.get("slowing_throttle_reasons", [])})
+            gpus = (f"{len(gpu.get('other_processes', []))} other process(es)"
+                    + (f", throttled: {', '.join(throttled)}" if throttled else ""))
+        shown_probe = (f"{probe.get('cpu_s')} / {probe.get('wall_s')}" if probe.get("wall_s") is not None
+                       else probe.get("error", "-"))
+        rows.append(f"| {when} | {snap.get('load_per_core', '-')} | {share(snap.get('others_cpu_share'))} | "
+                    f"{share(snap.get('steal_share'))} | - | {shown_probe} | {gpus} |")
+    if during:
+        rows.insert(-1, f"| during ({during.get('span_s')} s, {machine.get('samples')} samples) | "
+                        f"{during.get('load_per_core_mean')} (max {during.get('load_per_core_max')}) | "
+                        f"{share(during.get('others_cpu_share_mean'))} | - | "
+                        f"{share(during.get('run_delay_share'))} ({during.get('run_delay_s')} s) | - | - |")
+    if machine.get("unmeasured"):
+        rows += ["", f"- the run's own threads were not measured: {machine['unmeasured']}"]
+    return rows
+
+
 def write_results_json(verdict: Verdict, out_dir: Path, extra: dict[str, Any] | None = None) -> Path:
     """results.json; paths inside ``out_dir`` are written relative to it, so the folder can move."""
     data = verdict.to_dict()
@@ -79,8 +124,11 @@ def _table(verdict: Verdict) -> list[str]:
         elif r.scope == "pooled" and r.observed is not None:
             kind = "pooled" if r.parameters.get("statistic", "mean") == "mean" else "pooled trend"
             error, threshold = f"{kind}: {error} x noise", f"{kind} {r.operator} {r.threshold:g} x noise"
+        elif r.scope == "slope" and r.observed is not None:
+            error, threshold = f"growth: {error}/step", f"{threshold}/step"
+        severity = r.severity if r.blocking else f"{r.severity} (non-blocking)"
         lines.append(f"| {r.check_id} | {STATUS_MARK[r.status]} | {step} | {golden} | {current} | "
-                     f"{error} | {threshold} | {r.severity} |")
+                     f"{error} | {threshold} | {severity} |")
     return lines
 
 
@@ -202,6 +250,8 @@ def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, histo
         shown = portable(str(path), folder) if folder is not None else str(path)
         return f"[{shown}]({shown})" if not Path(shown).is_absolute() and shown != str(path) else f"`{shown}`"
     lines = [f"# {verdict.case}: {_headline(verdict)}", ""]
+    if kind_phrase(verdict):
+        lines += [f"Decided by: {kind_phrase(verdict).strip()[1:-1]}", ""]
     problems = [r for r in verdict.results if r.status in (FAIL, ERROR) and r.is_gate]
     for r in problems:
         lines.append(f"- **{r.status}** {r.message}")
@@ -248,6 +298,7 @@ def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, histo
     framework = ctx.get("framework")
     if isinstance(framework, dict):
         lines.append(f"- framework under test: {framework_line(framework)}")
+    lines += machine_lines(ctx.get("machine"))
     if ctx.get("hardware_thresholds"):
         lines += ["", "## Per-hardware thresholds applied", "", *[f"- {line}" for line in ctx["hardware_thresholds"]]]
     for key in ("launch", "retries", "time_to_verdict_s"):

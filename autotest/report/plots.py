@@ -55,8 +55,8 @@ class MetricPlot:
 
 def _band(result: CheckResult, golden: list[float]) -> tuple[list[float], list[float]] | None:
     t = result.threshold
-    if t is None or not golden or result.scope == "pooled":
-        return None  # a pooled threshold bounds a mean in noise units, not a band around each step
+    if t is None or not golden or result.scope in ("pooled", "slope"):
+        return None  # a pooled threshold bounds a mean in noise units, a slope's a growth per step: not a band
     if result.method == "absolute":
         return [g - t for g in golden], [g + t for g in golden]
     if result.method == "relative":

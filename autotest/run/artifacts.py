@@ -136,7 +136,8 @@ def mask_logs(results_dir: Path) -> list[str]:
     A log that cannot be masked (no room for the masked copy) is removed rather than uploaded with its
     secrets; the returned lines say so."""
     lost = []
-    for log in (*results_dir.glob("logs/*.log"), *results_dir.glob("attempts/*/logs/*.log")):
+    for log in (*results_dir.glob("logs/*.log"), *results_dir.glob("attempts/*/logs/*.log"),
+                *results_dir.glob("resume/logs/*.log"), *results_dir.glob("attempts/*/resume/logs/*.log")):
         try:
             mask_file(log)
         except WriteFailed as exc:

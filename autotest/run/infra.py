@@ -41,6 +41,8 @@ class InfraKind(str, Enum):
     DISK_FULL = "disk_full"
     GPU_FAULT = "gpu_fault"
     SHARED_FS = "shared_fs"
+    #: not a log signature: a performance gate the runner's contention explains (autotest.judge.performance)
+    CONTENTION = "contention"
 
 
 @dataclass(frozen=True)
@@ -179,6 +181,11 @@ def classify_log_file(path: str | Path, exit_code: int | None = None) -> InfraFa
         return classify(handle, exit_code)
 
 
+def contention_failure(messages: Sequence[str]) -> InfraFailure:
+    """The infra failure of a run whose performance gates the runner's contention explains (their messages)."""
+    return InfraFailure(InfraKind.CONTENTION, "runner contention", 0, redact("\n".join(messages)))
+
+
 # ---- retry policy and decisions -------------------------------------------------------------
 
 VERDICTS = ("PASS", "FAIL", "ERROR")
@@ -238,6 +245,9 @@ DEFAULT_POLICY = RetryPolicy(
         # Leftover processes can hold GPU memory; a second OOM means the change needs more.
         InfraKind.OOM: KindPolicy(max_relaunches=1, backoff_s=60),
         InfraKind.SHARED_FS: KindPolicy(max_relaunches=1, backoff_s=60),
+        # a neighbour's job usually ends: one relaunch after a pause; a second busy run stays an environment
+        # outcome (exit 75) for CI to retry on another runner, never a FAIL and never a PASS
+        InfraKind.CONTENTION: KindPolicy(max_relaunches=1, backoff_s=30),
         InfraKind.DISK_FULL: KindPolicy(max_relaunches=0, backoff_s=0),
         InfraKind.GPU_FAULT: KindPolicy(max_relaunches=0, backoff_s=0),
     },

@@ -130,13 +130,14 @@ def _run_cleanup(command: tuple[str, ...], spec: LaunchSpec, env: dict[str, str]
 
 
 def launch(spec: LaunchSpec, results_dir: Path, *, poll: PollCallback | None = None,
-           poll_interval_s: float = 10.0) -> LaunchResult:
+           poll_interval_s: float = 10.0, on_start: Callable[[int], None] | None = None) -> LaunchResult:
     """Run ``spec`` to its end, the timeout, or a stop reason returned by ``poll``.
 
     ``poll`` is called every ``poll_interval_s`` while the run goes; a non-empty string it
     returns stops the run and becomes ``stopped_reason``. A KeyboardInterrupt (SIGTERM turned into
     one, or a stop request from another thread) becomes :class:`RunInterrupted` carrying the result;
     exceptions from ``poll`` propagate. Both only after the cleanup and after launch.json records them.
+    ``on_start`` gets the run's pid once it exists (the contention sampler follows its process tree).
     """
     logs = Path(results_dir) / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -164,6 +165,8 @@ def launch(spec: LaunchSpec, results_dir: Path, *, poll: PollCallback | None = N
     # stops the session if this process dies without cleaning up (SIGKILL, OOM); the window between
     # the two starts is a fork and an exec
     guard = watchdog.start(proc.pid, spec.timeout_s, spec.term_grace_s, logs / "watchdog.log")
+    if on_start is not None:
+        on_start(proc.pid)
     timed_out, stopped, interrupted = False, None, None
     interrupt: BaseException | None = None
     tracked: dict[int, int] = {}

@@ -63,6 +63,15 @@ class LocalEngines:
         """One trainer step."""
         return self.trainer.train_step(batch, rewards, step, observe)
 
+    def checkpoint_state(self) -> dict[str, Any]:
+        """Both components' checkpoint parts."""
+        return {"rollout": self.rollout.checkpoint_state(), "trainer": self.trainer.checkpoint_state()}
+
+    def load_checkpoint_state(self, state: Mapping[str, Any]) -> None:
+        """Restore both components from :meth:`checkpoint_state`."""
+        self.rollout.load_checkpoint_state(state["rollout"])
+        self.trainer.load_checkpoint_state(state["trainer"])
+
     def close(self) -> None:
         """Close the observer."""
         self.observer.close()
@@ -159,6 +168,17 @@ class RayEngines:
     def train_step(self, batch: RolloutBatch, rewards: torch.Tensor, step: int, observe: bool) -> TrainResult:
         """One trainer step."""
         return self._get(self.trainer.call.remote("train_step", batch, rewards, step, observe))
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        """Both actors' checkpoint parts (through the object store)."""
+        rollout, trainer = self._get([self.rollout.call.remote("checkpoint_state"),
+                                      self.trainer.call.remote("checkpoint_state")])
+        return {"rollout": rollout, "trainer": trainer}
+
+    def load_checkpoint_state(self, state: Mapping[str, Any]) -> None:
+        """Restore both actors from :meth:`checkpoint_state`."""
+        self._get([self.rollout.call.remote("load_checkpoint_state", state["rollout"]),
+                   self.trainer.call.remote("load_checkpoint_state", state["trainer"])])
 
     def close(self) -> None:
         """Close both observers, then stop (or leave) Ray and remove the private temp dir."""

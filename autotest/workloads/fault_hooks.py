@@ -5,7 +5,8 @@ Hook points (and who calls them): ``configure`` (the entry point, on the run con
 ``wrap_judge`` (the training reward), ``on_advantages``, ``on_actor_logprobs`` and ``actor_logprob_fn``
 (the trainer), ``wrap_tracker`` (the metric log), ``on_prompts`` (the driver's prompt batch),
 ``draw_logprobs`` (what the rollout draws from, apart from what it reports), ``eval_logits`` (the rollout
-engine's sampled eval) and ``teacher_server_args`` (MOPD's launcher). The named faults are in
+engine's sampled eval), ``restored_parts`` (what a resumed run restores from its checkpoint: driver, rollout
+engine, trainer) and ``teacher_server_args`` (MOPD's launcher). The named faults are in
 :mod:`autotest.workloads.faults`.
 """
 
@@ -97,6 +98,11 @@ class FaultHooks:
     def on_prompts(self, prompts: list[Prompt], step: int) -> list[Prompt]:
         """The training prompts of ``step`` as the data loader hands them over (after they are drawn)."""
         return prompts
+
+    def restored_parts(self, component: str, parts: tuple[str, ...]) -> tuple[str, ...]:
+        """The checkpoint ``parts`` that ``component`` (``driver``, ``rollout`` or ``trainer``) restores when the
+        run resumes from a checkpoint; called only in a resumed process."""
+        return parts
 
     def teacher_server_args(self) -> list[str]:
         """MOPD: extra command-line arguments of every teacher server."""

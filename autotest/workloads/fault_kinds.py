@@ -245,6 +245,34 @@ class SlowStep(FaultHooks):
         time.sleep(self.float_arg())
 
 
+class LeakMemory(FaultHooks):
+    """Each training step keeps a reference to MB more memory (a leak: a tensor held in a list per step).
+
+    The held tensor is filled with ones, so its pages are resident (a zero-filled allocation may not be):
+    ``memory/rss_mb`` grows by about MB per step while the training itself is untouched.
+    """
+
+    name = "leak-memory"
+    arg_help = "MB kept per step (default 4)"
+    default_arg = "4"
+    expected = {
+        "verdict": "FAIL",
+        "breached": ["memory/rss_mb"],
+        "triage": "memory",
+        "measured": "memory/rss_mb grows by ~MB per step over the clean run's slope; every non-memory metric "
+        "bitwise healthy (time aside)",
+    }
+
+    def __init__(self, arg: str | None, seed: int) -> None:
+        super().__init__(arg, seed)
+        self.kept: list[Any] = []
+
+    def on_step_start(self, step: int) -> None:
+        import torch
+
+        self.kept.append(torch.ones(int(self.float_arg() * 1024 * 1024) // 4, dtype=torch.float32))
+
+
 class CrashAt(FaultHooks):
     """The run raises at the start of step K and exits non-zero."""
 

@@ -22,12 +22,17 @@ when it holds the run against a healthy baseline (``FaultHooks.expected``; all o
 | ``judge-bug[:flip\\|off-by-one]`` | training reward flipped (or checks target+1) | FAIL | rewards, eval | rewards-only (rollout/judger) |
 | ``changed-init[:STD]`` | weight init std 0.02 -> STD (0.2) | FAIL | entropy (step 1), rewards | first-step (initialisation/config) |
 | ``slow-step[:SECONDS]`` | sleeps SECONDS (1.5) per step | FAIL | time/step | performance-only |
+| ``leak-memory[:MB]`` | keeps a reference to MB (4) of filled tensor per step | FAIL | memory/rss_mb (slope) | memory |
 | ``crash-at:K`` | raises at the start of step K (exit 1) | ERROR | - | run-incomplete (crash) |
 | ``hang-at:K`` | sleeps forever at the start of step K | ERROR | - | run-incomplete (hang) |
 | ``nan-at:K`` | trainer log-probs NaN from step K (updates skipped) | FAIL | k3 (NaN), rewards | non-finite (numerical divergence) |
 | ``truncated-tracker:K`` | half-writes the first row of step K, exits 0 | ERROR | - | run-incomplete (hidden crash) |
+| ``resume-no-optimizer`` | a resumed run does not restore the Adam state | FAIL | resume: loss, rewards | resume (optimizer state) |
+| ``resume-lr-restart`` | a resumed run restarts the LR schedule at step 1 | FAIL | resume: lr, loss | resume (LR schedule) |
+| ``resume-rng-reset`` | a resumed run re-seeds its RNG instead of restoring it | FAIL | resume: rewards, length | resume (RNG) |
 
-k3 is ``mismatch/mismatch_k3_kl``; rewards ``response/rewards/mean``; eval ``eval/accuracy``.
+k3 is ``mismatch/mismatch_k3_kl``; rewards ``response/rewards/mean``; eval ``eval/accuracy``. The resume faults
+breach the case's resume phase (``resume[match:<metric>]``), never a gate of the run that saved the checkpoint.
 
 The ``expected`` dicts below are the exact data, each with what was ``measured`` (seed 0,
 default 45-step run; the raw effects are pinned by tests/unit/workloads and tests/integration/workloads).
@@ -47,6 +52,7 @@ from autotest.workloads.fault_kinds import (
     CrashAt,
     HangAt,
     JudgeBug,
+    LeakMemory,
     LrX10,
     NanAt,
     PerturbedSync,
@@ -56,6 +62,7 @@ from autotest.workloads.fault_kinds import (
     UnsyncedLayer,
 )
 from autotest.workloads.regressions import REGRESSIONS
+from autotest.workloads.resume_faults import RESUME_FAULTS
 
 __all__ = ["EVAL", "FAULTS", "MISMATCH", "REWARDS", "FaultHooks", "catalogue", "make_fault"]
 
@@ -63,7 +70,8 @@ FAULTS: dict[str, type[FaultHooks]] = {
     cls.name: cls
     for cls in (
         UnsyncedLayer, PerturbedSync, RolloutImpl, Bf16Rollout, AdvantageSign, LrX10,
-        JudgeBug, ChangedInit, SlowStep, CrashAt, HangAt, NanAt, TruncatedTracker,
+        JudgeBug, ChangedInit, SlowStep, LeakMemory, CrashAt, HangAt, NanAt, TruncatedTracker,
+        *RESUME_FAULTS,  # act only in a resumed process (autotest.workloads.resume_faults)
     )
 }  # fmt: skip
 
@@ -93,6 +101,7 @@ def _validate(hooks: FaultHooks) -> None:
     checks: dict[str, Callable[[], object]] = {
         "crash-at": hooks.int_arg, "hang-at": hooks.int_arg, "nan-at": hooks.int_arg,
         "truncated-tracker": hooks.int_arg, "slow-step": hooks.float_arg, "changed-init": hooks.float_arg,
+        "leak-memory": hooks.float_arg,
     }  # fmt: skip
     if isinstance(hooks, JudgeBug):
         hooks.check_arg()

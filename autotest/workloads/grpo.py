@@ -3,6 +3,7 @@
     python -m autotest.workloads.grpo --work-dir DIR [--seed N] [--steps 45] [--eval-every 15]
         [--rollout-dtype fp32|bf16] [--fault NAME[:ARG]] [--ray] [--prompts-per-step 64]
         [--samples-per-prompt 8] [--micro-batch-size 128] [--diagnostic-config PATH]
+        [--save-checkpoint-at K --checkpoint-dir DIR] [--resume-from DIR] [--stop-at-step N]
 
 Structured like a real RL framework: a rollout engine with its own model copy samples
 responses (KV cache, temperature 1) and returns their log-probs; the driver grades them
@@ -13,7 +14,8 @@ is pass@1 from ``--eval-samples`` samples per eval prompt at the rollout tempera
 its own, seeded by (seed, step)), ``eval/greedy_accuracy`` the greedy answers' accuracy (reference).
 Metrics go to ``$WORK_DIR/<timestamp>/logs/exp_tracking/tracker.jsonl`` (xtuner layout).
 
-A run is bitwise deterministic for a seed (time metrics aside). Exit code 0 on success,
+A run is bitwise deterministic for a seed (time metrics aside), and so is a run resumed from its checkpoint
+(:mod:`autotest.workloads.checkpoint`): steps K+1.. match the uninterrupted run's. Exit code 0 on success,
 1 on a crash, 2 on a usage error (one line on stderr).
 """
 
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from autotest.errors import UsageError
+from autotest.workloads.checkpoint import CheckpointPlan, check_plan, load_checkpoint, save_checkpoint
 from autotest.workloads.faults import FaultHooks, catalogue, make_fault
 from autotest.workloads.regressions import listed
 from autotest.workloads.tasks import get_task
@@ -99,8 +102,10 @@ class GRPOConfig:
                 "eval_set_size": {"eval/accuracy": eval_set_size}}
 
 
-def run(config: GRPOConfig, work_dir: Path, diagnostic: dict[str, Any] | None = None) -> Path:
-    """Run the workload; returns the experiment dir (``<work_dir>/<timestamp>``)."""
+def run(config: GRPOConfig, work_dir: Path, diagnostic: dict[str, Any] | None = None,
+        plan: CheckpointPlan = CheckpointPlan()) -> Path:
+    """Run the workload; returns the experiment dir (``<work_dir>/<timestamp>``). ``plan``: save a checkpoint,
+    resume from one, stop early (:mod:`autotest.workloads.checkpoint`)."""
     import torch
 
     from autotest.workloads.engines import LocalEngines, RayEngines
@@ -110,6 +115,9 @@ def run(config: GRPOConfig, work_dir: Path, diagnostic: dict[str, Any] | None = 
     hooks = make_fault(config.fault, config.seed)
     task = get_task(config.task)
     _check_fault_against_model(hooks, config.model)
+    resumed = load_checkpoint(plan.resume_from, config.to_json(), config.steps) if plan.resume_from else None
+    if resumed is not None and plan.stop_at and plan.stop_at <= resumed["step"]:
+        raise UsageError(f"--stop-at-step: {plan.stop_at} is not after the checkpoint's step {resumed['step']}")
     exp_dir = make_exp_dir(work_dir)
     write_config(exp_dir, config.to_json())
     tracker = hooks.wrap_tracker(JsonlTracker(exp_dir))
@@ -144,14 +152,25 @@ def run(config: GRPOConfig, work_dir: Path, diagnostic: dict[str, Any] | None = 
     print(f"[tiny-grpo] exp dir {exp_dir} (fault: {config.fault or 'none'}, ray: {config.ray})", flush=True)
     engines = (RayEngines if config.ray else LocalEngines)(rollout_kwargs, trainer_kwargs, diagnostic)
     try:
-        engines.sync(0)
-        scores = _evaluate(config, engines, task, 0)
-        tracker.write({**scores, "step": 0})
-        print(f"[tiny-grpo] step 0 eval/accuracy {scores['eval/accuracy']:.3f}", flush=True)
         prompt_gen = torch.Generator().manual_seed(config.seed)
+        if resumed is None:
+            engines.sync(0)
+            scores = _evaluate(config, engines, task, 0)
+            tracker.write({**scores, "step": 0})
+            print(f"[tiny-grpo] step 0 eval/accuracy {scores['eval/accuracy']:.3f}", flush=True)
+        else:  # the step-0 eval and the initial sync belong to the run that saved the checkpoint
+            engines.load_checkpoint_state(resumed)
+            if "rng" in hooks.restored_parts("driver", ("rng",)):
+                prompt_gen.set_state(resumed["driver"]["rng"])
+            print(f"[tiny-grpo] resumed from {plan.resume_from} after step {resumed['step']}", flush=True)
         last_step = config.window_step or config.steps
-        for step in range(1, last_step + 1):
+        first_step = resumed["step"] + 1 if resumed is not None else 1
+        for step in range(first_step, (plan.stop_at or last_step) + 1):
             _train_step(config, engines, hooks, tracker, task, train_judge, prompt_gen, step, last_step)
+            if step == plan.save_at and plan.save_dir is not None:  # after the step's rows: its numbers are final
+                saved = save_checkpoint(plan.save_dir, step, config.to_json(), engines.checkpoint_state(),
+                                        {"rng": prompt_gen.get_state()})
+                print(f"[tiny-grpo] checkpoint after step {step}: {saved}", flush=True)
     finally:
         engines.close()
         tracker.close()
@@ -172,6 +191,7 @@ def _train_step(
     """One iteration: rollout, reward, train, sync, maybe eval; writes its tracker rows."""
     import torch
 
+    from autotest.workloads.memory import memory_metrics
     from autotest.workloads.metrics import summary_stats
 
     start = time.perf_counter()
@@ -206,6 +226,7 @@ def _train_step(
     summary.update(result.metrics)
     for row in result.mini_batch_rows:
         tracker.write({**{f"train_metrics/worker_0/{k}": v for k, v in row.items()}, "step": step})
+    summary.update(memory_metrics())  # after the step's work: a reference kept per step shows as growth
     summary["time/step"] = time.perf_counter() - start
     tracker.write({**dict(sorted(summary.items())), "step": step})
     evaluated = f" eval {summary['eval/accuracy']:.3f}" if "eval/accuracy" in summary else ""
@@ -309,6 +330,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--entropy-coef", type=float, default=defaults.entropy_coef, help="entropy bonus weight")
     p.add_argument("--final-lr-ratio", type=float, default=defaults.final_lr_ratio, help="lr at the last step / lr")
     p.add_argument("--diagnostic-config", type=Path, help="JSON for a consistency dump run (default off)")
+    p.add_argument("--save-checkpoint-at", type=int, default=0, metavar="K",
+                   help="save a checkpoint after step K (needs --checkpoint-dir; the run's numbers do not change)")
+    p.add_argument("--checkpoint-dir", type=Path, help="where --save-checkpoint-at writes checkpoint.pt")
+    p.add_argument("--resume-from", type=Path, metavar="DIR", help="resume from DIR/checkpoint.pt at its step + 1")
+    p.add_argument("--stop-at-step", type=int, default=0, metavar="N",
+                   help="train up to step N and stop (the LR schedule still spans --steps)")
     p.add_argument("--list-faults", action="store_true", help="print the fault catalogue as JSON and exit")
     return p.parse_args(argv)
 
@@ -325,7 +352,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError("--work-dir: missing; pass --work-dir DIR or set WORK_DIR")
         diagnostic = load_diagnostic(args.diagnostic_config) if args.diagnostic_config else None
         config = build_config(args, diagnostic)
-        run(config, work_dir, diagnostic)
+        plan = check_plan(CheckpointPlan(args.save_checkpoint_at, args.checkpoint_dir, args.resume_from,
+                                         args.stop_at_step), config.steps, diagnostic is not None)
+        run(config, work_dir, diagnostic, plan)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

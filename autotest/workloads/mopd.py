@@ -34,6 +34,7 @@ from typing import Any
 
 from autotest.errors import UsageError
 from autotest.workloads.faults import make_fault
+from autotest.workloads.memory import memory_metrics
 from autotest.workloads.regressions import MOPD_REGRESSIONS
 from autotest.workloads.tasks import get_task
 from autotest.workloads.teacher_client import (
@@ -197,6 +198,7 @@ def _train_step(parts: _Parts, config: MOPDConfig, prompt_gen: Any, step: int) -
     summary.update(result.metrics)
     for row in result.mini_batch_rows:
         parts.tracker.write({**{f"train_metrics/worker_0/{k}": v for k, v in row.items()}, "step": step})
+    summary.update(memory_metrics())  # memory/rss_mb, memory/peak_rss_mb (autotest.workloads.memory)
     summary["time/step"] = time.perf_counter() - start  # the whole iteration, eval included (as xtuner)
     parts.tracker.write({**dict(sorted(summary.items())), "step": step})
     print(f"[tiny-mopd] step {step}/{config.steps} distill_kl {summary['distillation/reduced_distillation_kl']:.4f} "

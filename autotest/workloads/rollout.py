@@ -147,6 +147,21 @@ class RolloutEngine:
                 params[name].copy_(tensor)
         self.weight_version = version
 
+    def checkpoint_state(self) -> dict[str, Any]:
+        """What a checkpoint keeps of the engine: its model copy as synced (a sync fault's effect included), the
+        weights version, and its sampling RNG."""
+        return {"model": self.model.state_dict(), "weight_version": self.weight_version,
+                "rng": self.generator.get_state()}
+
+    def load_checkpoint_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`checkpoint_state` (every part but those a resume fault leaves out)."""
+        for part in self.hooks.restored_parts("rollout", ("model", "rng")):
+            if part == "model":
+                self.model.load_state_dict(state["model"])
+                self.weight_version = int(state["weight_version"])
+            else:
+                self.generator.set_state(state["rng"])
+
     def _decode(self, prompt_ids: torch.Tensor, greedy: bool, model: Any = None,
                 eval_generator: torch.Generator | None = None) -> tuple[torch.Tensor, ...]:
         """Autoregressive decoding with a KV cache; returns (ids, mask, log-probs).

@@ -35,6 +35,10 @@ if TYPE_CHECKING:
     from autotest.workloads.rollout import RolloutBatch
 
 
+#: the parts of the trainer's checkpoint, in the order they are restored
+CHECKPOINT_PARTS = ("model", "optimizer", "scheduler", "rng")
+
+
 @dataclass(frozen=True)
 class OptimConfig:
     """PPO and optimiser settings of the trainer."""
@@ -93,9 +97,28 @@ class Trainer:
         self.group_size = group_size
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=optim.lr)
         self.generator = torch.Generator().manual_seed(seed + 2)
+        #: the LR schedule's position: training steps it has stepped through (a checkpoint saves it)
+        self.schedule_steps = 0
         self.hooks: FaultHooks = make_fault(fault, seed)
         self.observer = observer or NullObserver()
         self.logprobs = self.hooks.actor_logprob_fn(response_logprobs)
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        """What a checkpoint keeps of the trainer: weights, optimiser state, LR-schedule position, mini-batch RNG."""
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "scheduler": {"schedule_steps": self.schedule_steps}, "rng": self.generator.get_state()}
+
+    def load_checkpoint_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`checkpoint_state` (every part but those a resume fault leaves out)."""
+        for part in self.hooks.restored_parts("trainer", CHECKPOINT_PARTS):
+            if part == "model":
+                self.model.load_state_dict(state["model"])
+            elif part == "optimizer":
+                self.optimizer.load_state_dict(state["optimizer"])
+            elif part == "scheduler":
+                self.schedule_steps = int(state["scheduler"]["schedule_steps"])
+            else:
+                self.generator.set_state(state["rng"])
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """Detached copies of the parameters, by name (what a weight sync sends)."""
@@ -159,8 +182,10 @@ class Trainer:
         del metrics["response/advantages/min"], metrics["response/advantages/max"]
 
         input_ids = torch.cat([batch.prompt_ids, batch.response_ids], dim=1)
+        # the schedule steps with the trainer (as a scheduler object would), not with the driver's step number
+        self.schedule_steps += 1
         for group in self.optimizer.param_groups:
-            group["lr"] = self.optim.lr_at(step)
+            group["lr"] = self.optim.lr_at(self.schedule_steps)
         rows = [
             self._update(input_ids, batch.prompt_ids.shape[1], mask, old_logp, advantages, idx)
             for idx in torch.randperm(input_ids.shape[0], generator=self.generator).chunk(self.optim.mini_batches)

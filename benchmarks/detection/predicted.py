@@ -45,7 +45,7 @@ def judged(baseline: Baseline, work: Path, case: str) -> dict[str, tuple[float |
     out = {}
     for power in baseline_power(baseline):
         check, result = checks[power.check_id], results.get(power.check_id)
-        if check.metric.startswith("time/") or result is None:
+        if check.metric.startswith(("time/", "memory/")) or result is None:
             continue
         out[power.check_id] = (measured_shift(baseline, check, trace.get(check.metric) or {}, result.observed), result.status == "FAIL")
     return out

@@ -134,7 +134,8 @@ def judge_runs(case: str, works: list[Path]) -> dict:
     verdict = compare(baseline, trace, case=f"tiny-{case}").verdict
     primary = next((f.rule for f in verdict.triage if f.primary), "")
     # accuracy power only: step time on a shared 2-core machine measures the machine's load, not the change
-    accuracy = [r for r in verdict.results if r.is_gate and r.kind == "metric" and not r.metric.startswith("time/")]
+    accuracy = [r for r in verdict.results if r.is_gate and r.kind == "metric"
+                and not r.metric.startswith(("time/", "memory/"))]
     fired = sorted(r.check_id for r in accuracy if r.status == "FAIL")
     status = "FAIL" if fired else "ERROR" if any(r.status == "ERROR" for r in accuracy) else "PASS"
     # a run no accuracy gate caught has no triage of interest here (a step-time FAIL measures the load)
@@ -187,7 +188,7 @@ def minimum_detectable_effects(case: str) -> list[str]:
     baseline = load_baseline(ROOT / "baselines" / f"tiny-{case}.yaml")
     lines = []
     for check in baseline.checks:
-        if check.severity != "gate" or check.metric.startswith("time/"):
+        if check.severity != "gate" or check.metric.startswith(("time/", "memory/")):
             continue
         golden = baseline.golden_table.get(check.metric) or {}
         if check.scope == "pooled":

@@ -25,7 +25,7 @@ def _layout(results_dir: Path) -> set[str]:
 
 def _verdict(results_dir: Path) -> tuple[str, dict[str, tuple[str, float | None]]]:
     data = json.loads((results_dir / "results.json").read_text())
-    checks = {r["check_id"]: (r["status"], None if (r["metric"] or "").startswith("time/") else r["observed"])
+    checks = {r["check_id"]: (r["status"], None if (r["metric"] or "").startswith(("time/", "memory/")) else r["observed"])
               for r in data["results"]}
     return data["status"], checks
 

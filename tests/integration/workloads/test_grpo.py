@@ -33,7 +33,7 @@ SMALL_ARGS = ["--steps", "3", "--eval-every", "2", "--prompts-per-step", "8", "-
 K3 = "mismatch/mismatch_k3_kl"
 REWARDS = "response/rewards/mean"
 SUMMARY_KEYS = {
-    "time/step", "time/generate", "time/reward", "time/train", "time/sync",
+    "time/step", "time/generate", "time/reward", "time/train", "time/sync", "memory/rss_mb", "memory/peak_rss_mb",
     "response/rewards/mean", "response/rewards/min", "response/rewards/max",
     "response/response_len/mean", "response/response_len/min", "response/response_len/max",
     "response/response_len/std", "response/advantages/mean", "response/advantages/std",
@@ -60,7 +60,8 @@ def _newest_exp(work_dir: Path) -> Path:
 
 
 def _no_time(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows]
+    """The rows without what the machine measures (time and memory): the rest is bitwise per seed."""
+    return [{k: v for k, v in r.items() if not k.startswith(("time/", "memory/"))} for r in rows]
 
 
 def _run(tmp_path: Path, name: str, **changes: Any) -> list[dict[str, Any]]:

@@ -26,7 +26,8 @@ EVAL_KEYS = {"eval/digit_sum/acc", "eval/digit_product/acc", "eval/score"}
 SUMMARY_KEYS = {"distillation/reduced_distillation_kl", "distillation/reduced_distillation_abs_loss",
                 "distillation/opd_reverse_kl", "distillation/opd_abs_logprob_loss", "response/rewards/mean",
                 "response/response_len/mean", "time/step", "mismatch/mismatch_k3_kl", "entropy/mean",
-                "distillation/teacher_kl/digit_sum_teacher", "distillation/teacher_kl/digit_product_teacher"}
+                "distillation/teacher_kl/digit_sum_teacher", "distillation/teacher_kl/digit_product_teacher",
+                "memory/rss_mb", "memory/peak_rss_mb"}
 
 
 def processes_mentioning(marker: str) -> list[str]:

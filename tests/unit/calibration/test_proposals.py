@@ -73,3 +73,25 @@ def test_a_threshold_that_is_neither_a_number_nor_placeholder_is_one_line(tmp_pa
         load_baseline(path)
     assert str(err.value) == (f"{path}: checks[0].threshold: 'TODO' is not a number; write a number, e.g. 0.05 "
                               "(unquoted), or placeholder until rl-autotest calibrate sets it")
+
+
+def test_memory_gets_a_peak_gate_and_a_leak_gate_on_its_peak_metric() -> None:
+    proposal = propose(_trace({"response/rewards/mean": _ramp(), "memory/rss_mb": _ramp(400),
+                               "memory/peak_rss_mb": _ramp(410)}))
+    memory = [c for c in proposal.checks if c.metric.startswith("memory/")]
+    assert [(c.metric, c.method, c.scope, c.severity) for c in memory] == [
+        ("memory/peak_rss_mb", "relative", "final", "gate"), ("memory/peak_rss_mb", "slowdown", "slope", "gate")]
+    rows = {r.metric: r for r in proposal.rows}
+    assert rows["memory/rss_mb"].note == "memory/peak_rss_mb is this role's checked metric"
+    verl = propose(_trace({"critic/score/mean": _ramp(), "perf/cpu_memory_used_gb": _ramp(9),
+                           "perf/max_memory_allocated_gb": _ramp(20), "perf/max_memory_reserved_gb": _ramp(25)}))
+    assert {c.metric for c in verl.checks if c.scope == "slope"} == {"perf/max_memory_allocated_gb"}
+
+
+def test_the_memory_proposal_reads_back(tmp_path: Path) -> None:
+    path = tmp_path / "b.yaml"
+    trace = _trace({"response/rewards/mean": _ramp(), "memory/peak_rss_mb": _ramp(410)})
+    path.write_text(baseline_yaml(baseline_spec("b", path, propose(trace), {})))
+    loaded = load_baseline(path)
+    assert {c.check_id for c in loaded.checks if c.placeholder} >= {"memory/peak_rss_mb[final]",
+                                                                     "memory/peak_rss_mb[slope]"}

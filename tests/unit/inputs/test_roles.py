@@ -189,3 +189,26 @@ def test_vocabulary_is_small_and_closed():
     assert 8 <= len(ROLES) <= 16
     assert check_role("reward") is None and check_role("distill_kl/gsm8k") is None
     assert check_role("accuracy") is not None
+
+
+def test_memory_names_of_each_framework_have_the_memory_role():
+    from autotest.inputs.roles import PRESETS, group_of
+
+    named = {"xtuner": ("memory/rss_mb", "memory/peak_rss_mb", "memory/max_memory_GB", "memory/reserved_memory_GB"),
+             "verl": ("perf/max_memory_allocated_gb", "perf/max_memory_reserved_gb", "perf/cpu_memory_used_gb"),
+             "trl": ("train_mem_gpu_peaked_delta", "train_mem_cpu_alloc_delta", "eval_mem_gpu_alloc_delta")}
+    for preset, metrics in named.items():
+        assert all(PRESETS[preset].role_of(m) == "memory" for m in metrics), preset
+    assert group_of("memory") == "memory"
+    # a time metric of the same preset keeps its own role
+    assert PRESETS["verl"].role_of("perf/time_per_step") == "step_time"
+    assert PRESETS["trl"].role_of("eval_loss") == "eval"
+
+
+def test_memory_is_never_an_accuracy_group():
+    from autotest.inputs.roles import GROUPS
+    from autotest.judge.evidence import ACCURACY_GROUPS, TRAINING_GROUPS
+    from autotest.judge.model import NON_ACCURACY_GROUPS
+
+    assert "memory" in GROUPS and "memory" in NON_ACCURACY_GROUPS
+    assert "memory" not in ACCURACY_GROUPS and "memory" not in TRAINING_GROUPS

@@ -47,3 +47,15 @@ def test_runs_at_different_seeds_that_are_identical_but_for_timing_are_copies() 
     assert found is not None and found.status == ERROR and "run1-seed0 (seed 0) and run2-seed1 (seed 1)" in found.message
     assert identical_runs([("r1", 0, a), ("r2", 0, b)]) is None  # the same seed twice may well agree
     assert identical_runs([("r1", 0, a), ("r2", 1, _trace({1: 0.1, 2: 0.2000001}))]) is None
+
+
+def test_copies_that_differ_only_in_memory_are_still_copies() -> None:
+    from autotest.judge.seed_use import seed_metrics
+
+    def run(rss: float) -> Trace:
+        return Trace(source="t", series={"response/rewards/mean": {1: 0.1, 2: 0.2}, "memory/rss_mb": {1: rss, 2: rss},
+                                         "train_mem_gpu_peaked_delta": {2: rss}}, train_steps=(1, 2))
+
+    assert seed_metrics(run(400.0)) == ["response/rewards/mean"]
+    found = identical_runs([("r1", 0, run(400.0)), ("r2", 1, run(431.5))])
+    assert found is not None and found.status == ERROR

@@ -42,6 +42,8 @@ def test_every_fault_is_documented_with_its_expected_outcome() -> None:
         ("nan-at:0", "--fault nan-at: needs a positive step"),
         ("bf16-rollout:3", "--fault bf16-rollout: takes no argument"),
         ("slow-step:-1", "--fault slow-step: ARG must be a positive number"),
+        ("leak-memory:0", "--fault leak-memory: ARG must be a positive number"),
+        ("leak-memory:lots", "--fault leak-memory: ARG must be a positive number"),
         ("judge-bug:sideways", "--fault judge-bug:sideways: MODE must be flip or off-by-one"),
     ],
 )
@@ -148,3 +150,27 @@ def test_step_faults() -> None:
         make_fault("crash-at:2").on_step_start(2)
     make_fault("crash-at:2").on_step_start(1)
     make_fault("hang-at:2").on_step_start(1)  # returns: only step 2 hangs
+
+
+def test_leak_memory_keeps_a_resident_reference_per_step() -> None:
+    from autotest.workloads.memory import current_rss_mb
+
+    hooks = make_fault("leak-memory:16")
+    before = current_rss_mb()
+    for step in (1, 2, 3):
+        hooks.on_step_start(step)
+    assert len(hooks.kept) == 3
+    assert all(t.numel() * t.element_size() == 16 * 1024 * 1024 for t in hooks.kept)
+    assert all(float(t[-1]) == 1.0 for t in hooks.kept)  # filled, so every page is resident
+    if before is not None:  # /proc: the three steps' 48 MiB are resident
+        assert current_rss_mb() - before > 40
+
+
+def test_leak_memory_touches_no_random_state() -> None:
+    hooks = make_fault("leak-memory:1", seed=3)
+    torch.manual_seed(0)
+    hooks.on_step_start(1)
+    after = torch.rand(1)
+    torch.manual_seed(0)
+    assert torch.equal(after, torch.rand(1))
+    assert hooks.expected["triage"] == "memory" and hooks.expected["breached"] == ["memory/rss_mb"]

@@ -276,6 +276,7 @@ def _attempt(case: Case, options: RunOptions, spec: LaunchSpec,
         result, interrupt = exc.result, exc
     finally:
         samples = sampler.stop()
+    follower.note_last_steps()
     machine = ContentionRecord(
         before=machine_before, after=snapshot({**environ, **spec.env}, device=device), samples=samples,
         step_seen_at=dict(follower.step_seen_at),

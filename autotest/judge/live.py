@@ -156,6 +156,13 @@ class Follower:
                 return result.message, result.first_breach_step
         return None
 
+    def note_last_steps(self) -> None:
+        """After the run: the steps logged since the last poll are seen now (the run has just ended)."""
+        trace = self._grown_trace()
+        now = self.clock()
+        for seen in trace.train_steps if trace is not None else ():
+            self.step_seen_at.setdefault(seen, now)
+
     def _machine_adjusted(self, trace: Trace) -> Trace | None:
         """The trace with its step times less the run's wait for a CPU so far (None: no sampler, or raw)."""
         if self.contention is None or self.case.performance.normalise == "raw":

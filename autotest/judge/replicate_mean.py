@@ -54,6 +54,7 @@ from autotest.judge.model import (
 )
 from autotest.judge.power import PowerAsk, calibration_runs
 from autotest.judge.readers import read_trace
+from autotest.judge.resume import is_resume_result
 from autotest.judge.seed_use import identical_runs
 from autotest.judge.trace import Trace
 from autotest.judge.verdict import Comparison, checked_metrics, golden_trace, judge
@@ -162,6 +163,13 @@ def replicate_results(members: Sequence[Member]) -> list[CheckResult]:
     return results
 
 
+def resume_of_replicates(members: Sequence[Member]) -> list[CheckResult]:
+    """Each replicate's resume-phase results (a case with ``resume:``), named by replicate: a mean cannot resume,
+    and a replicate whose resume did not continue must not pass inside the mean."""
+    return [replace(r, check_id=f"{r.check_id}@{m.label}", message=f"replicate {m.label}: {r.message}")
+            for m in members if m.verdict is not None for r in m.verdict.results if is_resume_result(r)]
+
+
 def interrupted_result(reason: str, count: int) -> CheckResult:
     return CheckResult("replicates[interrupted]", ERROR,
                        f"run interrupted ({reason}): every replicate was stopped ({count} had finished); each "
@@ -173,6 +181,7 @@ def judge_replicates(baseline: Baseline | None, golden: Trace | None, members: S
                      interrupted: str | None = None, power: PowerAsk = PowerAsk()) -> Comparison:
     """The one verdict for the replicates' mean (see the module doc)."""
     structural = replicate_results(members)
+    structural += resume_of_replicates(members)
     if interrupted is not None:
         structural.append(interrupted_result(interrupted, len(members)))
     usable = [m for m, r in zip(members, structural) if r.status == PASS and m.trace is not None]

@@ -21,9 +21,10 @@ framework's metric names.
 | 10 | ``sampling-changed`` | an accuracy breach; the mismatch role checked and within bounds; length and entropy within bounds, the entropy at half its threshold or more |
 | 11 | ``sampling-changed`` | the mismatch role within bounds; the breaches begin after the start; only reward, eval and entropy breached, all above the golden (scores rose while the entropy rose: a sampler narrower than what it reports) |
 | 12 | ``gradual`` | every accuracy breach begins after the start, and a training role breached (or none is checked) |
-| 13 | ``performance-only`` | only step-time / throughput roles breached |
-| 14 | ``performance`` | step time breached as well as accuracy: a separate performance finding |
-| 15 | ``memory`` | a memory gate breached (growth per step or peak); beside any accuracy finding, never instead |
+| 13 | ``resume`` | a resume check failed or could not decide (``resume[...]``: the run resumed from its checkpoint did not continue the uninterrupted one); primary when the main run's own gates pass |
+| 14 | ``performance-only`` | only step-time / throughput roles breached |
+| 15 | ``performance`` | step time breached as well as accuracy: a separate performance finding |
+| 16 | ``memory`` | a memory gate breached (growth per step or peak); beside any accuracy finding, never instead |
 
 A rule fits at most once (the first of its rows that fits); ``gradual`` is not shown when
 ``teacher-path`` fits (the same breach, explained more narrowly). A time-role metric is never read as an
@@ -44,6 +45,7 @@ from autotest.judge.evidence import ACCURACY_GROUPS, OTHER, TRAINING_GROUPS, Rol
     role_evidence
 from autotest.judge.metric_names import CHECK_ID as NAMES_CHECK_ID
 from autotest.judge.model import ERROR, FAIL, CheckResult, TriageFinding
+from autotest.judge.resume import is_resume_result
 from autotest.judge.trace import Trace
 
 
@@ -177,8 +179,33 @@ def unnamed_metrics(ev: Evidence) -> str | None:
 
 
 def incomplete(ev: Evidence) -> str | None:
-    bad = [r for r in ev.results if r.kind == "structural" and r.status == ERROR and r.check_id != NAMES_CHECK_ID]
+    # the resumed run of a resume phase has a rule of its own (``resume``): the main run itself completed
+    bad = [r for r in ev.results if r.kind == "structural" and r.status == ERROR and r.check_id != NAMES_CHECK_ID
+           and not is_resume_result(r)]
     return bad[0].message if bad else None
+
+
+def resume_broken(ev: Evidence) -> str | None:
+    """A resume check failed (the resumed run did not continue) or could not decide (it did not complete)."""
+    bad = [r for r in ev.results if is_resume_result(r) and r.is_gate and r.status in (FAIL, ERROR)]
+    failed = sorted((r for r in bad if r.status == FAIL),
+                    key=lambda r: r.first_breach_step if r.first_breach_step is not None else math.inf)
+    if failed:
+        more = f" (and {len(failed) - 1} more resume check{'s' * (len(failed) > 2)})" if len(failed) > 1 else ""
+        return f"{failed[0].check_id}: {failed[0].message}{more}"
+    return f"{bad[0].check_id}: {bad[0].message}" if bad else None
+
+
+def _what_did_not_continue(ev: Evidence) -> tuple[str, str] | None:
+    """(for the suggestion, for the evidence): the state the resume checks say did not continue."""
+    for r in ev.results:
+        if is_resume_result(r) and r.status == FAIL and r.parameters.get("not_continued"):
+            what = r.parameters["not_continued"]
+            return f"what did not continue: {what}", f"not continued: {what}"
+    if any(is_resume_result(r) and r.status == ERROR for r in ev.results):
+        return ("the resumed run did not complete: read its logs (resume/logs/ in the results folder) first",
+                "the resumed run did not complete")
+    return None
 
 
 def at_first_point_only(group: str) -> Condition:
@@ -324,6 +351,12 @@ RULES: tuple[Rule, ...] = (
          "gradual divergence points to the training loop (loss, advantage, KL, weight sync)",
          "a breach that grows after the start fits a training-loop change too; the rules above explain the same "
          "breach more narrowly", unless=("teacher-path",)),
+    Rule("resume", (resume_broken,),
+         "checkpoint resume is broken: a run resumed from its checkpoint did not continue the uninterrupted run; "
+         "check what the checkpoint saves and the resume restores (optimizer state, LR scheduler position, RNG "
+         "states, step counter, the rollout engine's weights)",
+         "the main run's own breaches explain the verdict first; the resume finding is separate",
+         caveat=_what_did_not_continue),
     Rule("performance-only", (breached("performance"), no_accuracy_breach),
          "only step time regressed: a performance regression, not accuracy; profile the step"),
     Rule("performance", (breached("performance"), accuracy_breach),

@@ -30,6 +30,7 @@ def consistency_request(case: Case, verdict: Verdict, results_dir: Path, work_di
     # the mismatch role as the verdict assigned it (declared roles, preset); the names alone as a fallback
     breached = [r for r in verdict.results if (verdict.metric_roles.get(r.metric or "") == "mismatch"
                                                if verdict.metric_roles else is_consistency_metric(r.metric))
+                and r.kind == "metric"  # a resume check's mismatch metric compares two runs, not train-inference
                 and r.status == FAIL and r.observed is not None and math.isfinite(r.observed)]
     if policy == "off" or (policy == "on-breach" and not breached):
         return None

@@ -53,10 +53,18 @@ def main() -> int:
             tracker.write('{"response/rewards/mean": 0.')
             tracker.flush()
             return 0
+        step_time = 0.1
+        if name == "busy-step":  # CPU_S of work per step, then SLEEP_S asleep ("busy-step:0.3+1.0"): a timed step
+            started, (work, _, nap) = time.perf_counter(), arg.partition("+")
+            spent = time.thread_time() + float(work)
+            while time.thread_time() < spent:
+                pass
+            time.sleep(float(nap or 0))
+            step_time = time.perf_counter() - started
         noise = 0.001 * math.sin(step + args.seed)
         row = {"response/rewards/mean": 0.1 + 0.02 * step + noise,
                "mismatch/mismatch_k3_kl": 1e-14 if not (name == "mismatch-from" and step >= int(arg)) else 1e-2,
-               "time/step": 0.1}
+               "time/step": step_time}
         if name == "reward-offset":  # a shifted reward curve, e.g. one replicate's seed off by more than its gate
             row["response/rewards/mean"] += float(arg)
         if name == "nan-at" and step >= int(arg):

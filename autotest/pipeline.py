@@ -77,7 +77,7 @@ from autotest.run.platform import check_platform
 from autotest.run.preflight import Preflight, run_preflight
 from autotest.run.recipe_guard import tracker_problem
 from autotest.run.results_dir import default_results_root, new_results_dir, require_room
-from autotest.run.resume import RESUME_FOLDER, checkpoint_args, launch_resumed
+from autotest.run.resume_launch import RESUME_FOLDER, checkpoint_args, launch_resumed
 from autotest.judge.resume import judge_resume, main_run_problem
 from autotest.run_replicates import run_replicates
 
@@ -307,7 +307,7 @@ def _attempt(case: Case, options: RunOptions, spec: LaunchSpec,
                "contention_log": save_series(prep.results_dir / "logs" / "contention.json", machine)}
     if result.unsaved or artifacts.unsaved:  # a full or read-only disk: the verdict stands, the files are named
         context["unsaved"] = [*result.unsaved, *artifacts.unsaved]
-    # -- resume phase (case.resume): a completed run resumed from its checkpoint (autotest.run.resume launches,
+    # -- resume phase (case.resume): a completed run resumed from its checkpoint (autotest.run.resume_launch launches,
     # autotest.judge.resume compares); its structural results join this attempt's one verdict
     resume_checks: list = []
     if case.resume is not None:

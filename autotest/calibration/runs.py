@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import shlex
+import statistics
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -345,6 +346,25 @@ def calibrate_case(case: Case, options: CalibrationOptions) -> CalibrationOutcom
     return outcome
 
 
+def reference_probe(records: Sequence[RunRecord]) -> dict[str, Any] | None:
+    """The calibration machine's speed: the median of the runs' probe CPU times (each run's results.json, before
+    and after it), so a performance gate can scale a run on a slower or faster machine to this one."""
+    times, device = [], None
+    for record in records:
+        try:
+            machine = json.loads((record.results_dir / "results.json").read_text())["context"]["machine"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        for when in ("before", "after"):
+            probe = (machine.get(when) or {}).get("probe") or {}
+            if probe.get("cpu_s"):
+                times.append(probe["cpu_s"])
+                device = probe.get("device")
+    if not times:
+        return None
+    return {"device": device, "cpu_s": statistics.median(times), "probes": len(times)}
+
+
 def _provenance(case: Case, options: CalibrationOptions, preflight: Any, records: Sequence[RunRecord],
                 settings: CalibrationSpec, self_check: SelfCheck, calibration: Calibration,
                 folder: Path) -> dict[str, Any]:
@@ -366,6 +386,9 @@ def _provenance(case: Case, options: CalibrationOptions, preflight: Any, records
         "self_check": {"method": "leave-one-out", "false_alarm_rate": self_check.false_alarm_rate,
                        "held_out": {h.label: h.status for h in self_check.held_out}},
     }
+    probe = reference_probe(records)
+    if probe is not None:
+        data["machine_probe"] = probe
     if options.from_history:
         data["from_history"] = [{"results_dir": str(r.results_dir), "framework_commit": r.framework_sha,
                                  "harness_commit": r.harness_sha} for r in records]

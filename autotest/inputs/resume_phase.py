@@ -101,4 +101,5 @@ def parse_resume(sec: Section | None, placeholders: tuple[str, ...], expected_st
              "put {work_dir} in tracker.path, so the resumed run writes a log of its own")
     return Resume(at_step=at_step, steps=steps, checkpoint_args=args["checkpoint_args"],
                   resume_args=args["resume_args"], match=match, noise_ratio=ratio, roles=roles,
-                  timeout_s=sec.number("timeout_s", positive=True, default=None, fix="write a positive number of seconds"))
+                  timeout_s=sec.number("timeout_s", positive=True, default=None,
+                                       fix="write a positive number of seconds"))

@@ -1,6 +1,6 @@
 """The resume phase's checks: did a run resumed from a checkpoint continue the uninterrupted run?
 
-The pipeline launches the resumed run (:mod:`autotest.run.resume`) and hands over the main run's log and how the
+The pipeline launches the resumed run (:mod:`autotest.run.resume_launch`) and hands over the main run's log and how the
 resumed launch went; :func:`judge_resume` reads both logs whole and makes the structural results the verdict takes
 (``judge(structural=...)``); :func:`resume_results` is the comparison itself, on two traces:
 
@@ -40,7 +40,7 @@ from autotest.judge.model import ERROR, FAIL, INFO, PASS, CheckResult, Points
 from autotest.judge.readers import read_trace
 from autotest.judge.structural import Ending, completion_status
 from autotest.judge.trace import Trace
-from autotest.run.resume import ResumedLaunch
+from autotest.run.resume_launch import ResumedLaunch
 
 COMPLETION = "resume[completion]"
 STEP_COUNTER = "resume[step-counter]"

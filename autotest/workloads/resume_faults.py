@@ -2,7 +2,7 @@
 
 Each acts only where a run resumes from a checkpoint (``--resume-from``, :mod:`.checkpoint`): the run that saves
 the checkpoint is bitwise a healthy run, so every gate of the main run passes and only the harness's resume phase
-(:mod:`autotest.run.resume`, compared by :mod:`autotest.judge.resume`) can see them. The registry and table are
+(:mod:`autotest.run.resume_launch`, compared by :mod:`autotest.judge.resume`) can see them. The registry and table are
 :mod:`.faults`.
 """
 

@@ -1,0 +1,189 @@
+"""The resume phase's comparison (autotest.judge.resume) on synthetic traces, and its triage rule."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from types import MappingProxyType
+
+import pytest
+
+from autotest.inputs.resume_phase import Resume
+from autotest.inputs.roles import resolve_roles
+from autotest.judge.model import ERROR, FAIL, INFO, PASS
+from autotest.judge.resume import (
+    COMPLETION,
+    MATCH,
+    STEP_COUNTER,
+    main_run_problem,
+    match_id,
+    resume_results,
+)
+from autotest.judge.trace import Trace
+from autotest.judge.triage import triage
+
+LR, LOSS = "train_metrics/worker_0/lr", "train_metrics/worker_0/loss"
+REWARD, LENGTH, K3 = "response/rewards/mean", "response/response_len/mean", "mismatch/mismatch_k3_kl"
+RESUME = Resume(at_step=4, steps=3, checkpoint_args=("{checkpoint_dir}",), resume_args=("{checkpoint_dir}",),
+                roles={LR: "learning_rate", LOSS: "loss"})
+
+
+@dataclass
+class Ended:
+    """How a launch ended (the Ending protocol)."""
+
+    exit_code: int | None = 0
+    timed_out: bool = False
+    timeout_s: float = 60.0
+    stopped_reason: str | None = None
+    interrupted: str | None = None
+    signal: str | None = None
+
+
+def _series(steps, offset=0.0):
+    return {s: 0.1 * s + offset for s in steps}
+
+
+def _run(steps, **changed) -> Trace:
+    """A run logging reward, length, k3, lr, loss and the excluded time/memory at ``steps``; ``changed`` replaces
+    whole series (metric -> {step: value})."""
+    series = {REWARD: _series(steps), LENGTH: _series(steps, 2.0), K3: {s: 1e-14 for s in steps},
+              LR: {s: 1e-3 * (1 - s / 10) for s in steps}, LOSS: _series(steps, -1.0),
+              "time/step": {s: 0.5 + 0.01 * s for s in steps}, "memory/rss_mb": {s: 400.0 + s for s in steps}}
+    for metric, values in changed.items():
+        series[metric.replace("__", "/")] = {**series.get(metric.replace("__", "/"), {}), **values}
+    return Trace("t.jsonl", MappingProxyType(series), tuple(sorted(steps)), ())
+
+
+MAIN = _run(range(1, 11))
+ROLES = resolve_roles([REWARD, LENGTH, K3, "time/step", "memory/rss_mb", LR, LOSS], RESUME.roles)
+
+
+def _results(resumed: Trace, ended=None, resume=RESUME, **kw):
+    return {r.check_id: r for r in resume_results(resume, MAIN, resumed, ended or Ended(), roles=ROLES, **kw)}
+
+
+def test_a_resume_that_continued_bitwise_passes_with_time_and_memory_left_out():
+    # time and memory of the resumed process are its own: changed, they still match
+    results = _results(_run(range(5, 8), **{"time__step": {5: 9.0}, "memory__rss_mb": {5: 999.0}}))
+    assert [r.status for r in results.values()] == [PASS, PASS, PASS]
+    assert results[MATCH].message == "5 metrics bitwise equal at steps 5-7; memory and performance metrics excluded"
+    assert results[STEP_COUNTER].message == "continued at step 5: steps 5-7, no gap, no restart"
+
+
+def test_a_restarted_lr_schedule_fails_and_is_named():
+    resumed = _run(range(5, 8), **{LR.replace("/", "__"): {5: 1e-3, 6: 9e-4, 7: 8e-4}})
+    results = _results(resumed)
+    lr = results[match_id(LR)]
+    assert lr.status == FAIL and lr.kind == "structural" and lr.metric == LR and lr.first_breach_step == 5
+    assert lr.message.startswith(f"{LR} differs from step 5, the first resumed step: resumed 0.001 vs "
+                                 "uninterrupted 0.0005 at step 5 (3 of 3 resumed steps differ)")
+    assert lr.points.steps == (5, 6, 7) and all(lr.points.breached)
+    assert lr.parameters["not_continued"].startswith("the LR schedule (")
+    assert set(results) == {COMPLETION, STEP_COUNTER, match_id(LR)}  # every other metric matched
+
+
+def test_a_first_step_that_sampled_differently_points_at_the_rng():
+    resumed = _run(range(5, 8), **{REWARD.replace("/", "__"): {5: 0.77}, LOSS.replace("/", "__"): {5: 3.0}})
+    verdict = _results(resumed)[match_id(REWARD)].parameters["not_continued"]
+    assert verdict.startswith("the RNG (prompt order, sampling) or the rollout engine's weights: step 5, the first "
+                              f"resumed step, already sampled differently ({REWARD})")
+
+
+def test_an_update_that_differs_after_equal_samples_points_at_the_optimizer_state():
+    resumed = _run(range(5, 8), **{LOSS.replace("/", "__"): {5: 3.0}, REWARD.replace("/", "__"): {6: 0.0}})
+    results = _results(resumed)
+    assert results[match_id(REWARD)].first_breach_step == 6
+    assert results[match_id(LOSS)].parameters["not_continued"].startswith(
+        "the optimizer state: step 5 sampled what the uninterrupted run sampled")
+
+
+def test_without_a_learning_rate_role_the_optimizer_finding_says_the_schedule_is_possible_too():
+    roles = resolve_roles([REWARD, LOSS])
+    resumed = _run(range(5, 8), **{LOSS.replace("/", "__"): {5: 3.0}})
+    results = resume_results(RESUME, MAIN, resumed, Ended(), roles=roles)
+    failed = [r for r in results if r.status == FAIL]
+    assert failed and all("or the LR schedule: no metric with the learning_rate role tells them apart"
+                          in r.parameters["not_continued"] for r in failed)
+
+
+def test_a_restarted_step_counter_fails_and_nothing_is_compared():
+    results = _results(_run(range(1, 4)))
+    assert results[STEP_COUNTER].status == FAIL
+    assert results[STEP_COUNTER].message.startswith("the step counter restarted: the resumed run logged step 1, 2, 3, "
+                                                    "at or before the checkpoint's step 4")
+    assert results[MATCH].status == INFO and results[MATCH].message.startswith("not compared")
+    assert results[COMPLETION].status == ERROR  # it never reached step 7
+    assert results[STEP_COUNTER].parameters["not_continued"].startswith("the step counter (")
+
+
+def test_a_gap_and_a_skipped_first_step_fail_the_counter():
+    assert "steps 6 are missing between 5 and 7" in _results(_run([5, 7]))[STEP_COUNTER].message
+    assert _results(_run([6, 7]))[STEP_COUNTER].message.startswith(
+        "the step counter skipped: the first resumed step is 6, expected 5")
+
+
+def test_a_resumed_run_that_crashed_is_an_error_naming_its_log_and_what_it_logged_is_still_compared():
+    results = _results(_run([5], **{REWARD.replace("/", "__"): {5: 0.0}}), Ended(exit_code=1), log="r/stdout.log")
+    assert results[COMPLETION].status == ERROR
+    assert results[COMPLETION].message == ("the resumed run: run exited with code 1 at step 5 of 7 "
+                                           "(logs: r/stdout.log)")
+    assert results[match_id(REWARD)].status == FAIL
+
+
+def test_a_value_only_one_run_logged_differs_and_nan_equals_nan():
+    resumed = _run(range(5, 8))
+    series = dict(resumed.series)
+    del series[LENGTH]
+    series[K3] = {5: math.nan, 6: 1e-14, 7: 1e-14}
+    main = dict(MAIN.series)
+    main[K3] = {**main[K3], 5: math.nan}
+    results = {r.check_id: r for r in resume_results(
+        RESUME, Trace("m", MappingProxyType(main), MAIN.train_steps), Trace("r", MappingProxyType(series), (5, 6, 7)),
+        Ended(), roles=ROLES)}
+    assert match_id(K3) not in results
+    assert "not logged by the resumed run at step 5" in results[match_id(LENGTH)].message
+
+
+NOISE = Resume(at_step=4, steps=3, checkpoint_args=("{checkpoint_dir}",), resume_args=("{checkpoint_dir}",),
+               match="noise", noise_ratio=0.5)
+SIGMA = {REWARD: {s: 0.1 for s in range(1, 11)}}
+
+
+def test_noise_match_passes_within_the_ratio_and_fails_beyond_it():
+    near = _run(range(5, 8), **{REWARD.replace("/", "__"): {5: 0.51, 6: 0.58, 7: 0.72}})  # |d|/σ 0.1, 0.2, 0.2
+    results = {r.check_id: r for r in resume_results(NOISE, MAIN, near, Ended(), roles=ROLES, noise=SIGMA)}
+    assert results[MATCH].status == PASS
+    assert results[MATCH].message.startswith("1 metrics within 0.5 x the calibrated noise at steps 5-7 (4 without "
+                                             "calibrated noise not compared)")
+    far = _run(range(5, 8), **{REWARD.replace("/", "__"): {5: 0.5, 6: 0.8, 7: 0.9}})  # 0, 2, 2: mean 1.33
+    failed = {r.check_id: r for r in resume_results(NOISE, MAIN, far, Ended(), roles=ROLES, noise=SIGMA)}
+    assert failed[match_id(REWARD)].status == FAIL and failed[match_id(REWARD)].first_breach_step == 6
+    assert failed[match_id(REWARD)].observed == pytest.approx(4 / 3)
+
+
+def test_noise_match_without_calibrated_noise_cannot_decide():
+    results = {r.check_id: r for r in resume_results(NOISE, MAIN, _run(range(5, 8)), Ended(), roles=ROLES, noise={})}
+    assert results[MATCH].status == ERROR and "has no calibrated noise (golden.noise)" in results[MATCH].message
+
+
+def test_a_main_run_that_did_not_complete_is_not_resumed():
+    assert main_run_problem(10, True, Ended(), MAIN, interrupted=False) is None
+    assert main_run_problem(10, True, Ended(), MAIN, interrupted=True) == "the run was interrupted"
+    assert main_run_problem(10, True, Ended(exit_code=1), _run(range(1, 4)), interrupted=False) == (
+        "the main run did not complete (run exited with code 1 at step 3 of 10)")
+
+
+def test_triage_names_the_resume_when_the_main_run_passed():
+    resumed = _run(range(5, 8), **{LR.replace("/", "__"): {5: 1e-3}})
+    findings = triage(resume_results(RESUME, MAIN, resumed, Ended(), roles=ROLES))
+    assert findings[0].rule == "resume" and findings[0].primary
+    assert "what did not continue: the LR schedule" in findings[0].suggestion
+    assert findings[0].evidence.startswith(f"resume[match:{LR}]: {LR} differs from step 5")
+
+
+def test_a_resumed_run_that_crashed_is_triaged_as_resume_not_as_the_main_run_incomplete():
+    results = resume_results(RESUME, MAIN, _run([5]), Ended(exit_code=1), roles=ROLES)
+    findings = triage(results)
+    assert [f.rule for f in findings] == ["resume"]
+    assert "the resumed run did not complete: read its logs" in findings[0].suggestion

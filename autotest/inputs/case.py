@@ -63,6 +63,15 @@ Schema::
       env: str             also export the seed in this env var
     consistency:
       policy: off|on-breach|always   when to run the consistency dump job (default off)
+    resume:                optional: the resume phase (autotest.inputs.resume_phase; docs/cases.md)
+      at_step: int         the main run saves a checkpoint after this step (< expected.steps)
+      steps: int           the resumed run trains at_step+1 .. at_step+steps (<= expected.steps)
+      checkpoint_args: [str]  appended to the main launch; must use {checkpoint_dir}
+      resume_args: [str]   appended to the resumed launch; must use {checkpoint_dir}
+      match: bitwise|noise every compared metric equal, or within noise_ratio of golden.noise
+      noise_ratio: number  match: noise only (default 0.5)
+      roles: {metric: role}  roles of logged metrics the baseline does not check
+      timeout_s: number    the resumed launch's limit (default launch.timeout_s)
     replicates: int        seeds run per verdict (default 1); the checks judge their mean, pooled
                            thresholds scaled to keep the calibrated false-alarm rate
                            (autotest.judge.replicate_mean); `--replicates K` overrides it; at most
@@ -72,7 +81,8 @@ Schema::
 Substitutions, done when a run is resolved (not on load, so listing cases needs no share):
 ``${NAME}`` is the harness's environment variable NAME (unset: a UsageError naming file, key
 and variable); ``{python}`` sys.executable, ``{repo}`` the repo root, ``{work_dir}`` the run's
-work folder, ``{seed}``, ``{fault}`` (empty when none). Inputs take ${ENV} and {repo} only;
+work folder, ``{seed}``, ``{fault}`` (empty when none); in the resume arguments also ``{checkpoint_dir}``,
+``{resume_step}`` and ``{resume_last_step}``. Inputs take ${ENV} and {repo} only;
 cwd and tracker paths also {work_dir}. In a string command substituted values are shell-quoted
 when needed (keep placeholders outside quotes); ``$NAME`` without braces is left to bash.
 """

@@ -95,8 +95,17 @@ def test_a_tracker_copy_without_room_is_removed_and_the_verdict_files_record_it(
 def test_tiny_grpo_into_a_nearly_full_disk_prints_its_verdict_and_leaves_no_partial_tracker(tmp_path: Path) -> None:
     """The real embedded workload: its 45 steps fit (~112 KiB with its logs), the tracker's copy (~90 KiB)
     does not."""
+    # without its resume phase: the checkpoint (1.2 MB) would fill this disk at step 20, before the point of the test
+    import yaml
+
+    from autotest.inputs.case import CASES_DIR, REPO_ROOT
+
+    data = yaml.safe_load((CASES_DIR / "tiny-grpo.yaml").read_text())
+    data.pop("resume")
+    data["baseline"] = str(REPO_ROOT / "baselines" / "tiny-grpo.yaml")
+    (tmp_path / "tiny-grpo.yaml").write_text(yaml.safe_dump(data))
     with tmpfs(tmp_path / "disk", size_kib=160) as disk:
-        done = _cli("run", "tiny-grpo", "--yes", "--no-history", "--results-dir", str(disk),
+        done = _cli("run", str(tmp_path / "tiny-grpo.yaml"), "--yes", "--no-history", "--results-dir", str(disk),
                     env={"RL_AUTOTEST_MIN_FREE_MIB": "0"}, timeout_s=900)  # ~30 s alone, minutes on a busy node
         (folder,) = (disk / "tiny-grpo").iterdir()
         (log,) = (folder / "work").glob("*/logs/exp_tracking/tracker.jsonl")

@@ -51,9 +51,10 @@ def _gate(verdict, prefix: str = "time/step"):
 
 
 def _accuracy(verdict) -> tuple[tuple[str, str], ...]:
-    """Each accuracy gate's status (every metric check that is not a performance one)."""
+    """Each accuracy gate's status (every metric gate that is not a performance or memory one)."""
     return tuple((r.check_id, r.status) for r in verdict.results
-                 if r.kind == "metric" and not r.check_id.startswith("time/") and r.severity == "gate")
+                 if r.kind == "metric" and r.severity == "gate"
+                 and verdict.metric_roles.get(r.metric or "") not in ("step_time", "throughput", "memory"))
 
 
 def _raw_status(gate) -> str:

@@ -9,12 +9,10 @@ from autotest.run.contention import (
     Sample,
     cpu_ticks,
     machine_probe,
-    parse_compute_apps,
-    parse_gpu_rows,
     summarise,
     thread_times,
-    visible_gpu_indices,
 )
+from autotest.run.gpu_state import parse_compute_apps, parse_gpu_rows, visible_gpu_indices
 
 
 def test_cpu_ticks_count_steal_as_busy_and_iowait_as_idle():

@@ -26,7 +26,8 @@ no cold build reproduced; docs/workloads.md "Baseline history"). A fixture is bu
 dir beside its final place and renamed into it (atomic), under a file lock so parallel runs
 train it once; ``fixture.json`` is written last and marks it complete, with the sha256 of
 each checkpoint's weights (``weights_sha256``), which the launcher prints, so a run's log
-names the exact fixture it ran against.
+names the exact fixture it ran against. It is trained in a child process under pinned numerics
+(``PINNED_NUMERICS``), so every x86-64 CPU trains the same weights.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ import importlib.util
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -55,7 +58,20 @@ if TYPE_CHECKING:
     import torch
 
 #: Bump when what a recipe produces changes outside the modules below (the cache key includes it).
-RECIPE_VERSION = 1
+RECIPE_VERSION = 2
+#: The numerics a fixture is trained under, on every CPU: ATen's baseline kernels rather than the AVX2 or AVX-512
+#: ones the host would pick, MKL's reproducible (CNR) code path, oneDNN held at SSE4.1, one thread. Unpinned, one
+#: recipe gave three different students on one machine (AVX-512, AVX2, baseline kernels: sampled digit_sum accuracy
+#: 0.49, 0.52, 0.47), so runners with different CPUs trained different fixtures and a baseline calibrated on one
+#: failed on the others (docs/workloads.md, "Baseline history"). They must be set before torch is imported, so a
+#: fixture is prepared in a child process (``prepare_in_child``).
+PINNED_NUMERICS = {
+    "ATEN_CPU_CAPABILITY": "default",
+    "MKL_CBWR": "COMPATIBLE",
+    "ONEDNN_MAX_CPU_ISA": "SSE41",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
 #: modules whose code decides the fixture's weights: their source is part of the cache key
 PREPARATION_MODULES = ("autotest.workloads.teachers", "autotest.workloads.tiny_lm", "autotest.workloads.tasks")
 CACHE_ENV = "RL_AUTOTEST_CACHE"
@@ -102,6 +118,7 @@ class TeacherRecipe:
             "tasks": {d: _task_spec(get_task(d)) for d in self.domains},
             "versions": library_versions(),
             "source": preparation_source_digest(),
+            "numerics": PINNED_NUMERICS,
         }
         return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -218,7 +235,7 @@ def ensure_fixture(recipe: TeacherRecipe | None = None, root: Path | None = None
         tmp.chmod(0o755)  # mkdtemp makes it private; the cache may be shared by CI users
         try:
             log(f"[teachers] preparing fixture {target} (first use of this recipe)")
-            prepare(recipe, tmp, log)
+            prepare_in_child(recipe, tmp, log)
             tmp.rename(target)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -346,8 +363,41 @@ def load_checkpoint(folder: Path) -> torch.nn.Module:
     return Qwen3ForCausalLM.from_pretrained(folder).eval()
 
 
+def recipe_from_dict(data: Mapping[str, Any]) -> TeacherRecipe:
+    """The recipe ``dataclasses.asdict`` wrote (``fixture.json``'s ``recipe``)."""
+    fields = dict(data)
+    return TeacherRecipe(**{**fields, "domains": tuple(fields["domains"]), "model": TinyLMConfig(**fields["model"])})
+
+
+def prepare_in_child(recipe: TeacherRecipe, out_dir: Path, log: Callable[[str], None] = print) -> None:
+    """``prepare`` in a fresh interpreter under ``PINNED_NUMERICS``; its lines go to ``log``."""
+    command = [sys.executable, "-m", "autotest.workloads.teachers", str(out_dir),
+               json.dumps(dataclasses.asdict(recipe))]
+    env = {**os.environ, **PINNED_NUMERICS, "PYTHONUNBUFFERED": "1"}
+    with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as child:
+        assert child.stdout is not None
+        lines = []
+        for line in child.stdout:
+            lines.append(line.rstrip("\n"))
+            log(lines[-1])
+    if child.returncode != 0:
+        tail = " | ".join(lines[-3:]) or "no output"
+        raise RuntimeError(f"teacher fixture preparation failed (exit {child.returncode}): {tail}")
+
+
+def numerics_in_use() -> dict[str, str]:
+    """The pinned numerics as this process runs them (ATen's kernel level as torch reports it)."""
+    import torch
+
+    return {"aten_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            **{name: os.environ.get(name, "") for name in PINNED_NUMERICS}}
+
+
 def prepare(recipe: TeacherRecipe, out_dir: Path, log: Callable[[str], None] = print) -> None:
-    """Train the student and the teachers of ``recipe`` and save them under ``out_dir``."""
+    """Train the student and the teachers of ``recipe`` and save them under ``out_dir``.
+
+    Call it through ``prepare_in_child``: in a process not started under ``PINNED_NUMERICS``, the weights
+    depend on the CPU."""
     import torch
 
     from autotest.workloads.tiny_lm import build_model
@@ -375,6 +425,7 @@ def prepare(recipe: TeacherRecipe, out_dir: Path, log: Callable[[str], None] = p
         "recipe": dataclasses.asdict(recipe),
         "recipe_version": RECIPE_VERSION,
         "versions": library_versions(),
+        "numerics": numerics_in_use(),
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "prepare_s": round(time.perf_counter() - started, 1),
         "accuracy": accuracy,
@@ -382,3 +433,7 @@ def prepare(recipe: TeacherRecipe, out_dir: Path, log: Callable[[str], None] = p
     }
     (out_dir / FIXTURE_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
     log(f"[teachers] fixture ready in {info['prepare_s']} s; sampled accuracy {json.dumps(accuracy)}")
+
+
+if __name__ == "__main__":  # the child of prepare_in_child: OUT_DIR RECIPE_JSON
+    prepare(recipe_from_dict(json.loads(sys.argv[2])), Path(sys.argv[1]))

@@ -122,3 +122,36 @@ def test_checkpoints_load_without_warnings(mopd_fixture: Fixture) -> None:
     assert not model.training and next(model.parameters()).dtype == torch.float32
     assert time.perf_counter() - start < 10
     assert json.loads((mopd_fixture.student / "config.json").read_text())["model_type"] == "qwen3"
+
+
+# ---------------------------------------------------------------- the same weights on every CPU
+
+_PREPARE = ("import json, sys; from pathlib import Path; from autotest.workloads.teachers import prepare, "
+            "recipe_from_dict; prepare(recipe_from_dict(json.loads(sys.argv[2])), Path(sys.argv[1]), log=lambda s: None)")
+
+
+def _weights_unpinned(tmp_path: Path, capability: str) -> dict[str, str]:
+    """QUICK prepared the way a process that is not pinned would, with ATen held at ``capability``."""
+    import dataclasses
+    import os
+
+    out = tmp_path / f"unpinned-{capability}"
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": capability}
+    subprocess.run([sys.executable, "-c", _PREPARE, str(out), json.dumps(dataclasses.asdict(QUICK))], cwd=REPO,
+                   env=env, check=True, timeout=120)
+    return Fixture(out, QUICK.domains).weights()
+
+
+def test_the_fixture_is_the_same_whichever_kernels_the_cpu_offers(tmp_path: Path, monkeypatch) -> None:
+    """A runner without AVX-512 (ATen at avx2) trains the same fixture as one with it: the preparation pins
+    its numerics. Unpinned, the kernel level alone changes the weights (shown where the host has AVX-512)."""
+    weights = {}
+    for capability in ("avx2", "default"):
+        monkeypatch.setenv("ATEN_CPU_CAPABILITY", capability)
+        monkeypatch.setenv("MKL_CBWR", "AVX2")
+        weights[capability] = ensure_fixture(QUICK, root=tmp_path / capability, log=lambda line: None).weights()
+    assert weights["avx2"] == weights["default"]
+    info = ensure_fixture(QUICK, root=tmp_path / "avx2", log=lambda line: None).info()
+    assert info["numerics"]["aten_cpu_capability"] == "DEFAULT" and info["numerics"]["MKL_CBWR"] == "COMPATIBLE"
+    if torch.backends.cpu.get_cpu_capability() == "AVX512":
+        assert _weights_unpinned(tmp_path, "avx2") != _weights_unpinned(tmp_path, "avx512")

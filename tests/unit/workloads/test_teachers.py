@@ -82,7 +82,7 @@ def test_a_failed_preparation_leaves_nothing(tmp_path: Path, monkeypatch: pytest
         (out_dir / "student").mkdir()
         raise RuntimeError("interrupted")
 
-    monkeypatch.setattr(teachers, "prepare", broken)
+    monkeypatch.setattr(teachers, "prepare_in_child", broken)
     with pytest.raises(RuntimeError, match="interrupted"):
         ensure_fixture(QUICK, root=tmp_path, log=lambda line: None)
     assert [p.name for p in (tmp_path / "teachers").iterdir()] == [QUICK.key() + ".lock"]

@@ -20,6 +20,7 @@ from autotest.consistency.correlation import ForwardRecord
 from autotest.consistency.dumps import parse_key, read_dump
 from autotest.consistency.logprob_compare import load_comparison
 from autotest.consistency.logprob_verdict import with_logprob_finding
+from autotest.consistency.precision import dtype_differences, with_precision_finding
 from autotest.consistency.mapping import MappingGroup, load_user_mapping, map_modules
 from autotest.consistency.pairing import CannotConclude, ForwardPair
 from autotest.consistency.report import output_paths, write_outputs
@@ -197,6 +198,9 @@ def analyze_dumps(
     report = with_logprob_finding(report, comparison, Step("three-way log-prob comparison", status, detail),
                                   context.get("breached_metrics") or ())
     pid = report_pair.pair_id if report_pair else None
+    report = with_precision_finding(report, dtype_differences(compares.get(pid, ()) if pid else ()),
+                                    len(compares.get(pid, ())) if pid else 0,
+                                    {side: [r.autocast for r in recs if r.autocast] for side, recs in records.items()})
     try:
         write_outputs(
             out_dir,

@@ -60,6 +60,7 @@ from autotest.consistency.correlation import (
     append_record,
     token_ranges_of,
 )
+from autotest.consistency.hook import autocast_state
 from autotest.consistency.logprob_records import FOLDER as LOGPROB_FOLDER
 from autotest.consistency.logprob_records import append_records, record_lines
 from autotest.consistency.msprobe_config import require_msprobe, write_msprobe_configs
@@ -127,11 +128,15 @@ class ConsistencyObserver:
         self._configure(side, forward_root)
         debugger.set_init_step(step)
         self._active = True
+        autocast: list[str] = []
+        # the autocast state inside the model's forward (a caller may enter autocast inside this context)
+        watch = model.register_forward_pre_hook(lambda module, args: autocast.append(autocast_state(module)))
         try:
             debugger.start(model=model)
             try:
                 yield
             finally:
+                watch.remove()
                 debugger.stop()
                 dump_json = Path(debugger._get_instance().service.data_collector.dump_file_path or "")
                 debugger.step()  # flush and reset MSProbe's per-step call counters
@@ -155,6 +160,7 @@ class ConsistencyObserver:
             token_ranges=token_ranges_of([list(t) for t in token_ids]),
             log_path=str(side_cfg.correlation_log),
             line=0,
+            autocast=autocast[0] if autocast else None,
         )
         append_record(side_cfg.correlation_log, record)
         self._manifest["sides"][side]["forwards"] = self._forward_count[side]
@@ -170,12 +176,15 @@ class ConsistencyObserver:
         token_ids: Sequence[Sequence[int]],
         logprobs: Sequence[Sequence[float]],
         dtype: str | None = None,
+        position_ids: Sequence[Sequence[int]] | None = None,
+        cache_lengths: Sequence[Sequence[int]] | None = None,
     ) -> None:
         """Append per-token log-probs of the window's samples to ``<output_dir>/logprobs/<kind>.jsonl``
         (format: :mod:`.logprob_records`); outside the window nothing is written."""
         if step != self.cfg.window_step:
             return
-        lines = record_lines(kind, step, samples, request_ids, positions, token_ids, logprobs, dtype)
+        lines = record_lines(kind, step, samples, request_ids, positions, token_ids, logprobs, dtype, position_ids,
+                             cache_lengths)
         append_records(self.cfg.output_dir / LOGPROB_FOLDER / f"{kind}.jsonl", lines)
 
     def close(self) -> None:

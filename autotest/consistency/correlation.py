@@ -14,6 +14,10 @@ Actor side (the ``update_actor`` shape, extended)::
     {"source": "update_actor", "side": "actor", ... same common keys ...,
      "request_ids": ["s3-p0-r1", ...], "token_ids": [[..], ...], "token_ranges": [[0, 12], ...]}
 
+Optional on both sides: ``"autocast"``, the autocast state the hook saw when the model's forward began
+(``"off"`` or the autocast dtype, e.g. ``"torch.bfloat16"``); the dumps' dtypes say what each module computed in,
+this says why.
+
 ``token_range`` is the request's [start, end) in the forward's packed token order (row
 ``batch_index`` of a padded batch holds tokens 0..end-start). ``dump_subdir`` is relative to the
 side's dump root so moved result folders still resolve.
@@ -64,6 +68,8 @@ class ForwardRecord:
     log_path: str
     line: int
     """1-based line of this record in ``log_path`` (for evidence links)."""
+    autocast: str | None = None
+    """``off`` or the autocast dtype the hook saw as the forward began; None when not logged."""
 
     def to_json(self) -> dict[str, Any]:
         """The on-disk shape of this record (see module docstring)."""
@@ -81,6 +87,8 @@ class ForwardRecord:
             "dump_path": self.dump_path,
             "dump_subdir": self.dump_subdir,
         }
+        if self.autocast is not None:
+            common["autocast"] = self.autocast
         if self.side == "rollout":
             common["requests"] = [
                 {"request_id": rid, "type": self.phase, "tokens": list(tok), "token_range": list(rng), "batch_index": i}
@@ -184,6 +192,7 @@ def _parse(obj: dict[str, Any], side: str, where: str, path: Path, line: int, or
         token_ranges=ranges if ranges is not None else token_ranges_of(token_ids),  # type: ignore[arg-type]
         log_path=str(path),
         line=line,
+        autocast=str(obj["autocast"]) if obj.get("autocast") is not None else None,
     )
 
 

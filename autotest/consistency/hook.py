@@ -89,14 +89,17 @@ class _Collector:
         debugger = self._debugger(side)
         if self.pending_step is None:
             debugger.set_init_step(step)  # MSProbe's step is the run's step: its step filter stays real
+        autocast: list[str] = []  # as the model's forward begins (the caller may enter autocast inside this)
+        watch = model.register_forward_pre_hook(lambda module, args: autocast.append(autocast_state(module)))
         debugger.start(model=model)
         try:
             yield
         finally:
+            watch.remove()
             debugger.stop()
             self.pending_step = step
             self.forwards += 1
-            self._log(side, step, requests, version)
+            self._log(side, step, requests, version, autocast[0] if autocast else None)
 
     def _debugger(self, side: str) -> Any:
         if self.side is not None and side != self.side:
@@ -118,7 +121,8 @@ class _Collector:
             self.pending_step = None
             self.debugger.step()
 
-    def _log(self, side: str, step: int, requests: Sequence[tuple[str, Sequence[int]]], version: int | None) -> None:
+    def _log(self, side: str, step: int, requests: Sequence[tuple[str, Sequence[int]]], version: int | None,
+             autocast: str | None) -> None:
         rank = _rank()
         line: dict[str, Any] = {"source": "dispatch_logger" if side == "rollout" else "update_actor",
                                 "pid": os.getpid(), "rank": rank, "step": step}  # fmt: skip
@@ -131,6 +135,8 @@ class _Collector:
             line.update(phase="recompute_logprob", request_ids=ids, token_ids=tokens)
         if version is not None:
             line["weight_version"] = version
+        if autocast is not None:
+            line["autocast"] = autocast
         log = self.cfg.side(side).correlation_log
         log.parent.mkdir(parents=True, exist_ok=True)
         with log.open("a", encoding="utf-8") as fh:
@@ -147,6 +153,8 @@ def record_logprobs(
     logprobs: Sequence[Sequence[float]],
     request_ids: Sequence[str] | None = None,
     dtype: str | None = None,
+    position_ids: Sequence[Sequence[int]] | None = None,
+    cache_lengths: Sequence[Sequence[int]] | None = None,
 ) -> None:
     """Save the window's per-token log-probs as one path computed them (``recorded`` by the sampler,
     ``recomputed`` by the rollout model's prefill, ``trainer``) for the three-way comparison; a no-op
@@ -160,8 +168,18 @@ def record_logprobs(
         return
     from autotest.consistency.logprob_records import FOLDER, append_records, record_lines
 
-    lines = record_lines(kind, step, samples, request_ids, positions, token_ids, logprobs, dtype)
+    lines = record_lines(kind, step, samples, request_ids, positions, token_ids, logprobs, dtype, position_ids,
+                         cache_lengths)
     append_records(cfg.output_dir / FOLDER / f"{kind}.{os.getpid()}.jsonl", lines)
+
+
+def autocast_state(model: Any) -> str:
+    """``off`` or the autocast dtype in force for the device ``model``'s parameters are on (the correlation log's
+    ``autocast``)."""
+    import torch
+
+    device = next(model.parameters()).device.type
+    return str(torch.get_autocast_dtype(device)) if torch.is_autocast_enabled(device) else "off"
 
 
 def _collector(path: str) -> _Collector:

@@ -32,7 +32,7 @@ from autotest.consistency.msprobe_config import tensor_pass_config
 from autotest.consistency.not_collected import write_manual_steps
 from autotest.consistency.screening import screen_run
 from autotest.errors import UsageError
-from autotest.files import portable
+from autotest.files import portable, write_atomic
 from autotest.inputs.case import REPO_ROOT, Case, load_case
 from autotest.redaction import redact
 from autotest.run.framework import FrameworkRequest, checkout, default_cache_dir
@@ -127,8 +127,7 @@ def write_wrapper(path: Path, spec, diagnostic_config: Path) -> Path:
         lines.append(f"export {key}={shlex.quote(str(value))}")
     # a string command runs as `bash -c '<command>'` (as launched): a bare `exec a && b` would never run b
     lines.append(f"exec {shlex.join(spec.argv)}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_atomic(path, "\n".join(lines) + "\n")  # whole or absent on a full disk, never an empty wrapper
     path.chmod(0o755)
     return path
 
@@ -147,7 +146,7 @@ def _collect(case, config: dict[str, Any], folder: Path, seed, fault, launcher: 
 
     folder.mkdir(parents=True, exist_ok=True)
     config_path = folder / "diagnostic_config.json"
-    config_path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    write_atomic(config_path, json.dumps(config, indent=2) + "\n")
     args = tuple(a.replace("{diagnostic_config}", str(config_path)) for a in case.consistency.diagnostic_args)
     spec = launch_spec(case, folder / "work", seed=seed, fault=fault, extra_args=args,
                        environ={**os.environ, **extra_env})
@@ -268,6 +267,9 @@ def _summary(report, reasons_not_run: list[str], breached: list[str] | None = No
         return (f"sampling-path divergence ({report.confidence} confidence): {report.root_cause['why']}; "
                 "next: check the sampling temperature (and the one the reported log-probs use), top-p/top-k, "
                 "logits processors and log-prob gathering")
+    if report.divergence == "decode_path" and report.root_cause:
+        return (f"decode-path divergence ({report.confidence} confidence, root cause decode_path): "
+                f"{report.root_cause['why']}; next: check the decode forwards' position ids and KV cache")
     if report.verdict == "root_cause_found" and report.root_cause:
         cause = report.root_cause
         if report.divergence == "sampling_path_and_module":

@@ -14,6 +14,11 @@ log-probs of the same token. One JSON line holds one sample's tokens as one *kin
   else by ``sample``.
 - ``positions``: each token's index in the full sequence (prompt + response), so kinds that cut
   the sequence differently still line up; ``token_ids`` and ``logprobs`` have one entry per position.
+- ``position_ids`` and ``cache_lengths`` (optional, both or neither; one entry per position): the KV-cache
+  path of the forward whose logits scored each token: the position id that forward gave its input token
+  (expected ``position - 1``) and the KV-cache length it attended over, its own entry included (expected
+  ``position``). The first token of a sample (its smallest position) is scored by the prefill, every later
+  one by a decode forward over the cache; these keys let the comparison name a decode-path bug directly.
 - ``dtype`` (optional): the compute dtype of the model that produced the values (``fp32``, ``bf16``,
   ``fp16``; torch names too). It sets how much rounding noise a comparison tolerates; unknown counts
   as low precision (the wider threshold).
@@ -62,11 +67,17 @@ class LogprobRecord:
     """``fp32`` or ``low`` (bf16/fp16) precision of the model that produced the values; None: not given."""
     source: str
     """``path:line`` the record was read from (every number in a report points to its file)."""
+    position_ids: tuple[int, ...] | None = None
+    """Per token, the position id of the forward that scored it (None: not recorded)."""
+    cache_lengths: tuple[int, ...] | None = None
+    """Per token, the KV-cache length that forward attended over (None: not recorded)."""
 
 
 def record_lines(kind: str, step: int, samples: Sequence[int], request_ids: Sequence[str] | None,
                  positions: Sequence[Sequence[int]], token_ids: Sequence[Sequence[int]],
-                 logprobs: Sequence[Sequence[float]], dtype: str | None = None) -> list[str]:
+                 logprobs: Sequence[Sequence[float]], dtype: str | None = None,
+                 position_ids: Sequence[Sequence[int]] | None = None,
+                 cache_lengths: Sequence[Sequence[int]] | None = None) -> list[str]:
     """The JSON lines of one batch of samples (the writer side of :func:`read_logprob_file`)."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
@@ -79,6 +90,8 @@ def record_lines(kind: str, step: int, samples: Sequence[int], request_ids: Sequ
             row["request_id"] = str(request_ids[i])
         row.update(positions=[int(p) for p in positions[i]], token_ids=[int(t) for t in token_ids[i]],
                    logprobs=[float(v) for v in logprobs[i]])
+        if position_ids is not None and cache_lengths is not None:
+            row.update(position_ids=[int(p) for p in position_ids[i]], cache_lengths=[int(c) for c in cache_lengths[i]])
         lines.append(json.dumps(row))
     return lines
 
@@ -168,11 +181,16 @@ def _parse(line: str, where: str) -> LogprobRecord:
             raise UsageError(f"{where}: key 'logprobs[{i}]' is {v} > 0: not a log-probability (probabilities or "
                              "logits written instead?)")
         logprobs.append(float(v))
+    kv = [tuple(_whole(v, where, f"{key}[{i}]") for i, v in enumerate(_list(row, key, where))) if key in row
+          else None for key in ("position_ids", "cache_lengths")]
+    if (kv[0] is None) != (kv[1] is None) or any(k is not None and len(k) != len(positions) for k in kv):
+        raise UsageError(f"{where}: keys 'position_ids' and 'cache_lengths' go together, one entry per position "
+                         "(or leave both out)")
     dtype = row.get("dtype")
     if dtype is not None and (not isinstance(dtype, str) or dtype not in DTYPES):
         raise UsageError(f"{where}: key 'dtype' is {dtype!r}; use one of fp32, bf16, fp16 (or leave it out)")
     return LogprobRecord(row["kind"], step, sample, request_id, positions, tokens, tuple(logprobs),
-                         DTYPES[dtype] if dtype else None, where)
+                         DTYPES[dtype] if dtype else None, where, kv[0], kv[1])
 
 
 def _list(row: dict[str, Any], key: str, where: str) -> list[Any]:

@@ -9,17 +9,21 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from autotest.consistency.logprob_compare import NOT_PROVIDED, LogprobComparison
+from autotest.consistency.logprob_compare import NOT_PROVIDED, PHASE_TEXT, LogprobComparison
 from autotest.consistency.verdict import AFTER_MODEL_CHECKS, RootCauseReport, Step
 
 
 #: root-cause bucket of a divergence in the rollout's sampling path (after the model)
 AFTER_MODEL = "after_model"
+#: root-cause bucket of a divergence that starts after the prefill: the rollout's decode forwards over its KV cache
+DECODE_PATH = "decode_path"
 
 
 def classify_divergence(module_verdict: str, logprobs: LogprobComparison) -> str:
     """Where the sides diverge: the module judgement and the three-way log-prob comparison together."""
     finding = logprobs.finding
+    if finding == "decode_path":
+        return "decode_path"
     sampling = finding in ("sampling_path", "sampling_path_and_model")
     module = module_verdict == "root_cause_found" or finding in ("model", "sampling_path_and_model")
     if sampling:
@@ -43,6 +47,61 @@ def sampling_path_cause(logprobs: LogprobComparison) -> dict[str, Any]:
                 f"recompute of the same tokens ({pair.line()}): the model's forward is the same on both, so the "
                 "difference is made after it, where the logits become sampled tokens and reported log-probs"),
     }
+
+
+def decode_path_cause(logprobs: LogprobComparison) -> dict[str, Any]:
+    """The root cause when the recorded log-probs equal the rollout's own prefill recompute on the prefill-scored
+    tokens and differ from it from a decode forward on: the KV-cache path (decode position ids, cache offsets)."""
+    pair = logprobs.pair("sampling_path")
+    onset, kv = pair.onset, logprobs.kv_path
+    first = onset.first if onset else None
+    where = (f"from {PHASE_TEXT[onset.phase]}" if onset else "in the decode forwards") + (
+        f", first at position {first.position} (response token {first.index}) of sample {first.sample}"
+        if first else "")
+    phases = "; ".join(p.line() for p in pair.phases)
+    why = (f"the log-probs the rollout recorded while sampling equal its own model's prefill recompute on the token "
+           f"the prefill scored and differ {where} ({phases}); the dumped prefill forwards agree, so the difference "
+           "is made in the decode forwards over the KV cache")
+    if kv is not None:
+        why += f"; {kv.line()}"
+    return {
+        "module": "rollout decode path (KV cache / decode position ids)", "bucket": DECODE_PATH,
+        "localisation": where.removeprefix("from ").removeprefix("in "),
+        "onset_phase": onset.phase if onset else None, "onset_position": first.position if first else None,
+        "onset_index": first.index if first else None,
+        "kv_path": {k: v for k, v in kv.to_dict().items() if not k.startswith("first_")} if kv else None,
+        "train_keys": [], "rollout_keys": [], "train_modules": [], "rollout_modules": [], "divergent_parts": [],
+        "evidence": "log-probs", "pair": "recorded vs recomputed", "why": why,
+    }
+
+
+DECODE_PATH_HYPOTHESIS = {
+    "expected_train_path": "Each decode forward feeds the last sampled token at position id p - 1 over a KV cache "
+                           "of exactly the p - 1 earlier tokens, so its logits equal the full-sequence (prefill) "
+                           "forward's at that position.",
+    "inference_path": "The rollout's decode forwards see another position id or another cache (positions counted "
+                      "from the wrong offset after the first decoded token, a cache entry dropped, doubled or "
+                      "written at the wrong slot), while the prefill forward is right.",
+}
+
+
+def decode_path_checks(logprobs: LogprobComparison) -> list[str]:
+    """Next checks for a decode-path divergence, pointing at where it starts."""
+    pair = logprobs.pair("sampling_path")
+    onset = pair.onset
+    first = onset.first if onset else None
+    at = (f" (the first differs at position {first.position}, response token {first.index}, step {first.step} "
+          f"sample {first.sample}: recorded {first.values.get('recorded'):.6g}, recomputed "
+          f"{first.values.get('recomputed'):.6g})") if first else ""
+    checks = [f"Check the rollout's decode forwards{at}: the position ids each decode step gives its token (expected "
+              "its index in prompt + response) and the KV-cache length and slot it reads and writes (expected every "
+              "earlier token once).",
+              "Re-run one sample's decode with the position ids and cache length printed per step, next to a "
+              "full-sequence forward of the same tokens: the first step whose logits differ is the bug."]
+    if logprobs.kv_path is None:
+        checks.append("Record the KV-cache path with the log-probs (position_ids and cache_lengths per token, "
+                      "format: autotest/consistency/logprob_records.py) to see the offset directly.")
+    return checks
 
 
 SAMPLING_PATH_HYPOTHESIS = {
@@ -110,7 +169,14 @@ def with_logprob_finding(report: RootCauseReport, logprobs: LogprobComparison, s
     if logprobs.token_mismatches:
         changes["limitations"] += ((f"{logprobs.token_mismatches} token(s) carry different token ids between the "
                                     "log-prob records at the same sample and position: left out of the comparison"),)
-    if divergence == "sampling_path":
+    if logprobs.kv_path is not None:
+        changes["evidence_chain"] += (logprobs.kv_path.line(),)
+    if divergence == "decode_path":
+        clean = report.verdict == "no_divergence" and not logprobs.token_mismatches
+        changes.update(verdict="root_cause_found", confidence="high" if clean else "medium",
+                       root_cause=decode_path_cause(logprobs), hypothesis=DECODE_PATH_HYPOTHESIS,
+                       next_checks=tuple(decode_path_checks(logprobs)))
+    elif divergence == "sampling_path":
         clean = report.verdict == "no_divergence" and not logprobs.token_mismatches
         changes.update(verdict="root_cause_found", confidence="high" if clean else "medium",
                        root_cause=sampling_path_cause(logprobs), hypothesis=SAMPLING_PATH_HYPOTHESIS,

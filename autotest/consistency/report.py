@@ -24,7 +24,8 @@ from autotest.consistency.logprob_compare import NOT_PROVIDED
 from autotest.consistency.logprob_records import KINDS
 from autotest.consistency.mapping import MappingGroup, block_of, layer_index
 from autotest.consistency.value_compare import GroupCompare
-from autotest.consistency.logprob_verdict import AFTER_MODEL
+from autotest.consistency.logprob_verdict import AFTER_MODEL, DECODE_PATH
+from autotest.consistency.precision import PRECISION
 from autotest.consistency.verdict import RootCauseReport
 
 FILES = {
@@ -217,7 +218,10 @@ def output_paths(out_dir: Path) -> dict[str, str]:
 
 DIVERGENCE = {
     "sampling_path": "the log-probs the rollout recorded while sampling differ from its own model's recompute",
+    "decode_path": "the recorded log-probs equal the rollout's own prefill recompute on the prefill-scored token and "
+                   "differ from a decode forward on (KV cache, decode position ids)",
     "module": "the rollout model and the trainer compute different log-probs",
+    "precision": "the sides compute the forward in different dtypes, and the log-probs carry the difference",
     "sampling_path_and_module": "both the rollout's sampling path and a module diverge",
     "aligned": "recorded, recomputed and trainer log-probs agree and every module is aligned",
     "sampling_path_unchecked": "every module is aligned; the sampling path was not checked",
@@ -241,6 +245,19 @@ def _logprob_section(comparison: Mapping[str, Any] | None) -> list[str]:
         status = p["status"] if p["status"] != "not_compared" else f"not compared: {p['detail']}"
         lines.append(f"| {p['pair']} | {p['reference']} vs {p['other']} | {status} | {p['tokens']} | "
                      + " | ".join(numbers) + " |")
+    lines += ["", "By what scored the token (prefill: a sample's first response token; first decode: the next one, "
+              "scored by the first decode forward over the KV cache; later decode: the rest):", "",
+              "| pair | phase | status | tokens | max abs diff | k3 | first over the threshold (position, response "
+              "token) |", "|---|---|---|---|---|---|---|"]
+    for p in comparison["pairs"]:
+        for ph in p.get("phases", []):
+            if ph["status"] != "not_compared":
+                first = ph["first"]
+                lines.append(f"| {p['pair']} | {ph['phase']} | {ph['status']} | {ph['tokens']} | "
+                             f"{ph['max_abs_diff']:.3e} | {ph['k3']:.3e} | "
+                             + (f"{first['position']}, {first['index']} |" if first else "- |"))
+    if comparison.get("kv_path"):
+        lines += ["", f"- {comparison['kv_path']['line']}"]
     diverging = [p for p in comparison["pairs"] if p["status"] == "diverges"]
     # end to end is the sum of the other two: its tokens only when neither of them shows the divergence
     for p in [p for p in diverging if p["pair"] != "end_to_end"] or diverging:
@@ -268,9 +285,12 @@ def render_markdown(report: RootCauseReport) -> str:
     lines += ["", "## Assumptions", "", _bullets(d["assumptions"])]
     lines += ["", "## Final judgement", "", f"- verdict: **{d['verdict']}**",
               f"- divergence: **{d['divergence']}** ({DIVERGENCE[d['divergence']]})"]
-    if rc and rc["bucket"] == AFTER_MODEL:
+    if rc and rc["bucket"] in (AFTER_MODEL, DECODE_PATH, PRECISION):
         lines += [f"- root cause: **{rc['bucket']}** in the {rc['module']} ({rc['localisation']})",
                   f"- confidence: **{d['confidence']}**", f"- why: {rc['why']}"]
+        if rc["bucket"] == PRECISION:
+            lines.append(f"- dtypes: actor `{rc['dtypes']['actor']}`, rollout `{rc['dtypes']['rollout']}` in "
+                         + ", ".join(f"`{m}`" for m in rc["modules"]))
     elif rc:
         lines += [
             f"- root cause: **{rc['bucket']}** at `{rc['module']}` (localised to `{rc['localisation']}`)",

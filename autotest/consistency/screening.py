@@ -23,7 +23,7 @@ from typing import Any
 
 from autotest.errors import UsageError
 from autotest.inputs.schema import load_document
-from autotest.judge.readers import read_trace
+from autotest.readers.reading import read_trace
 
 PREFIXES = (
     "mismatch/mismatch_",
@@ -185,7 +185,7 @@ def screen_run(
     breaches: Sequence[Mapping[str, Any]] = (),
     thresholds: Mapping[str, float] | None = None,
 ) -> ScreeningResult:
-    """Read a run's metric log (``autotest.judge.readers.read_trace``) and saved config, then :func:`screen`."""
+    """Read a run's metric log (``autotest.readers.reading.read_trace``) and saved config, then :func:`screen`."""
 
     trace = read_trace(tracker)
     config: dict[str, Any] | None = None

@@ -223,11 +223,15 @@ class Qwen3ForCausalLM(nn.Module):
         self.model = Qwen3Model(cfg, vocab_size, theta)
         self.lm_head = ParallelLMHead(self.model.embed_tokens, tied=tie_word_embeddings)
 
-    def forward(self, input_ids: torch.Tensor, cache: Any = None, use_cache: bool = False) -> EngineOutput:
+    def forward(self, input_ids: torch.Tensor, cache: Any = None, use_cache: bool = False,
+                positions: torch.Tensor | None = None) -> EngineOutput:
+        """``positions`` ([batch, length] position ids) as an engine's scheduler hands them over; by default
+        the cache length onwards."""
         if use_cache and cache is None:
             cache = [[] for _ in self.model.layers]
-        past = cache[0][0].shape[2] if cache and cache[0] else 0
-        positions = torch.arange(past, past + input_ids.shape[1]).unsqueeze(0).expand(input_ids.shape[0], -1)
+        if positions is None:
+            positions = torch.arange(cache_length(cache), cache_length(cache) + input_ids.shape[1])
+            positions = positions.unsqueeze(0).expand(input_ids.shape[0], -1)
         hidden = self.model(input_ids, positions, cache if use_cache else None)
         return EngineOutput(self.lm_head(hidden), cache if use_cache else None)
 
@@ -250,6 +254,11 @@ class Qwen3ForCausalLM(nn.Module):
                     params[name].copy_(tensor)
                     loaded.add(name)
         return loaded
+
+
+def cache_length(cache: Any) -> int:
+    """Entries per sequence in an engine-layout KV cache (0 for none or an empty one)."""
+    return int(cache[0][0].shape[2]) if cache and cache[0] else 0
 
 
 def _rope_theta(hf_config: Any) -> float:

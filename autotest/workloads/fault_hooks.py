@@ -2,8 +2,8 @@
 
 Hook points (and who calls them): ``configure`` (the entry point, on the run config),
 ``on_step_start`` (the driver loop), ``on_sync`` and ``patch_rollout_model`` (the rollout engine),
-``wrap_judge`` (the training reward), ``on_advantages``, ``on_actor_logprobs`` and ``actor_logprob_fn``
-(the trainer), ``wrap_tracker`` (the metric log), ``on_prompts`` (the driver's prompt batch),
+``wrap_judge`` (the training reward), ``on_advantages``, ``on_actor_logprobs``, ``actor_logprob_fn`` and
+``recompute_logprob_fn`` (the trainer), ``decode_positions`` (the rollout's decode forwards), ``wrap_tracker`` (the metric log), ``on_prompts`` (the driver's prompt batch),
 ``draw_logprobs`` (what the rollout draws from, apart from what it reports), ``eval_logits`` (the rollout
 engine's sampled eval), ``restored_parts`` (what a resumed run restores from its checkpoint: driver, rollout
 engine, trainer) and ``teacher_server_args`` (MOPD's launcher). The named faults are in
@@ -73,6 +73,16 @@ class FaultHooks:
     def actor_logprob_fn(self, fn: LogprobFn) -> LogprobFn:
         """The function the trainer computes log-probs and entropies with (``tiny_lm.response_logprobs``)."""
         return fn
+
+    def recompute_logprob_fn(self, fn: LogprobFn) -> LogprobFn:
+        """The function the trainer's old-log-prob recompute (before the update) uses; ``fn`` is the one the
+        update uses too (after ``actor_logprob_fn``)."""
+        return fn
+
+    def decode_positions(self, positions: torch.Tensor, decoded: int) -> torch.Tensor:
+        """The [batch, 1] position ids of the rollout's decode forward that feeds its ``decoded``-th sampled token
+        (1 = the first decoded token) over the KV cache; by default the cache length."""
+        return positions
 
     def wrap_tracker(self, tracker: Any) -> Any:
         """The metric-log writer (``write(row)``, ``write_text(text)``)."""

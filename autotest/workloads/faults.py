@@ -30,9 +30,12 @@ when it holds the run against a healthy baseline (``FaultHooks.expected``; all o
 | ``resume-no-optimizer`` | a resumed run does not restore the Adam state | FAIL | resume: loss, rewards | resume (optimizer state) |
 | ``resume-lr-restart`` | a resumed run restarts the LR schedule at step 1 | FAIL | resume: lr, loss | resume (LR schedule) |
 | ``resume-rng-reset`` | a resumed run re-seeds its RNG instead of restoring it | FAIL | resume: rewards, length | resume (RNG) |
+| ``decode-positions[:K]`` | rollout decode forwards' position ids + K (1) after the first decoded token | FAIL | k3 | mismatch (train/inference inconsistency) |
+| ``recompute-dtype`` | trainer's old-log-prob recompute under bf16 autocast, rollout fp32 | FAIL | k3 | mismatch (train/inference inconsistency) |
 
 k3 is ``mismatch/mismatch_k3_kl``; rewards ``response/rewards/mean``; eval ``eval/accuracy``. The resume faults
 breach the case's resume phase (``resume[match:<metric>]``), never a gate of the run that saved the checkpoint.
+The last two (:mod:`autotest.workloads.consistency_faults`) also carry the consistency job's finding.
 
 The ``expected`` dicts below are the exact data, each with what was ``measured`` (seed 0,
 default 45-step run; the raw effects are pinned by tests/unit/workloads and tests/integration/workloads).
@@ -44,6 +47,7 @@ from collections.abc import Callable
 from typing import Any
 
 from autotest.errors import UsageError
+from autotest.workloads.consistency_faults import CONSISTENCY_FAULTS
 from autotest.workloads.fault_hooks import EVAL, MISMATCH, REWARDS, FaultHooks
 from autotest.workloads.fault_kinds import (
     AdvantageSign,
@@ -72,6 +76,7 @@ FAULTS: dict[str, type[FaultHooks]] = {
         UnsyncedLayer, PerturbedSync, RolloutImpl, Bf16Rollout, AdvantageSign, LrX10,
         JudgeBug, ChangedInit, SlowStep, LeakMemory, CrashAt, HangAt, NanAt, TruncatedTracker,
         *RESUME_FAULTS,  # act only in a resumed process (autotest.workloads.resume_faults)
+        *CONSISTENCY_FAULTS,  # named by the consistency job (autotest.workloads.consistency_faults)
     )
 }  # fmt: skip
 
@@ -100,8 +105,8 @@ def _validate(hooks: FaultHooks) -> None:
     """Check numeric args up front, so a bad spec fails before any work."""
     checks: dict[str, Callable[[], object]] = {
         "crash-at": hooks.int_arg, "hang-at": hooks.int_arg, "nan-at": hooks.int_arg,
-        "truncated-tracker": hooks.int_arg, "slow-step": hooks.float_arg, "changed-init": hooks.float_arg,
-        "leak-memory": hooks.float_arg,
+        "truncated-tracker": hooks.int_arg, "decode-positions": hooks.int_arg, "slow-step": hooks.float_arg,
+        "changed-init": hooks.float_arg, "leak-memory": hooks.float_arg,
     }  # fmt: skip
     if isinstance(hooks, JudgeBug):
         hooks.check_arg()

@@ -65,9 +65,12 @@ class ForwardObserver(Protocol):
         token_ids: list[list[int]],
         logprobs: list[list[float]],
         dtype: str | None = None,
+        position_ids: list[list[int]] | None = None,
+        cache_lengths: list[list[int]] | None = None,
     ) -> None:
         """Save per-token log-probs of the window's samples as one path computed them (``kind``), by a model
-        computing in ``dtype`` (fp32 | bf16)."""
+        computing in ``dtype`` (fp32 | bf16); the sampler's records may carry the KV-cache path each token was
+        scored through (``position_ids``, ``cache_lengths``: :mod:`autotest.consistency.logprob_records`)."""
         ...
 
     def close(self) -> None:
@@ -101,6 +104,8 @@ class NullObserver:
         token_ids: list[list[int]],
         logprobs: list[list[float]],
         dtype: str | None = None,
+        position_ids: list[list[int]] | None = None,
+        cache_lengths: list[list[int]] | None = None,
     ) -> None:
         """Saves nothing."""
 

@@ -58,6 +58,9 @@ class RolloutBatch:
     """``step{S}-p{P}-s{K}`` per sample."""
     weight_version: int
     """Version of the weights that generated the batch (the trainer step they came from)."""
+    kv_path: tuple[torch.Tensor, torch.Tensor] | None = None
+    """[batch, response_len] each sampled token's scoring forward: the position id it gave its input token and
+    the KV-cache length it attended over (engine layout; None otherwise)."""
 
     def sequences(self) -> list[list[int]]:
         """Prompt + response ids of each sample, without padding."""
@@ -164,7 +167,11 @@ class RolloutEngine:
 
     def _decode(self, prompt_ids: torch.Tensor, greedy: bool, model: Any = None,
                 eval_generator: torch.Generator | None = None) -> tuple[torch.Tensor, ...]:
-        """Autoregressive decoding with a KV cache; returns (ids, mask, log-probs).
+        """Autoregressive decoding with a KV cache; returns (ids, mask, log-probs, position ids, cache lengths),
+        the last two per sampled token as its scoring forward saw them (empty outside the engine layout).
+
+        The engine layout hands each decode forward its position ids, as an engine's scheduler does (the cache
+        length onwards; ``FaultHooks.decode_positions`` may change them).
 
         With ``eval_generator`` it is the sampled eval: drawn from that generator (never the rollout's
         own, so training samples do not depend on whether or how often eval ran).
@@ -177,6 +184,12 @@ class RolloutEngine:
         batch = prompt_ids.shape[0]
         done = torch.zeros(batch, dtype=torch.bool)
         ids, masks, logps = [], [], []
+        from autotest.workloads.engine_lm import cache_length
+
+        engine = self.layout == "engine"
+        prompt_len = prompt_ids.shape[1]
+        # the prefill's last input token sits at prompt_len - 1 over a cache of prompt_len entries
+        scored_at, cache_lengths = [torch.full((batch,), prompt_len - 1)], [torch.full((batch,), prompt_len)]
         with torch.no_grad():
             logits, cache = forward_logits(model, prompt_ids)
             for _ in range(self.max_new_tokens):
@@ -196,15 +209,22 @@ class RolloutEngine:
                 done = done | (nxt == tok.eos_id)
                 if bool(done.all()):
                     break
-                logits, cache = forward_logits(model, ids[-1].unsqueeze(1), cache)
-        return torch.stack(ids, 1), torch.stack(masks, 1), torch.stack(logps, 1)
+                if engine:
+                    positions = self.hooks.decode_positions(torch.full((batch, 1), cache_length(cache)), len(ids))
+                    logits, cache = forward_logits(model, ids[-1].unsqueeze(1), cache, positions)
+                    scored_at.append(positions[:, -1])
+                    cache_lengths.append(torch.full((batch,), cache_length(cache)))
+                else:
+                    logits, cache = forward_logits(model, ids[-1].unsqueeze(1), cache)
+        kv = (torch.stack(scored_at, 1), torch.stack(cache_lengths, 1)) if engine else (torch.empty(0), torch.empty(0))
+        return torch.stack(ids, 1), torch.stack(masks, 1), torch.stack(logps, 1), *kv
 
     def generate(self, prompts: Sequence[Prompt], samples_per_prompt: int, step: int) -> RolloutBatch:
         """Sample ``samples_per_prompt`` responses per prompt at temperature 1."""
         import torch
 
         prompt_ids = torch.tensor([p.token_ids for p in prompts]).repeat_interleave(samples_per_prompt, dim=0)
-        response_ids, mask, logp = self._decode(prompt_ids, greedy=False)
+        response_ids, mask, logp, scored_at, cache_lengths = self._decode(prompt_ids, greedy=False)
         return RolloutBatch(
             prompts=[p for p in prompts for _ in range(samples_per_prompt)],
             prompt_ids=prompt_ids,
@@ -213,6 +233,7 @@ class RolloutEngine:
             rollout_logprobs=logp,
             request_ids=[f"step{step}-p{i}-s{k}" for i in range(len(prompts)) for k in range(samples_per_prompt)],
             weight_version=self.weight_version,
+            kv_path=(scored_at, cache_lengths) if self.layout == "engine" else None,
         )
 
     def evaluate(self, prompts: Sequence[Prompt], judge: Judge) -> float:
@@ -220,7 +241,7 @@ class RolloutEngine:
         import torch
 
         prompt_ids = torch.tensor([p.token_ids for p in prompts])
-        response_ids, mask, _ = self._decode(prompt_ids, greedy=True, model=self.hooks.eval_model(self.model))
+        response_ids, mask, *_ = self._decode(prompt_ids, greedy=True, model=self.hooks.eval_model(self.model))
         lengths = mask.sum(dim=1).long().tolist()
         rewards = [judge(p.target, r[:n]) for p, r, n in zip(prompts, response_ids.tolist(), lengths, strict=True)]
         return sum(rewards) / len(rewards)
@@ -233,7 +254,7 @@ class RolloutEngine:
 
         prompt_ids = torch.tensor([p.token_ids for p in prompts]).repeat_interleave(samples_per_prompt, dim=0)
         generator = torch.Generator().manual_seed(eval_seed)
-        response_ids, mask, _ = self._decode(prompt_ids, greedy=False, model=self.hooks.eval_model(self.model),
+        response_ids, mask, *_ = self._decode(prompt_ids, greedy=False, model=self.hooks.eval_model(self.model),
                                              eval_generator=generator)
         lengths = mask.sum(dim=1).long().tolist()
         graded = [judge(p.target, r[:n]) for p, r, n in
@@ -257,9 +278,14 @@ class RolloutEngine:
         # what the sampler returned, and the same tokens as this model's plain prefill scores them
         positions, token_ids, recorded = batch.token_logprobs(batch.rollout_logprobs)
         samples = list(range(len(batch.request_ids)))
-        for kind, values in (("recorded", recorded), ("recomputed", recomputed)):
-            self.observer.record_logprobs(kind, step, samples, batch.request_ids, positions, token_ids, values,
-                                          self.dtype)
+        # the sampler's records carry the KV-cache path each token was scored through, where the engine knows it
+        kv = {} if batch.kv_path is None else dict(zip(
+            ("position_ids", "cache_lengths"), (batch.token_logprobs(t)[2] for t in batch.kv_path), strict=True))
+        kv = {k: [[int(v) for v in row] for row in rows] for k, rows in kv.items()}
+        self.observer.record_logprobs("recorded", step, samples, batch.request_ids, positions, token_ids, recorded,
+                                      self.dtype, **kv)
+        self.observer.record_logprobs("recomputed", step, samples, batch.request_ids, positions, token_ids,
+                                      recomputed, self.dtype)
 
     def close_observer(self) -> None:
         """Let the observer flush what it collected."""

@@ -130,9 +130,12 @@ def build_model(config: TinyLMConfig, seed: int, dtype: torch.dtype | None = Non
     return model
 
 
-def forward_logits(model: torch.nn.Module, input_ids: torch.Tensor, cache: Any = None) -> tuple[torch.Tensor, Any]:
-    """One forward pass; returns (logits, kv cache). ``cache`` continues a previous call."""
-    out = model(input_ids=input_ids, cache=cache, use_cache=True)
+def forward_logits(model: torch.nn.Module, input_ids: torch.Tensor, cache: Any = None,
+                   positions: torch.Tensor | None = None) -> tuple[torch.Tensor, Any]:
+    """One forward pass; returns (logits, kv cache). ``cache`` continues a previous call; ``positions`` (the
+    engine layout only) gives the position ids instead of the cache length onwards."""
+    extra = {} if positions is None else {"positions": positions}
+    out = model(input_ids=input_ids, cache=cache, use_cache=True, **extra)
     return out.logits, out.cache
 
 

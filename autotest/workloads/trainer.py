@@ -102,6 +102,7 @@ class Trainer:
         self.hooks: FaultHooks = make_fault(fault, seed)
         self.observer = observer or NullObserver()
         self.logprobs = self.hooks.actor_logprob_fn(response_logprobs)
+        self.recompute_logprobs = self.hooks.recompute_logprob_fn(self.logprobs)
 
     def checkpoint_state(self) -> dict[str, Any]:
         """What a checkpoint keeps of the trainer: weights, optimiser state, LR-schedule position, mini-batch RNG."""
@@ -157,7 +158,7 @@ class Trainer:
                     else contextlib.nullcontext()
                 )
                 with ctx:
-                    lp, ent = self.logprobs(self.model, ids, prompt_len)
+                    lp, ent = self.recompute_logprobs(self.model, ids, prompt_len)
                 logp[idx, :width] = lp
                 entropy[idx, :width] = ent
         return logp, entropy

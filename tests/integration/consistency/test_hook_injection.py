@@ -65,3 +65,4 @@ def test_dumps_only_when_set_and_outputs_bitwise_identical(tmp_path):
     lines = [json.loads(line) for line in (out / "rollout" / "correlation.jsonl").read_text().splitlines()]
     assert len(lines) == 1 and lines[0]["source"] == "dispatch_logger" and lines[0]["step"] == 2
     assert lines[0]["requests"][0]["tokens"] == list(range(1, 9))
+    assert lines[0]["autocast"] == "off"  # the autocast state inside the wrapped forward

@@ -121,6 +121,7 @@ def test_sampled_eval_never_moves_training_metrics(tmp_path: Path) -> None:
     assert trained[1] == trained[8]
 
 
+@pytest.mark.slow  # three real tiny-grpo runs (25-45 s on 2 cores)
 def test_same_seed_is_bitwise_identical_and_seeds_differ(tmp_path: Path) -> None:
     runs = {}
     for name, seed in (("a", "1"), ("b", "1"), ("c", "2")):
@@ -280,8 +281,8 @@ class _RecordingObserver:
 
     def record_logprobs(self, kind: str, step: int, samples: list[int], request_ids: list[str],
                         positions: list[list[int]], token_ids: list[list[int]], logprobs: list[list[float]],
-                        dtype: str | None = None) -> None:
-        self.logprobs[kind] = {"dtype": dtype, "step": step, "samples": samples, "request_ids": request_ids, "positions": positions,
+                        dtype: str | None = None, **kv_path: list[list[int]]) -> None:
+        self.logprobs[kind] = {**kv_path, "dtype": dtype, "step": step, "samples": samples, "request_ids": request_ids, "positions": positions,
                                "token_ids": token_ids, "logprobs": logprobs}
 
     def close(self) -> None:

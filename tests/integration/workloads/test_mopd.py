@@ -32,6 +32,10 @@ from autotest.workloads.tiny_lm import response_logprobs  # noqa: E402
 
 from .test_teacher_server import Served  # noqa: E402
 
+#: its fixture trains the tiny-mopd teachers and runs a distillation (~120 s of setup on 2 cores);
+#: out of the quick tier, `pytest -m "not slow"`
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[3]
 
 

@@ -7,6 +7,8 @@ import dataclasses
 import re
 from pathlib import Path
 
+import pytest
+
 from autotest.case_run import CaseRun  # noqa: E402
 from autotest.inputs.case import load_case  # noqa: E402
 from autotest.pipeline import RunOptions, run_case  # noqa: E402
@@ -15,6 +17,9 @@ from autotest.workloads.mopd_launch import FAULTS  # noqa: E402
 from autotest.workloads.teachers import Fixture  # noqa: E402
 
 from .test_mopd_launch import assert_nothing_left  # noqa: E402
+
+#: each test is a whole tiny-mopd run with its teacher servers (≈ 30 s of a core each: docs/benchmarks.md)
+pytestmark = pytest.mark.slow
 
 GATES = ("distillation/reduced_distillation_kl", "distillation/reduced_distillation_abs_loss", "response/rewards/mean",
          "response/response_len/mean", "eval/digit_sum/acc", "eval/digit_product/acc")

@@ -75,6 +75,9 @@ def port_file_urls(work: Path) -> dict[str, str]:
             for p in (work / "teachers").glob("*.port")}
 
 
+# a real tiny-mopd launch with its teacher servers (20-35 s each on 2 cores; the first also trains the
+# teachers once per session, ~100 s): out of the quick tier, `pytest -m "not slow"`
+@pytest.mark.slow
 def test_a_short_run_end_to_end(tmp_path: Path, mopd_cache_env: Fixture) -> None:
     work = tmp_path / "work"
     done = subprocess.run(launcher(work, "--steps", "5", "--seed", "3"), cwd=REPO, capture_output=True, text=True,
@@ -110,6 +113,7 @@ def test_a_short_run_end_to_end(tmp_path: Path, mopd_cache_env: Fixture) -> None
     assert_nothing_left(work)
 
 
+@pytest.mark.slow
 def test_teacher_swap_exports_each_teacher_under_the_other_name(tmp_path: Path, mopd_cache_env: Fixture) -> None:
     work = tmp_path / "work"
     done = subprocess.run(launcher(work, "--steps", "1", "--fault", "teacher-swap"), cwd=REPO, capture_output=True,
@@ -121,6 +125,7 @@ def test_teacher_swap_exports_each_teacher_under_the_other_name(tmp_path: Path, 
     assert_nothing_left(work)
 
 
+@pytest.mark.slow
 def test_a_server_that_dies_before_ready_fails_the_launch_at_once(
         tmp_path: Path, mopd_fixture: Fixture) -> None:
     broken = tmp_path / "fixture"
@@ -141,6 +146,7 @@ def test_a_server_that_dies_before_ready_fails_the_launch_at_once(
     assert_nothing_left(work)
 
 
+@pytest.mark.slow
 def test_a_server_not_ready_in_time_fails_naming_it(tmp_path: Path, mopd_cache_env: Fixture) -> None:
     work = tmp_path / "work"
     done = subprocess.run(launcher(work, "--ready-timeout-s", "0.5"), cwd=REPO, capture_output=True, text=True,
@@ -166,6 +172,7 @@ def _start_hanging_run(work: Path, out: Path) -> subprocess.Popen:
         time.sleep(0.2)
 
 
+@pytest.mark.slow
 def test_sigterm_to_the_launcher_stops_training_and_servers(tmp_path: Path, mopd_cache_env: Fixture) -> None:
     work = tmp_path / "work"
     proc = _start_hanging_run(work, tmp_path / "out.log")
@@ -177,6 +184,7 @@ def test_sigterm_to_the_launcher_stops_training_and_servers(tmp_path: Path, mopd
     assert_nothing_left(work, wait_s=2.0)
 
 
+@pytest.mark.slow
 def test_sigkill_of_the_launcher_leaves_nothing_behind(tmp_path: Path, mopd_cache_env: Fixture) -> None:
     work = tmp_path / "work"
     proc = _start_hanging_run(work, tmp_path / "out.log")

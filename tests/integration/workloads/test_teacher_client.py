@@ -20,6 +20,10 @@ from tests.unit.workloads.test_teacher_client import ROUTING
 
 from .test_teacher_server import Served, local_logprobs, start_server, stop  # noqa: E402
 
+#: real teacher servers over trained teachers (~20 s of setup on 2 cores);
+#: out of the quick tier, `pytest -m "not slow"`
+pytestmark = pytest.mark.slow
+
 
 def test_a_closed_port_is_a_teacher_error() -> None:
     with socket.socket() as sock:  # a port that was free a moment ago: nothing listens there

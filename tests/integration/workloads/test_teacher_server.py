@@ -23,6 +23,10 @@ from autotest.workloads.teacher_client import TeacherError, health, request_logp
 from autotest.workloads.teacher_server import DIED_EXIT_CODE, LOGPROBS_PATH  # noqa: E402
 from autotest.workloads.teachers import Fixture, load_checkpoint  # noqa: E402
 
+#: real teacher servers over trained teachers (~100 s of setup on 2 cores);
+#: out of the quick tier, `pytest -m "not slow"`
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[3]
 
 

@@ -29,6 +29,10 @@ from autotest.workloads.teachers import (  # noqa: E402
 from autotest.workloads.tiny_lm import DigitTokenizer  # noqa: E402
 from tests.unit.workloads.test_teachers import QUICK
 
+#: each test trains or prepares the teachers for real (13-40 s each on 2 cores);
+#: out of the quick tier, `pytest -m "not slow"`
+pytestmark = pytest.mark.slow
+
 #: a recipe small enough to prepare in a few seconds (cold-cache tests)
 REPO = Path(__file__).resolve().parents[3]
 

@@ -48,6 +48,14 @@ def test_round_trip(tmp_path, side):
     assert back[1].token_ranges == ((0, 3), (3, 5)) and back[1].line == 2 and back[1].log_path == str(path)
 
 
+def test_the_autocast_state_is_optional_and_round_trips(tmp_path):
+    path = tmp_path / "c.jsonl"
+    append_record(path, record("actor", autocast="torch.bfloat16"))
+    append_record(path, record("actor", forward_index=1))
+    assert [r.autocast for r in read_correlation_log(path, "actor")] == ["torch.bfloat16", None]
+    assert "autocast" not in path.read_text().splitlines()[1]
+
+
 def test_truncated_last_line_of_a_killed_run_is_skipped(tmp_path):
     path = tmp_path / "c.jsonl"
     append_record(path, record("actor"))

@@ -164,3 +164,46 @@ def test_a_trainer_gathering_one_position_off_names_the_trainer_side() -> None:
     assert "recorded log-probs equal its own model's recompute" in report.root_cause["why"]
     assert report.next_checks[0].startswith("Check the trainer's log-prob computation after the model")
     assert all("rollout's sampling path" not in check for check in report.next_checks)
+
+
+def _decoded(kind: str, values: tuple[float, ...], position_ids: tuple[int, ...] | None = None):
+    """One sample whose response starts at position 4; the sampler's record may carry its KV-cache path."""
+    kv = {} if position_ids is None else {"position_ids": position_ids,
+                                          "cache_lengths": tuple(range(4, 4 + len(values)))}
+    return [LogprobRecord(kind, 5, 0, "step5-p0-s0", tuple(range(4, 4 + len(values))), TOKENS, values, "fp32",
+                          f"{kind}.jsonl:1", **kv)]
+
+
+def test_a_divergence_from_the_first_decode_forward_on_is_the_decode_path() -> None:
+    off = (BASE[0], *(v - 0.01 for v in BASE[1:]))  # the prefill-scored token agrees, the decoded ones do not
+    result = compare_logprobs({"recorded": _decoded("recorded", off, (3, 5, 6, 7)),
+                               "recomputed": _decoded("recomputed", BASE), "trainer": _decoded("trainer", BASE)})
+    assert result.finding == "decode_path"
+    sampling = result.pair("sampling_path")
+    assert [(p.phase, p.status, p.tokens) for p in sampling.phases] == [
+        ("prefill", "agrees", 1), ("first_decode", "diverges", 1), ("later_decode", "diverges", 2)]
+    assert sampling.decode_only and sampling.onset.first.position == 5 and sampling.onset.first.index == 1
+    kv = result.kv_path
+    assert (kv.tokens, kv.position_id_off_count, kv.cache_length_off_count) == (4, 3, 0)
+    assert "first at position 5 (response token 1, first_decode): position id 5, expected 4" in kv.line()
+    report = with_logprob_finding(_report("no_divergence"), result, Step("three-way", "executed", ""),
+                                  ["mismatch/mismatch_k3_kl"])
+    assert (report.verdict, report.divergence, report.confidence) == ("root_cause_found", "decode_path", "high")
+    cause = report.root_cause
+    assert (cause["bucket"], cause["onset_phase"], cause["onset_position"]) == ("decode_path", "first_decode", 5)
+    assert "KV cache" in cause["module"] and not any("temperature" in c for c in report.next_checks)
+    assert any("KV-cache path" in line for line in report.evidence_chain)
+
+
+def test_a_divergence_from_the_prefill_on_stays_the_sampling_path() -> None:
+    result = compare_logprobs({"recorded": _decoded("recorded", _hot(BASE, 1.3), (3, 4, 5, 6)),
+                               "recomputed": _decoded("recomputed", BASE), "trainer": _decoded("trainer", BASE)})
+    assert result.finding == "sampling_path" and result.pair("sampling_path").onset.phase == "prefill"
+    assert result.kv_path.consistent and "every one of 4 recorded token(s)" in result.kv_path.line()
+
+
+def test_a_later_onset_is_named_at_its_position() -> None:
+    off = (*BASE[:2], *(v - 0.01 for v in BASE[2:]))
+    sampling = compare_logprobs({"recorded": _decoded("recorded", off),
+                                 "recomputed": _decoded("recomputed", BASE)}).pair("sampling_path")
+    assert sampling.onset.phase == "later_decode" and sampling.onset.first.position == 6

@@ -93,3 +93,17 @@ def test_ranks_may_reuse_sample_numbers_when_request_ids_differ(tmp_path: Path) 
 def test_a_missing_path_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="log-prob records not found"):
         read_logprob_files([tmp_path / "absent.jsonl"])
+
+
+def test_the_kv_cache_path_round_trips_and_goes_by_pairs(tmp_path: Path) -> None:
+    path = tmp_path / "recorded.jsonl"
+    append_records(path, record_lines("recorded", 3, [0], ["a"], [[4, 5]], [[9, 1]], [[-0.5, -1.25]], "fp32",
+                                      position_ids=[[3, 5]], cache_lengths=[[4, 5]]))
+    (record,) = read_logprob_files([path])["recorded"]
+    assert (record.position_ids, record.cache_lengths) == ((3, 5), (4, 5))
+    assert read_logprob_files([_write(tmp_path, GOOD)])["recorded"][0].position_ids is None  # optional
+    for row in ({**GOOD, "position_ids": [3, 4]}, {**GOOD, "position_ids": [3], "cache_lengths": [4]}):
+        assert _error(tmp_path, row).endswith(":1: keys 'position_ids' and 'cache_lengths' go together, one entry "
+                                              "per position (or leave both out)")
+    assert "key 'cache_lengths[1]' is -1" in _error(tmp_path, {**GOOD, "position_ids": [3, 4],
+                                                                "cache_lengths": [4, -1]})

@@ -174,3 +174,25 @@ def test_leak_memory_touches_no_random_state() -> None:
     torch.manual_seed(0)
     assert torch.equal(after, torch.rand(1))
     assert hooks.expected["triage"] == "memory" and hooks.expected["breached"] == ["memory/rss_mb"]
+
+
+def test_recompute_dtype_runs_only_the_recompute_under_bf16_autocast() -> None:
+    hooks = make_fault("recompute-dtype")
+    seen: list[tuple[bool, torch.dtype]] = []
+
+    def fn(model, input_ids, prompt_len):  # noqa: ANN001, ANN202
+        seen.append((torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")))
+        return input_ids, input_ids
+
+    assert hooks.actor_logprob_fn(fn) is fn  # the update keeps fp32
+    hooks.recompute_logprob_fn(fn)(None, torch.zeros(1), 0)
+    assert seen == [(True, torch.bfloat16)] and not torch.is_autocast_enabled("cpu")
+
+
+def test_decode_positions_shifts_every_decode_forward_by_k() -> None:
+    positions = torch.tensor([[5], [5]])
+    assert make_fault(None).decode_positions(positions, 1) is positions
+    assert make_fault("decode-positions").decode_positions(positions, 1).tolist() == [[6], [6]]
+    assert make_fault("decode-positions:3").decode_positions(positions, 4).tolist() == [[8], [8]]
+    with pytest.raises(UsageError, match="decode-positions: needs a positive step"):
+        make_fault("decode-positions:0")

@@ -66,7 +66,7 @@ def test_top_p_draws_from_the_nucleus_and_leaves_the_reported_logprobs_alone() -
 
 
 def test_tracker_twice_writes_every_row_twice_and_the_reader_counts_them_once(tmp_path: Path) -> None:
-    from autotest.judge.readers import read_xtuner
+    from autotest.readers.xtuner import read_xtuner
     from autotest.workloads.tracker import JsonlTracker
 
     tracker = make_fault("tracker-twice").wrap_tracker(JsonlTracker(tmp_path))

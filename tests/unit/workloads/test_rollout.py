@@ -1,4 +1,5 @@
-"""The rollout engine's sampled eval: pass@1 from its own generator, never the training stream."""
+"""The rollout engine's sampled eval: pass@1 from its own generator, never the training stream; the KV-cache path
+each sampled token was scored through."""
 
 from __future__ import annotations
 
@@ -58,3 +59,28 @@ def test_eval_temperature_moves_the_sampled_eval_only() -> None:
     assert clean.evaluate_sampled(prompts, length, 32, 1) != hot.evaluate_sampled(prompts, length, 32, 1)
     batch_clean, batch_hot = clean.generate(prompts, 4, 1), hot.generate(prompts, 4, 1)
     assert torch.equal(batch_clean.response_ids, batch_hot.response_ids)  # training samples unchanged
+
+
+def _engine_layout(fault: str | None = None) -> RolloutEngine:
+    config = TinyLMConfig()
+    engine = RolloutEngine(config, "fp32", seed=0, max_new_tokens=8, fault=fault, layout="engine")
+    engine.load_weights({k: v.detach() for k, v in build_model(config, seed=0).named_parameters()}, 0)
+    return engine
+
+
+def test_the_engine_records_each_token_s_kv_cache_path_and_decode_positions_shifts_only_the_decode() -> None:
+    prompts = TASKS["digit_sum"].eval_prompts()[:4]
+    clean, shifted = (_engine_layout(f).generate(prompts, 2, step=1) for f in (None, "decode-positions"))
+    prompt_len = clean.prompt_ids.shape[1]
+    position_ids, cache_lengths = clean.kv_path
+    width = position_ids.shape[1]
+    assert position_ids[0].tolist() == list(range(prompt_len - 1, prompt_len - 1 + width))
+    assert cache_lengths[0].tolist() == list(range(prompt_len, prompt_len + width))
+    bad_ids, bad_cache = shifted.kv_path
+    assert bad_ids[:, 0].tolist() == position_ids[:, 0].tolist()  # the prefill is right
+    assert bad_ids[0, 1:].tolist() == list(range(prompt_len + 1, prompt_len + bad_ids.shape[1]))  # one too high
+    assert bad_cache[0].tolist() == list(range(prompt_len, prompt_len + bad_cache.shape[1]))
+    # same first token, same log-prob (scored by the prefill); the decode-scored ones move
+    assert torch.equal(clean.response_ids[:, 0], shifted.response_ids[:, 0])
+    assert torch.equal(clean.rollout_logprobs[:, 0], shifted.rollout_logprobs[:, 0])
+    assert not torch.equal(clean.rollout_logprobs[:, 1], shifted.rollout_logprobs[:, 1])

@@ -19,7 +19,8 @@ Schema::
     checks:                    a non-empty list of
       - metric, method (absolute|relative|slowdown|value), operator (< <= > >=), threshold (a number,
         or ``placeholder``: written by ``rl-autotest init``, ERROR until ``calibrate`` sets it),
-        scope (stepwise|percentile|final|points|window|pooled|slope; default stepwise), severity (gate|reference),
+        scope (a check kind of autotest.scopes: stepwise|percentile|final|points|window|pooled|slope, or a
+        plugin's; default stepwise), severity (gate|reference),
         percentile (scope percentile), points: [int] (scope points), window: [first, last] (scope
         window; optional for pooled and slope), statistic (scope pooled: mean|trend; default mean),
         split_at: [int] (scope slope: steps where a segment starts, e.g. resume points; method slowdown,
@@ -45,19 +46,19 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import fields
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
+from autotest.errors import UsageError
 from autotest.inputs.baseline_model import (
     DEFAULT_RELATIVE_FLOOR,
     METHODS,
     OPERATORS,
     PLACEHOLDER,
-    POOLED_STATISTICS,
     SCHEMA_VERSION,
-    SCOPES,
     SEVERITIES,
-    SLOPE_METHODS,
     Baseline,
     CalibrationSpec,
     CheckSpec,
@@ -67,44 +68,33 @@ from autotest.inputs.golden_table import check_golden_keys, parse_step_table
 from autotest.inputs.hardware_overrides import parse_overrides
 from autotest.inputs.roles import parse_roles
 from autotest.inputs.schema import Section, expand_env, load_section, show
+from autotest.scopes import Scope, find, plugin_of, unknown
+from autotest.scopes import kinds as scope_kinds
+from autotest.scopes.window import step_range
 
 # Baseline, CheckSpec and CalibrationSpec are imported from here across the harness and its tests
 __all__ = ["Baseline", "CalibrationSpec", "CheckSpec", "load_baseline"]
 
 _DOC = "docs/baselines.md"
-_CHECK_KEYS = ("scope", "severity", "percentile", "points", "window", "relative_floor", "derivation",
-               "measured_max_deviation", "statistic", "overrides", "split_at")
+#: keys every check may have; each kind adds its own (autotest.scopes)
+_REQUIRED = ("metric", "method", "operator", "threshold")
+_SPEC_FIELDS = {f.name for f in fields(CheckSpec)}
+_CHECK_KEYS = ("scope", "severity", "relative_floor", "derivation", "measured_max_deviation", "overrides")
 
 
 def _check(sec: Section) -> CheckSpec:
-    sec.check_keys(required=("metric", "method", "operator", "threshold"), optional=_CHECK_KEYS)
-    scope = sec.choice("scope", SCOPES, default="stepwise")
-    percentile = None
-    if scope == "percentile":
-        percentile = sec.number("percentile", fix="write a percentile within 0..100, e.g. 80")
-        if not 0 <= percentile <= 100:
-            sec.fail("percentile", f"{percentile:g} is outside 0..100", "write a percentile within 0..100, e.g. 80")
-    elif "percentile" in sec.data:
-        sec.fail("percentile", f"only applies to scope 'percentile', not {scope!r}",
-                 "remove it or set scope: percentile")
-    points: tuple[int, ...] = ()
-    if scope == "points":
-        points = tuple(sorted(set(sec.int_list("points"))))
-        if not points:
-            sec.fail("points", "the list is empty", "name the steps to check, e.g. [5, 10]")
-    if scope == "pooled" and sec.data.get("method") != "absolute":
-        sec.fail("method", f"{show(sec.data.get('method'))} cannot be pooled",
-                 "write method: absolute (deviations are standardised by the calibrated noise)")
-    if "statistic" in sec.data and scope != "pooled":
-        sec.fail("statistic", f"only applies to scope 'pooled', not {scope!r}", "remove it or set scope: pooled")
-    if scope == "slope" and sec.data.get("method") not in SLOPE_METHODS:
-        sec.fail("method", f"{show(sec.data.get('method'))} cannot judge a slope",
-                 "write method: slowdown (growth per step above the golden's), absolute or value")
-    split_at: tuple[int, ...] = ()
-    if "split_at" in sec.data:
-        if scope != "slope":
-            sec.fail("split_at", f"only applies to scope 'slope', not {scope!r}", "remove it or set scope: slope")
-        split_at = tuple(sorted(set(sec.int_list("split_at"))))
+    kind = find(sec.get("scope", "stepwise"))
+    kinds = scope_kinds(key for key in sec.data if key not in _REQUIRED + _CHECK_KEYS)
+    own_keys = tuple(dict.fromkeys(key for k in kinds for key in k.keys))
+    sec.check_keys(required=_REQUIRED, optional=_CHECK_KEYS + own_keys)
+    if kind is None:
+        sec.fail("scope", *unknown(sec.get("scope")))
+    scope_fields = _scope_fields(sec, kind)
+    for other in kinds:
+        for key in other.exclusive_keys if other is not kind else ():
+            if key in sec.data:
+                sec.fail(key, f"only applies to scope {other.name!r}, not {kind.name!r}",
+                         f"remove it or set scope: {other.name}")
     method = sec.choice("method", METHODS)
     operator = sec.choice("operator", OPERATORS)
     placeholder = sec.get("threshold") == PLACEHOLDER
@@ -121,22 +111,36 @@ def _check(sec: Section) -> CheckSpec:
         method=method,
         operator=operator,
         threshold=threshold,
-        scope=scope,
+        scope=kind.name,
         severity=sec.choice("severity", SEVERITIES, default="gate"),
-        percentile=percentile,
-        points=points,
-        window=_step_range(sec, "window")
-        if scope == "window" or (scope in ("pooled", "slope") and "window" in sec.data) else None,
         relative_floor=sec.number("relative_floor", positive=True, default=DEFAULT_RELATIVE_FLOOR,
                                   fix="write a small positive number, e.g. 1.0e-12"),
         derivation=sec.text("derivation", ""),
         measured_max_deviation=sec.number("measured_max_deviation", minimum=0, default=None,
                                           fix="write the measured deviation (>= 0) or remove it"),
-        statistic=sec.choice("statistic", POOLED_STATISTICS, default="mean"),
         overrides=overrides,
         placeholder=placeholder,
-        split_at=split_at,
+        **scope_fields,
     )
+
+
+def _scope_fields(sec: Section, kind: Scope) -> dict[str, Any]:
+    """The kind's fields of the spec; a third-party kind that raises or returns no spec field is one line."""
+    plugin = plugin_of(kind)
+    if plugin is None:
+        return kind.parse(sec)
+    try:
+        found = kind.parse(sec)
+    except UsageError:
+        raise
+    except Exception as exc:
+        sec.fail("scope", f"check kind plugin {plugin} failed to read the check: {type(exc).__name__}: {exc}",
+                 "fix or uninstall the package that provides it")
+    unknown_fields = set(found) - _SPEC_FIELDS
+    if unknown_fields:
+        sec.fail("scope", f"check kind plugin {plugin} returned {', '.join(sorted(unknown_fields))}, no field of a "
+                          "check", "its parse returns check fields, its own keys as options=((key, value), ...)")
+    return found
 
 
 def _check_sign(sec: Section, method: str, operator: str, threshold: float) -> None:
@@ -149,13 +153,6 @@ def _check_sign(sec: Section, method: str, operator: str, threshold: float) -> N
         outcome = "always passes" if always else "never passes"
         sec.fail("threshold", f"{method} error {operator} {threshold:g} {outcome} (the error is never negative)",
                  "write a threshold above 0, e.g. 0.05")
-
-
-def _step_range(sec: Section, name: str) -> tuple[int, int]:
-    steps = sec.int_list(name)
-    if len(steps) != 2 or steps[0] > steps[1]:
-        sec.fail(name, f"{show(list(steps))} is not [first_step, last_step]", "write e.g. [0, 25] (first <= last)")
-    return steps[0], steps[1]
 
 
 def _metric_numbers(sec: Section, name: str, integer: bool, checked: set[str]) -> dict[str, float]:
@@ -273,7 +270,7 @@ def load_baseline(path: str | Path, env: dict[str, str] | None = None) -> Baseli
         metric_aliases=MappingProxyType(sec.str_map("metric_aliases", default={})),
         short_names=MappingProxyType(sec.str_map("short_names", default={})),
         steps=steps,
-        calibrated_range=_step_range(sec, "calibrated_range") if "calibrated_range" in sec.data else None,
+        calibrated_range=step_range(sec, "calibrated_range") if "calibrated_range" in sec.data else None,
         wall_time_max_s=wall_sec.number("max_s", positive=True, fix="write seconds, e.g. 2400") if wall_sec else None,
         wall_time_overrides=parse_overrides(wall_sec, "max_s", positive=True) if wall_sec else (),
         provenance=MappingProxyType(provenance.data if provenance else {}),

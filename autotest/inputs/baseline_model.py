@@ -12,16 +12,12 @@ from typing import Any, Mapping
 
 from autotest.inputs.hardware_overrides import HardwareOverride, pick
 from autotest.inputs.roles import RoleMap, resolve_roles
+from autotest.scopes import scope_kind
 
 SCHEMA_VERSION = 1
 METHODS = ("absolute", "relative", "slowdown", "value")
 OPERATORS = ("<", "<=", ">", ">=")
-SCOPES = ("stepwise", "percentile", "final", "points", "window", "pooled", "slope")
-#: methods a slope (growth per step) can be judged by: its excess over golden's, its distance, or itself
-SLOPE_METHODS = ("slowdown", "absolute", "value")
 SEVERITIES = ("gate", "reference")
-#: what a pooled check gates: the mean of z over the window, or its fitted change across it
-POOLED_STATISTICS = ("mean", "trend")
 #: the threshold ``rl-autotest init`` writes: never a number, so a spec cannot pass before it is calibrated
 PLACEHOLDER = "placeholder"
 #: |base| below this is treated as this value in the relative error (explicit, reported)
@@ -30,7 +26,10 @@ DEFAULT_RELATIVE_FLOOR = 1e-12
 
 @dataclass(frozen=True)
 class CheckSpec:
-    """One declared check: ``error(method) OPERATOR threshold`` over a scope of steps."""
+    """One declared check: ``error(method) OPERATOR threshold`` over a scope of steps.
+
+    What the scope reads (``percentile``, ``points``, ``window``, ``statistic``, ``split_at``) and means is its
+    check kind's (:mod:`autotest.scopes`)."""
 
     metric: str
     method: str
@@ -55,6 +54,8 @@ class CheckSpec:
     placeholder: bool = False
     #: scope slope: steps where a new segment starts (resume points); the fit has one intercept per segment
     split_at: tuple[int, ...] = ()
+    #: a third-party check kind's own keys and values, in the order written (autotest.scopes.kind.Scope.parse)
+    options: tuple[tuple[str, Any], ...] = ()
 
     @property
     def shown_threshold(self) -> str:
@@ -63,33 +64,10 @@ class CheckSpec:
 
     @property
     def check_id(self) -> str:
-        if self.scope == "pooled":  # one metric may be pooled over several phases, by mean and trend
-            kind = "pooled" if self.statistic == "mean" else f"pooled {self.statistic}"
-            if self.window:
-                return f"{self.metric}[{kind} {self.window[0]}-{self.window[1]}]"
-            return f"{self.metric}[{kind}]"
-        if self.scope == "slope" and self.window:
-            return f"{self.metric}[slope {self.window[0]}-{self.window[1]}]"
-        return f"{self.metric}[{self.scope}]"
+        return scope_kind(self.scope).check_id(self)
 
     def describe(self) -> str:
-        scope = self.scope
-        if self.scope == "percentile":
-            scope = f"p{self.percentile:g} of per-step errors"
-        elif self.scope == "points":
-            scope = "at steps " + "/".join(str(p) for p in self.points)
-        elif self.scope == "window" and self.window:
-            scope = f"mean over steps {self.window[0]}-{self.window[1]}"
-        elif self.scope == "final":
-            scope = "final point only"
-        elif self.scope == "pooled":
-            where = f"steps {self.window[0]}-{self.window[1]}" if self.window else "every calibrated step"
-            what = "mean" if self.statistic == "mean" else "fitted first-to-last change"
-            scope = f"|{what} of per-step deviations / calibrated noise| over {where}"
-        elif self.scope == "slope":
-            where = f"steps {self.window[0]}-{self.window[1]}" if self.window else "every calibrated step"
-            split = f", split at steps {'/'.join(str(s) for s in self.split_at)}" if self.split_at else ""
-            scope = f"least-squares growth per step over {where} (within segments{split})"
+        scope = scope_kind(self.scope).describe(self)
         severity = "" if self.severity == "gate" else " (reference only, never fails)"
         hardware = f" (threshold for {self.hardware})" if self.hardware else ""
         return f"{self.metric}: {self.method} {self.operator} {self.shown_threshold}{hardware}, {scope}{severity}"
@@ -163,10 +141,6 @@ class Baseline:
     def role_map(self) -> RoleMap:
         """Each checked metric's role: declared, else the preset's (named or inferred)."""
         return resolve_roles({c.metric for c in self.checks}, self.roles, self.preset)
-
-    @property
-    def golden_source(self) -> str:
-        return str(self.golden_tracker) if self.golden_tracker else f"{self.path} (golden table)"
 
     def display(self, metric: str) -> str:
         for short, full in self.short_names.items():

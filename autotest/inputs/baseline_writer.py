@@ -58,6 +58,7 @@ def _check_doc(check: CheckSpec) -> dict[str, Any]:
         doc["statistic"] = check.statistic
     if check.split_at:
         doc["split_at"] = _Flow(check.split_at)
+    doc.update(check.options)
     if check.relative_floor != DEFAULT_RELATIVE_FLOOR:
         doc["relative_floor"] = check.relative_floor
     if check.measured_max_deviation is not None:

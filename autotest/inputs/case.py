@@ -42,9 +42,12 @@ Schema::
                            stopped after it (autotest.run.isolation; default false)
       fault_args: [str]    appended when the harness injects a fault; must contain {fault}
     tracker:
-      format: xtuner|verl|tensorboard|hf-trainer  the metric log's format (tensorboard: the event
-                           files under the exp dir's logs/ or below the work folder; hf-trainer: a
-                           Hugging Face trainer_state.json or a TrainerCallback's JSONL)
+      format: str          the metric log's format, a name in autotest.readers.registry (xtuner, verl,
+                           hf-trainer, tensorboard, mlflow, wandb, console, or a plugin's; docs/readers.md):
+                           tensorboard: the event files under the exp dir's logs/ or below the work
+                           folder; hf-trainer: a Hugging Face trainer_state.json or a TrainerCallback's JSONL
+      pattern: str         console only: a preset (verl, megatron) or a regex with a named group step and
+                           one named group per metric; checked when the case loads
       work_dir_env: str|null  env var set to the run's work folder (default WORK_DIR); null when
                            the launch script picks its own folder
       work_dir: str        where the timestamped exp dirs appear when not in the work folder

@@ -13,10 +13,12 @@ from typing import Any
 from autotest.inputs.performance_policy import PerformancePolicy
 from autotest.inputs.placeholders import REPO_ROOT
 from autotest.inputs.resume_phase import Resume
+from autotest.readers.registry import BUILTIN
 
 CASES_DIR = REPO_ROOT / "autotest" / "cases"
 MARKERS = ("grpo", "mopd", "gpu", "calibration")
-TRACKER_FORMATS = ("xtuner", "verl", "tensorboard", "hf-trainer")
+#: the built-in formats (autotest.readers.registry; a case may also name a plugin's, registry.format_names())
+TRACKER_FORMATS = tuple(f.name for f in BUILTIN)
 #: formats an xtuner trainer config can choose (exp_tracker jsonl / tensorboard)
 CONFIG_CHECKED_FORMATS = ("xtuner", "tensorboard")
 POLICIES = ("off", "on-breach", "always")
@@ -57,6 +59,7 @@ class Launch:
 
 @dataclass(frozen=True)
 class Tracker:
+    #: the format the log is read as, ``name`` or ``name:option`` (``console:verl``: tracker.pattern joined on)
     format: str
     work_dir_env: str | None
     work_dir: str | None

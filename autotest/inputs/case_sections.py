@@ -15,7 +15,6 @@ from autotest.inputs.case_model import (
     MARKERS,
     PLACEHOLDERS,
     POLICIES,
-    TRACKER_FORMATS,
     Case,
     Consistency,
     Expected,
@@ -28,9 +27,10 @@ from autotest.inputs.case_model import (
 from autotest.inputs.placeholders import REPO_ROOT, check_template
 from autotest.inputs.performance_policy import parse_performance
 from autotest.inputs.project import Project
+from autotest.readers import registry
 from autotest.inputs.replicate_limits import replicates_problem
 from autotest.inputs.resume_phase import parse_resume
-from autotest.inputs.schema import NAME, Section, load_section
+from autotest.inputs.schema import NAME, Section, load_section, show
 
 _INPUT_PLACEHOLDERS = ("repo",)
 _PATH_PLACEHOLDERS = ("repo", "work_dir")
@@ -183,8 +183,8 @@ def parse_launch(sec: Section) -> Launch:
 
 
 def parse_tracker(sec: Section) -> Tracker:
-    sec.check_keys(required=("format",), optional=("work_dir_env", "work_dir", "path", "config"))
-    fmt = sec.choice("format", TRACKER_FORMATS)
+    sec.check_keys(required=("format",), optional=("work_dir_env", "work_dir", "path", "config", "pattern"))
+    fmt = _tracker_format(sec)
     work_dir_env = sec.text("work_dir_env", default="WORK_DIR", nullable=True)
     if work_dir_env is not None and not NAME.fullmatch(work_dir_env):
         sec.fail("work_dir_env", f"{work_dir_env!r} is not an environment variable name",
@@ -203,6 +203,31 @@ def parse_tracker(sec: Section) -> Tracker:
                      f"remove config or use format {' or '.join(CONFIG_CHECKED_FORMATS)}")
         check_template(sec, "config", config, _INPUT_PLACEHOLDERS, shell=False)
     return Tracker(format=fmt, work_dir_env=work_dir_env, work_dir=work_dir, path=path, config=config)
+
+
+def _tracker_format(sec: Section) -> str:
+    """``format`` as the readers take it: ``name``, or ``name:option`` with ``pattern`` joined on (``console:verl``)."""
+    value = sec.get("format")
+    names = registry.format_names()
+    name, option = registry.split_option(value) if isinstance(value, str) else (value, None)
+    record = registry.find(name) if isinstance(name, str) else None
+    if record is None:
+        sec.fail("format", f"{show(value)} is not one of {', '.join(names)}", f"write one of {', '.join(names)} "
+                 "(quote it)")
+    if option is not None and "pattern" in sec.data:
+        sec.fail("pattern", "format and pattern both give a pattern", f"write format: {name} and keep pattern")
+    option = sec.text("pattern", default=option)
+    if record.option is None:
+        if option is not None:
+            sec.fail("pattern" if "pattern" in sec.data else "format", f"format {name!r} takes no pattern",
+                     "remove it (console logs take one)")
+        return name
+    if option is None:
+        sec.fail("pattern", f"format {name!r} needs one: {record.option}", "add tracker.pattern")
+    problem = record.option_error(option)
+    if problem is not None:
+        sec.fail("pattern", problem, record.option_fix)
+    return f"{name}{registry.OPTION_SEPARATOR}{option}"
 
 
 def parse_expected(sec: Section, launch: Launch) -> Expected:

@@ -102,7 +102,13 @@ def _tables_in(folder: Path) -> list[tuple[Path, dict[str, Any], str]]:
     found = []
     own = folder / "rl-autotest.toml"
     if own.is_file():
-        found.append((own, _read_toml(own), ""))
+        table = _read_toml(own)
+        tool = table.get("tool")
+        if isinstance(tool, dict) and ("rl-autotest" in tool or "rl_autotest" in tool):
+            raise UsageError(f"{own}: [tool.rl-autotest]: in rl-autotest.toml the keys go at the top level "
+                             "(cases = [...], baselines = ..., results = ...), without the table header a "
+                             "pyproject.toml needs; remove the [tool.rl-autotest] line")
+        found.append((own, table, ""))
     pyproject = folder / "pyproject.toml"
     if pyproject.is_file():
         tool = _read_toml(pyproject).get("tool")

@@ -13,6 +13,8 @@ from pathlib import Path
 
 from autotest.inputs.case import Case
 from autotest.inputs.placeholders import expand, placeholder_values
+from autotest.readers.registry import BUILTIN, copy_names
+from autotest.readers.registry import get as format_record
 
 EXP_DIR_NAME = re.compile(r"^\d{14}$")  # xtuner's exp dirs: <work_dir>/<YYYYmmddHHMMSS>/
 TRACKER_RELATIVE = Path("logs") / "exp_tracking" / "tracker.jsonl"
@@ -61,11 +63,12 @@ def _valid(name: str) -> bool:
 def tracker_in(exp_dir: Path, fmt: str = "xtuner") -> Path | None:
     """The tracker of one exp dir (RL runs, or ``rank0/`` for SFT), None when absent.
 
-    For ``tensorboard`` it is the exp dir's ``logs/`` folder when event files lie below it.
+    For a folder format (``tensorboard``) it is the exp dir's ``logs/`` folder when its files lie below it.
     """
-    if fmt == "tensorboard":
+    record = format_record(fmt)
+    if record.folder:
         logs = exp_dir / "logs"
-        return logs if logs.is_dir() and any(p.is_file() for p in logs.rglob("*tfevents*")) else None
+        return logs if logs.is_dir() and any(p.is_file() for p in logs.rglob(record.copy_glob)) else None
     return next((p for p in (exp_dir / TRACKER_RELATIVE, exp_dir / SFT_TRACKER_RELATIVE) if p.is_file()), None)
 
 
@@ -80,17 +83,16 @@ def tracker_location(case: Case, work_dir: Path, environ: Mapping[str, str]) -> 
     return Path(work_dir).resolve(), None
 
 
-#: what a results folder calls its copy of the run's metric log, one name per kind of log
-COPY_NAMES = ("tracker.jsonl", "trainer_state.json", "tensorboard")
+#: what a results folder calls its copy of the run's metric log, one name per kind of log (the built-in
+#: formats'; :func:`autotest.readers.registry.copy_names` adds the plugins')
+COPY_NAMES = tuple(dict.fromkeys(n for f in BUILTIN for n in f.copy_names))
 
 
 def copy_name(fmt: str, source: Path) -> str:
-    """The name of the copy of ``source`` (a ``fmt`` log) in a results folder: one of :data:`COPY_NAMES`."""
-    if fmt == "tensorboard":
-        return "tensorboard"
-    return "trainer_state.json" if Path(source).suffix == ".json" else "tracker.jsonl"
+    """The name of the copy of ``source`` (a ``fmt`` log) in a results folder (its format's record says)."""
+    return format_record(fmt).copy_name(Path(source).suffix)
 
 
 def tracker_copy(results_dir: Path) -> Path | None:
     """The copy of the run's metric log in a results folder (any format), None when it has none."""
-    return next((p for p in (Path(results_dir) / n for n in COPY_NAMES) if p.exists()), None)
+    return next((p for p in (Path(results_dir) / n for n in copy_names()) if p.exists()), None)

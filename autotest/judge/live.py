@@ -2,8 +2,9 @@
 
 Only what a prefix of the run can decide is evaluated early: stepwise and points checks (a breach at a
 step already logged stays a breach), non-finite values, and a percentile check once so many logged steps
-breach that the steps still to come cannot bring it back (``early.percentile_decided``). Final, window
-and pooled checks wait for the end. With ``fail_fast`` a decided FAIL stops the run.
+breach that the steps still to come cannot bring it back. Final, window, pooled and slope checks wait for the
+end. Which is which is each check kind's (``decide_early`` in :mod:`autotest.scopes`). With ``fail_fast`` a
+decided FAIL stops the run.
 
 Replicates are judged on their mean, so their followers share a :class:`ReplicateGroup` and decide on the
 mean of every replicate at the steps all of them logged: one replicate past a per-step threshold alone can
@@ -28,18 +29,15 @@ from autotest.inputs.baseline import Baseline
 from autotest.inputs.case import Case
 from autotest.inputs.log_search import log_signature
 from autotest.inputs.tracker_layout import tracker_location
-from autotest.judge.checks import evaluate_check, fmt
-from autotest.judge.early import percentile_decided
+from autotest.judge.checks import decide_early, fmt
 from autotest.judge.model import FAIL
 from autotest.judge.performance import adjusted_trace
-from autotest.judge.readers import find_tracker, read_trace
+from autotest.readers.reading import find_tracker, read_trace
 from autotest.judge.replicate_mean import mean_trace
 from autotest.judge.structural import FailFastStop
 from autotest.judge.trace import Trace
 from autotest.inputs.roles import group_of
 from autotest.run.contention import ContentionRecord, ContentionSampler
-
-EARLY_SCOPES = ("stepwise", "points")
 
 
 class ReplicateGroup:
@@ -146,12 +144,7 @@ class Follower:
             nonfinite = next((s for s, v in series.items() if not math.isfinite(v)), None)
             if nonfinite is not None:
                 return f"{spec.metric} is non-finite ({fmt(series[nonfinite])}) at step {nonfinite}", nonfinite
-            if spec.scope == "percentile":
-                result = percentile_decided(spec, self.baseline, self.golden, trace_for)
-            elif spec.scope in EARLY_SCOPES:
-                result = evaluate_check(spec, self.baseline, self.golden, trace_for, is_table)
-            else:
-                continue
+            result = decide_early(spec, self.baseline, self.golden, trace_for, is_table)
             if result is not None and result.status == FAIL:
                 return result.message, result.first_breach_step
         return None

@@ -46,7 +46,9 @@ def name_results(baseline: Baseline, current: Trace, golden: Trace | None = None
     before it (that is the completion check's to say), not a renamed metric.
     """
     checked = sorted({c.metric for c in baseline.checks})
-    missing = [m for m in checked if current.get(m) is None and _reached(m, current, golden)]
+    # a metric logged as a list, dict or bool is there, as the wrong kind: its checks say so
+    missing = [m for m in checked if current.get(m) is None and m not in current.non_numeric
+               and _reached(m, current, golden)]
     if not missing:
         return []
     aliases = dict(baseline.metric_aliases)
@@ -68,4 +70,4 @@ def name_results(baseline: Baseline, current: Trace, golden: Trace | None = None
 
 def nothing_in_common(baseline: Baseline, current: Trace) -> bool:
     """Whether the log has none of the baseline's checked metrics (then it is not judged further)."""
-    return all(current.get(c.metric) is None for c in baseline.checks)
+    return all(current.get(c.metric) is None and c.metric not in current.non_numeric for c in baseline.checks)

@@ -32,7 +32,8 @@ from statistics import NormalDist
 
 from autotest.inputs.baseline import Baseline, CheckSpec
 from autotest.judge.model import ERROR, INFO, PASS, CheckResult
-from autotest.judge.pooled import pooled_statistic
+from autotest.scopes import find, scope_kind
+from autotest.scopes.pooled import pooled_statistic
 
 POWER = 0.8
 Z_POWER = NormalDist().inv_cdf(POWER)
@@ -120,7 +121,7 @@ def calibration_runs(baseline: Baseline) -> int:
 
 
 def pooled_gates(baseline: Baseline) -> list[CheckSpec]:
-    return [c for c in baseline.checks if c.scope == "pooled" and c.severity == "gate"]
+    return [c for c in baseline.checks if scope_kind(c.scope).uses_noise and c.severity == "gate"]
 
 
 def gate_power(baseline: Baseline, check: CheckSpec) -> GatePower | None:
@@ -128,7 +129,7 @@ def gate_power(baseline: Baseline, check: CheckSpec) -> GatePower | None:
     if check.severity != "gate" or check.method == "value" or not math.isfinite(check.threshold):
         return None
     n = calibration_runs(baseline)
-    if check.scope == "pooled":
+    if scope_kind(check.scope).uses_noise:
         return _pooled(baseline, check, n)
     if check.measured_max_deviation is None or n < 2:
         return None
@@ -178,10 +179,11 @@ def _per_step(baseline: Baseline, check: CheckSpec, n: int) -> GatePower:
     sigma = (check.measured_max_deviation or 0.0) / range_factor(n)
     by_k = {k: check.threshold + Z_POWER * sigma * math.sqrt(1 / k + 1 / n) for k in REPLICATES}
     golden = (baseline.golden_table or {}).get(check.metric, {})
-    steps = _scope_steps(check, golden)
-    # a slope's MDE is a growth per step: no share of the metric's level describes it
-    scale = math.fsum(abs(golden[s]) for s in steps) / len(steps) if steps and check.scope != "slope" else None
-    kind = "slope (approximate, in the metric's units per step)" if check.scope == "slope" else "per-step (approximate)"
+    steps = scope_kind(check.scope).mde_steps(check, golden)
+    # a growth per step (a slope) has no steps to share by: no share of the metric's level describes it
+    scale = math.fsum(abs(golden[s]) for s in steps) / len(steps) if steps else None
+    kind = ("slope (approximate, in the metric's units per step)" if scope_kind(check.scope).per_step_growth
+            else "per-step (approximate)")
     basis = (f"{kind}: threshold {check.threshold:g} + z{POWER:.0%} {Z_POWER:.2f} x seed sd "
              f"{sigma:.3g} (max deviation {check.measured_max_deviation:.3g} / d2({n}) {range_factor(n):.3f}) x "
              "sqrt(1/K + 1/N); a max-deviation threshold does not narrow with more runs")
@@ -202,7 +204,8 @@ def _window_units(baseline: Baseline, check: CheckSpec, steps_with: Mapping[int,
 def half_power_shift(baseline: Baseline, check: CheckSpec) -> float:
     """The constant shift that puts the gate's statistic at its threshold (caught about half the time), in
     the MDE's units: a pooled gate's threshold x its unit, a per-step gate's threshold."""
-    return check.threshold * _window_units(baseline, check)[1] if check.scope == "pooled" else check.threshold
+    return check.threshold * _window_units(baseline, check)[1] if scope_kind(check.scope).uses_noise \
+        else check.threshold
 
 
 def measured_shift(baseline: Baseline, check: CheckSpec, current: Mapping[int, float],
@@ -213,26 +216,15 @@ def measured_shift(baseline: Baseline, check: CheckSpec, current: Mapping[int, f
     (signed); other per-step gates: ``observed``, the statistic they bound (|error|; a share for relative).
     """
     golden = (baseline.golden_table or {}).get(check.metric, {})
-    if check.scope == "pooled":
+    kind = scope_kind(check.scope)
+    if kind.uses_noise:
         steps, unit = _window_units(baseline, check, current)
         if not steps:
             return None
         noise = (baseline.noise_table or {})[check.metric]
         return pooled_statistic(steps, current, golden, noise, check.statistic).value * unit
-    if check.scope == "final" and golden and max(golden) in current and check.method != "relative":
-        return current[max(golden)] - golden[max(golden)]
-    return observed
-
-
-def _scope_steps(check: CheckSpec, golden: Mapping[int, float]) -> list[int]:
-    steps = sorted(golden)
-    if check.scope == "points":
-        return [s for s in check.points if s in golden]
-    if check.scope == "final":
-        return steps[-1:]
-    if check.window is not None:
-        return [s for s in steps if check.window[0] <= s <= check.window[1]]
-    return steps
+    signed = kind.signed_shift(check, golden, current)
+    return observed if signed is None else signed
 
 
 def _interpolate(table: Mapping[int, float], k: int) -> float:
@@ -326,7 +318,8 @@ def caught_phrase(results: Sequence[CheckResult], display: Mapping[str, str] | N
     for r in results:
         if r.is_gate and r.mde is not None and r.metric:
             label = r.check_id.replace(r.metric, shown.get(r.metric, r.metric), 1)
-            unit = " of golden" if r.method == "relative" else "/step" if r.scope == "slope" else ""
+            kind = find(r.scope)
+            unit = " of golden" if r.method == "relative" else "/step" if kind and kind.per_step_growth else ""
             parts.append(f"{label} ±{r.mde:.2g}{unit}")
     return ("could have caught: " + ", ".join(parts)) if parts else ""
 

@@ -18,7 +18,7 @@ Why a pooled threshold scales by ``sqrt((1/K + 1/N) / (1 + 1/N))`` (N = calibrat
 a run's value is x = mu_s + e with seed noise e of variance sigma_s^2, independent across seeds. The
 golden value is the mean of the N calibration runs, so golden - mu_s has variance sigma_s^2 / N. One
 fresh run deviates from golden with variance sigma_s^2 (1 + 1/N); the mean of K fresh runs with
-sigma_s^2 (1/K + 1/N). Both pooled statistics (:mod:`autotest.judge.pooled`: the window mean of the
+sigma_s^2 (1/K + 1/N). Both pooled statistics (:mod:`autotest.scopes.pooled`: the window mean of the
 standardised deviations and their fitted trend) are linear in the per-step deviations, and the K-run
 mean's deviation curve has the same correlation across steps as one run's, so the statistic's spread
 scales by the square root of the variance ratio. Calibration measured the spread of one run against the
@@ -53,11 +53,12 @@ from autotest.judge.model import (
     Verdict,
 )
 from autotest.judge.power import PowerAsk, calibration_runs
-from autotest.judge.readers import read_trace
+from autotest.readers.reading import read_trace
 from autotest.judge.resume import is_resume_result
 from autotest.judge.seed_use import identical_runs
 from autotest.judge.trace import Trace
 from autotest.judge.verdict import Comparison, checked_metrics, golden_trace, judge
+from autotest.scopes import scope_kind
 
 #: roles judged on the per-step median over replicates (machine noise, not seed noise)
 MEDIAN_GROUP = "performance"
@@ -96,8 +97,8 @@ def for_the_mean(baseline: Baseline, replicates: int) -> tuple[Baseline, float]:
     note = (f"; for the mean of K={replicates} replicates x sqrt((1/K + 1/N) / (1 + 1/N)) = {scale:.3f} "
             f"(N={n} calibration runs)")
     checks = tuple(replace(c, threshold=c.threshold * scale, derivation=(
-        f"{c.derivation}{note}: {c.threshold:g} -> {c.threshold * scale:.3g}")) if c.scope == "pooled" else c
-        for c in baseline.checks)
+        f"{c.derivation}{note}: {c.threshold:g} -> {c.threshold * scale:.3g}"))
+        if scope_kind(c.scope).uses_noise else c for c in baseline.checks)
     return replace(baseline, checks=checks), scale
 
 
@@ -116,7 +117,7 @@ def mean_trace(traces: Sequence[Trace], labels: Sequence[str], roles: RoleMap | 
         values = np.array([[t.series[metric][s] for s in steps] for t in traces], dtype=float)
         reduce = np.median if roles.group_of(metric) == MEDIAN_GROUP else np.mean
         series[metric] = dict(zip(steps, reduce(values, axis=0).tolist())) if steps else {}
-    non_numeric: dict[str, tuple[str, int]] = {}
+    non_numeric: dict[str, tuple[str, str]] = {}
     for trace in traces:
         for metric, logged_as in trace.non_numeric.items():
             non_numeric.setdefault(metric, logged_as)

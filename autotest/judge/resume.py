@@ -37,7 +37,7 @@ from autotest.inputs.baseline_model import Baseline
 from autotest.inputs.resume_phase import Resume
 from autotest.inputs.roles import RoleMap, resolve_roles
 from autotest.judge.model import ERROR, FAIL, INFO, PASS, CheckResult, Points
-from autotest.judge.readers import read_trace
+from autotest.readers.reading import read_trace
 from autotest.judge.structural import Ending, completion_status
 from autotest.judge.trace import Trace
 from autotest.run.resume_launch import ResumedLaunch

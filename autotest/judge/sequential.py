@@ -24,6 +24,7 @@ from typing import Sequence
 from autotest.inputs.baseline import Baseline
 from autotest.judge.model import ERROR, FAIL, CheckResult
 from autotest.judge.power import calibration_runs, pooled_gates, t_quantile
+from autotest.scopes import find, scope_kind
 
 LOOKS = 2
 ALPHA_SHARE = (0.5, 0.5)
@@ -42,7 +43,7 @@ def requantile(baseline: Baseline, share: float) -> Baseline:
     factor = t_quantile(1 - alpha * share / 2, n - 1) / t_quantile(1 - alpha / 2, n - 1)
     note = f"; adaptive replicates: x {factor:.3f} = t quantile at {share:g} of the budget (alpha spending)"
     checks = tuple(replace(c, threshold=c.threshold * factor, derivation=c.derivation + note)
-                   if c.scope == "pooled" and c.severity == "gate" else c for c in baseline.checks)
+                   if scope_kind(c.scope).uses_noise and c.severity == "gate" else c for c in baseline.checks)
     return replace(baseline, checks=checks)
 
 
@@ -53,7 +54,8 @@ def decide_first_look(results: Sequence[CheckResult]) -> str:
     if any(r.status in (FAIL, ERROR) for r in gates):
         return STOP
     for r in gates:
-        if r.scope == "pooled" and r.observed is not None and r.threshold:
+        kind = find(r.scope)
+        if kind is not None and kind.uses_noise and r.observed is not None and r.threshold:
             if abs(r.observed) >= CONTINUE_BELOW * abs(r.threshold):
                 return MORE
     return STOP

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Mapping
@@ -32,12 +31,13 @@ class Trace:
     format: str = "xtuner"
     #: file line of each step's (last) summary or eval row, so a number can point to where it came from
     step_lines: Mapping[int, int] = field(default_factory=dict, compare=False, repr=False)
-    #: metric -> (what it was logged as, e.g. "a list", line): a value that is not a number, never dropped silently
-    non_numeric: Mapping[str, tuple[str, int]] = field(default_factory=dict, compare=False, repr=False)
+    #: metric -> (what it was logged as, e.g. "a list"; where first, e.g. "line 12" or "log_history[11]"): a value
+    #: that is not a number, never dropped silently
+    non_numeric: Mapping[str, tuple[str, str]] = field(default_factory=dict, compare=False, repr=False)
     #: every metric name the log carries, including those a reader was told not to keep (empty: not known)
     logged_metrics: frozenset[str] = field(default_factory=frozenset, compare=False, repr=False)
     #: steps where the log's step counter went back (a resumed or concatenated run restarted there): a slope check
-    #: fits each part on its own (``autotest.judge.slope``)
+    #: fits each part on its own (``autotest.scopes.slope``)
     restarts: tuple[int, ...] = field(default=(), compare=False)
 
     def get(self, metric: str) -> Series | None:
@@ -76,7 +76,3 @@ class Trace:
     def with_warnings(self, first: tuple[str, ...]) -> "Trace":
         """The same trace with ``first`` before its own warnings (what was chosen, and why)."""
         return replace(self, warnings=tuple(first) + self.warnings)
-
-
-def is_finite(value: float) -> bool:
-    return isinstance(value, (int, float)) and math.isfinite(value)

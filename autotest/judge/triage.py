@@ -47,6 +47,7 @@ from autotest.judge.metric_names import CHECK_ID as NAMES_CHECK_ID
 from autotest.judge.model import ERROR, FAIL, CheckResult, TriageFinding
 from autotest.judge.resume import is_resume_result
 from autotest.judge.trace import Trace
+from autotest.scopes import find
 
 
 @dataclass(frozen=True)
@@ -71,14 +72,17 @@ class Evidence:
                       key=lambda r: r.first_breach_step if r.first_breach_step is not None else math.inf)
 
 
-#: scopes whose first breach step is a step that breached on its own; pooled and window checks gate a mean over a
-#: window, so their crossing step does not say the breach began there (a single noisy point can cross first)
-LOCATING_SCOPES = (None, "stepwise", "points", "percentile", "final")
+def locates(r: CheckResult) -> bool:
+    """Whether ``r``'s first breach step is a step that breached on its own: a structural check's, or one of a
+    kind that locates (``Scope.locates``). Pooled and window checks gate a mean over a window, so their crossing
+    step does not say the breach began there (a single noisy point can cross first)."""
+    kind = find(r.scope)
+    return r.scope is None or (kind is not None and kind.locates)
 
 
 def located_at(r: CheckResult, steps: frozenset[int]) -> bool:
     """Whether ``r`` breached at one of ``steps`` by a check that locates breaches per step."""
-    return r.scope in LOCATING_SCOPES and r.first_breach_step in steps
+    return locates(r) and r.first_breach_step in steps
 
 
 #: a condition returns the evidence it found (one phrase) when it holds, None when it does not
@@ -231,7 +235,7 @@ def early_breach(*groups: str) -> Condition:
 def starts_later(ev: Evidence) -> str | None:
     failed = ev.failed(*ACCURACY_GROUPS)
     if failed and not any(located_at(r, ev.firsts) for r in failed if ev.group_of(r) != "teacher"):
-        located = [r for r in failed if r.scope in LOCATING_SCOPES]
+        located = [r for r in failed if locates(r)]
         if located:
             return f"{located[0].metric} first breached at {_step(located[0])}, after the start"
         return f"{failed[0].metric} breached over a window ({failed[0].check_id}), at no located first step"

@@ -24,7 +24,7 @@ from autotest.judge.step_alignment import SUGGESTION as ALIGNMENT_SUGGESTION
 from autotest.judge.step_alignment import Alignment, align_steps
 from autotest.judge.performance import MachineContext, judge_performance
 from autotest.judge.power import PowerAsk, with_power
-from autotest.judge.readers import read_trace
+from autotest.readers.reading import read_trace
 from autotest.judge.structural import (
     RunFacts,
     not_reached_message,
@@ -91,10 +91,6 @@ def verify_golden_pin(baseline: Baseline) -> None:
 
 def checked_metrics(baseline: Baseline) -> set[str]:
     return {c.metric for c in baseline.checks}
-
-
-def empty_trace(source: str) -> Trace:
-    return Trace(source, MappingProxyType({}))
 
 
 def _not_reached(results: list[CheckResult], facts: RunFacts) -> list[CheckResult]:

@@ -23,6 +23,7 @@ from autotest.judge.model import ERROR, FAIL, INFO, PASS, CheckResult, Verdict
 from autotest.judge.power import caught_phrase
 from autotest.redaction import mask_known
 from autotest.report.md_safe import md_code, md_text
+from autotest.scopes import find
 
 STATUS_MARK = {PASS: "✅ PASS", FAIL: "❌ FAIL", ERROR: "⚠️ ERROR", INFO: "ℹ️ INFO"}
 
@@ -117,15 +118,9 @@ def _table(verdict: Verdict) -> list[str]:
         threshold = f"{r.method} {r.operator} {r.threshold:g}" if r.threshold is not None else "-"
         # the point shown is the first breach or the worst step; a reduced check compares its statistic
         error = fmt(r.observed)
-        if r.scope == "percentile" and r.observed is not None:
-            error, step = f"p{r.parameters.get('percentile', 0):g} = {error}", f"worst {step}"
-        elif r.scope == "window" and r.observed is not None:
-            error = f"window mean: {error}"
-        elif r.scope == "pooled" and r.observed is not None:
-            kind = "pooled" if r.parameters.get("statistic", "mean") == "mean" else "pooled trend"
-            error, threshold = f"{kind}: {error} x noise", f"{kind} {r.operator} {r.threshold:g} x noise"
-        elif r.scope == "slope" and r.observed is not None:
-            error, threshold = f"growth: {error}/step", f"{threshold}/step"
+        kind = find(r.scope)
+        if kind is not None and r.observed is not None:
+            error, threshold, step = kind.table_cells(r, error, threshold, step)
         severity = r.severity if r.blocking else f"{r.severity} (non-blocking)"
         lines.append(f"| {r.check_id} | {STATUS_MARK[r.status]} | {step} | {golden} | {current} | "
                      f"{error} | {threshold} | {severity} |")

@@ -17,6 +17,7 @@ from pathlib import Path
 from autotest.files import write_bytes_atomic
 from autotest.judge.model import CheckResult, Verdict
 from autotest.judge.trace import Trace
+from autotest.scopes import find
 
 Series = tuple[list[int], list[float]]
 
@@ -55,7 +56,8 @@ class MetricPlot:
 
 def _band(result: CheckResult, golden: list[float]) -> tuple[list[float], list[float]] | None:
     t = result.threshold
-    if t is None or not golden or result.scope in ("pooled", "slope"):
+    kind = find(result.scope)
+    if t is None or not golden or (kind is not None and not kind.plots_band):
         return None  # a pooled threshold bounds a mean in noise units, a slope's a growth per step: not a band
     if result.method == "absolute":
         return [g - t for g in golden], [g + t for g in golden]

@@ -32,7 +32,7 @@ from run import GRID, ROOT, run_dir, run_workload  # noqa: E402  (the detection 
 
 from autotest.inputs.baseline import Baseline, load_baseline  # noqa: E402
 from autotest.judge.power import baseline_power, half_power_shift, measured_shift  # noqa: E402
-from autotest.judge.readers import read_trace  # noqa: E402
+from autotest.readers.reading import read_trace  # noqa: E402
 from autotest.judge.verdict import checked_metrics, compare  # noqa: E402
 
 

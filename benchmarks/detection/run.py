@@ -34,9 +34,10 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from autotest.inputs.baseline import load_baseline
-from autotest.judge.readers import read_trace
+from autotest.readers.reading import read_trace
 from autotest.judge.replicate_mean import for_the_mean, mean_trace
 from autotest.judge.verdict import checked_metrics, compare
+from autotest.scopes import scope_kind
 
 WORKLOADS = {"grpo": "autotest.workloads.grpo", "mopd": "autotest.workloads.mopd_launch"}
 #: (case, regression spec, what it models, primary); magnitudes from barely visible to obvious. The primary
@@ -143,7 +144,7 @@ def judge_runs(case: str, works: list[Path]) -> dict:
     margins = {r.check_id: r.observed / r.threshold for r in accuracy
                if r.observed is not None and r.threshold and r.observed == r.observed}
     return {"status": status, "verdict": verdict.status, "effect": effect(case, baseline, trace), "triage": primary, "fired": fired,
-            "per_step_only": any(r.scope != "pooled" for r in accuracy if r.status == "FAIL"),
+            "per_step_only": any(not scope_kind(r.scope).uses_noise for r in accuracy if r.status == "FAIL"),
             "closest": max(margins.items(), key=lambda kv: kv[1]) if margins else None}
 
 
@@ -191,15 +192,14 @@ def minimum_detectable_effects(case: str) -> list[str]:
         if check.severity != "gate" or check.metric.startswith(("time/", "memory/")):
             continue
         golden = baseline.golden_table.get(check.metric) or {}
-        if check.scope == "pooled":
+        if scope_kind(check.scope).uses_noise:
             noise = baseline.noise_table[check.metric]
             first, last = check.window or (min(noise), max(noise))
             steps = [s for s in noise if first <= s <= last]
             shift = check.threshold / (sum(1 / noise[s] for s in steps) / len(steps))
             unit = "x noise"
         else:
-            steps = list(check.points) if check.scope == "points" else [max(golden)] if check.scope == "final" \
-                else sorted(golden)
+            steps = scope_kind(check.scope).mde_steps(check, golden)
             level = sum(abs(golden[s]) for s in steps if s in golden) / max(1, len(steps))
             shift = check.threshold * level if check.method == "relative" else check.threshold
             unit = "relative" if check.method == "relative" else "bound" if check.method == "value" else "absolute"

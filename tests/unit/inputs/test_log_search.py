@@ -12,7 +12,8 @@ from autotest.cli import build_parser, main
 from autotest.errors import UsageError
 from autotest.inputs.case import TRACKER_FORMATS
 from autotest.inputs.log_search import TENSORBOARD, TRAINER_STATE_KIND, XTUNER_LAYOUT, find_logs, log_for_format
-from autotest.judge.readers import READERS, locate_log, read_trace
+from autotest.readers.reading import locate_log, read_trace
+from autotest.readers.registry import BUILTIN
 from tests.helpers import write_tracker, write_yaml
 from tests.unit.judge.test_unclear_messages import BASELINE, write_events
 
@@ -28,7 +29,8 @@ def _state(path: Path, rewards: dict[int, float]) -> Path:
 def test_every_format_is_listed_everywhere_formats_are_listed():
     compare = next(a for a in build_parser()._subparsers._group_actions[0].choices["compare"]._actions
                    if a.dest == "format")
-    assert set(READERS) == set(TRACKER_FORMATS) == set(compare.choices) - {"auto"}
+    assert TRACKER_FORMATS == tuple(f.name for f in BUILTIN)
+    assert all(name in compare.help for name in TRACKER_FORMATS), compare.help
 
 
 def test_xtuner_layout_newest_exp_dir(tmp_path):
@@ -97,7 +99,7 @@ def test_nothing_found_names_every_format_and_place(tmp_path):
         read_trace(tmp_path)
     message = str(info.value)
     assert message.startswith(f"{tmp_path}: no metric log found; looked for: xtuner tracker (")
-    for place in ("JSONL logs of verl or a Hugging Face TrainerCallback", "Hugging Face trainer_state.json (at the top, "
+    for place in ("JSONL logs of verl, a Hugging Face TrainerCallback", "Hugging Face trainer_state.json (at the top, "
                   "else the newest up to 3 levels down, e.g. <output_dir>/checkpoint-<N>/)", "TensorBoard event files (events.out.tfevents.* below it)",
                   "entries: notes.txt;"):
         assert place in message
@@ -111,9 +113,9 @@ def test_a_format_with_no_log_of_it_says_what_else_is_there(tmp_path):
 
 
 def test_an_unknown_format_lists_every_format(tmp_path):
-    with pytest.raises(UsageError, match=r"unknown metric-log format 'wandb'; choose one of hf-trainer, tensorboard, "
-                                         r"verl, xtuner \(or auto\)"):
-        read_trace(tmp_path, "wandb")
+    with pytest.raises(UsageError, match=r"unknown metric-log format 'comet'; choose one of xtuner, verl, hf-trainer, "
+                                         r"tensorboard, mlflow, wandb, console \(or auto\)"):
+        read_trace(tmp_path, "comet")
 
 
 def test_log_for_format_ignores_a_log_older_than_the_launch(tmp_path):

@@ -199,3 +199,16 @@ def test_cases_in_a_project_without_case_files_is_one_line(project: Path, capsys
     assert main(["cases"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no case files (*.yaml) in" in err[0] and "rl-autotest init" in err[0]
+
+
+def test_an_rl_autotest_toml_nesting_its_keys_under_the_pyproject_header_says_where_they_go(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(PROJECT_ENV, raising=False)
+    (tmp_path / "accuracy" / "cases").mkdir(parents=True)
+    (tmp_path / "rl-autotest.toml").write_text('[tool.rl-autotest]\ncases = ["accuracy/cases"]\n'
+                                               'baselines = "accuracy/baselines"\nresults = "accuracy/results"\n')
+    with pytest.raises(UsageError) as caught:
+        find_project(tmp_path)
+    assert _one_line(caught) == (f"{tmp_path / 'rl-autotest.toml'}: [tool.rl-autotest]: in rl-autotest.toml the "
+                                 "keys go at the top level (cases = [...], baselines = ..., results = ...), without "
+                                 "the table header a pyproject.toml needs; remove the [tool.rl-autotest] line")

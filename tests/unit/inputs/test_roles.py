@@ -12,7 +12,7 @@ from autotest.errors import UsageError
 from autotest.inputs.baseline import load_baseline
 from autotest.inputs.baseline_writer import baseline_yaml
 from autotest.inputs.roles import PRESETS, ROLES, assign_roles, check_role, group_of, infer_preset, resolve_roles
-from autotest.judge.readers import read_trace
+from autotest.readers.reading import read_trace
 
 
 def write_yaml(path: Path, doc: dict) -> Path:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from autotest.errors import UsageError
-from autotest.judge.readers import read_trace
+from autotest.readers.reading import read_trace
 
 
 def test_a_gzip_compressed_tracker_is_named_as_such(tmp_path: Path) -> None:

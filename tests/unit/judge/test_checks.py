@@ -14,7 +14,7 @@ from autotest.judge.checks import (
     point_error,
 )
 from autotest.judge.model import ERROR, FAIL, INFO, PASS, decide_status
-from autotest.judge.readers import read_trace
+from autotest.readers.reading import read_trace
 from autotest.judge.structural import shape_results as structural_checks
 from autotest.judge.trace import Trace
 from autotest.judge.verdict import compare, golden_trace

@@ -10,7 +10,7 @@ import pytest
 
 from autotest.inputs.baseline import Baseline, CalibrationSpec, CheckSpec
 from autotest.judge.model import ERROR, FAIL, INFO, PASS, CheckResult, Verdict
-from autotest.judge.pooled import pooled_statistic
+from autotest.scopes.pooled import pooled_statistic
 from autotest.judge.replicate_mean import (
     Member,
     calibration_runs,

@@ -11,7 +11,7 @@ import pytest
 from autotest.errors import UsageError
 from autotest.inputs.baseline import Baseline, CheckSpec
 from autotest.judge.model import ERROR, INFO, PASS
-from autotest.judge.readers import read_trace
+from autotest.readers.reading import read_trace
 from autotest.judge.trace import Trace
 from autotest.judge.verdict import compare
 
@@ -55,16 +55,21 @@ def test_an_uncalibrated_reference_check_only_informs() -> None:
     assert verdict.results[1].status == INFO and verdict.results[1].message.startswith("uncalibrated: reward has")
 
 
+@pytest.mark.parametrize("first", ["1.0", None], ids=["at-one-step", "at-every-step"])
 @pytest.mark.parametrize("value, kind", [("[0.5]", "a list"), ('{"a": 1}', "a dict"), ("true", "a bool"),
                                          ('"0.5"', "a string")])
-def test_a_metric_logged_as_a_non_number_is_named(tmp_path: Path, value: str, kind: str) -> None:
+def test_a_metric_logged_as_a_non_number_is_named(tmp_path: Path, value: str, kind: str, first: str | None) -> None:
+    # logged as a non-number at every step, it is there as the wrong kind: not "not in the log — map it in
+    # metric_aliases"
     path = tmp_path / "tracker.jsonl"
-    path.write_text(f'{{"step": 1, "loss": 1.0}}\n{{"step": 2, "loss": {value}}}\n', encoding="utf-8")
+    path.write_text(f'{{"step": 1, "loss": {first or value}}}\n{{"step": 2, "loss": {value}}}\n', encoding="utf-8")
     b = baseline({"loss": {1: 1.0, 2: 1.0}}, CheckSpec("loss", "absolute", "<", 0.1))
     verdict = compare(b, read_trace(path, metrics={"loss"})).verdict
     assert verdict.status == ERROR
-    assert verdict.results[0].message == (f"loss is logged as {kind}, not a number ({path}, line 2); "
-                                          "log it as a number")
+    messages = [r.message for r in verdict.results if r.status == ERROR]
+    assert messages[0] == (f"loss is logged as {kind}, not a number ({path}, line {2 if first else 1}); "
+                           "log it as a number"), messages
+    assert not any("not in the log" in m or "metric_aliases" in m for m in messages), messages
 
 
 def test_a_negative_step_is_named(tmp_path: Path) -> None:
@@ -97,3 +102,4 @@ def test_colons_inside_string_values_are_not_duplicates(tmp_path: Path) -> None:
     path = tmp_path / "tracker.jsonl"
     path.write_text('{"step": 1, "note": "a\\": b\\": c", "loss": 1.0}\n', encoding="utf-8")
     assert dict(read_trace(path).series["loss"]) == {1: 1.0}
+

@@ -15,8 +15,8 @@ from autotest.inputs.baseline_model import Baseline, CheckSpec
 from autotest.inputs.baseline_writer import baseline_yaml
 from autotest.judge.checks import evaluate_check
 from autotest.judge.model import ERROR, FAIL, INFO, PASS
-from autotest.judge.readers import read_trace
-from autotest.judge.slope import split_steps, within_slope
+from autotest.readers.reading import read_trace
+from autotest.scopes.slope import split_steps, within_slope
 from autotest.judge.trace import Trace
 from tests.helpers import write_tracker
 

@@ -13,7 +13,7 @@ import pytest
 from autotest.errors import UsageError
 from autotest.inputs.baseline import load_baseline
 from autotest.judge.model import ERROR
-from autotest.judge.readers import read_trace
+from autotest.readers.reading import read_trace
 from autotest.judge.verdict import compare
 from tests.helpers import write_yaml
 

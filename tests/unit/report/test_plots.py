@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from autotest.inputs.baseline import load_baseline
-from autotest.judge.readers import read_trace
+from autotest.readers.reading import read_trace
 from autotest.judge.verdict import Comparison, compare
 from autotest.report.plot_worker import plot_checks
 from tests.helpers import DATA, FROZEN_TINY_GRPO_BASELINE, tiny_grpo_tracker

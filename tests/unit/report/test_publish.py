@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 from autotest.inputs.baseline import load_baseline
-from autotest.judge.readers import read_trace
+from autotest.readers.reading import read_trace
 from autotest.judge.verdict import compare
 from autotest.report.publish import publish
 from tests.helpers import ROOT

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from autotest.inputs.baseline import load_baseline
-from autotest.judge.readers import read_trace
+from autotest.readers.reading import read_trace
 from autotest.judge.verdict import compare
 from autotest.report.publish import publish
 from tests.filesystems import PAGE, fill, leftovers, read_only, tmpfs

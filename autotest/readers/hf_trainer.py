@@ -13,7 +13,7 @@ Two shapes, one format name (``hf-trainer``):
 ``completions/mean_length``, ``entropy``, ``kl``, ``clip_ratio/...``), an eval row (every key
 ``eval_*``) and, at the end, the summary (``train_runtime``, ``train_samples_per_second``,
 ``train_steps_per_second``, ``total_flos``, ``train_loss``). Those rows carry different keys and merge;
-``epoch`` is bookkeeping and never makes rows "the same" (:mod:`autotest.judge.merge`).
+``epoch`` is bookkeeping and never makes rows "the same" (:mod:`autotest.readers.merge`).
 
 A step with a train row is a training step, a step with an ``eval_``/``test_`` key an eval step; the
 summary alone makes neither. Names are kept as logged (``eval_reward``, not ``eval/reward``); a
@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Iterator
 
 from autotest.errors import UsageError
-from autotest.judge.jsonl import iter_rows, raise_file_error
+from autotest.readers.jsonl import iter_rows, raise_file_error
 from autotest.judge.trace import Trace
-from autotest.judge.trace_builder import Builder, step_of
+from autotest.readers.trace_builder import Builder, step_of
 
 FORMAT = "hf-trainer"
 #: keys Trainer.log puts on every kind of row
@@ -85,14 +85,16 @@ def read_hf_trainer(path: Path, keep: frozenset[str] | None = None) -> Trace:
                 continue
             if not builder.admit(step, row, number, hash(line.strip())):
                 continue
-            kinds = [k.startswith(EVAL_PREFIXES) for k in row if k not in BOOKKEEPING and k not in SUMMARY_KEYS]
-            if True in kinds:
-                builder.eval_steps.add(step)
-            if False in kinds:
-                builder.train_steps.add(step)
+            builder.mark(step, (k.startswith(EVAL_PREFIXES) for k in row if k not in BOOKKEEPING
+                                and k not in SUMMARY_KEYS))
             builder.put_row(step, row, number)
     except UsageError:
         if not state:
             raise_file_error(rows)  # type: ignore[arg-type]
         raise
     return builder.build()
+
+
+def sniff(row: object, line: str | None) -> str | None:
+    """A TrainerCallback's JSONL row (a trainer_state.json is told by its ``.json`` name)."""
+    return FORMAT if looks_like_hf_row(row) else None

@@ -14,7 +14,7 @@ from autotest.inputs.baseline import Baseline, CheckSpec, load_baseline
 from autotest.inputs.baseline_writer import baseline_yaml
 from autotest.judge.checks import evaluate_check
 from autotest.judge.model import ERROR, FAIL, INFO, PASS
-from autotest.judge.pooled import pooled_statistic, step_noise
+from autotest.scopes.pooled import pooled_statistic, step_noise
 from autotest.judge.trace import Trace
 
 METRIC = "response/rewards/mean"

@@ -10,8 +10,8 @@ import pytest
 
 from autotest.errors import UsageError
 from autotest.inputs.baseline import load_baseline
-from autotest.judge.readers import read_trace
-from autotest.judge.tensorboard import read_tensorboard
+from autotest.readers.reading import read_trace
+from autotest.readers.tensorboard import read_tensorboard
 from autotest.judge.verdict import compare
 from autotest.report.publish import publish
 from tests.helpers import write_tracker, write_yaml

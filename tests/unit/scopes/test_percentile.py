@@ -7,7 +7,7 @@ import math
 import pytest
 
 from autotest.inputs.baseline_model import CheckSpec
-from autotest.judge.early import percentile_decided
+from autotest.judge.checks import decide_early
 from autotest.judge.model import FAIL
 from tests.unit.judge.test_checks import baseline, check, trace
 
@@ -15,7 +15,7 @@ from tests.unit.judge.test_checks import baseline, check, trace
 def _decided(golden: dict, current: dict, **spec):
     c = CheckSpec(**{"metric": "m", "method": "absolute", "operator": "<", "threshold": 0.1, "scope": "percentile",
                      **spec})
-    return percentile_decided(c, baseline(c), trace({"m": golden}), trace({"m": current}))
+    return decide_early(c, baseline(c), trace({"m": golden}), trace({"m": current}), True)
 
 
 def test_a_percentile_is_decided_once_the_steps_to_come_cannot_bring_it_back():

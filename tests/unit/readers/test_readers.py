@@ -6,7 +6,7 @@ import math
 import pytest
 
 from autotest.errors import UsageError
-from autotest.judge.readers import find_tracker, read_trace
+from autotest.readers.reading import find_tracker, read_trace
 from tests.helpers import DATA as TEST_DATA
 from tests.helpers import write_tracker
 

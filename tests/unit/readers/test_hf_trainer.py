@@ -8,7 +8,11 @@ from pathlib import Path
 import pytest
 
 from autotest.errors import UsageError
-from autotest.judge.readers import read_trace, sniff_format
+from autotest.inputs.baseline import CheckSpec
+from autotest.judge.model import ERROR
+from autotest.judge.verdict import compare
+from autotest.readers.reading import read_trace, sniff_format
+from tests.unit.judge.test_silent_passes import baseline
 
 # What Trainer.log appends to log_history for a TRL GRPO run with eval every 2 steps (keys from TRL's
 # GRPOTrainer and transformers' Trainer): train row, eval row and, at the end, the summary, all at one step.
@@ -125,3 +129,21 @@ def test_the_format_is_told_from_the_first_row(tmp_path, row, fmt):
     path = tmp_path / "log.jsonl"
     path.write_text(json.dumps(row) + "\n")
     assert sniff_format(path) == fmt
+
+
+@pytest.mark.parametrize("step", [10**30, 1e30, 2**53 + 1])
+def test_an_absurd_step_in_log_history_is_one_line_naming_its_row(tmp_path, step):
+    path = _state(tmp_path / "trainer_state.json", HISTORY + [{"loss": 0.01, "epoch": 1.5, "step": step}])
+    with pytest.raises(UsageError) as info:
+        read_trace(path)
+    assert str(info.value).startswith(f"{path}: log_history[4]: step {step:.6g} is beyond 9007199254740992 (2**53), "
+                                      "not a step count a run reaches")
+
+
+def test_a_metric_logged_as_a_list_names_its_log_history_row(tmp_path):
+    path = _state(tmp_path / "trainer_state.json", HISTORY[:1] + [dict(HISTORY[1], reward=[0.3, 0.4])])
+    verdict = compare(baseline({"reward": {1: 0.2, 2: 0.3}}, CheckSpec("reward", "absolute", "<", 0.1)),
+                      read_trace(path, metrics={"reward"})).verdict
+    assert verdict.status == ERROR
+    assert verdict.results[0].message == (f"reward is logged as a list, not a number ({path}, log_history[1]); "
+                                          "log it as a number")

@@ -17,8 +17,8 @@ accumulator itself would stop at the first bad record without a word. Only a cut
 (a killed run) is dropped, with a warning. A negative step is an error.
 
 When one (tag, step) is logged more than once — a resumed run appends a new file — the rule of the
-row readers holds (:mod:`autotest.judge.merge`): exact copies count once (one warning with the count);
-values within :data:`~autotest.judge.merge.RESUME_REL_TOL` of each other are a resume (the event written
+row readers holds (:mod:`autotest.readers.merge`): exact copies count once (one warning with the count);
+values within :data:`~autotest.readers.merge.RESUME_REL_TOL` of each other are a resume (the event written
 last wins, one warning); values further apart are an error naming both files.
 """
 
@@ -34,7 +34,7 @@ from types import MappingProxyType
 from autotest.errors import UsageError
 from autotest.inputs.log_search import EVENT_FILE_MARK, is_event_file
 from autotest.inputs.schema import printable
-from autotest.judge.merge import RESUME_REL_TOL, same_value
+from autotest.readers.merge import RESUME_REL_TOL, same_value
 from autotest.judge.trace import EVAL_PREFIX, MINIBATCH_PREFIX, Trace
 
 __all__ = ["EVENT_FILE_MARK", "is_event_file", "event_files", "read_tensorboard", "check_records",

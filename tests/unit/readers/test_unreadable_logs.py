@@ -15,7 +15,7 @@ def test_a_tensorboard_tag_with_a_control_character_stays_on_one_line(tmp_path: 
     from tensorboard.compat.proto.summary_pb2 import Summary
     from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
-    from autotest.judge.tensorboard import read_tensorboard
+    from autotest.readers.tensorboard import read_tensorboard
 
     writer = EventFileWriter(str(tmp_path))
     writer.add_event(Event(wall_time=1.0, step=-3, summary=Summary(value=[Summary.Value(tag="a\rb", simple_value=1.0)])))

@@ -1,4 +1,4 @@
-"""The pooled statistic: evidence from every step of a window, in units of measured seed-to-seed noise.
+"""Scope ``pooled``, and its statistic: evidence from every step of a window, in units of measured seed-to-seed noise.
 
 A per-step check asks whether one step's error is larger than the worst the calibration runs
 showed; a 25-45 step curve says much more than its worst step. Here each step's deviation from
@@ -19,8 +19,10 @@ the window's steps, read as its fitted change from the first step to the last. A
 slows learning early and lets it catch up later (a lost warmup, a schedule bug) leaves the mean
 near 0 but tilts the line; a constant offset does not move it.
 
-Pure numpy; the check engine (``autotest.judge.checks``) owns alignment, statuses and messages,
-and calibration (``autotest.calibration.pooled_noise``) uses the same function for the threshold.
+Pure numpy; the check engine (``autotest.judge.checks``) owns alignment and statuses, and calibration
+(``autotest.calibration.pooled_noise``) uses the same function for the threshold. A pooled check's method is
+``absolute`` (deviations are standardised by the calibrated noise); ``window`` is optional (default: the
+calibrated range) and ``statistic`` is ``mean`` or ``trend``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,18 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from autotest.inputs.schema import show
+from autotest.scopes.kind import Job, Scope, fmt, passes, steps_text
+from autotest.scopes.window import step_range
+
+if TYPE_CHECKING:
+    from autotest.inputs.baseline_model import CheckSpec
+    from autotest.inputs.schema import Section
+
+#: what a pooled check gates: the mean of z over the window, or its fitted change across it
+POOLED_STATISTICS = ("mean", "trend")
 
 
 @dataclass(frozen=True)
@@ -121,3 +135,78 @@ def step_noise(series_by_run: Sequence[Mapping[int, float]], steps: Sequence[int
     if floor <= 0:
         floor = 1e-12  # every run identical at every step: any change is a deviation
     return {int(s): float(max(v, floor)) for s, v in zip(steps, sigma)}
+
+
+class Pooled(Scope):
+    name = "pooled"
+    exclusive_keys = ("statistic",)
+    keys = ("window", "statistic")
+    uses_noise = True
+    plots_band = False  # a pooled threshold bounds a mean in noise units: not a band around golden
+
+    def parse(self, sec: Section) -> dict[str, Any]:
+        if sec.data.get("method") != "absolute":
+            sec.fail("method", f"{show(sec.data.get('method'))} cannot be pooled",
+                     "write method: absolute (deviations are standardised by the calibrated noise)")
+        return {"window": step_range(sec, "window") if "window" in sec.data else None,
+                "statistic": sec.choice("statistic", POOLED_STATISTICS, default="mean")}
+
+    def check_id(self, spec: CheckSpec) -> str:
+        # one metric may be pooled over several phases, by mean and trend
+        kind = "pooled" if spec.statistic == "mean" else f"pooled {spec.statistic}"
+        if spec.window:
+            return f"{spec.metric}[{kind} {spec.window[0]}-{spec.window[1]}]"
+        return f"{spec.metric}[{kind}]"
+
+    def describe(self, spec: CheckSpec) -> str:
+        where = f"steps {spec.window[0]}-{spec.window[1]}" if spec.window else "every calibrated step"
+        what = "mean" if spec.statistic == "mean" else "fitted first-to-last change"
+        return f"|{what} of per-step deviations / calibrated noise| over {where}"
+
+    def parameters(self, spec: CheckSpec) -> dict[str, Any]:
+        return {"statistic": spec.statistic}
+
+    def evaluate(self, spec: CheckSpec, job: Job) -> Any:
+        display, cur, gold, noise = job.display, job.cur, job.gold, job.noise
+        if noise is None:
+            return job.info(f"{display} is uncalibrated: the baseline has no noise table for it; run "
+                            "`rl-autotest calibrate` for this case to measure it")
+        first, last = spec.window or job.calibrated or (min(noise), max(noise))
+        steps = sorted(s for s in noise if first <= s <= last and s in gold)
+        missing = [s for s in steps if s not in cur]
+        if missing or not steps:
+            return job.error(f"{display}: steps {first}-{last} lack current values at steps "
+                             f"{steps_text(missing) or 'all'}; cannot decide")
+        stat = pooled_statistic(steps, cur, gold, noise, spec.statistic)
+        if spec.statistic == "trend":
+            crossing = stat.drift_start()
+        else:
+            crossing = stat.first_crossing(spec.threshold) if math.isfinite(stat.mean_z) else steps[0]
+        # a step "breaches" when it alone lies beyond the pooled bound on the mean's side (the report's rows)
+        breached = tuple(not math.isfinite(z) or (abs(z) >= spec.threshold and z * stat.mean_z > 0) for z in stat.z)
+        points = job.points(stat.steps, tuple(cur[s] for s in steps), tuple(gold[s] for s in steps), stat.z,
+                            breached)
+        ok = passes(stat.observed, spec.operator, spec.threshold)
+        extra = dict(points=points, observed=stat.observed if math.isfinite(stat.value) else math.nan,
+                     worst_step=_worst_abs(stat), first_breach_step=None if ok else crossing or steps[0])
+        verdict = f"{'' if ok else 'not '}{spec.operator} {spec.threshold:g}"
+        if spec.statistic == "trend":
+            direction = "rises" if stat.trend_z > 0 else "falls"
+            message = (f"{display} over steps {steps[0]}-{steps[-1]}: the deviation {direction} by "
+                       f"{stat.trend_z:+.3g} x calibrated noise from first to last step (least-squares line; mean "
+                       f"{stat.mean_z:+.3g}), |trend| {fmt(stat.observed)} {verdict}")
+            return job.decide(ok, message, **extra)
+        side = "above" if stat.mean_z > 0 else "below"
+        message = (f"{display} over steps {steps[0]}-{steps[-1]}: mean deviation {stat.mean_z:+.3g} x calibrated "
+                   f"noise (current {side} golden at {stat.same_side()}/{len(steps)} steps), |mean| "
+                   f"{fmt(stat.observed)} {verdict}")
+        return job.decide(ok, message, **extra)
+
+    def table_cells(self, result: Any, error: str, threshold: str, step: str) -> tuple[str, str, str]:
+        kind = "pooled" if result.parameters.get("statistic", "mean") == "mean" else "pooled trend"
+        return f"{kind}: {error} x noise", f"{kind} {result.operator} {result.threshold:g} x noise", step
+
+
+def _worst_abs(stat: PooledStatistic) -> int | None:
+    finite = [(abs(z), s) for s, z in zip(stat.steps, stat.z) if math.isfinite(z)]
+    return max(finite)[1] if finite else (stat.steps[0] if stat.steps else None)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from autotest.judge.readers import read_xtuner
+from autotest.readers.xtuner import read_xtuner
 
 STEPS = (1, 2, 3)
 

@@ -2,20 +2,24 @@
 
 ``_Builder`` keeps every numeric value per metric and step, notes values that are not numbers (never
 dropped silently), the names logged (kept or not: messages about metrics a log lacks name them), and
-decides through :class:`~autotest.judge.merge.StepRows` what a second row at one step is.
+decides through :class:`~autotest.readers.merge.StepRows` what a second row at one step is.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from pathlib import Path
 from types import MappingProxyType
 from typing import Callable
 
 from autotest.errors import UsageError
-from autotest.judge.merge import StepRows
+from autotest.readers.merge import StepRows
 from autotest.judge.trace import Trace
+
+
+#: the largest step taken: beyond it a float is no longer a whole number exactly, and no run gets there
+MAX_STEP = 2**53
 
 
 def step_of(where: str, step: object) -> int:
@@ -25,6 +29,9 @@ def step_of(where: str, step: object) -> int:
         raise UsageError(f"{where}: key 'step' is {shown}; every row needs a whole-number step >= 0")
     if step < 0:
         raise UsageError(f"{where}: step {int(step)} is negative; steps count from 0")
+    if step > MAX_STEP:
+        raise UsageError(f"{where}: step {step:.6g} is beyond {MAX_STEP} (2**53), not a step count a run reaches; "
+                         "is another number (a timestamp, a token count) logged as the step?")
     return int(step)
 
 
@@ -50,7 +57,7 @@ def as_number(value: object) -> float | None:
 
 
 class Builder:
-    """Accumulates values per metric and step; the rows at one step merge as :mod:`autotest.judge.merge` says."""
+    """Accumulates values per metric and step; the rows at one step merge as :mod:`autotest.readers.merge` says."""
 
     def __init__(self, path: Path, fmt: str, keep: frozenset[str] | None = None, ignored: Collection[str] = (),
                  label: Callable[[int], str] = "line {}".format) -> None:
@@ -63,7 +70,8 @@ class Builder:
         self.keep = keep
         self.series: dict[str, dict[int, float]] = defaultdict(dict)
         self.step_lines: dict[int, int] = {}
-        self.non_numeric: dict[str, tuple[str, int]] = {}
+        #: metric -> (what it was logged as, where first: "line 12", "log_history[11]")
+        self.non_numeric: dict[str, tuple[str, str]] = {}
         self.train_steps: set[int] = set()
         self.eval_steps: set[int] = set()
         #: the file's warnings (a truncated final line) come before the rows' (resumed steps)
@@ -75,6 +83,15 @@ class Builder:
     def admit(self, step: int, values: dict[str, object], number: int, digest: int) -> bool:
         """Whether a row is to be stored: False for an exact copy; raises on a conflicting re-log."""
         return self.rows.admit(step, values, number, digest, self.series)
+
+    def mark(self, step: int, evals: Iterable[bool]) -> None:
+        """Classify ``step`` by its metrics (True: an eval metric): with any eval metric it is an eval step, with
+        any other metric a training step (both when it has both)."""
+        kinds = set(evals)
+        if True in kinds:
+            self.eval_steps.add(step)
+        if False in kinds:
+            self.train_steps.add(step)
 
     def put_row(self, step: int, values: dict[str, object], number: int) -> None:
         """Store the row's numeric values at ``step`` (one pass: rows can carry hundreds of metrics)."""
@@ -95,7 +112,7 @@ class Builder:
             elif value is None:
                 series[key][step] = _NAN
             elif key not in self.non_numeric:
-                self.non_numeric[key] = (kind_of(value), number)
+                self.non_numeric[key] = (kind_of(value), self.rows.label(number))
         self.step_lines[step] = number
 
     def build(self) -> Trace:

@@ -1,0 +1,55 @@
+"""The console reader's line pattern: a preset (``verl``, ``megatron``) or a regex given in the case.
+
+Pure ``re``: a case's ``tracker.pattern`` is checked when the case loads (:mod:`autotest.inputs.case_sections`),
+long before a log is read (:mod:`autotest.readers.console`).
+
+- ``verl``: verl's console logger (``verl/utils/logger/aggregate_logger.py``, ``concat_dict_to_str``) prints
+  ``step:12 - actor/pg_loss:0.123 - critic/score/mean:0.500`` (``" - "``-joined ``key:value``, numbers only);
+- ``megatron``: Megatron-LM's ``training_log`` prints `` [2024-05-01 10:00:00] iteration       10/     100 |
+  consumed samples:          640 | ... | lm loss: 1.234560E+00 | grad norm: 0.512 | ...`` (``|``-separated
+  ``key: value``; the keys keep their spaces, e.g. ``lm loss``);
+- a regex: a line it matches (``re.search``) is a metrics line; its named group ``step`` is the step and every
+  other named group is a metric of that name (``step (?P<step>\\d+) loss (?P<loss>\\S+)``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class LinePattern:
+    """How metrics lines are told and split."""
+
+    #: what the case wrote (a preset's name, or the regex)
+    text: str
+    #: a metrics line: group ``step``, and either ``rest`` (split by ``pair``) or one named group per metric
+    line: re.Pattern
+    #: one ``key``/``value`` pair of ``rest`` (None: the line's other named groups are the metrics)
+    pair: re.Pattern | None = None
+
+
+PRESETS = {
+    "verl": LinePattern("verl", re.compile(r"(?:^|\s)step:(?P<step>\d+)(?P<rest>(?:\s+-\s+\S.*)?)$"),
+                        re.compile(r"\s-\s(?P<key>[^\s:]+):(?P<value>\S+)")),
+    "megatron": LinePattern("megatron", re.compile(r"\biteration\s+(?P<step>\d+)\s*/\s*\d+\s*\|(?P<rest>.*)$"),
+                            re.compile(r"\s*(?P<key>[^|:]+?):\s*(?P<value>[^|\s]+)\s*(?:\||$)")),
+}
+#: a regex must name the step
+STEP_GROUP = "step"
+
+
+def compile_pattern(text: str) -> LinePattern:
+    """The pattern a case gave; ``ValueError`` with what is wrong and what to write when it cannot be used."""
+    if text in PRESETS:
+        return PRESETS[text]
+    try:
+        line = re.compile(text)
+    except re.error as exc:
+        raise ValueError(f"'{text}' is not a valid regular expression ({exc})") from None
+    if STEP_GROUP not in line.groupindex:
+        raise ValueError(f"'{text}' has no named group (?P<step>...)")
+    if len(line.groupindex) < 2:
+        raise ValueError(f"'{text}' names no metric (a named group per metric besides step)")
+    return LinePattern(text, line)

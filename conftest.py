@@ -36,6 +36,11 @@ def pytest_cmdline_main(config):
 
 def pytest_collection_modifyitems(config, items):
     if config.rootpath == Path(__file__).resolve().parent:  # this checkout's suite, not a project's accuracy run
+        for item in items:
+            # the accuracy suites run real training (tiny-grpo, tiny-mopd): out of the quick tier,
+            # `pytest -m "not slow"`; `pytest -m grpo` and the whole suite still run them
+            if SUITES in item.path.parents:
+                item.add_marker(pytest.mark.slow)
         items[:] = run_order(items)
 
 
@@ -43,6 +48,7 @@ def pytest_collection_modifyitems(config, items):
 #: (tests/unit/test_root_conftest.py holds that). calibration is not one: a harness test carries it.
 SUITE_ONLY_MARKERS = frozenset({"grpo", "mopd", "gpu"})
 TESTS = Path(__file__).resolve().parent / "tests"
+SUITES = Path(__file__).resolve().parent / "autotest" / "suites"
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:

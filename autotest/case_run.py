@@ -109,6 +109,8 @@ class CaseRun:
     #: one line per results file that could not be written (a full or read-only disk): the verdict above
     #: stands, but its results folder is incomplete (the shells exit 2)
     unsaved: tuple[str, ...] = ()
+    #: a dry run's preflight problems (a baseline that cannot be loaded, missing inputs): the run would not start
+    problems: tuple[str, ...] = ()
 
     @property
     def report(self) -> Path | None:

@@ -3,6 +3,7 @@ disk is one line (:class:`~autotest.errors.WriteFailed`) naming the path, with n
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
@@ -13,6 +14,20 @@ from autotest.errors import UsageError, WriteFailed
 from autotest.redaction import mask_known
 
 MIB = 1024 * 1024
+
+
+@functools.lru_cache(maxsize=1)
+def new_file_mode() -> int:
+    """The mode ``open()`` gives a new file under this process's umask (0644 under the usual 022)."""
+    try:  # Linux states the umask without changing it (os.umask would, for every thread, for a moment)
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -38,6 +53,7 @@ def write_bytes_atomic(path: Path, data: bytes, *, durable: bool = False) -> Non
     except OSError as exc:
         raise WriteFailed(path, exc) from exc
     try:
+        os.fchmod(fd, new_file_mode())  # mkstemp's 0600 would make every results file private to this user
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()  # ENOSPC surfaces here at the latest, before the rename

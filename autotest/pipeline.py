@@ -34,10 +34,11 @@ from autotest.files import make_folder, write_atomic
 from autotest.inputs.baseline import load_baseline
 from autotest.inputs.baseline_model import Baseline, for_hardware
 from autotest.inputs.case import Case
+from autotest.inputs.detect import check_detect_targets
 from autotest.inputs.replicate_limits import replicates_problem
 from autotest.inputs.tracker_layout import COPY_NAMES
 from autotest.judge.live import Follower
-from autotest.judge.readers import read_trace
+from autotest.readers.reading import read_trace
 from autotest.report import plot_worker
 from autotest.judge.seed_use import logged_seed
 from autotest.judge.structural import LogFinding, RunFacts
@@ -129,7 +130,7 @@ def run_case(case: Case, options: RunOptions) -> CaseRun:
     command_line = prep.spec.command_line if prep.spec else ""
     shown = CaseRun(case.name, DRY_RUN, prep.results_dir, card=prep.card, command_line=command_line)
     if options.dry_run:
-        return replace(shown, reason="dry run: nothing launched")
+        return replace(shown, reason="dry run: nothing launched", problems=tuple(prep.problems))
     if options.confirm is not None and not options.confirm(prep.card):
         return replace(shown, reason="not confirmed: nothing launched")
     if prep.problems:
@@ -193,6 +194,12 @@ def _prepare(case: Case, options: RunOptions, framework: Checkout | None) -> _Pr
         golden = golden_trace(baseline)
     except UsageError as exc:
         baseline_error = str(exc)
+    detect_error = None
+    try:  # a detect: typo fails fast, naming the metric, before any launch
+        if baseline is not None:
+            check_detect_targets(case.detect, [c.metric for c in baseline.checks], case.source, baseline.path)
+    except UsageError as exc:
+        detect_error = str(exc)
     spec, spec_error = None, None
     try:
         spec = launch_spec(case, work_dir, seed=options.seed, fault=options.fault,
@@ -209,7 +216,7 @@ def _prepare(case: Case, options: RunOptions, framework: Checkout | None) -> _Pr
                "seed": options.seed if options.seed is not None else case.seed.default, "fault": options.fault,
                "kind": options.kind, "framework": framework.to_dict() if framework else None,
                "hardware_thresholds": hardware_thresholds(baseline)}
-    problems = [m for m in (baseline_error, spec_error) if m] + preflight.requirement_problems(case)
+    problems = [m for m in (baseline_error, detect_error, spec_error) if m] + preflight.requirement_problems(case)
     if spec is not None:  # what the config will log, resolved in the framework's Python (no GPU time spent)
         problems += [m for m in (tracker_problem(case, spec.cwd, {**environ, **spec.env}),) if m]
     problems += [f"input {s.name} is missing: {s.path or s.raw} ({s.reason})" for s in preflight.missing_inputs]

@@ -194,7 +194,8 @@ def results_root_option(config: pytest.Config) -> Path | None:
 
 @pytest.fixture
 def run_accuracy_case(request: pytest.FixtureRequest) -> Callable[..., CaseRun]:
-    """Run a case end to end (``run_accuracy_case(case, fault=None, seed=None)``) and return its CaseRun."""
+    """Run a case end to end (``run_accuracy_case(case, fault=None, seed=None)``) and return its CaseRun;
+    ``case`` is a loaded Case, a case name (the project's cases, then the packaged demo) or a case file."""
     config = request.config
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     capture = config.pluginmanager.get_plugin("capturemanager")
@@ -215,11 +216,18 @@ def run_accuracy_case(request: pytest.FixtureRequest) -> Callable[..., CaseRun]:
         live(["", *card.splitlines()])
         return True
 
-    def run(case: Case, *, fault: str | None = None, seed: int | None = None,
+    def run(case: Case | str | Path, *, fault: str | None = None, seed: int | None = None,
             results_root: Path | None = None) -> CaseRun:
         from dataclasses import replace
 
+        from autotest.inputs.case import load_case
         from autotest.pipeline import RunOptions, run_case
+
+        if isinstance(case, (str, Path)):
+            try:
+                case = load_case(case)
+            except UsageError as exc:  # an unknown name or a bad case file: one line, as on the command line
+                pytest.fail(str(exc), pytrace=False)
 
         ray_address = config.getoption("--ray-address") or os.environ.get("RAY_ADDRESS")
         try:

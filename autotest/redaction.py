@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -122,6 +123,7 @@ def mask_file(path: Path) -> bool:
                 changed = changed or masked != line
                 dst.write(masked)
         if changed:
+            shutil.copymode(path, tmp)  # the log keeps its own mode, not mkstemp's 0600
             os.replace(tmp, path)
     except OSError as exc:  # a full or read-only disk: the caller decides what becomes of the unmasked log
         raise WriteFailed(path, exc) from exc

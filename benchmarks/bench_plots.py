@@ -31,7 +31,7 @@ CHILD = """
 import json, sys, time
 from pathlib import Path
 from autotest.inputs.baseline import load_baseline
-from autotest.judge.readers import read_trace
+from autotest.readers.reading import read_trace
 from autotest.judge.verdict import compare
 from tests.helpers import FROZEN_TINY_GRPO_BASELINE, tiny_grpo_tracker
 

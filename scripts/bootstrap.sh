@@ -4,7 +4,7 @@
 #   bash scripts/bootstrap.sh         what the main job (`pytest -m grpo` on the embedded default) needs:
 #                                     the grpo extra (torch, transformers, pytest, the SQLite history) and nothing else
 #   bash scripts/bootstrap.sh --all   the whole test suite: the workloads, consistency, history, tensorboard,
-#                                     trl and test extras, then the npm tooling that lints the GitHub workflows
+#                                     wandb, mlflow, trl and test extras, then the npm tooling that lints the GitHub workflows
 # Safe to re-run; `--all` after the plain one installs only the rest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,7 +42,7 @@ autotest.pipeline, autotest.history.store"
 fi
 "${PIP[@]}" "torch==2.13.0"
 "${PIP[@]}" --upgrade pip
-"${PIP[@]}" -e ".[grpo,workloads,consistency,history,tensorboard,trl,test]"
+"${PIP[@]}" -e ".[grpo,workloads,consistency,history,tensorboard,wandb,mlflow,trl,test]"
 compile_harness
 if command -v npm >/dev/null 2>&1; then
   npm ci --no-audit --no-fund --loglevel=error

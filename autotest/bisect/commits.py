@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autotest.errors import UsageError
+from autotest.run.framework import git_error_line, is_url
 
 GIT_TIMEOUT_S = 600.0
 _SEP = "\x1f"
@@ -30,8 +31,7 @@ def _git(args: list[str], what: str) -> str:
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise UsageError(f"{what}: git failed ({exc})") from None
     if done.returncode != 0:
-        first = (done.stderr.strip().splitlines() or [f"git exit code {done.returncode}"])[-1]
-        raise UsageError(f"{what}: {first.removeprefix('fatal: ')}")
+        raise UsageError(f"{what}: {git_error_line(done.stderr, done.returncode)}")
     return done.stdout
 
 
@@ -42,6 +42,10 @@ def history_dir(repo: str, cache: Path) -> Path:
         return local / ".git"
     if local.is_dir() and (local / "HEAD").is_file():
         return local
+    if not is_url(repo):
+        what = "is not a git repository" if local.exists() else "does not exist"
+        raise UsageError(f"bisect: framework repository {repo} {what}; pass --framework-repo with a clone's path or "
+                         "a URL, or fix platform.framework.repo")
     cache.mkdir(parents=True, exist_ok=True)
     mirror = cache / "bisect-history.git"
     if not (mirror / "HEAD").is_file():

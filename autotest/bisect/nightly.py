@@ -18,7 +18,8 @@ from pathlib import Path
 
 from autotest.bisect.session import BisectOptions, BisectOutcome, bisect
 from autotest.errors import UsageError
-from autotest.history.record import device_seconds_of_folder, find_results_folders
+from autotest.history.record import find_results_folders
+from autotest.history.run_facts import device_seconds_of_folder
 from autotest.history.store import BisectFinding, HistoryStore, RunRow, open_for_reading, record_results
 from autotest.inputs.case import Case
 from autotest.judge.model import FAIL, PASS

@@ -96,10 +96,11 @@ def bisect(case: Case, options: BisectOptions) -> BisectOutcome:
     if request is None:
         raise UsageError(f"{case.source}: platform.framework: bisect needs the framework repository: set "
                          "platform.framework.repo or pass --framework-repo")
-    folder = fresh_folder(Path(options.results_root or default_results_root()).resolve() / case.name,
-                          f"bisect-{run_stamp()}")
     git_dir = history_dir(request.repo, default_cache_dir(os.environ) / f"{request.name}-history")
     commits = commits_between(git_dir, options.good, options.bad, all_commits=options.all_commits)
+    # made only once the bisect can start: a refused one leaves no empty results folder
+    folder = fresh_folder(Path(options.results_root or default_results_root()).resolve() / case.name,
+                          f"bisect-{run_stamp()}")
     outcome = BisectOutcome(status=UNRESOLVED, folder=folder, commits=commits, last_good=options.good)
     say(f"[bisect {case.name}] {len(commits)} commit(s) after {options.good} up to {options.bad}; "
         f"{options.slots} probe(s) a round: about {rounds_needed(len(commits), options.slots)} round(s) "

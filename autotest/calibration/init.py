@@ -6,7 +6,7 @@ It runs the command once in a fresh work folder under the results root (``{work_
 (:mod:`autotest.inputs.roles`); and writes
 
 - ``<cases>/<name>.yaml``: the case (the command, the log's format and place, the steps the run reached,
-  seed 0 for gating runs and seeds 1, 2, 3 for calibration when the command takes ``{seed}``), and
+  seed 0 for gating runs and seeds 1-10 for calibration when the command takes ``{seed}``), and
 - ``<baselines>/<name>.yaml``: the checks proposed per role (:mod:`autotest.calibration.proposals`),
   every threshold ``placeholder``, so any run against it is an ERROR until ``rl-autotest calibrate``.
 
@@ -29,9 +29,11 @@ from autotest.errors import UsageError
 from autotest.files import write_atomic
 from autotest.inputs.baseline import load_baseline
 from autotest.inputs.baseline_writer import baseline_yaml
+from autotest.inputs.log_search import JSONL, looked_for
+from autotest.inputs.log_search import find_logs as search_logs
 from autotest.inputs.placeholders import placeholder_values
-from autotest.judge.readers import read_trace
-from autotest.judge.tensorboard import is_event_file
+from autotest.inputs.schema import expand_env
+from autotest.readers.reading import read_trace
 from autotest.judge.trace import Trace
 from autotest.run.launch import LaunchSpec
 from autotest.run.process_group import launch
@@ -39,9 +41,10 @@ from autotest.run.results_dir import fresh_folder, run_stamp
 
 DEFAULT_TIMEOUT_S = 1800.0
 #: the seed a gating run uses, and the calibration runs' seeds: never the same, so a gate is judged on a seed
-#: its thresholds did not see
+#: its thresholds did not see; ten of them, the runs ``power`` advises (judge/power.py MORE_RUNS): with 3 a
+#: pooled gate's t quantile alone is ~4x the 1-sigma noise, and ``power`` would advise 10 at once
 DEFAULT_SEED = 0
-CALIBRATION_SEEDS = (1, 2, 3)
+CALIBRATION_SEEDS = tuple(range(1, 11))
 #: where a run's own logs go (stdout/stderr), never taken for its metric log
 _LAUNCH_LOGS = "logs"
 
@@ -100,11 +103,16 @@ def existing(options: InitOptions) -> InitOutcome | None:
 
 def _run_once(options: InitOptions) -> tuple[Path, float]:
     """Run the command once; (its work folder, wall seconds). A failure or timeout is one UsageError."""
+    # ${NAME} (an interpreter of the framework's own venv: '${FRAMEWORK_PYTHON}') is read from the environment
+    # as a case run reads it, before any folder is made; the case keeps it as written
+    words = [expand_env(word, f"init: command word {i + 1} {word!r}",
+                        when="before rl-autotest init (the case's runs read it too)")
+             for i, word in enumerate(options.command)]
     folder = fresh_folder(options.results_root / options.name, f"init-{run_stamp()}")
     work_dir = folder / "work"
     work_dir.mkdir()
     values = placeholder_values(work_dir=work_dir, seed=DEFAULT_SEED)
-    command = tuple(_substitute(word, values) for word in options.command)
+    command = tuple(_substitute(word, values) for word in words)
     spec = LaunchSpec(command=command, cwd=Path.cwd(), env={"WORK_DIR": str(work_dir)}, timeout_s=options.timeout_s)
     _say(options, f"running once: {spec.command_line}")
     result = launch(spec, folder)
@@ -134,11 +142,10 @@ def _last_line(path: Path) -> str:
 
 
 def find_logs(work_dir: Path) -> list[Path]:
-    """Metric logs a run wrote under ``work_dir``: JSON-lines files whose rows carry ``step``, then TensorBoard."""
-    jsonl = [p for p in sorted(work_dir.rglob("*.jsonl")) if _LAUNCH_LOGS not in p.relative_to(work_dir).parts[:1]
-             and _has_step_rows(p)]
-    events = sorted({p.parent for p in work_dir.rglob("*") if p.is_file() and is_event_file(p)})
-    return jsonl + events
+    """Metric logs a run wrote under ``work_dir`` (:func:`autotest.inputs.log_search.find_logs`), but for its own
+    launch logs and a JSON-lines file whose rows carry no step (a data file)."""
+    return [f.path for f in search_logs(work_dir) if _LAUNCH_LOGS not in f.path.relative_to(work_dir).parts[:1]
+            and (f.kind != JSONL or _has_step_rows(f.path))]
 
 
 def _has_step_rows(path: Path) -> bool:
@@ -148,14 +155,7 @@ def _has_step_rows(path: Path) -> bool:
         row = json.loads(first) if first else None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return False
-    return isinstance(row, dict) and ("step" in row or isinstance(row.get("data"), dict))
-
-
-def _format_of(log: Path, fmt: str) -> str:
-    """A folder holding event files (what :func:`find_logs` returns for TensorBoard) is read as TensorBoard."""
-    if fmt == "auto" and log.is_dir() and any(is_event_file(p) for p in log.rglob("*")):
-        return "tensorboard"
-    return fmt
+    return isinstance(row, dict) and ("step" in row or "_step" in row or isinstance(row.get("data"), dict))
 
 
 def _read(log: Path, fmt: str) -> Trace:
@@ -170,6 +170,15 @@ def init_case(options: InitOptions) -> InitOutcome:
     found = existing(options)
     if found is not None:
         return found
+    made = make_folders(options.cases_dir, options.baselines_dir)  # before the run: a bad folder costs no run
+    try:
+        return _init_in(options)
+    except BaseException:
+        remove_empty(made)
+        raise
+
+
+def _init_in(options: InitOptions) -> InitOutcome:
     wall_s = None
     work_dir = None
     if options.log is not None:
@@ -181,29 +190,27 @@ def init_case(options: InitOptions) -> InitOutcome:
         logs = find_logs(work_dir)
         if not logs:
             raise UsageError(f"init: {shlex.join(options.command)}: exited 0 after {wall_s:.0f} s but wrote no "
-                             f"metric log in its work folder {work_dir} (looked for *.jsonl whose rows carry a "
-                             "'step', and TensorBoard event files); pass {work_dir} to the trainer's logger, or "
+                             f"metric log in its work folder {work_dir} (looked for: {'; '.join(looked_for())}); "
+                             "pass {work_dir} to the trainer's logger, or "
                              "give --log PATH")
         if len(logs) > 1:
             _say(options, f"found {len(logs)} metric logs; taking {logs[0]} (others: "
                           f"{', '.join(str(p) for p in logs[1:4])})")
         log = logs[0]
-    trace = _read(log, _format_of(log, options.format))
+    trace = _read(log, options.format)
     proposal = propose(trace, options.preset)
     if not proposal.gates:
         raise UsageError(f"init: {log}: no metric has a role init gates ({proposal.roles_line}); nothing written; "
                          "pass --preset, or write the baseline's checks by hand")
-    log_format = "tensorboard" if trace.format == "tensorboard" or log.is_dir() or is_event_file(log) else trace.format
+    log_format = trace.format
     case_path = options.cases_dir / f"{options.name}.yaml"
     baseline_path = options.baselines_dir / f"{options.name}.yaml"
-    options.cases_dir.mkdir(parents=True, exist_ok=True)
-    options.baselines_dir.mkdir(parents=True, exist_ok=True)
     tracker_path = _tracker_path(log, work_dir, options.command)
     case_text = case_yaml(options, proposal, log_format, tracker_path, baseline_path, case_path, wall_s)
     provenance = {"produced_by": PRODUCED_BY_INIT, "date": dt.datetime.now(dt.timezone.utc).isoformat(
         timespec="seconds"), "command": shlex.join(options.command), "log": str(log),
         "roles": proposal.roles_line}
-    spec = baseline_spec(options.name, baseline_path, proposal, provenance)
+    spec = baseline_spec(options.name, baseline_path, proposal, provenance, runs=len(CALIBRATION_SEEDS))
     write_atomic(baseline_path, baseline_yaml(spec, header=(
         f"Proposed by rl-autotest init from one run: every threshold is a placeholder (an ERROR on any run) until "
         f"`rl-autotest calibrate {options.name}` measures the noise and `rl-autotest baseline promote "
@@ -211,6 +218,31 @@ def init_case(options: InitOptions) -> InitOutcome:
     write_atomic(case_path, case_text)
     load_baseline(baseline_path)  # what was written reads back (a bug here must not hide until calibrate)
     return InitOutcome(case_path, baseline_path, True, proposal, log, log_format, wall_s)
+
+
+def make_folders(*folders: Path) -> list[Path]:
+    """Create every folder, or none: one that cannot be made is one line, and the ones made for it are removed
+    (no empty cases folder is left beside a baselines folder that could not be created). Returns those made."""
+    made: list[Path] = []
+    for folder in folders:
+        missing = [p for p in (folder, *folder.parents) if not p.exists()]
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            remove_empty([*made, *missing])
+            raise UsageError(f"init: {folder}: cannot create the folder ({exc.strerror or exc}); nothing run or "
+                             "written; choose a folder you can write to") from None
+        made.extend(missing)
+    return made
+
+
+def remove_empty(folders: Sequence[Path]) -> None:
+    """Remove the folders that are still empty, deepest first."""
+    for path in sorted(set(folders), key=lambda p: len(p.parts), reverse=True):
+        try:
+            path.rmdir()
+        except OSError:
+            pass
 
 
 def _tracker_path(log: Path, work_dir: Path | None, command: Sequence[str]) -> str:

@@ -9,13 +9,17 @@ from typing import TYPE_CHECKING, Callable
 
 from autotest.errors import UsageError
 from autotest.inputs.roles import PRESETS
+from autotest.readers.registry import BUILTIN
+from autotest.readers.registry import get as format_record
 
 if TYPE_CHECKING:
     from autotest.calibration.init import InitOutcome
 
-#: the readers' formats, in autotest.judge.readers.READERS' order (a unit test holds them equal); named here so
-#: that building the parser does not import the readers
-LOG_FORMATS = ("xtuner", "verl", "hf-trainer", "tensorboard")
+#: the built-in formats (autotest.readers.registry, whose records import no reader)
+LOG_FORMATS = tuple(f.name for f in BUILTIN)
+#: a case name names files (NAME.yaml, NAME.candidate.md) and folders (<results>/NAME/calibration-<stamp>-pid<N>):
+#: well under a file system's 255-byte name limit
+MAX_NAME_CHARS = 100
 #: calibration.init's default limit for the one run (a unit test holds them equal)
 DEFAULT_TIMEOUT_S = 1800.0
 
@@ -35,7 +39,9 @@ def add_init_parser(sub: argparse._SubParsersAction, commands: dict[str, Callabl
                "case, e.g. -- {python} train.py --output-dir {work_dir} --seed {seed}")
     p.add_argument("name", help="the case name (the file names NAME.yaml)")
     p.add_argument("--log", type=Path, help="read this metric log instead of running the command once")
-    p.add_argument("--format", default="auto", choices=["auto", *LOG_FORMATS], help="the log's format")
+    p.add_argument("--format", default="auto", metavar="FORMAT",
+                   help=f"the log's format: auto, {', '.join(LOG_FORMATS)} or a plugin's (console takes its pattern: "
+                        "console:verl, console:megatron, console:<regex>)")
     p.add_argument("--preset", choices=list(PRESETS), help="the log vocabulary (default: inferred from the names)")
     p.add_argument("--marker", default="grpo", choices=["grpo", "mopd"], help="the case's pytest marker")
     p.add_argument("--timeout-s", type=float, default=DEFAULT_TIMEOUT_S, help="limit for the one run")
@@ -90,8 +96,13 @@ def _init(args: argparse.Namespace) -> int:
 
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", args.name):
         raise UsageError(f"init: {args.name!r} is not a case name; use letters, digits, '.', '_' and '-'")
+    if len(args.name) > MAX_NAME_CHARS:
+        raise UsageError(f"init: the case name is {len(args.name)} characters; keep it to {MAX_NAME_CHARS} or "
+                         "fewer (it names the case and baseline files and every results folder)")
     if not args.timeout_s > 0:
         raise UsageError(f"--timeout-s: {args.timeout_s:g} is not a positive number of seconds")
+    if args.format != "auto":
+        format_record(args.format)  # an unknown format is one line before anything runs
     command = _command(args)
     cases, baselines, baseline_key = _folders(args)
     outcome = init_case(InitOptions(

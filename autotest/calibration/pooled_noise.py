@@ -1,6 +1,6 @@
 """Calibration of pooled checks: per-step noise, and a threshold from the statistic's own spread.
 
-For a ``scope: pooled`` check (``autotest.judge.pooled``) calibration stores, per metric, the
+For a ``scope: pooled`` check (``autotest.scopes.pooled``) calibration stores, per metric, the
 seed-to-seed standard deviation at every step (``golden.noise``) and sets the threshold from how
 far the pooled statistic of a *fresh* clean run strays:
 
@@ -29,7 +29,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from autotest.inputs.baseline import CalibrationSpec, CheckSpec
-from autotest.judge.pooled import pooled_statistic, step_noise
+from autotest.scopes.pooled import pooled_statistic, step_noise
+from autotest.judge.power import t_quantile
 from autotest.judge.trace import Trace
 
 #: leave-one-out needs at least two runs besides the held-out one to measure noise
@@ -77,8 +78,6 @@ def loo_statistics(check: CheckSpec, traces: Sequence[Trace], steps: Sequence[in
 def calibrate_pooled(check: CheckSpec, traces: Sequence[Trace], golden: Mapping[int, float],
                      settings: CalibrationSpec, num_pooled_gates: int) -> PooledCalibration | str:
     """The threshold for ``check``, or why it cannot be calibrated (too few runs)."""
-    from scipy.stats import t as student_t
-
     n = len(traces)
     if n < MIN_POOLED_RUNS:
         return f"a pooled check needs {MIN_POOLED_RUNS} or more calibration runs (leave-one-out noise), have {n}"
@@ -89,7 +88,7 @@ def calibrate_pooled(check: CheckSpec, traces: Sequence[Trace], golden: Mapping[
     rms = math.sqrt(math.fsum(v * v for v in per_run) / n)
     spread = rms * math.sqrt((1 + 1 / n) / (1 + 1 / (n - 1)))
     alpha = settings.false_alarm_budget / max(1, num_pooled_gates)
-    quantile = float(student_t.ppf(1 - alpha / 2, df=n - 1))
+    quantile = t_quantile(1 - alpha / 2, n - 1)
     threshold = quantile * spread
     derivation = (f"calibrated pooled, N={n}: leave-one-out {check.statistic} z of the runs {_list(per_run)}, spread "
                   f"{spread:.3g} (rms, rescaled to the N-run golden); threshold = t({n - 1} dof) quantile "

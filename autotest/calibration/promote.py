@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,8 @@ class Promotion:
     #: one line per changed threshold, check and golden series
     changes: tuple[str, ...]
     forced: str | None = None
+    #: the candidate's review report, kept beside the baseline it now describes (None: there was none)
+    review: Path | None = None
 
 
 def candidate_files(baseline: Path) -> tuple[Path, Path]:
@@ -114,6 +117,10 @@ def promote(baseline: Path, *, force: str | None = None) -> Promotion:
         shutil.copy2(baseline, backup)
     write_bytes_atomic(baseline, data, durable=True)
     candidate_path.unlink()
-    # the diff report compared against the baseline just replaced; its copy stays in the results folder
-    report_path.unlink(missing_ok=True)
-    return Promotion(baseline, backup, changes, force if soft else None)
+    # the review report (the diff against the baseline just replaced, the self-check, the power table) is what
+    # a reviewer reads with the commit: kept as <case>.review.md, never deleted
+    review = None
+    if report_path.is_file():
+        review = baseline.with_name(f"{baseline.name.rsplit('.', 1)[0]}.review.md")
+        os.replace(report_path, review)
+    return Promotion(baseline, backup, changes, force if soft else None, review)

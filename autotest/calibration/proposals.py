@@ -36,6 +36,7 @@ from typing import Mapping
 from autotest.inputs.baseline_model import Baseline, CalibrationSpec, CheckSpec, StepPolicy
 from autotest.inputs.roles import PRESETS, base_role, resolve_roles
 from autotest.judge.trace import Trace
+from autotest.scopes import scope_kind
 
 #: one proposed check: (method, scope, operator, extra fields, severity)
 _P80 = {"scope": "percentile", "percentile": 80.0}
@@ -108,12 +109,10 @@ def _constant(series: Mapping[int, float]) -> bool:
 
 def _check(metric: str, method: str, fields: dict, severity: str, trace: Trace, role: str) -> CheckSpec:
     scope = fields["scope"]
-    points: tuple[int, ...] = ()
-    if scope == "points":
-        points = (min(trace.get(metric) or {0: 0.0}),)
     why = {"gate": "", "reference": " (reference only: it informs and never fails the run)"}[severity]
     return CheckSpec(metric=metric, method=method, operator="<", threshold=math.nan, scope=scope, severity=severity,
-                     percentile=fields.get("percentile"), points=points, placeholder=True,
+                     percentile=fields.get("percentile"), placeholder=True,
+                     **scope_kind(scope).proposed_fields(trace.get(metric) or {}),
                      derivation=f"proposed by {PRODUCED_BY_INIT} for role {role}{why}; placeholder until "
                                 "rl-autotest calibrate measures the run-to-run noise")
 

@@ -20,6 +20,7 @@ from autotest.calibration.thresholds import (
 from autotest.inputs.baseline import (
     Baseline,
 )
+from autotest.scopes import scope_kind
 
 #: golden values keep this many significant digits (far below any threshold)
 
@@ -48,7 +49,7 @@ def _threshold_rows(calibration: Calibration) -> list[str]:
                         f"{new.shown_threshold} | {old.shown_threshold} | {c.status}: {_cell(c.note)} |")
             continue
         per_run = ", ".join(_fmt(v) for v in c.per_run)
-        if new.scope == "pooled":  # its own rule: t quantile x leave-one-out spread, in noise units
+        if scope_kind(new.scope).uses_noise:  # its own rule: t quantile x leave-one-out spread, in noise units
             rows.append(f"| `{new.check_id}` | pooled (x noise) | {new.severity} | max \\|loo mean z\\| "
                         f"{_fmt(c.measured)} ({per_run}) | - | {_cell(c.floor_source)} | **{new.threshold:g}** | "
                         f"{old.shown_threshold} | {c.status} |")

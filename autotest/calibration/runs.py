@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import shlex
 import statistics
 from dataclasses import dataclass, field, replace
@@ -36,15 +37,17 @@ from autotest.history.store import passing_runs
 from autotest.inputs.baseline import Baseline, CalibrationSpec, load_baseline
 from autotest.inputs.baseline_writer import baseline_yaml
 from autotest.inputs.case import REPO_ROOT, Case, case_argument
+from autotest.inputs.detect import check_detect_targets
 from autotest.inputs.tracker_layout import COPY_NAMES, tracker_copy
 from autotest.judge.power import baseline_power, target_misses
-from autotest.judge.readers import read_trace
+from autotest.readers.reading import read_trace
 from autotest.judge.seed_use import identical_runs
 from autotest.judge.verdict import golden_trace
 from autotest.pipeline import RunOptions, run_case
 from autotest.redaction import json_ready
 from autotest.report.power_table import power_provenance, power_report
 from autotest.report.publish import AfterResults
+from autotest.run.framework import checkout, default_cache_dir, framework_request
 from autotest.run.interrupts import describe
 from autotest.run.platform import check_platform
 from autotest.run.preflight import run_preflight
@@ -79,6 +82,9 @@ class CalibrationOptions:
     #: the command line, recorded in the provenance
     command: str = ""
     progress: Callable[[str], None] | None = None
+    #: the code under test, resolved for every run as ``run`` resolves it (--framework-repo / --framework-ref)
+    framework_repo: str | None = None
+    framework_ref: str | None = None
 
 
 @dataclass(frozen=True)
@@ -96,10 +102,21 @@ class RunRecord:
     #: for a run taken from the history: the commits it ran
     framework_sha: str | None = None
     harness_sha: str | None = None
+    #: the run's own verdict against the current baseline (for the record: an uncalibrated one is ERROR)
+    verdict: str | None = None
 
     @property
     def label(self) -> str:
         return f"run {self.index} (seed {self.seed})"
+
+    def describe(self) -> str:
+        """The progress line's tail: whether the run is usable for calibration, and its own verdict beside it
+        (never a bare PASS for a run whose verdict was ERROR)."""
+        usable = "complete" if self.status == "PASS" else "ERROR"
+        own = f", its verdict against the current baseline {self.verdict} (for the record only)" \
+            if self.verdict and self.status == "PASS" else ""
+        reasons = f" ({'; '.join(self.reasons)})" if self.reasons else ""
+        return f"{usable} in {self.wall_s:.0f} s{own}{reasons}"
 
 
 @dataclass(frozen=True)
@@ -155,11 +172,13 @@ def calibration_seeds(case: Case, runs: int) -> tuple[int, ...]:
 
 
 def calibration_run(case: Case, index: int, seed: int, run_dir: Path, results_root: Path | None = None,
-             baseline_path: Path | None = None, after_results: AfterResults | None = None) -> RunRecord:
+             baseline_path: Path | None = None, after_results: AfterResults | None = None,
+             framework_repo: str | None = None, framework_ref: str | None = None) -> RunRecord:
     """One calibration run: the same pipeline as ``rl-autotest run``, into ``run_dir``."""
     run = run_case(case, RunOptions(results_root=results_root, results_dir=run_dir, seed=seed, replicates=1,
                                     baseline_path=baseline_path, after_results=after_results,
-                                    purpose="calibration"))
+                                    purpose="calibration", framework_repo=framework_repo,
+                                    framework_ref=framework_ref))
     verdict = run.verdict
     assert verdict is not None  # the platform was checked and preflight passed before any run
     # calibration needs complete runs; their verdict against the old baseline is for the record only
@@ -172,7 +191,7 @@ def calibration_run(case: Case, index: int, seed: int, run_dir: Path, results_ro
     config = _saved_config(run_dir, reasons)
     wall_s = float((verdict.context.get("launch") or {}).get("wall_s") or 0.0)
     status = "PASS" if not reasons else "ERROR"
-    return RunRecord(index, seed, run_dir, tracker, status, tuple(reasons), wall_s, config)
+    return RunRecord(index, seed, run_dir, tracker, status, tuple(reasons), wall_s, config, verdict=verdict.status)
 
 
 def _saved_config(run_dir: Path, problems: list[str]) -> dict[str, Any]:
@@ -215,15 +234,14 @@ def run_all(case: Case, seeds: Sequence[int], folder: Path, options: Calibration
     dirs = [folder / f"run{i + 1}-seed{seed}" for i, seed in enumerate(seeds)]
     say = options.progress or (lambda line: None)
     if options.ray_address:
-        return _run_on_ray(case, seeds, dirs, options.ray_address, say, baseline_path)
+        return _run_on_ray(case, seeds, dirs, options, say, baseline_path)
     jobs = options.jobs or default_jobs(case, len(seeds))
     say(f"{case.name}: {len(seeds)} calibration runs, {jobs} at a time, in {folder}")
 
     def one(i: int) -> RunRecord:
         record = calibration_run(case, i + 1, seeds[i], dirs[i], options.results_root, baseline_path,
-                          options.after_results)
-        say(f"{case.name}: {record.label}: {record.status} in {record.wall_s:.0f} s"
-            + (f" ({'; '.join(record.reasons)})" if record.reasons else ""))
+                                 options.after_results, options.framework_repo, options.framework_ref)
+        say(f"{case.name}: {record.label}: {record.describe()}")
         return record
 
     try:
@@ -233,13 +251,16 @@ def run_all(case: Case, seeds: Sequence[int], folder: Path, options: Calibration
         raise
 
 
-def _run_on_ray(case: Case, seeds: Sequence[int], dirs: Sequence[Path], address: str,
+def _run_on_ray(case: Case, seeds: Sequence[int], dirs: Sequence[Path], options: CalibrationOptions,
                 say: Callable[[str], None], baseline_path: Path | None,
                 resources: Mapping[str, float] | None = None) -> list[RunRecord]:
     """Every run as a Ray task (:mod:`autotest.run.ray_tasks`, the dispatch bisect probes use too)."""
+    address = options.ray_address
+    assert address is not None
     placement = RayPlacement(address, dict(resources or {}), num_gpus=float(case.platform.gpus))
     calls = [RayCall(f"run {i + 1} (seed {seed})", dirs[i],
-                     partial(calibration_run, case, i + 1, seed, dirs[i], None, baseline_path))
+                     partial(calibration_run, case, i + 1, seed, dirs[i], None, baseline_path, None,
+                             options.framework_repo, options.framework_ref))
              for i, seed in enumerate(seeds)]
     say(f"{case.name}: {len(seeds)} calibration runs as Ray tasks on {address}")
     return run_on_cluster(calls, placement, say=say, lost=lambda i, why: RunRecord(
@@ -269,12 +290,22 @@ def _eval_set_sizes(records: Sequence[RunRecord], metrics: set[str]) -> dict[str
 
 def calibrate_case(case: Case, options: CalibrationOptions) -> CalibrationOutcome:
     """Run ``case`` N times and write a candidate baseline with its diff report (see the module doc)."""
-    platform = check_platform(case)
+    # the code under test is resolved as `run` resolves it, once: the ref becomes one sha that every run checks
+    # out (a ref that moves mid-calibration cannot mix commits); the provenance is what the runs recorded
+    request = None if options.from_history else framework_request(
+        case, os.environ, repo=options.framework_repo, ref=options.framework_ref)
+    platform = check_platform(case, checkout_pending=request is not None)
     if not platform.runnable:
         raise UsageError(f"{case.name}: cannot calibrate here: {platform.skip_reason}")
-    preflight = run_preflight(case, platform.framework_dir)
+    environ, framework = dict(os.environ), None
+    if request is not None:
+        framework = checkout(request, default_cache_dir(environ))
+        environ[request.env] = framework.path
+        options = replace(options, framework_ref=framework.sha)
+    preflight = run_preflight(case, framework.path if framework else platform.framework_dir, environ,
+                              framework.to_dict() if framework else None)
     commit = preflight.commit
-    # from the history, each run names its own commit; the tree here runs nothing
+    # from the history, each run names its own commit; otherwise the tree here (or the checkout) is what runs
     if (commit.dirty or commit.sha is None) and not (options.allow_dirty or options.from_history):
         state = "has uncommitted changes" if commit.dirty else f"is unknown ({commit.reason})"
         raise UsageError(f"{commit.repo_dir}: the commit under test {state}; a baseline must name the exact "
@@ -285,6 +316,7 @@ def calibrate_case(case: Case, options: CalibrationOptions) -> CalibrationOutcom
     if options.baselines_dir is not None:  # before the runs: a bad destination must not cost N runs
         require_folder(Path(options.baselines_dir), "--baselines-dir")
     spec = load_spec(case, options.baselines_dir)
+    check_detect_targets(case.detect, [c.metric for c in spec.checks], case.source, spec.path)  # before N runs
     settings = spec.calibration or CalibrationSpec()
     runs = options.runs or settings.runs
     if runs < 2:
@@ -323,11 +355,14 @@ def calibrate_case(case: Case, options: CalibrationOptions) -> CalibrationOutcom
             old_golden = golden_trace(previous)
         except UsageError as exc:
             old_note = f"the current baseline's golden values could not be read: {exc}"
-    provenance = _provenance(case, options, preflight, records, settings, self_check, calibration, folder)
+    ran = None if options.from_history else commit_the_runs_ran(case, records)
+    if ran is not None and framework is not None:  # the ref as asked (the runs were given its sha)
+        ran = {**ran, "ref": framework.ref}
+    provenance = _provenance(case, options, preflight, records, settings, self_check, calibration, folder, ran)
     candidate = replace(calibration.baseline, path=candidate_path, provenance=provenance)
     powers = baseline_power(candidate)  # what each gate can catch: recorded beside how it was made
     candidate = replace(candidate, provenance={**provenance, "power": power_provenance(powers)})
-    warnings = (*warnings, *(f"power: {line}" for line in target_misses(powers, case.detect)))
+    warnings = (*warnings, *(f"power: {line}" for line in target_misses(powers, case.detect, case.replicates)))
     text = baseline_yaml(candidate, header=f"Golden baseline of {case.name}, made by `{provenance['command']}`; "
                                            "do not hand-edit thresholds, recalibrate (see docs/calibration.md).")
     report = render_report(replace(calibration, baseline=candidate), self_check,
@@ -365,18 +400,53 @@ def reference_probe(records: Sequence[RunRecord]) -> dict[str, Any] | None:
     return {"device": device, "cpu_s": statistics.median(times), "probes": len(times)}
 
 
+def commit_the_runs_ran(case: Case, records: Sequence[RunRecord]) -> dict[str, Any]:
+    """The commit under test as every calibration run recorded it (its preflight.json), for the provenance:
+    what ran, never what an environment variable or the tree here pointed at. Runs that disagree (a ref that
+    moved between them) are refused in one line."""
+    by_sha: dict[str | None, list[RunRecord]] = {}
+    commits: dict[str | None, dict[str, Any]] = {}
+    for record in records:
+        path = record.results_dir / "preflight.json"
+        try:
+            recorded = json.loads(path.read_text(encoding="utf-8"))
+            commit = dict(recorded["commit"])
+        except (OSError, ValueError, KeyError, TypeError):
+            raise UsageError(f"{path}: the commit this calibration run ran is not readable; nothing written") \
+                from None
+        framework = recorded.get("framework") or {}
+        if framework.get("sha"):  # a fetched ref: name the repository, not the cache's worktree
+            commit.update(sha=framework["sha"], repo_dir=framework.get("repo"))
+        by_sha.setdefault(commit.get("sha"), []).append(record)
+        commits.setdefault(commit.get("sha"), commit)
+    if len(by_sha) > 1:
+        listed = "; ".join(f"{(sha or 'unknown')[:12]}: {', '.join(r.label for r in runs)}"
+                           for sha, runs in by_sha.items())
+        raise UsageError(f"{case.name}: the calibration runs ran different commits ({listed}); the ref moved "
+                         "between them: calibrate again at one sha (--framework-ref SHA); nothing written")
+    return next(iter(commits.values()))
+
+
 def _provenance(case: Case, options: CalibrationOptions, preflight: Any, records: Sequence[RunRecord],
                 settings: CalibrationSpec, self_check: SelfCheck, calibration: Calibration,
-                folder: Path) -> dict[str, Any]:
+                folder: Path, ran: Mapping[str, Any] | None = None) -> dict[str, Any]:
     commit = preflight.commit
+    if ran is not None:
+        repo = ran.get("repo_dir") or commit.repo_dir
+        recorded = {"sha": ran.get("sha"), "branch": ran.get("branch"), "dirty": ran.get("dirty"),
+                    "repo": repo if ran.get("ref") else (_relative(Path(repo)) or "."),
+                    **({"ref": ran["ref"]} if ran.get("ref") else {}),
+                    **({"diff_stat": ran["diff_stat"].splitlines()[-1].strip()} if ran.get("diff_stat") else {})}
+    else:
+        recorded = {"sha": commit.sha, "branch": commit.branch, "dirty": commit.dirty,
+                    "repo": _relative(Path(commit.repo_dir)) or ".",
+                    **({"diff_stat": commit.diff_stat.splitlines()[-1].strip()} if commit.diff_stat else {})}
     data: dict[str, Any] = {
         "produced_by": PRODUCED_BY,
         "command": options.command or f"rl-autotest calibrate {case.name} --runs {len(records)}",
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "case_file": _relative(case.source),
-        "commit": {"sha": commit.sha, "branch": commit.branch, "dirty": commit.dirty,
-                   "repo": _relative(Path(commit.repo_dir)) or ".",
-                   **({"diff_stat": commit.diff_stat.splitlines()[-1].strip()} if commit.diff_stat else {})},
+        "commit": recorded,
         "runs": len(records),
         "seeds": [r.seed for r in records],
         "margin": settings.margin,
@@ -392,7 +462,7 @@ def _provenance(case: Case, options: CalibrationOptions, preflight: Any, records
     if options.from_history:
         data["from_history"] = [{"results_dir": str(r.results_dir), "framework_commit": r.framework_sha,
                                  "harness_commit": r.harness_sha} for r in records]
-    if preflight.harness.sha != commit.sha:
+    if preflight.harness.sha != recorded["sha"]:
         data["harness_commit"] = {"sha": preflight.harness.sha, "dirty": preflight.harness.dirty}
     if calibration.uncovered:
         data["uncalibrated_steps"] = {m: list(s) for m, s in calibration.uncovered.items()}

@@ -39,6 +39,7 @@ from autotest.judge.checks import evaluate_check
 from autotest.judge.model import ERROR, FAIL
 from autotest.judge.trace import Trace
 from autotest.judge.verdict import compare, golden_trace
+from autotest.scopes import scope_kind
 
 SIGNIFICANT_DIGITS = 2
 #: below this N the max deviation is one or two differences: the margin multiplies luck
@@ -150,13 +151,11 @@ def _floors(check: CheckSpec, golden: Mapping[int, float], steps: Sequence[int],
                                 f"{settings.floor_headroom:g} x the case's own level {level:.3g}"))
         else:
             floors.append((declared, f"calibration.floors {declared:g}"))
+    level = scope_kind(check.scope).floor(check, values, steps, settings.relative_floor)
     if check.method == "relative":
         floors.append((settings.relative_floor, f"relative floor {settings.relative_floor:g}"))
-    elif check.scope == "slope" and len(values) > 1:
-        # a growth per step: the relative floor of the level, spread over the steps the fit spans
-        scale, span = max(abs(v) for v in values), max(steps) - min(steps)
-        floors.append((settings.relative_floor * scale / span,
-                       f"relative floor {settings.relative_floor:g} x max |golden| {scale:.4g} / {span} steps spanned"))
+    elif level is not None:
+        floors.append(level)
     elif values:
         scale = max(abs(v) for v in values)
         floors.append((settings.relative_floor * scale,
@@ -176,10 +175,9 @@ def _measure(check: CheckSpec, baseline: Baseline, runs: Sequence[Trace]):
     runs, one as current and the other as golden. Returns each run's largest, and the compared steps.
     """
     probe = replace(check, placeholder=False, threshold=math.inf, operator="<", severity="gate")
-    if check.scope == "points":
-        # a point not every run logged has no golden mean: measure the others, the engine reports the rest
-        logged = (baseline.golden_table or {}).get(check.metric) or {}
-        covered = tuple(p for p in check.points if p in logged)
+    # a point not every run logged has no golden mean: measure the others, the engine reports the rest
+    covered = scope_kind(check.scope).measured_points(check, (baseline.golden_table or {}).get(check.metric) or {})
+    if covered is not None:
         if not covered:
             return None, (), f"no calibration run logged {check.metric} at steps {list(check.points)}"
         probe = replace(probe, points=covered)
@@ -221,7 +219,7 @@ def _calibrate_pooled(check: CheckSpec, golden: Trace, runs: Sequence[Trace], se
 def _calibrate_check(check: CheckSpec, baseline: Baseline, golden: Trace, runs: Sequence[Trace],
                      settings: CalibrationSpec, eval_set_size: Mapping[str, int],
                      num_pooled_gates: int = 1) -> CalibratedCheck:
-    if check.scope == "pooled" and check.operator in ("<", "<="):
+    if scope_kind(check.scope).uses_noise and check.operator in ("<", "<="):
         return _calibrate_pooled(check, golden, runs, settings, num_pooled_gates)
     if check.method == "value" or check.operator not in ("<", "<="):
         why = "method 'value' is a bound, not a distance to golden" if check.method == "value" else \
@@ -268,7 +266,7 @@ def calibrate(spec: Baseline, traces: Sequence[Trace], *, settings: CalibrationS
     steps = [s for series in table.values() for s in series]
     frozen = MappingProxyType({m: MappingProxyType(v) for m, v in table.items()})
     runs = [_covered(t, table) for t in traces]
-    pooled = [c for c in spec.checks if c.scope == "pooled"]
+    pooled = [c for c in spec.checks if scope_kind(c.scope).uses_noise]
     noise = noise_table(sorted({c.metric for c in pooled}), table, runs)
     draft = replace(spec, golden_table=frozen, golden_tracker=None, golden_format="auto",
                     calibrated_range=(min(steps), max(steps)) if steps else None, calibration=settings,

@@ -12,7 +12,15 @@ import shlex
 import sys
 from pathlib import Path
 
-from autotest.cli.common import CASE_HELP, EXIT_ERROR, EXIT_FAIL, EXIT_PASS, HISTORY_HELP, results_help
+from autotest.cli.common import (
+    CASE_HELP,
+    EXIT_ERROR,
+    EXIT_FAIL,
+    EXIT_PASS,
+    HISTORY_HELP,
+    add_framework_arguments,
+    results_help,
+)
 from autotest.errors import UsageError
 
 
@@ -38,6 +46,7 @@ def add_calibrate_parser(sub: argparse._SubParsersAction) -> None:
                    help="build the candidate from the last passing runs in the run history; run nothing")
     p.add_argument("--last", type=int, metavar="N", help="with --from-history: how many passing runs (default: --runs)")
     p.add_argument("--history", metavar="URL", help=HISTORY_HELP)
+    add_framework_arguments(p)
 
 
 def add_power_parser(sub: argparse._SubParsersAction) -> None:
@@ -76,6 +85,10 @@ def calibrate(args: argparse.Namespace) -> int:
         raise UsageError(f"{flag}: {args.runs} is below 2; run-to-run noise needs at least two runs")
     if args.jobs is not None and args.jobs < 1:
         raise UsageError(f"--jobs: {args.jobs} is below 1")
+    if args.from_history and (args.framework_ref or args.framework_repo):
+        flag = "--framework-ref" if args.framework_ref else "--framework-repo"
+        raise UsageError(f"{flag}: not with --from-history (it runs nothing: each recorded run names the commit it "
+                         "ran); drop one")
     for flag, folder in (("--results-dir", args.results_dir), ("--baselines-dir", args.baselines_dir)):
         if folder is not None:  # before N runs, not after them
             require_folder(folder, flag)
@@ -83,7 +96,8 @@ def calibrate(args: argparse.Namespace) -> int:
         results_root=args.results_dir, runs=args.runs, jobs=args.jobs, ray_address=args.ray_address,
         baselines_dir=args.baselines_dir, allow_dirty=args.allow_dirty, promote=args.promote,
         from_history=args.from_history, history=args.history, after_results=history_recorder(args.history),
-        command=_calibrate_command_line(args), progress=lambda line: print(line, flush=True))
+        command=_calibrate_command_line(args), progress=lambda line: print(line, flush=True),
+        framework_repo=args.framework_repo, framework_ref=args.framework_ref)
     try:
         outcome = calibrate_case(load_case(args.case), options)
     except CalibrationError as exc:
@@ -109,7 +123,8 @@ def _calibrate_command_line(args: argparse.Namespace) -> str:
     """The calibrate command as given (recorded in the baseline's provenance)."""
     words = ["rl-autotest", "calibrate", args.case]
     for flag, value in (("--runs", args.runs), ("--jobs", args.jobs), ("--ray-address", args.ray_address),
-                        ("--results-dir", args.results_dir), ("--baselines-dir", args.baselines_dir)):
+                        ("--results-dir", args.results_dir), ("--baselines-dir", args.baselines_dir),
+                        ("--framework-ref", args.framework_ref), ("--framework-repo", args.framework_repo)):
         if value is not None:
             words += [flag, str(value)]
     words += [flag for flag, on in (("--promote", args.promote), ("--allow-dirty", args.allow_dirty),
@@ -138,6 +153,8 @@ def baseline(args: argparse.Namespace) -> int:
     if promotion.forced:
         print(f"forced: {promotion.forced} (recorded in the baseline)")
     print(f"promoted: {promotion.path}")
+    if promotion.review is not None:
+        print(f"review report: {promotion.review} (commit it with the baseline)")
     case = load_case(args.case)
     for line in target_misses(baseline_power(load_baseline(promotion.path)), case.detect):
         print(f"warning: power: {line}", file=sys.stderr)
@@ -149,6 +166,7 @@ def power(args: argparse.Namespace) -> int:
     from autotest.files import require_folder
     from autotest.inputs.baseline import load_baseline
     from autotest.inputs.case import load_case
+    from autotest.inputs.detect import check_detect_targets
     from autotest.judge.power import baseline_power, target_misses
     from autotest.report.power_table import power_report
 
@@ -157,7 +175,10 @@ def power(args: argparse.Namespace) -> int:
         require_folder(args.baselines_dir, "--baselines-dir")
     path, _, _ = baseline_files(case, args.baselines_dir)
     baseline = load_baseline(path)
-    print(f"{case.name}: {path}")
-    for line in power_report(baseline_power(baseline), case.detect):
+    check_detect_targets(case.detect, [c.metric for c in baseline.checks], case.source, path)
+    powers = baseline_power(baseline)
+    # judged at the replicates the case's verdicts use (its replicates:), as every run of it is
+    print(f"{case.name}: {path}" + (f" (verdicts on {case.replicates} replicates)" if case.replicates > 1 else ""))
+    for line in power_report(powers, case.detect, case.replicates):
         print(line)
-    return EXIT_FAIL if target_misses(baseline_power(baseline), case.detect) else EXIT_PASS
+    return EXIT_FAIL if target_misses(powers, case.detect, case.replicates) else EXIT_PASS

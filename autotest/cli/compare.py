@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from autotest.cli.common import EXIT_ERROR, HISTORY_HELP, exit_code_for, recorder
-from autotest.inputs.case_model import TRACKER_FORMATS
+from autotest.readers.registry import BUILTIN
 
 
 def add_compare_parser(sub: argparse._SubParsersAction) -> None:
@@ -21,8 +21,10 @@ def add_compare_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--current", required=True, type=Path,
                    help="the metric log (tracker.jsonl, trainer_state.json, an event file), or a run's WORK_DIR")
     p.add_argument("--out", type=Path, help="results folder to write results.json, report.md and plots/")
-    p.add_argument("--format", default="auto", choices=["auto", *TRACKER_FORMATS],
-                   help="metric-log format (auto: by name and first row; a work dir is searched for each)")
+    p.add_argument("--format", default="auto", metavar="FORMAT",
+                   help=f"metric-log format: auto (by name and first row; a work dir is searched for each), "
+                        f"{', '.join(f.name for f in BUILTIN)} or a plugin's (console takes its pattern: console:verl, "
+                        "console:megatron, console:<regex>)")
     p.add_argument("--wall-time-s", type=float, help="measured end-to-end wall time, for the wall-time check")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--history", metavar="URL", help="with --out: " + HISTORY_HELP)

@@ -15,6 +15,7 @@ from autotest.cli.common import (
     EXIT_ERROR,
     EXIT_PASS,
     HISTORY_HELP,
+    add_framework_arguments,
     exit_code_for,
     recorder,
     results_help,
@@ -48,12 +49,9 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-history", action="store_true", help="do not record this verdict in the run history")
     p.add_argument("--strict-history", action="store_true", help="a verdict the history could not record is an "
                    "ERROR (exit 2), not a warning (the nightly uses it)")
-    p.add_argument("--framework-ref", help="framework ref to test: branch, tag, sha or refs/pull/N/head "
-                   "(default: $RL_AUTOTEST_FRAMEWORK_REF, else the case's platform.framework.ref)")
+    add_framework_arguments(p)
     p.add_argument("--strict-power", action="store_true", help="a PASS whose gates cannot catch the case's "
                    "declared detect: targets is an ERROR (default: a warning)")
-    p.add_argument("--framework-repo", help="framework repository URL or local path to fetch the ref from "
-                   "(default: $RL_AUTOTEST_FRAMEWORK_REPO, else the case's, else the local clone in its env var)")
 
 
 def add_cases_parser(sub: argparse._SubParsersAction) -> None:
@@ -116,6 +114,10 @@ def run(args: argparse.Namespace) -> int:
         for warning in power_warnings(outcome.verdict):
             print(f"warning: {warning}", file=sys.stderr)
     print(outcome.summary_line())
+    if outcome.status == DRY_RUN and args.dry_run and outcome.problems:
+        print(f"rl-autotest: error: {case.name}: the run would not start: {'; '.join(outcome.problems)}",
+              file=sys.stderr)
+        return EXIT_ERROR
     if outcome.status == DRY_RUN:
         return EXIT_PASS if args.dry_run else EXIT_ERROR
     if outcome.unsaved:  # the summary line named the file and the error

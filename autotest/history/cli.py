@@ -10,11 +10,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping, Sequence
 
 from autotest.errors import UsageError
 from autotest.history import HISTORY_ENV
 from autotest.history.database import SQLITE_NAME, describe, resolve_url, sqlite_url
+from autotest.inputs.schema import printable
 from autotest.run.results_dir import DEFAULT_ROOT_HELP, default_results_root
 
 # The store, drift, dashboard and trust modules (SQLAlchemy, NumPy, the judge) are imported inside the action
@@ -63,41 +64,65 @@ def _check_case(store, case: str) -> None:
         raise UsageError(f"no runs of case {case!r} in the history (cases: {', '.join(cases) or 'none yet'})")
 
 
-def _show(args: argparse.Namespace) -> int:
-    import pandas as pd
+def _cell(value: object) -> str:
+    """One table cell: floats to 6 significant digits, nothing as '-', control characters escaped (a
+    ``--why`` or a path is user text: a terminal escape in it must be shown, never obeyed)."""
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return printable(str(value))
 
+
+def render_table(rows: Sequence[Mapping[str, object]]) -> list[str]:
+    """Rows of one shape as aligned text lines, a header first; numbers right-aligned."""
+    columns = list(rows[0]) if rows else []
+    cells = [[_cell(row.get(c)) for c in columns] for row in rows]
+    numeric = [all(isinstance(row.get(c), (int, float)) and not isinstance(row.get(c), bool)
+                   for row in rows if row.get(c) is not None) for c in columns]
+    widths = [max([len(c), *(len(line[i]) for line in cells)]) for i, c in enumerate(columns)]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric)).rstrip()
+    return [line(columns), *(line(values) for values in cells)]
+
+
+def _show(args: argparse.Namespace) -> int:
     with _open(args) as store:
         _check_case(store, args.case)
         if args.metric:
-            rows = store.metric_rows(args.case, args.metric)
-            if not rows:
+            summaries = store.metric_rows(args.case, args.metric)
+            if not summaries:
                 raise UsageError(f"no summaries of metric {args.metric!r} for {args.case!r} in the history")
             points = [p for p in store.check_points(args.case) if p.metric == args.metric]
-            table = pd.DataFrame(rows)
             trust = {r.run_id: "yes" if r.trusted else f"no: {r.why_untrusted}" for r in store.runs(args.case)}
-            table.insert(3, "trusted", table["run_id"].map(trust))
-            for check_id in sorted({p.check_id for p in points}):
-                by_run = {p.run.run_id: p.observed for p in points if p.check_id == check_id}
-                table[check_id] = table["run_id"].map(by_run)
-            table = table.drop(columns=["metric", "run_id"])
+            observed: dict[str, dict[int, float | None]] = {}
+            for p in points:
+                observed.setdefault(p.check_id, {})[p.run.run_id] = p.observed
+            rows = []
+            for summary in summaries:
+                row = dict(summary)
+                items = list(row.items())
+                items.insert(3, ("trusted", trust.get(row["run_id"])))
+                row = {k: v for k, v in items if k not in ("metric", "run_id")}
+                row.update({check_id: by_run.get(summary["run_id"]) for check_id, by_run in sorted(observed.items())})
+                rows.append(row)
         else:
             runs = store.runs(args.case)
-            points = store.check_points(args.case)
             failing: dict[int, list[str]] = {}
-            for p in points:
+            for p in store.check_points(args.case):
                 if p.status != "PASS":
                     failing.setdefault(p.run.run_id, []).append(p.check_id)
-            table = pd.DataFrame([{
+            rows = [{
                 "run": r.run_id, "started_at": r.started_at, "status": r.status,
                 "trusted": "yes" if r.trusted else f"no: {r.why_untrusted}",
                 "framework": (r.framework_sha or "-")[:10],
                 "harness": (r.harness_sha or "-")[:10], "hardware": r.hardware,
                 "not passing": ", ".join(failing.get(r.run_id, [])) or "-", "results": r.results_dir}
-                for r in runs])
+                for r in runs]
     if args.last:
-        table = table.tail(args.last)
-    with pd.option_context("display.max_columns", None, "display.width", 200, "display.max_colwidth", 80):
-        print(table.to_string(index=False))
+        rows = rows[-args.last:]
+    print("\n".join(render_table(rows)))
     return EXIT_OK
 
 
@@ -141,7 +166,7 @@ def _mark(args: argparse.Namespace, trusted: bool) -> int:
     from autotest.history.trust import mark_run
 
     marked = mark_run(resolve_url(args.history, _root(args)), args.run, trusted=trusted, why=args.why)
-    print(marked.message)
+    print(printable(marked.message))  # the reason is user text: its terminal escapes are shown, not obeyed
     return EXIT_OK
 
 

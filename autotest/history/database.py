@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Callable
 
 from autotest.errors import UsageError
 from autotest.history import HISTORY_ENV
+from autotest.history.run_facts import GATE, device_seconds_of_folder, kind_of_folder
 from autotest.inputs.project import find_project
 
 if TYPE_CHECKING:
@@ -33,7 +34,8 @@ def _require_sqlalchemy():
     try:
         import sqlalchemy
     except ImportError:
-        raise UsageError("the history needs SQLAlchemy: pip install 'rl-autotest[history]'") from None
+        raise UsageError("the history needs SQLAlchemy (a dependency of rl-autotest): pip install 'sqlalchemy>=2.0'"
+                         ) from None
     return sqlalchemy
 
 
@@ -235,11 +237,6 @@ def _metadata(version: int):
     return md
 
 
-#: a gating run (the default); the other kinds a run may have are in :data:`RUN_KINDS`
-GATE = "gate"
-#: why a run was made; only ``TRUSTED_KINDS`` feed calibrate --from-history, drift and the dashboard's bands
-RUN_KINDS = (GATE, "calibration", "fault", "dry-run", "bisect")
-TRUSTED_KINDS = (GATE, "calibration")
 
 _TABLES = None
 
@@ -262,8 +259,6 @@ def _v2_kind_and_trust(conn: "Connection") -> None:
     conn.execute(sa.text(f"ALTER TABLE runs ADD COLUMN kind VARCHAR(16) NOT NULL DEFAULT '{GATE}'"))
     _metadata(2).tables["trust_marks"].create(conn)
     # runs recorded before v2 get their kind from their results.json when it is still on disk
-    from autotest.history.record import kind_of_folder
-
     for run_id, results_dir in conn.execute(sa.text("SELECT id, results_dir FROM runs")).all():
         kind = kind_of_folder(Path(str(results_dir)))
         if kind != GATE:
@@ -274,8 +269,6 @@ def _v3_device_seconds(conn: "Connection") -> None:
     sa = _require_sqlalchemy()
     conn.execute(sa.text("ALTER TABLE runs ADD COLUMN device_seconds DOUBLE PRECISION"))
     # runs recorded before v3 get their cost from their results.json when it is still on disk
-    from autotest.history.record import device_seconds_of_folder
-
     for run_id, results_dir in conn.execute(sa.text("SELECT id, results_dir FROM runs")).all():
         cost = device_seconds_of_folder(Path(str(results_dir)))
         if cost is not None:

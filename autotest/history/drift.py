@@ -2,7 +2,7 @@
 
 Each gated check with a threshold gives one series, its observed statistic divided by its
 threshold (so a shift reads "0.5 of the threshold" whatever the metric), oldest run first.
-``drift_for_case`` returns typed findings; ``render_drift_lines`` turns them into the lines
+``drift_in`` returns typed findings; ``render_drift_lines`` turns them into the lines
 the report, the step summary and ``history drift`` print.
 """
 
@@ -21,11 +21,11 @@ from autotest.history.changepoint import (
 )
 from autotest.history.database import describe, resolve_url
 from autotest.history.record import read_results_folder
-from autotest.history.store import HistoryStore, default_root_of, open_for_reading
+from autotest.history.store import HistoryStore, default_root_of
 from autotest.report.publish import NotRecorded
 
 if TYPE_CHECKING:
-    from autotest.history.store import CheckPoint, HistoryStore, RunRow
+    from autotest.history.store import CheckPoint, RunRow
 
 LOWER_IS_BETTER = ("<", "<=")
 
@@ -105,14 +105,6 @@ def drift_in(store: "HistoryStore", case: str, params: DriftParams = DriftParams
 def all_change_points(history: StatisticHistory, params: DriftParams = DriftParams()) -> list[ChangePoint]:
     """Every significant change in the examined window (the dashboard marks them all)."""
     return change_points(history.normalised, params)
-
-
-def drift_for_case(case: str, url: str | None = None, results_root: str | Path | None = None,
-                   params: DriftParams = DriftParams()) -> list[DriftFinding]:
-    """Drift findings for one case from the history at ``url`` (else $RL_AUTOTEST_HISTORY, else the root's)."""
-
-    with open_for_reading(url, results_root) as store:
-        return drift_in(store, case, params)
 
 
 def render_drift_lines(findings: list[DriftFinding]) -> list[str]:

@@ -9,7 +9,6 @@ the same folder ingested twice, or moved to another path, is recorded once.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import re
 from dataclasses import dataclass
@@ -19,11 +18,11 @@ from typing import Any
 
 from autotest.errors import UsageError
 from autotest.files import recorded_path
-from autotest.history.database import GATE, RUN_KINDS
+from autotest.history.run_facts import GATE, device_seconds, finite_or_none, load_results_json, run_kind
 from autotest.inputs.baseline import load_baseline
 from autotest.inputs.tracker_layout import COPY_NAMES, tracker_copy
 from autotest.judge.model import RESULTS_SCHEMA_VERSION, STATUSES
-from autotest.judge.readers import read_trace
+from autotest.readers.reading import read_trace
 
 #: a run's verdict (a check may also be INFO)
 RUN_STATUSES = ("PASS", "FAIL", "ERROR")
@@ -93,12 +92,6 @@ class RunRecord:
     device_seconds: float | None = None
 
 
-def _finite(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None  # results.json writes NaN/inf as strings: not a usable statistic
-    return float(value) if math.isfinite(value) else None
-
-
 def _utc_iso(text: str | None) -> str | None:
     if not text:
         return None
@@ -109,18 +102,6 @@ def _utc_iso(text: str | None) -> str | None:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
     return moment.astimezone(timezone.utc).isoformat(timespec="seconds")
-
-
-def _load_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_bytes())
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read ({exc.strerror})") from None
-    except ValueError as exc:
-        raise UsageError(f"{path}: not valid JSON ({exc}); the results folder is corrupt") from None
-    if not isinstance(data, dict):
-        raise UsageError(f"{path}: expected a JSON object, found {type(data).__name__}")
-    return data
 
 
 def _kind(value: Any) -> str:
@@ -167,7 +148,7 @@ def _statistic(item: dict[str, Any], key: str, where: str) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise UsageError(f"{where}.{key}' is {value!r}; expected a number (or null); "
                          "the results folder is corrupt or not rl-autotest's")
-    return _finite(value)
+    return finite_or_none(value)
 
 
 def _text(item: dict[str, Any], key: str, where: str) -> str | None:
@@ -219,50 +200,6 @@ def check_header(data: dict[str, Any], path: Path) -> tuple[str, str]:
     if status not in RUN_STATUSES:
         raise UsageError(f"{path}: key 'status' is {status!r}; expected one of {', '.join(RUN_STATUSES)}")
     return case, status
-
-
-def run_kind(data: dict[str, Any], path: Path) -> str:
-    """Why the run was made: ``context.kind`` when recorded, else ``fault`` for a run with a fault, else gate."""
-    context = data.get("context") if isinstance(data.get("context"), dict) else {}
-    kind = context.get("kind")
-    if kind is not None:
-        if kind not in RUN_KINDS:
-            raise UsageError(f"{path}: key 'context.kind' is {kind!r}; expected one of {', '.join(RUN_KINDS)}")
-        return kind
-    if context.get("fault"):
-        return "fault"
-    return "dry-run" if context.get("dry_run") else GATE
-
-
-def device_seconds(data: dict[str, Any], path: Path) -> float | None:
-    """``context.cost.device_seconds``; a value that is not a number is one line."""
-    context = data.get("context") if isinstance(data.get("context"), dict) else {}
-    cost = context.get("cost")
-    if cost is None:
-        return None
-    value = cost.get("device_seconds") if isinstance(cost, dict) else cost
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise UsageError(f"{path}: key 'context.cost.device_seconds' is {value!r}, not a number; "
-                         "fix or remove the key")
-    return _finite(value)
-
-
-def device_seconds_of_folder(folder: Path) -> float | None:
-    """The cost of an already recorded run from its results.json (None when it is gone or has none)."""
-    try:
-        data = _load_json(folder / "results.json")
-        return device_seconds(data, folder / "results.json") if isinstance(data, dict) else None
-    except (UsageError, OSError):
-        return None
-
-
-def kind_of_folder(folder: Path) -> str:
-    """The kind of an already recorded run from its results.json (gate when it is gone or unreadable)."""
-    try:
-        data = json.loads((folder / "results.json").read_bytes())
-        return run_kind(data, folder / "results.json") if isinstance(data, dict) else GATE
-    except (OSError, ValueError):
-        return GATE
 
 
 def summarise_series(metric: str, series: dict[int, float]) -> MetricSummary:
@@ -327,13 +264,13 @@ def read_results_folder(folder: str | Path) -> RunRecord:
     if not path.is_file():
         raise UsageError(f"{folder}: no results.json; pass a results folder (or a results root holding them)")
     raw = path.read_bytes()
-    data = _load_json(path)
+    data = load_results_json(path)
     case, status = check_header(data, path)
     kind = run_kind(data, path)
     checks = _checks(data.get("results", []), path)
     context = data.get("context") if isinstance(data.get("context"), dict) else {}
     preflight_path = folder / "preflight.json"
-    preflight = _load_json(preflight_path) if preflight_path.is_file() else {}
+    preflight = load_results_json(preflight_path) if preflight_path.is_file() else {}
     launch = context.get("launch") if isinstance(context.get("launch"), dict) else {}
     started_at = (_utc_iso(launch.get("started_at")) or _utc_iso(preflight.get("created_at"))
                   or datetime.fromtimestamp(path.stat().st_mtime, timezone.utc).isoformat(timespec="seconds"))

@@ -15,9 +15,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from autotest.errors import UsageError
 from autotest.history.database import (
-    GATE,
     SCHEMA_VERSION,
-    TRUSTED_KINDS,
     create_history_engine,
     describe,
     found_version,
@@ -27,7 +25,8 @@ from autotest.history.database import (
     unreachable,
     unwritable,
 )
-from autotest.history.record import RunRecord, find_results_folders, kind_of_folder, read_results_folder
+from autotest.history.record import RunRecord, find_results_folders, read_results_folder
+from autotest.history.run_facts import GATE, TRUSTED_KINDS, kind_of_folder
 from autotest.inputs.tracker_layout import tracker_copy
 from autotest.run.replicates import REPLICATES_FOLDER
 
@@ -133,6 +132,7 @@ class HistoryStore:
         import sqlalchemy as sa
 
         engine = create_history_engine(url, read_only=read_only)
+        created = None if read_only else _new_sqlite_file(url)
         try:
             if read_only:
                 with engine.connect() as conn:
@@ -146,9 +146,11 @@ class HistoryStore:
                 version = SCHEMA_VERSION
         except sa.exc.SQLAlchemyError as exc:
             engine.dispose()
+            _remove_unfinished(created)
             raise unreachable(url, exc) from None
         except BaseException:
             engine.dispose()
+            _remove_unfinished(created)
             raise
         return cls(engine, url, version, read_only)
 
@@ -393,6 +395,29 @@ def passing_runs(case: str, last_n: int, url: str | None = None,
         untrusted = f" ({left_out} passing run(s) left out: made with a fault, or marked untrusted)" if left_out else ""
         raise UsageError(f"no trusted passing run of {case!r} with its tracker copy on disk in the history{untrusted}")
     return found[::-1]
+
+
+def _new_sqlite_file(url: str) -> Path | None:
+    """The SQLite file a writer is about to create (None: it exists, or the history is not SQLite)."""
+    import sqlalchemy as sa
+
+    parsed = sa.engine.make_url(url)
+    if parsed.get_backend_name() != "sqlite" or not parsed.database:
+        return None
+    path = Path(parsed.database).expanduser()
+    return None if path.exists() else path
+
+
+def _remove_unfinished(created: Path | None) -> None:
+    """A history file this open created but could not finish (a full disk): removed, never left as 0 bytes
+    that the next run takes for a corrupt database."""
+    if created is None:
+        return
+    for leftover in (created, created.with_name(created.name + "-journal")):
+        try:
+            leftover.unlink()
+        except FileNotFoundError:
+            pass
 
 
 def open_for_reading(url: str | None, results_root: str | Path | None) -> HistoryStore:

@@ -15,7 +15,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from autotest.errors import UsageError
-from autotest.history.database import TRUSTED_KINDS, describe, tables, unwritable
+from autotest.history.database import describe, tables, unwritable
+from autotest.history.run_facts import TRUSTED_KINDS
 from autotest.history.store import HistoryStore, RunRow
 
 

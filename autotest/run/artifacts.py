@@ -13,6 +13,7 @@ from autotest.files import copy_atomic, make_folder
 from autotest.inputs.case import Case
 from autotest.inputs.log_search import log_for_format
 from autotest.inputs.tracker_layout import copy_name, newest_exp_dir, tracker_in, tracker_location
+from autotest.readers.registry import get as format_record
 from autotest.redaction import mask_file
 
 CONFIG_SUFFIXES = (".py", ".json", ".yaml", ".yml", ".toml", ".sh")
@@ -60,15 +61,16 @@ def collect_artifacts(work_dir: Path, results_dir: Path, *, tracker_path: Path |
     elif source is None:
         source = log_for_format(Path(work_dir), fmt, since)  # no exp dirs: verl, a Hugging Face output_dir, ...
     tracker = None
+    record = format_record(fmt)
     try:
-        if fmt == "tensorboard" and source is not None and Path(source).exists():
-            tracker = _copy_event_files(Path(source), results_dir / "tensorboard")
-        elif fmt != "tensorboard" and source is not None and Path(source).is_file():
+        if record.folder and source is not None and Path(source).exists():
+            tracker = _copy_folder(Path(source), results_dir / copy_name(fmt, Path(source)), record.copy_glob)
+        elif not record.folder and source is not None and Path(source).is_file():
             tracker = copy_atomic(Path(source), results_dir / copy_name(fmt, Path(source)))
     except WriteFailed as exc:
         unsaved.append(str(exc))
     if tracker is None and not unsaved:
-        what = {"tensorboard": "TensorBoard event files", "xtuner": "tracker.jsonl"}.get(fmt, f"{fmt} metric log")
+        what = record.called or f"{record.name} metric log"
         where = source or (exp_dir and f"{exp_dir}/logs") or f"{work_dir} (no exp dir)"
         notes.append(f"no {what} at {where}")
     if exp_dir is not None and not Path(work_dir).resolve().is_relative_to(results_dir.resolve()):
@@ -99,14 +101,15 @@ def collect_artifacts(work_dir: Path, results_dir: Path, *, tracker_path: Path |
 LOG_SUFFIXES = (".log", ".txt", ".jsonl", ".json")
 
 
-def _copy_event_files(source: Path, target: Path) -> Path | None:
-    """Copy one event file, or every one below a folder (keeping sub-folders); None when there is none."""
-    files = [source] if source.is_file() else sorted(p for p in source.rglob("*tfevents*") if p.is_file())
+def _copy_folder(source: Path, target: Path, pattern: str) -> Path | None:
+    """Copy one file of a folder format (an event file), or every one matching ``pattern`` below a folder
+    (keeping sub-folders); None when there is none."""
+    files = [source] if source.is_file() else sorted(p for p in source.rglob(pattern) if p.is_file())
     for file in files:
         try:
             copy_atomic(file, target / (file.name if source.is_file() else file.relative_to(source)))
         except WriteFailed:
-            shutil.rmtree(target, ignore_errors=True)  # some event files alone would look like the whole run
+            shutil.rmtree(target, ignore_errors=True)  # some of the files alone would look like the whole run
             raise
     return target if files else None
 

@@ -163,9 +163,14 @@ def check_source(source: str, where: str) -> str:
     return source
 
 
+def is_url(source: str) -> bool:
+    """A remote repository (a URL or scp-like ``git@host:path``), not a local path."""
+    return "://" in source or source.startswith("git@")
+
+
 def _normal_source(source: str) -> str:
     """A local path becomes absolute (the cache key must not depend on the current directory)."""
-    if "://" in source or source.startswith("git@"):
+    if is_url(source):
         return source
     return str(Path(source).expanduser().resolve())
 
@@ -182,10 +187,16 @@ def _git(args: list[str], *, what: str, cwd: Path | None = None) -> str:
     except subprocess.TimeoutExpired:
         raise UsageError(f"{what}: git {args[0]} took over {GIT_TIMEOUT_S:g} s; check the network") from None
     if done.returncode != 0:
-        lines = [ln for ln in done.stderr.strip().splitlines() if ln.strip()]
-        first = next((ln for ln in lines if ln.startswith(("fatal:", "error:"))), lines[0] if lines else "")
-        raise UsageError(f"{what}: {first.removeprefix('fatal: ') or f'git exit code {done.returncode}'}")
+        raise UsageError(f"{what}: {git_error_line(done.stderr, done.returncode)}")
     return done.stdout.strip()
+
+
+def git_error_line(stderr: str, returncode: int) -> str:
+    """The line of git's stderr that says what went wrong (its first ``fatal:``/``error:``), never a fragment
+    of the advice after it ("and the repository exists.")."""
+    lines = [ln.strip() for ln in stderr.strip().splitlines() if ln.strip()]
+    first = next((ln for ln in lines if ln.startswith(("fatal:", "error:"))), lines[0] if lines else "")
+    return first.removeprefix("fatal: ").removeprefix("error: ") or f"git exit code {returncode}"
 
 
 def _has_commit(mirror: Path, sha: str) -> bool:

@@ -89,6 +89,7 @@ def test_gpu_case(run_accuracy_case, request, index):
 """
 
 
+@pytest.mark.slow  # a pytest -n 2 session of its own (~40 s on a loaded 2-core machine)
 def test_xdist_workers_get_disjoint_gpu_slices(pytester, monkeypatch):
     """Two workers on a fake 8-GPU node: 4+4 GPUs at a time, never the same GPU twice at once."""
     monkeypatch.setenv("RL_AUTOTEST_GPU_COUNT", "8")
@@ -162,3 +163,27 @@ def test_replicates_over_the_cap_fail_the_case_in_one_line(pytester):
     result.stdout.fnmatch_lines([f"*scripted: --replicates: {count} is above the cap of {REPLICATE_CAPS['cpu']} "
                                  "replicates for a CPU case; pass --force to run more (pytest: --force-replicates)"])
     assert "Traceback" not in result.stdout.str() and not results.exists()
+
+
+NAMED_SUITE = f"""
+from autotest.plugin import assert_case_outcome
+
+def test_by_name(run_accuracy_case, request):
+    assert_case_outcome(run_accuracy_case("tiny-grpo"), False)
+
+def test_by_file(run_accuracy_case, request):
+    assert_case_outcome(run_accuracy_case({str(CASE)!r}), False)
+
+def test_unknown_name(run_accuracy_case):
+    run_accuracy_case("tiny-gpro")
+"""
+
+
+def test_the_fixture_takes_a_case_name_or_file_as_documented(pytester):
+    pytester.makepyfile(test_named=NAMED_SUITE)
+    result = pytester.runpytest_subprocess("--dry-run", "-rs", "--results-dir", str(pytester.path / "out"))
+    result.assert_outcomes(skipped=2, failed=1)
+    result.stdout.fnmatch_lines(["*dry run; command: *autotest.workloads.grpo*",
+                                 "*dry run; command: *scripted_run.py --work-dir*"], consecutive=False)
+    assert "AttributeError" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["*tiny-gpro*"])

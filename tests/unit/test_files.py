@@ -134,3 +134,17 @@ def test_require_writable_refuses_what_is_not_a_folder(tmp_path: Path, target: s
 def test_each_write_error_says_what_to_do(code: int, advice: str) -> None:
     error = WriteFailed(Path("/r/results.json"), OSError(code, os.strerror(code)))
     assert str(error) == f"cannot write /r/results.json: [Errno {code}] {os.strerror(code)}; {advice}"
+
+
+def test_a_written_file_gets_the_umask_s_mode_not_mkstemp_s_0600(tmp_path: Path) -> None:
+    from autotest.files import new_file_mode
+
+    old = os.umask(0o022)
+    new_file_mode.cache_clear()
+    try:
+        assert new_file_mode() == 0o644
+        write_atomic(tmp_path / "results.json", "{}")
+    finally:
+        os.umask(old)
+        new_file_mode.cache_clear()
+    assert (tmp_path / "results.json").stat().st_mode & 0o777 == 0o644

@@ -1,5 +1,10 @@
 """The package's layout is its architecture: data flows inputs → run → judge → report, never back.
 
+The log readers (``readers/``) turn a log into the judge's Trace and rank with it; their registry of formats
+(records and plugin loading, no reading) and the console pattern (plain ``re``) rank with the inputs, so that
+every list of formats (a case's ``tracker.format``, where a log is looked for, what a results folder copies)
+derives from the one registry.
+
 A stage imports only from earlier stages (or its own); the shells (cli, plugin, suites) sit on
 top; the embedded workloads are a separate program that imports at most the light consistency
 hook. The core stages import the package at module level only; the command shells (autotest/cli/ and each
@@ -20,14 +25,16 @@ PACKAGE = Path(autotest.__file__).parent
 #: stage of each top-level module or subpackage; a module may import from stages of rank <= its own
 RANKS = {
     "errors": 0, "files": 0, "redaction": 0,
-    "inputs": 1,
+    "inputs": 1, "scopes": 1,
     "run": 2,
-    "judge": 3,
+    "judge": 3, "readers": 3,
     "report": 4,
     "case_run": 5, "pipeline": 5, "run_replicates": 5,
     "calibration": 6, "history": 6, "consistency": 6, "bisect": 6,
     "cli": 7, "plugin": 7, "suites": 8,
 }
+#: modules ranked apart from their stage: the readers' records and patterns, read by the inputs and the launcher
+MODULE_RANKS = {"autotest.readers.registry": 1, "autotest.readers.console_pattern": 1}
 #: what the workloads (a separate program launched by the harness) may import from the harness
 WORKLOAD_IMPORTS = ("autotest.errors", "autotest.workloads", "autotest.consistency.collect",
                     "autotest.consistency.config", "autotest.consistency.correlation", "autotest.consistency.hook",
@@ -47,7 +54,10 @@ def _imports(path: Path) -> list[tuple[str, int]]:
     found = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("autotest"):
-            found.append((node.module, node.lineno))
+            # ``from autotest.readers import registry`` imports the module autotest.readers.registry
+            folder = PACKAGE.parent.joinpath(*node.module.split("."))
+            subs = [f"{node.module}.{a.name}" for a in node.names if (folder / f"{a.name}.py").is_file()]
+            found += [(m, node.lineno) for m in subs or [node.module]]
         elif isinstance(node, ast.Import):
             found += [(alias.name, node.lineno) for alias in node.names if alias.name.startswith("autotest")]
     return found
@@ -64,10 +74,11 @@ def test_no_import_points_back_up_the_flow():
         stage = _stage(module)
         if stage in ("workloads", "__init__"):
             continue
+        rank = MODULE_RANKS.get(module, RANKS[stage])
         for target, line in _imports(path):
             to = _stage(target)
-            if to in RANKS and RANKS[to] > RANKS[stage]:
-                backwards.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {stage} imports {target}")
+            if to in RANKS and MODULE_RANKS.get(target, RANKS[to]) > rank:
+                backwards.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {module} imports {target}")
     assert not backwards, "\n".join(backwards)
 
 
@@ -99,8 +110,8 @@ def _type_checking_only(tree: ast.Module) -> set[int]:
 def test_core_stages_import_the_package_at_module_top():
     hidden = []
     for module, path in _modules():
-        if _stage(module) not in ("inputs", "run", "judge", "report", "case_run", "pipeline", "run_replicates",
-                                  "calibration") or _is_shell(module):
+        if _stage(module) not in ("inputs", "run", "judge", "readers", "report", "case_run", "pipeline",
+                                  "run_replicates", "calibration") or _is_shell(module):
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         top = {id(node) for node in tree.body} | _type_checking_only(tree)
@@ -122,3 +133,51 @@ def test_no_two_modules_share_a_name_for_different_jobs():
             names.setdefault(leaf, []).append(module)
     shared = {leaf: mods for leaf, mods in names.items() if len(mods) > 1}
     assert not shared, shared
+
+
+def _module_of(target: str, known: set[str]) -> str | None:
+    """The module an import names: itself, else its package (``from autotest.x import name`` names autotest.x)."""
+    while target and target not in known:
+        target = target.rpartition(".")[0]
+    return target or None
+
+
+def test_no_import_circles():
+    """No module needs, directly or through others, a module that needs it back: not even inside a function,
+    where a circle only moves the failure to run time (history.database ↔ history.record was one)."""
+    known = {m.removesuffix(".__init__") for m, _ in _modules()}
+    graph: dict[str, set[str]] = {}
+    for module, path in _modules():
+        name = module.removesuffix(".__init__")
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        annotations = _type_checking_only(tree)
+        skipped = {n.lineno for n in ast.walk(tree) if id(n) in annotations}  # never run
+        targets = {_module_of(t, known) for t, line in _imports(path) if line not in skipped}
+        graph[name] = {t for t in targets if t and t != name and not name.startswith(t + ".")}
+    circles, index, low, stack, on_stack = [], {}, {}, [], set()
+
+    def visit(node: str) -> None:  # Tarjan: each strongly connected component of more than one module is a circle
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                circles.append(" <-> ".join(sorted(component)))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    assert not circles, "import circles:\n" + "\n".join(circles)

@@ -62,8 +62,8 @@ def test_a_command_that_logs_nothing_is_one_line(project: Path, capsys) -> None:
     assert main(["init", "w", "--", sys.executable, "-c", "pass"]) == 2
     line = _one_error_line(capsys)
     assert re.search(r"exited 0 after \d+ s but wrote no metric log in its work folder ", line), line
-    assert line.endswith("(looked for *.jsonl whose rows carry a 'step', and TensorBoard event files); pass "
-                         "{work_dir} to the trainer's logger, or give --log PATH")
+    assert "(looked for: xtuner tracker (" in line and "TensorBoard event files (" in line, line
+    assert line.endswith("); pass {work_dir} to the trainer's logger, or give --log PATH")
 
 
 def test_a_command_that_outlives_its_timeout_is_one_line(project: Path, capsys) -> None:
@@ -87,3 +87,42 @@ def test_a_tensorboard_only_trainer_gets_a_tensorboard_case_reading_its_runs_fol
     assert (case.tracker.format, case.tracker.path) == ("tensorboard", "{work_dir}/runs")
     assert [c.check_id for c in load_baseline(case.baseline_path).checks] == [
         "train/entropy[points]", "train/reward[percentile]", "train/reward[pooled]"]
+
+
+def test_a_300_character_name_is_one_line_and_leaves_nothing(project: Path, capsys) -> None:
+    assert main(["init", "w" * 300, "--", sys.executable, "-c", WRITER, "{work_dir}", "{seed}"]) == 2
+    line = _one_error_line(capsys)
+    assert line == ("rl-autotest: error: init: the case name is 300 characters; keep it to 100 or fewer (it names "
+                    "the case and baseline files and every results folder)")
+    assert not (project / "baselines").exists() and not list((project / "cases").iterdir())
+    assert not (project / "results").exists()
+
+
+def test_a_baselines_folder_that_cannot_be_created_is_one_line_and_leaves_no_cases_folder(
+        project: Path, capsys) -> None:
+    (project / "blocker").write_text("a file where a folder is needed\n")
+    assert main(["init", "w", "--cases-dir", str(project / "new" / "cases"), "--baselines-dir",
+                 str(project / "blocker" / "baselines"), "--", sys.executable, "-c", WRITER, "{work_dir}",
+                 "{seed}"]) == 2
+    line = _one_error_line(capsys)
+    assert line.startswith(f"rl-autotest: error: init: {project / 'blocker' / 'baselines'}: cannot create the "
+                           "folder (Not a directory); nothing run or written"), line
+    assert not (project / "new").exists() and not (project / "results").exists()
+
+
+def test_an_interpreter_from_the_environment_starts_and_stays_a_variable_in_the_case(
+        project: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FRAMEWORK_PYTHON", sys.executable)  # a separate framework venv's python
+    assert main(["init", "w", "--", "${FRAMEWORK_PYTHON}", "-c", WRITER, "{work_dir}", "{seed}"]) == 0
+    assert "running once: " + sys.executable in capsys.readouterr().out
+    assert load_case("w").launch.command[0] == "${FRAMEWORK_PYTHON}"
+
+
+def test_an_unset_interpreter_variable_is_one_line_before_anything_is_made(
+        project: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FRAMEWORK_PYTHON", raising=False)
+    assert main(["init", "w", "--", "${FRAMEWORK_PYTHON}", "-c", WRITER, "{work_dir}", "{seed}"]) == 2
+    assert _one_error_line(capsys) == ("rl-autotest: error: init: command word 1 '${FRAMEWORK_PYTHON}': "
+                                       "${FRAMEWORK_PYTHON} is not set; export FRAMEWORK_PYTHON before rl-autotest "
+                                       "init (the case's runs read it too)")
+    assert not (project / "baselines").exists() and not (project / "results").exists()

@@ -22,7 +22,7 @@ from autotest.errors import UsageError
 from autotest.inputs.baseline import load_baseline
 from autotest.inputs.case import case_argument, load_case
 from autotest.judge.model import FAIL, PASS
-from autotest.judge.readers import read_trace
+from autotest.readers.reading import read_trace
 from autotest.judge.verdict import compare
 from autotest.run.artifacts import artifacts_for
 from autotest.run.launch import launch_spec

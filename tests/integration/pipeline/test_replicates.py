@@ -14,7 +14,7 @@ import pytest
 
 from autotest.inputs.baseline import load_baseline
 from autotest.inputs.case import REPO_ROOT, load_case
-from autotest.judge.readers import read_trace
+from autotest.readers.reading import read_trace
 from autotest.judge.power import calibration_runs
 from autotest.judge.replicate_mean import pooled_threshold_scale
 from autotest.pipeline import RunOptions, run_case

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from autotest.inputs.baseline import load_baseline
-from autotest.judge.readers import read_trace
+from autotest.readers.reading import read_trace
 from autotest.judge.verdict import compare
 from autotest.report import plot_worker
 from autotest.report.plots import Drawer, MetricPlot, metric_plots

@@ -304,7 +304,7 @@ def test_sigkill_of_the_harness_stops_the_job(ray_head: str, tmp_path: Path) -> 
 @pytest.mark.slow
 def test_tiny_grpo_runs_as_a_ray_job(ray_head: str, tmp_path: Path) -> None:
     from autotest.inputs.case import load_case
-    from autotest.judge.readers import read_trace
+    from autotest.readers.reading import read_trace
     from autotest.pipeline import RunOptions, run_case
 
     case = load_case("tiny-grpo")

@@ -69,6 +69,7 @@ def _run(node: dict, runner: str, case: str) -> tuple[Path, dict, dict]:
     return folder, json.loads(run_env_file.read_text()), json.loads((folder / "results.json").read_text())
 
 
+@pytest.mark.slow  # a gate and a nightly, each a real run (25-55 s on 2 cores)
 def test_a_gate_and_a_nightly_on_one_xtuner_node(node):
     tmp = node["tmp"]
     gate = _pytest(node, "refs/pull/42/head", tmp / "gate-results")

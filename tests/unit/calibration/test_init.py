@@ -57,11 +57,13 @@ def test_init_from_a_log_writes_a_loadable_case_and_a_placeholder_baseline(proje
     case = load_case("my-grpo")  # found by name in the project, its baseline the project's default
     assert case.baseline_path == project / "accuracy" / "baselines" / "my-grpo.yaml"
     assert case.tracker.path == "{work_dir}/tracker.jsonl"
-    assert case.expected.steps == 10 and case.seed.default == 0 and case.seed.calibration == (1, 2, 3)
+    assert case.expected.steps == 10 and case.seed.default == 0 and case.seed.calibration == tuple(range(1, 11))
     assert case.launch.command == tuple(COMMAND[1:])
     baseline = load_baseline(case.baseline_path)
     assert baseline.checks and all(c.placeholder for c in baseline.checks)
     assert baseline.provenance["produced_by"] == "rl-autotest init"
+    # calibrate runs as many seeds as the case lists: the 10 calibration runs `power` advises, not 3
+    assert baseline.calibration is not None and baseline.calibration.runs == len(case.seed.calibration) == 10
 
 
 def test_a_rerun_says_what_exists_and_overwrites_nothing(project: Path, tmp_path: Path, capsys) -> None:

@@ -65,3 +65,12 @@ def test_a_first_baseline_has_no_backup(tmp_path: Path) -> None:
     write(tmp_path / "case-a.candidate.yaml")
     promotion = promote(tmp_path / "case-a.yaml")
     assert promotion.backup is None and promotion.changes == ("new baseline: 1 checks",)
+
+
+def test_promote_keeps_the_candidate_s_review_report_beside_the_baseline(target: Path) -> None:
+    write(target.with_name("case-a.candidate.yaml"), threshold=0.2)
+    target.with_name("case-a.candidate.md").write_text("# review: thresholds and self-check\n")
+    promotion = promote(target)
+    assert promotion.review == target.with_name("case-a.review.md")
+    assert promotion.review.read_text() == "# review: thresholds and self-check\n"
+    assert not target.with_name("case-a.candidate.md").exists()

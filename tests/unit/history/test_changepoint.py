@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import math
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
 from autotest.history.changepoint import (
     DriftParams,
+    candidates,
     change_points,
     latest_change,
     permutation_p_value,
@@ -76,3 +81,29 @@ def test_nonsense_parameters_are_refused() -> None:
         DriftParams(min_runs_after=1)
     with pytest.raises(ValueError, match="at least 19 permutations"):
         DriftParams(permutations=5)
+
+
+def test_candidates_are_ruptures_binary_segmentation_without_importing_it() -> None:
+    ruptures = pytest.importorskip("ruptures", reason="the parity check needs ruptures (pip install ruptures)")
+    rng = np.random.default_rng(7)
+    for trial in range(200):
+        n = int(rng.integers(6, 61))
+        values = rng.normal(0, 1, n) + np.where(np.arange(n) >= rng.integers(0, n), rng.normal(0, 3), 0.0)
+        if trial % 5 == 0:
+            values = np.round(values)  # ties between equally good splits
+        min_size = int(rng.integers(2, max(3, n // 2) + 1))
+        if n < 2 * min_size:
+            continue
+        scale = max(robust_sigma(values) ** 2, 1e-12 * max(float(np.var(values)), 1e-300))
+        expected = ruptures.Binseg(model="l2", min_size=min_size, jump=1).fit(values).predict(
+            pen=2 * scale * math.log(n))
+        assert candidates(values, min_size) == [b for b in expected if b < n], (trial, list(values), min_size)
+
+
+def test_finding_a_change_imports_neither_ruptures_nor_scipy() -> None:
+    """Drift runs after every recorded verdict: it must not pay SciPy's import (1.2 s) each time."""
+    code = ("import sys; from autotest.history.changepoint import change_points; "
+            "assert change_points([0.3] * 20 + [0.9] * 20 + [0.31, 0.29] * 5); "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'ruptures', 'scipy'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "[]"

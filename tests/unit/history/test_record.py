@@ -51,7 +51,7 @@ def test_a_folder_without_its_tracker_copy_is_recorded_with_a_warning(tmp_path) 
     record = read_results_folder(write_results_folder(tmp_path, "c", 1, {REWARDS: 0.05}, tracker=False))
     assert record.metrics == ()
     assert record.warnings == (f"{tmp_path / 'c' / 'night-01'}: no tracker copy (tracker.jsonl, trainer_state.json, "
-                               "tensorboard); "
+                               "tensorboard, mlflow-run, wandb-run.wandb, history.csv, console.log); "
                                "per-metric summaries not recorded",)
 
 
@@ -167,7 +167,7 @@ def test_a_run_s_kind_comes_from_its_context(tmp_path, context, kind) -> None:
 
 
 def test_a_run_s_cost_is_read_from_its_context(tmp_path) -> None:
-    from autotest.history.record import device_seconds_of_folder
+    from autotest.history.run_facts import device_seconds_of_folder
 
     folder = write_results_folder(tmp_path, "c", 1, {})
     assert read_results_folder(folder).device_seconds is None  # written before costs

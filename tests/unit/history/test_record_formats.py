@@ -6,7 +6,7 @@ import shutil
 
 from autotest.history.record import read_results_folder
 from autotest.inputs.baseline import load_baseline
-from autotest.judge.readers import read_trace
+from autotest.readers.reading import read_trace
 from autotest.judge.verdict import compare
 from autotest.report.publish import publish
 from tests.helpers import write_yaml

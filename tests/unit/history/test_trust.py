@@ -157,3 +157,16 @@ def test_a_version_1_history_is_migrated_by_its_next_writer(tmp_path, capsys) ->
         assert store.version == SCHEMA_VERSION  # migrated to the current schema
         assert [(r.kind, r.trusted) for r in runs] == [("gate", False), ("gate", True), ("fault", False)]
         assert runs[2].results_dir == str(faulty)
+
+
+def test_a_why_with_terminal_escapes_is_shown_escaped(tmp_path, capsys) -> None:
+    clean, _, _ = _mixed_history(tmp_path)
+    root = ["--results-dir", str(tmp_path)]
+    why = "bad node\x1b[2J\x1b]0;pwned\x07\rok"
+    assert main(["history", "untrust", str(clean[1]), "--why", why, *root]) == 0
+    echoed = capsys.readouterr().out
+    assert "\x1b" not in echoed and "bad node\\x1b[2J" in echoed
+    assert main(["history", "show", "c", *root]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "\r" not in out
+    assert "bad node\\x1b[2J\\x1b]0;pwned\\x07\\rok" in out.splitlines()[2]

@@ -43,6 +43,22 @@ def test_tensorboard_events_without_exp_dirs_are_kept_in_a_folder(tmp_path):
     assert tracker_copy(tmp_path / "res") == found.tracker
 
 
+def test_an_mlflow_run_is_kept_as_a_folder_and_a_console_log_as_a_file(tmp_path):
+    run = tmp_path / "out" / "mlruns" / "0" / "abc"
+    (run / "metrics" / "reward").mkdir(parents=True)
+    (run / "meta.yaml").write_text("run_id: abc\n")
+    (run / "metrics" / "reward" / "mean").write_text("1700000000000 0.5 1\n")
+    found = collect_artifacts(tmp_path / "out", tmp_path / "res", fmt="mlflow")
+    assert found.tracker_source == run and found.tracker == tmp_path / "res" / "mlflow-run"
+    assert (found.tracker / "metrics" / "reward" / "mean").read_text() == "1700000000000 0.5 1\n"
+    assert tracker_copy(tmp_path / "res") == found.tracker
+    log = tmp_path / "work" / "train.log"
+    log.parent.mkdir()
+    log.write_text("step:1 - loss:0.5\n")
+    assert collect_artifacts(tmp_path / "work", tmp_path / "res2", fmt="console:verl").tracker.read_text() == \
+        log.read_text()
+
+
 def test_a_log_from_before_the_launch_is_not_this_runs(tmp_path):
     _hf_output_dir(tmp_path / "out")
     found = collect_artifacts(tmp_path / "out", tmp_path / "res", fmt="hf-trainer", since=time.time() + 5)
@@ -53,7 +69,10 @@ def test_a_log_from_before_the_launch_is_not_this_runs(tmp_path):
 @pytest.mark.parametrize("fmt, source, name", [("xtuner", "t.jsonl", "tracker.jsonl"), ("verl", "m.jsonl", "tracker.jsonl"),
                                                ("hf-trainer", "trainer_state.json", "trainer_state.json"),
                                                ("hf-trainer", "cb.jsonl", "tracker.jsonl"),
-                                               ("tensorboard", "runs", "tensorboard")])
+                                               ("tensorboard", "runs", "tensorboard"), ("mlflow", "abc", "mlflow-run"),
+                                               ("wandb", "run-x.wandb", "wandb-run.wandb"),
+                                               ("wandb", "h.csv", "history.csv"), ("wandb", "h.jsonl", "tracker.jsonl"),
+                                               ("console:verl", "train.log", "console.log")])
 def test_copy_names(fmt, source, name):
     assert copy_name(fmt, Path(source)) == name and name in COPY_NAMES
 

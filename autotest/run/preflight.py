@@ -90,9 +90,23 @@ def commit_under_test(repo_dir: Path | str) -> CommitInfo:
     lines = status.splitlines()
     untracked = tuple(line[3:] for line in lines if line.startswith("??"))
     dirty = bool(lines)
-    diff_stat = _git(repo, "diff", "--stat", "HEAD")[1].rstrip() if dirty else ""
+    diff_stat = shortened_diff_stat(_git(repo, "diff", "--stat", "HEAD")[1].rstrip()) if dirty else ""
     return CommitInfo(repo_dir=str(repo.resolve()), sha=sha, branch=branch, dirty=dirty,
                       diff_stat=diff_stat, untracked=untracked, reason=None)
+
+
+#: files of a dirty tree's diff stat kept in the records (its summary line always is)
+DIFF_STAT_FILES = 20
+
+
+def shortened_diff_stat(stat: str) -> str:
+    """``git diff --stat`` with at most ``DIFF_STAT_FILES`` file lines: a tree with a hundred edited files would
+    otherwise put kilobytes into every preflight.json, results.json and card (twice: commit and harness)."""
+    lines = stat.splitlines()
+    files, summary = lines[:-1], lines[-1:]
+    if len(files) <= DIFF_STAT_FILES:
+        return stat
+    return "\n".join([*files[:DIFF_STAT_FILES], f" ... and {len(files) - DIFF_STAT_FILES} more files", *summary])
 
 
 # ---------------------------------------------------------------- inputs

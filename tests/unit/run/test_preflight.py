@@ -50,3 +50,15 @@ def test_require_inputs_passes_when_all_exist(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------- redaction
+
+
+def test_a_long_diff_stat_keeps_its_first_files_and_its_summary() -> None:
+    from autotest.run.preflight import DIFF_STAT_FILES, shortened_diff_stat
+
+    files = [f" f{i}.py | 2 +-" for i in range(DIFF_STAT_FILES + 5)]
+    stat = "\n".join([*files, " 25 files changed, 25 insertions(+), 25 deletions(-)"])
+    short = shortened_diff_stat(stat).splitlines()
+    assert short[:DIFF_STAT_FILES] == files[:DIFF_STAT_FILES]
+    assert short[DIFF_STAT_FILES:] == [" ... and 5 more files", " 25 files changed, 25 insertions(+), 25 deletions(-)"]
+    small = "\n".join([*files[:3], " 3 files changed"])
+    assert shortened_diff_stat(small) == small

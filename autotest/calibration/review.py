@@ -97,6 +97,12 @@ def render_report(calibration: Calibration, self_check: SelfCheck, shifts: Seque
               "pair of runs (one as current, the other as golden); threshold = max(measured x margin, floor), "
               "golden = the N-run mean.", ""]
     lines += _threshold_rows(calibration) + [""]
+    if calibration.useless:
+        lines += ["## Checks that cannot fire", "",
+                  "A gate whose minimum detectable effect exceeds the metric's whole range cannot see even a "
+                  "change as large as everything the metric does over the run; each is kept as reference only "
+                  "(see the calibration docs):", ""]
+        lines += [f"- `{u.check_id}`: {u.why()}" for u in calibration.useless] + [""]
     if power:
         lines += ["## Detection power", "", *power, ""]
     lines += ["## Golden shift against the current baseline", ""]

@@ -21,6 +21,9 @@ Pooled checks (``scope: pooled``) are calibrated differently, from the spread of
 statistic and a declared false-alarm budget, with per-step noise stored beside the golden table:
 see ``autotest.calibration.pooled_noise``.
 
+A gate whose minimum detectable effect exceeds its metric's whole range cannot fire: it is kept as
+``severity: reference`` and listed as useless (``autotest.calibration.usefulness``).
+
 ``leave_one_out`` re-calibrates from N-1 runs and checks the held-out run: an estimate of the
 false-alarm rate of the margin.
 """
@@ -33,6 +36,7 @@ from types import MappingProxyType
 from typing import Mapping, Sequence
 
 from autotest.calibration.pooled_noise import calibrate_pooled, noise_table
+from autotest.calibration.usefulness import UselessCheck, demote, restored, useless_checks
 from autotest.errors import UsageError
 from autotest.inputs.baseline import Baseline, CalibrationSpec, CheckSpec
 from autotest.judge.checks import evaluate_check
@@ -76,6 +80,8 @@ class Calibration:
     uncovered: Mapping[str, tuple[int, ...]]
     settings: CalibrationSpec
     sources: tuple[str, ...]
+    #: gates whose MDE exceeds their metric's range, kept as reference only (``autotest.calibration.usefulness``)
+    useless: tuple[UselessCheck, ...] = ()
 
     @property
     def num_runs(self) -> int:
@@ -266,7 +272,8 @@ def calibrate(spec: Baseline, traces: Sequence[Trace], *, settings: CalibrationS
     steps = [s for series in table.values() for s in series]
     frozen = MappingProxyType({m: MappingProxyType(v) for m, v in table.items()})
     runs = [_covered(t, table) for t in traces]
-    pooled = [c for c in spec.checks if scope_kind(c.scope).uses_noise]
+    judged = restored(spec.checks)  # a check demoted as useless last time is a gate again until re-judged
+    pooled = [c for c in judged if scope_kind(c.scope).uses_noise]
     noise = noise_table(sorted({c.metric for c in pooled}), table, runs)
     draft = replace(spec, golden_table=frozen, golden_tracker=None, golden_format="auto",
                     calibrated_range=(min(steps), max(steps)) if steps else None, calibration=settings,
@@ -274,9 +281,14 @@ def calibrate(spec: Baseline, traces: Sequence[Trace], *, settings: CalibrationS
                     else None)
     golden = golden_trace(draft)
     gates = sum(c.severity == "gate" for c in pooled)
-    checks = tuple(_calibrate_check(c, draft, golden, runs, settings, sizes, gates) for c in spec.checks)
+    checks = tuple(_calibrate_check(c, draft, golden, runs, settings, sizes, gates) for c in judged)
+    useless = {u.check_id: u for u in useless_checks(replace(draft, checks=tuple(c.check for c in checks)),
+                                                     runs, sizes)}
+    checks = tuple(replace(c, check=demote(c.check, useless[c.check.check_id])) if c.check.check_id in useless
+                   else c for c in checks)
     baseline = replace(draft, checks=tuple(c.check for c in checks))
-    return Calibration(baseline, checks, MappingProxyType(uncovered), settings, tuple(t.source for t in traces))
+    return Calibration(baseline, checks, MappingProxyType(uncovered), settings, tuple(t.source for t in traces),
+                       tuple(useless.values()))
 
 
 def leave_one_out(spec: Baseline, traces: Sequence[Trace], labels: Sequence[str] | None = None, *,

@@ -107,6 +107,8 @@ def calibrate(args: argparse.Namespace) -> int:
         print(f"warning: {warning}", file=sys.stderr)
     for c in outcome.calibration.checks:
         print(f"{c.check.check_id}: {c.previous.shown_threshold} -> {c.check.shown_threshold} ({c.status})")
+    for useless in outcome.calibration.useless:
+        print(useless.line())
     rate = outcome.self_check.false_alarm_rate
     print(f"self-check: leave-one-out false alarms {outcome.self_check.false_alarms}/"
           f"{len(outcome.self_check.held_out)}" + ("" if rate is None else f" ({rate:.0%})"))

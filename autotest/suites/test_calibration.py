@@ -62,4 +62,6 @@ def test_calibrate_case(case, request):
                                *[f"  {w}" for w in outcome.warnings],
                                f"  review: {outcome.report}", f"  promote anyway: {promote_command(case)}"]),
                     pytrace=False)
+    for useless in outcome.calibration.useless:
+        print(f"{case.name}: {useless.line()}")
     print(f"{case.name}: candidate {outcome.candidate}; review {outcome.report}, then {promote_command(case)}")

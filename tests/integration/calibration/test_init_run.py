@@ -43,7 +43,7 @@ def test_init_runs_the_command_once_and_finds_its_log_under_work_dir(project: Pa
     case = load_case("w")
     assert case.tracker.path == "{work_dir}/metrics.jsonl"
     assert [c.check_id for c in load_baseline(case.baseline_path).checks] == [
-        "entropy[points]", "reward[percentile]", "reward[pooled]"]
+        "entropy[points]", "entropy[pooled]", "reward[percentile]", "reward[pooled]"]
     assert list((project / "results" / "w").glob("init-*/logs/stdout.log"))  # the run's own logs are kept
 
 
@@ -86,7 +86,7 @@ def test_a_tensorboard_only_trainer_gets_a_tensorboard_case_reading_its_runs_fol
     case = load_case("tb")
     assert (case.tracker.format, case.tracker.path) == ("tensorboard", "{work_dir}/runs")
     assert [c.check_id for c in load_baseline(case.baseline_path).checks] == [
-        "train/entropy[points]", "train/reward[percentile]", "train/reward[pooled]"]
+        "train/entropy[points]", "train/entropy[pooled]", "train/reward[percentile]", "train/reward[pooled]"]
 
 
 def test_a_300_character_name_is_one_line_and_leaves_nothing(project: Path, capsys) -> None:

@@ -98,24 +98,29 @@ def _git(repo: Path, *args: str) -> str:
                           env=env).stdout.strip()
 
 
-@pytest.fixture
-def fake_case(tmp_path, monkeypatch):
-    """(case, baselines dir, framework checkout): a clean git checkout with the training script."""
+def fake_framework(tmp_path: Path, monkeypatch, name: str, train: str, case: str, spec: str):
+    """(case, baselines dir, framework checkout): a clean git checkout with ``train`` as its training script,
+    the case and its baseline spec (``case`` and ``spec`` are templates of ``{name}``)."""
     repo = tmp_path / "fw"
     repo.mkdir()
-    (repo / "train.py").write_text(textwrap.dedent(TRAIN))
+    (repo / "train.py").write_text(textwrap.dedent(train))
     _git(repo, "init", "-q")
     _git(repo, "add", "train.py")
     _git(repo, "commit", "-q", "-m", "fake framework")
     monkeypatch.setenv("FAKE_FW_ROOT", str(repo))
-    name = "fake-calib"
     case_file = tmp_path / "cases" / f"{name}.yaml"
     case_file.parent.mkdir()
-    case_file.write_text(CASE.format(name=name))
+    case_file.write_text(case.format(name=name))
     baselines = tmp_path / "baselines"
     baselines.mkdir()
-    (baselines / f"{name}.yaml").write_text(SPEC.format(name=name))
+    (baselines / f"{name}.yaml").write_text(spec.format(name=name))
     return load_case(case_file), baselines, repo
+
+
+@pytest.fixture
+def fake_case(tmp_path, monkeypatch):
+    """(case, baselines dir, framework checkout): a clean git checkout with the training script."""
+    return fake_framework(tmp_path, monkeypatch, "fake-calib", TRAIN, CASE, SPEC)
 
 
 def options(tmp_path: Path, baselines: Path, **kw) -> CalibrationOptions:

@@ -34,6 +34,9 @@ def test_trl_log_gets_roles_from_the_inferred_preset_and_placeholder_checks_per_
     assert proposal.preset == "trl"
     rows = {r.metric: r for r in proposal.rows}
     assert rows["reward"].checks == ("reward[percentile]", "reward[pooled]")
+    assert rows["completions/mean_length"].checks == ("completions/mean_length[percentile]",
+                                                      "completions/mean_length[pooled]")
+    assert rows["entropy"].checks == ("entropy[points]", "entropy[pooled]")
     assert rows["rewards/correct_digit/mean"].note == "reward is this role's checked metric"
     assert rows["completions/max_length"].note.startswith("constant in this run")
     assert rows["loss"].role == "loss" and "not gated by default" in rows["loss"].note
@@ -44,6 +47,22 @@ def test_trl_log_gets_roles_from_the_inferred_preset_and_placeholder_checks_per_
     time = next(c for c in proposal.checks if c.metric == "step_time")
     assert time.severity == "reference" and time.method == "slowdown"
     assert proposal.expected_steps == 10
+
+
+def test_every_learning_curve_role_gets_a_pooled_gate_and_level_roles_keep_their_level_checks() -> None:
+    # a per-step check fires only past the seeds' worst step; the pooled mean sees a small shift at every step
+    proposal = propose(_trace({"response/rewards/mean": _ramp(), "response/response_len/mean": _ramp(50),
+                               "entropy/mean": _ramp(3), "eval/accuracy": {0: 0.1, 5: 0.4, 10: 0.7},
+                               "mismatch/mismatch_k3_kl": _ramp(1e-3)}))
+    checks = {c.check_id: (c.method, c.severity) for c in proposal.checks}
+    assert checks == {
+        "response/rewards/mean[percentile]": ("absolute", "gate"),
+        "response/rewards/mean[pooled]": ("absolute", "gate"),
+        "response/response_len/mean[percentile]": ("relative", "gate"),
+        "response/response_len/mean[pooled]": ("absolute", "gate"),
+        "entropy/mean[points]": ("absolute", "gate"), "entropy/mean[pooled]": ("absolute", "gate"),
+        "eval/accuracy[final]": ("absolute", "gate"), "eval/accuracy[pooled]": ("absolute", "gate"),
+        "mismatch/mismatch_k3_kl[percentile]": ("absolute", "gate")}
 
 
 def test_xtuner_log_takes_the_mean_series_as_the_headline_of_a_role() -> None:

@@ -5,15 +5,25 @@ under ``other``), built from the verdict's gate check results and the baseline's
 (:mod:`autotest.inputs.roles`). "Within bounds at every step" means every gate check of that role
 passed over its scope (stepwise, pooled, final, ...); a role with no gate check is "not checked" and
 counts as evidence for nothing. report.md prints the rows as the triage evidence table.
+
+Some causes look alike in those rows and differ in what can be measured: :func:`hypothesis_evidence` takes those
+readings (:class:`Measured`) from the traces themselves: a unit change (one metric a constant factor or offset
+from the golden at every step, every other one in bounds) and a changed run shape (a clean exit after another
+number of steps, the steps it did within bounds). report.md prints them as the hypothesis evidence table.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Iterable
+import statistics
+from dataclasses import replace
+from types import MappingProxyType
+from typing import Iterable, Sequence
 
+from autotest.inputs.baseline import Baseline
 from autotest.inputs.roles import GROUPS, RoleMap
-from autotest.judge.model import ERROR, FAIL, PASS, CheckResult, RoleEvidence
+from autotest.judge.checks import evaluate_check
+from autotest.judge.model import ERROR, FAIL, PASS, CheckResult, Measured, RoleEvidence, decide_status
 from autotest.judge.trace import Trace
 
 OTHER = "other"
@@ -62,3 +72,150 @@ def first_points(current: Trace | None) -> set[int]:
     if current.eval_steps:
         firsts.add(current.eval_steps[0])
     return firsts
+
+
+# --- readings for hypotheses the role rows cannot tell apart (issue 30: evidence before rules) ---------------------
+
+#: the hypotheses measured here (``Measured.hypothesis``; the rules that read them name the same)
+UNITS, SHAPE = "logging/units", "run shape"
+#: the fewest common steps a constant factor or offset is read from: "at every step", never from a few eval points
+MIN_SCALED_POINTS = 5
+#: factors a change of units produces; one within ``UNIT_NEAR`` of the measured factor (or its inverse) is tried first
+UNIT_FACTORS = (2.0, 4.0, 8.0, 10.0, 60.0, 100.0, 1000.0, 1024.0, 3600.0, 1e6)
+UNIT_NEAR = 0.15
+#: role groups whose gates say whether anything else moved (performance and memory have rules of their own)
+_MOVED_GROUPS = (*ACCURACY_GROUPS, "consistency")
+
+
+def hypothesis_evidence(baseline: Baseline, golden: Trace, current: Trace, results: Sequence[CheckResult],
+                        roles: RoleMap) -> tuple[Measured, ...]:
+    """What was measured for the unit-change and run-shape hypotheses, where the results make them a question."""
+    if decide_status(results) == PASS:
+        return ()
+    readings = (units_evidence(baseline, golden, current, results, roles),
+                shape_evidence(baseline, golden, current, results, roles))
+    return tuple(m for m in readings if m is not None)
+
+
+def _gates(results: Sequence[CheckResult], roles: RoleMap) -> list[CheckResult]:
+    return [r for r in results if r.kind == "metric" and r.is_gate and r.metric
+            and (roles.group_of(r.metric) or OTHER) in _MOVED_GROUPS]
+
+
+def _recheck(baseline: Baseline, golden: Trace, current: Trace, check_ids: set[str]) -> list[CheckResult]:
+    """The checks ``check_ids`` of ``baseline`` evaluated again on ``current`` against ``golden``."""
+    return [evaluate_check(spec, baseline, golden, current, baseline.golden_table is not None)
+            for spec in baseline.checks if spec.check_id in check_ids]
+
+
+def _factors(measured: float) -> list[float]:
+    """The unit factors within ``UNIT_NEAR`` of ``measured`` (nearest first), then ``measured`` itself: a seed's own
+    noise moves the median ratio a little off the factor the logger applies."""
+    candidates = [c for unit in UNIT_FACTORS for c in (unit, -unit, 1 / unit, -1 / unit)]
+    near = [c for c in candidates if abs(measured / c - 1) <= UNIT_NEAR]
+    return [*sorted(near, key=lambda c: abs(measured / c - 1)), measured]
+
+
+def units_evidence(baseline: Baseline, golden: Trace, current: Trace, results: Sequence[CheckResult],
+                   roles: RoleMap) -> Measured | None:
+    """One metric breached, nothing else: is it the golden times a constant factor (or plus an offset) at every step?
+
+    The factor is the median of current / golden over their common steps (read as a unit factor when close to one);
+    the metric divided by it is checked again by its own gates. A change of units (or of how a metric is computed
+    for the log) moves that one metric by the same factor at every step and nothing the training does. A teacher's
+    distillation KL is left to ``teacher-path``: a wrong teacher moves it alone too, by a factor that can look
+    constant."""
+    gates = _gates(results, roles)
+    failed = {r.metric for r in gates if r.status == FAIL and not is_non_finite(r)}
+    if len(failed) != 1 or roles.group_of(next(iter(failed))) == "teacher":
+        return None
+    metric = next(iter(failed))
+    measured = ("an exact constant factor (or offset) at every step on the one breached metric, every other one in "
+                "bounds")
+    others = [r for r in gates if r.metric != metric]
+    moved = [r.check_id for r in others if r.status != PASS]
+    if moved:
+        return Measured(UNITS, measured, False, f"other gates did not pass: {', '.join(moved)}")
+    cur, gold = current.get(metric) or {}, golden.get(metric) or {}
+    steps = [s for s in sorted(set(cur) & set(gold)) if math.isfinite(cur[s]) and math.isfinite(gold[s])]
+    ratio_steps = [s for s in steps if gold[s] != 0]
+    if len(steps) < MIN_SCALED_POINTS:
+        return Measured(UNITS, measured, False, f"{metric} has {len(steps)} common steps with the golden; "
+                                                f"a constant factor needs {MIN_SCALED_POINTS} or more")
+    own = {r.check_id for r in gates if r.metric == metric}
+    ratios = [cur[s] / gold[s] for s in ratio_steps]
+    readings = []
+    if len(ratio_steps) >= MIN_SCALED_POINTS:
+        spread = (f"{len(ratio_steps)} steps, current / golden {min(ratios):.4g} to {max(ratios):.4g}, median "
+                  f"{statistics.median(ratios):.4g}")
+        readings += [("factor", factor, f"{metric} is {factor:.4g} x golden at every step ({spread})",
+                      f"divided by {factor:.4g}") for factor in _factors(statistics.median(ratios))]
+    offset = statistics.median(cur[s] - gold[s] for s in steps)
+    readings.append(("offset", offset, f"{metric} is golden {offset:+.4g} at every step ({len(steps)} steps)",
+                     f"less {offset:+.4g}"))
+    for kind, amount, finding, undone in readings:
+        undo = (lambda v, a=amount: v / a) if kind == "factor" else (lambda v, a=amount: v - a)
+        series = {**current.series, metric: MappingProxyType({s: undo(v) for s, v in cur.items()})}
+        rechecked = _recheck(baseline, golden, replace(current, series=MappingProxyType(series)), own)
+        if rechecked and all(r.status == PASS for r in rechecked):
+            return Measured(UNITS, measured, True,
+                            f"{finding}; {undone} it passes its {len(rechecked)} gate check"
+                            f"{'s' * (len(rechecked) > 1)}; every other checked metric within bounds "
+                            f"({len(others)} gate checks)",
+                            {"metric": metric, "kind": kind, "amount": f"{amount:.4g}",
+                             "relation": f"{amount:.4g} x golden" if kind == "factor" else f"golden {amount:+.4g}"})
+    return Measured(UNITS, measured, False,
+                    f"{readings[0][2]}; neither divided by a constant factor nor less a constant offset does it pass "
+                    "its gates: the change is not one of units")
+
+
+def _within(trace: Trace, steps: set[int], last: int) -> Trace:
+    """``trace`` restricted to ``steps`` up to ``last``."""
+    series = {m: MappingProxyType({s: v for s, v in values.items() if s in steps and s <= last})
+              for m, values in trace.series.items()}
+    return replace(trace, series=MappingProxyType(series),
+                   train_steps=tuple(s for s in trace.train_steps if s in steps and s <= last),
+                   eval_steps=tuple(s for s in trace.eval_steps if s in steps and s <= last))
+
+
+def shape_evidence(baseline: Baseline, golden: Trace, current: Trace, results: Sequence[CheckResult],
+                   roles: RoleMap) -> Measured | None:
+    """The step count differs from the case's: did the run end of its own accord, with the steps it did the golden's?
+
+    Read from the exit status the pipeline recorded (``run[completion]``), the tracker (no cut line, no infrastructure
+    failure) and the gates checked again over the steps both runs have."""
+    count = next((r for r in results if r.check_id == "steps[count]" and r.status in (FAIL, ERROR)), None)
+    if count is None:
+        return None
+    expected, steps = count.parameters.get("expected"), len(current.train_steps)
+    measured = "the exit status, the log's end and the steps both runs did, checked again against the golden"
+    values = {"steps": str(steps), "expected": str(expected), "last": str(current.last_train_step)}
+    completion = next((r for r in results if r.check_id == "run[completion]"), None)
+    if completion is None:
+        return Measured(SHAPE, measured, False, "no exit status recorded (an existing log was compared)", values)
+    if not completion.parameters.get("clean_exit"):
+        return Measured(SHAPE, measured, False, f"the run did not end cleanly: {completion.message}", values)
+    cut = [w for w in current.warnings if "truncated" in w]
+    broken = [r.check_id for r in results if r.check_id in ("run[tracker]", "run[infra]") and r.status == ERROR]
+    if cut or broken:
+        return Measured(SHAPE, measured, False, f"exit 0, but the log says otherwise: {(cut or broken)[0]}", values)
+    logged = set(current.train_steps) | set(current.eval_steps)
+    last = min(current.last_train_step or 0, golden.last_train_step or 0)
+    both = logged & (set(golden.train_steps) | set(golden.eval_steps))
+    gates = _gates(results, roles)
+    undecided = {r.check_id for r in gates if r.status == ERROR}
+    rechecked = _recheck(baseline, _within(golden, both, last), _within(current, both, last),
+                         {r.check_id for r in gates})
+    # a gate that could not decide on the run and cannot on the common steps either covers none of them (a window
+    # past the shorter run's end): it says nothing about the steps both runs did
+    unreached = [r.check_id for r in rechecked if r.status == ERROR and r.check_id in undecided]
+    decided = [r for r in rechecked if r.check_id not in unreached]
+    moved = [r.check_id for r in decided if r.status != PASS]
+    prefix = f"steps 1-{last} (the steps both runs did)"
+    if not decided or moved:
+        return Measured(SHAPE, measured, False, f"exit 0 after {steps} steps, but over {prefix} "
+                        f"{', '.join(moved) or 'no gate'} did not pass: the steps it did differ too", values)
+    beyond = f" ({len(unreached)} more cover none of them)" if unreached else ""
+    return Measured(SHAPE, measured, True, f"exit 0 after {steps} training steps (the case expects {expected}), the "
+                    f"log ends on a whole row, and over {prefix} all {len(decided)} gate checks that cover them "
+                    f"pass{beyond}", values)

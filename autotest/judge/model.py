@@ -135,6 +135,10 @@ class TriageFinding:
     rank: int = 1
     #: why this rule yields to those ranked above it (empty for the primary)
     why_ranked: str = ""
+    #: the runner-up rule the evidence cannot tell from this one (the primary of an uncertain triage), and the check
+    #: that would tell them apart
+    uncertain_with: str = ""
+    to_tell: str = ""
 
 
 @dataclass(frozen=True)
@@ -168,6 +172,19 @@ class RoleEvidence:
         if self.undecided:
             return f"{self.role} undecided ({self.undecided} check{'s' * (self.undecided > 1)} could not decide)"
         return f"{self.role} not checked"
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One reading taken for a hypothesis the role rows cannot tell (a unit change, a changed run shape):
+    what was measured, whether it holds, and the numbers (report.md's hypothesis evidence table)."""
+
+    hypothesis: str
+    measured: str
+    holds: bool
+    finding: str
+    #: named numbers a rule's suggestion is filled with (``{steps}``, ``{factor}``, ...)
+    values: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -214,6 +231,8 @@ class Verdict:
     roles_note: str = ""
     #: checked metric -> its role (autotest.inputs.roles); metrics without a role are absent
     metric_roles: dict[str, str] = field(default_factory=dict)
+    #: what was measured for each hypothesis beyond the role rows (autotest.judge.evidence.hypothesis_evidence)
+    measured: tuple[Measured, ...] = ()
 
     def failing(self) -> tuple[CheckResult, ...]:
         return tuple(r for r in self.results if r.status in (FAIL, ERROR))
@@ -253,6 +272,7 @@ class Verdict:
         data["triage"] = [asdict(t) for t in self.triage]
         data["replicates"] = [asdict(r) for r in self.replicates]
         data["evidence"] = [asdict(e) for e in self.evidence]
+        data["measured"] = [asdict(m) for m in self.measured]
         data = _json_safe(data)
         data["results"] = results
         data["schema_version"] = RESULTS_SCHEMA_VERSION

@@ -137,7 +137,10 @@ def run_results(facts: RunFacts, current: Trace | None) -> list[CheckResult]:
         return []
     observed = current.last_train_step if current is not None else None
     params = {"exit_code": facts.exit_code, "timed_out": facts.timed_out,
-              "wall_s": None if facts.wall_s is None else round(facts.wall_s, 2)}
+              "wall_s": None if facts.wall_s is None else round(facts.wall_s, 2),
+              # exit 0 of its own accord: no timeout, signal, harness stop or interrupt (triage's run-shape reading)
+              "clean_exit": facts.exit_code == 0 and not (facts.timed_out or facts.signal or facts.stopped_reason
+                                                          or facts.interrupted or facts.fail_fast)}
     if facts.fail_fast is not None:
         stop = facts.fail_fast
         results = [_structural("run[completion]", INFO,

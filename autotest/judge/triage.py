@@ -12,24 +12,30 @@ framework's metric names.
 | 1 | ``mismatch`` | a train–inference mismatch gate breached (finite values) |
 | 2 | ``non-finite`` | a gate's value became NaN/inf |
 | 3 | ``metric-names`` | the log lacks checked metrics of the baseline (``metrics[names]`` ERROR) |
-| 4 | ``run-incomplete`` | the run ended early (a structural check could not decide) |
-| 5 | ``eval-path`` | only eval breached; every checked training role within bounds at every step |
-| 6 | ``rewards-only`` | only reward breached; eval, rollout (length, entropy), training dynamics and teachers within bounds at every step (one of them checked) |
-| 7 | ``rewards-only`` | reward breached at the run's first point; no other role breached there (the first-point form) |
-| 8 | ``first-step`` | a non-reward, non-teacher role breached at the first training step or first eval point |
-| 9 | ``teacher-path`` | distillation KL breached; rewards checked, and within bounds or breached later |
-| 10 | ``sampling-changed`` | an accuracy breach; the mismatch role checked and within bounds; length and entropy within bounds, the entropy at half its threshold or more |
-| 11 | ``sampling-changed`` | the mismatch role within bounds; the breaches begin after the start; only reward, eval and entropy breached, all above the golden (scores rose while the entropy rose: a sampler narrower than what it reports) |
-| 12 | ``gradual`` | every accuracy breach begins after the start, and a training role breached (or none is checked) |
-| 13 | ``resume`` | a resume check failed or could not decide (``resume[...]``: the run resumed from its checkpoint did not continue the uninterrupted one); primary when the main run's own gates pass |
-| 14 | ``performance-only`` | only step-time / throughput roles breached |
-| 15 | ``performance`` | step time breached as well as accuracy: a separate performance finding |
-| 16 | ``memory`` | a memory gate breached (growth per step or peak); beside any accuracy finding, never instead |
+| 4 | ``run-shape`` | the step count differs from the case's while the run exited 0 of its own accord, its log ends on a whole row and every gate passes again over the steps both runs did (``run shape`` reading) |
+| 5 | ``run-incomplete`` | the run ended early (a structural check could not decide); not shown when ``run-shape`` fits |
+| 6 | ``logging-units`` | one metric breached, not a score (reward, eval) nor a teacher's KL, every other gate passed, and that metric divided by a constant factor (or less a constant offset) passes its own gates: the golden times a factor at every step (``logging/units`` reading, five common steps or more) |
+| 7 | ``eval-path`` | only eval breached; every checked training role within bounds at every step |
+| 8 | ``rewards-only`` | only reward breached; eval, rollout (length, entropy), training dynamics and teachers within bounds at every step (one of them checked) |
+| 9 | ``rewards-only`` | reward breached at the run's first point; no other role breached there (the first-point form) |
+| 10 | ``logging-units`` | the ``logging/units`` reading holds for a score (reward, eval): a judger or grader scale fits as well, so it ranks below their rules |
+| 11 | ``first-step`` | a non-reward, non-teacher role breached at the first training step or first eval point |
+| 12 | ``teacher-path`` | distillation KL breached; rewards checked, and within bounds or breached later |
+| 13 | ``sampling-changed`` | an accuracy breach; the mismatch role checked and within bounds; length and entropy within bounds, the entropy at half its threshold or more |
+| 14 | ``sampling-changed`` | the mismatch role within bounds; the breaches begin after the start; only reward, eval and entropy breached, all above the golden (scores rose while the entropy rose: a sampler narrower than what it reports) |
+| 15 | ``gradual`` | every accuracy breach begins after the start, and a training role breached (or none is checked) |
+| 16 | ``resume`` | a resume check failed or could not decide (``resume[...]``: the run resumed from its checkpoint did not continue the uninterrupted one); primary when the main run's own gates pass |
+| 17 | ``performance-only`` | only step-time / throughput roles breached |
+| 18 | ``performance`` | step time breached as well as accuracy: a separate performance finding |
+| 19 | ``memory`` | a memory gate breached (growth per step or peak); beside any accuracy finding, never instead |
 
 A rule fits at most once (the first of its rows that fits); ``gradual`` is not shown when
-``teacher-path`` fits (the same breach, explained more narrowly). A time-role metric is never read as an
+``teacher-path`` fits (the same breach, explained more narrowly). When the primary and the runner-up are a pair the
+evidence cannot tell apart (:data:`TIES`: a reward or an eval a constant factor off is the judger or grader as much as
+the logger), the next-step line names both, ranked, with the check that tells them apart
+(``TriageFinding.uncertain_with``, ``to_tell``). A time-role metric is never read as an
 accuracy breach, and neither is a memory-role metric (``memory``: its own rule, never accuracy evidence). Where a
-breach begins (rows 7, 8, 10, 11, 12) is read from checks that locate breaches per step
+breach begins (rows 9, 11, 13, 14, 15) is read from checks that locate breaches per step
 (stepwise, points, percentile, final): a pooled or window check gates a mean over its window, and the step
 where one noisy point first crosses its bound is not where the change began.
 """
@@ -37,14 +43,14 @@ where one noisy point first crosses its bound is not where the change began.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Iterable
 
 from autotest.inputs.roles import RoleMap, resolve_roles
-from autotest.judge.evidence import ACCURACY_GROUPS, OTHER, TRAINING_GROUPS, RoleEvidence, first_points, is_non_finite, \
-    role_evidence
+from autotest.judge.evidence import ACCURACY_GROUPS, OTHER, SHAPE, TRAINING_GROUPS, UNITS, RoleEvidence, first_points, \
+    is_non_finite, role_evidence
 from autotest.judge.metric_names import CHECK_ID as NAMES_CHECK_ID
-from autotest.judge.model import ERROR, FAIL, CheckResult, TriageFinding
+from autotest.judge.model import ERROR, FAIL, CheckResult, Measured, TriageFinding
 from autotest.judge.resume import is_resume_result
 from autotest.judge.trace import Trace
 from autotest.scopes import find
@@ -58,6 +64,11 @@ class Evidence:
     results: tuple[CheckResult, ...]
     roles: RoleMap
     firsts: frozenset[int]
+    #: readings taken for hypotheses beyond the role rows (autotest.judge.evidence.hypothesis_evidence)
+    measured: tuple[Measured, ...] = ()
+
+    def reading(self, hypothesis: str) -> Measured | None:
+        return next((m for m in self.measured if m.hypothesis == hypothesis), None)
 
     def group_of(self, result: CheckResult) -> str:
         return self.roles.group_of(result.metric) or OTHER
@@ -169,6 +180,14 @@ def better_yet_less_certain(ev: Evidence) -> str | None:
     shown = ", ".join(f"{m} {shifts[m]:+.3g}" for m in scored)
     return (f"scores rose above the golden ({shown}, mean over the checked points) while {entropy[0]} rose too "
             f"({shifts[entropy[0]]:+.3g}): the policy scores better while less certain of its own samples")
+
+
+def measured_holds(hypothesis: str) -> Condition:
+    """The reading taken for ``hypothesis`` holds (its numbers are the evidence)."""
+    def test(ev: Evidence) -> str | None:
+        found = ev.reading(hypothesis)
+        return found.finding if found is not None and found.holds else None
+    return test
 
 
 def non_finite(ev: Evidence) -> str | None:
@@ -290,6 +309,45 @@ def _eval_path_caveat(ev: Evidence) -> tuple[str, str] | None:
     return None
 
 
+def unscored_metric(ev: Evidence) -> str | None:
+    """The units reading's metric is not a score (reward, eval): a judger or grader scales those as well."""
+    reading = ev.reading(UNITS)
+    metric = reading.values.get("metric") if reading is not None else None
+    group = ev.roles.group_of(metric) if metric else None
+    if metric is None or group in ("reward", "eval"):
+        return None
+    return f"{metric} is not a score (a {group or OTHER} metric)"
+
+
+UNITS_SUGGESTION = ("logging / units: {metric} is {relation} at every step while nothing else moved; check how it is "
+                    "computed or logged (units, the reduction, a scale in the logger), not the training")
+UNITS_RANK_REASON = ("one metric a constant factor from the golden at every step, nothing else moved: what the policy "
+                     "does did not change")
+
+#: (primary, runner-up) rules the evidence cannot tell apart when both fit, and the check that tells them apart:
+#: the next-step line names both, ranked, never one of them alone
+TIES: dict[tuple[str, str], str] = {
+    ("rewards-only", "logging-units"):
+        "to tell: score a few logged responses again with the reward function; the logged scores scaled by the "
+        "factor is the logger, other scores is the judger",
+    ("eval-path", "logging-units"):
+        "to tell: grade one saved eval batch again and count it by hand; the logged accuracy scaled by the factor "
+        "is the logger, another accuracy is the eval path",
+}
+
+
+def _with_ties(findings: list[TriageFinding]) -> list[TriageFinding]:
+    """When the primary and the runner-up are a pair of :data:`TIES`, the primary's line names both, ranked."""
+    if len(findings) < 2 or (findings[0].rule, findings[1].rule) not in TIES:
+        return findings
+    first, second = findings[0], findings[1]
+    to_tell = TIES[(first.rule, second.rule)]
+    line = (f"{first.rule} or {second.rule} (the evidence does not tell them apart): {first.suggestion}; or "
+            f"{second.suggestion}; {to_tell}")
+    return [replace(first, suggestion=line, uncertain_with=second.rule, to_tell=to_tell),
+            replace(second, why_ranked=f"as likely as {first.rule} on this evidence ({to_tell})"), *findings[2:]]
+
+
 @dataclass(frozen=True)
 class Rule:
     """One row of the triage table: the rule fits when every condition holds."""
@@ -303,6 +361,8 @@ class Rule:
     unless: tuple[str, ...] = ()
     #: an extra sentence for the suggestion, from the evidence (e.g. the eval path's near-threshold caveat)
     caveat: Callable[[Evidence], "tuple[str, str] | None"] | None = None
+    #: the hypothesis whose reading's values fill the suggestion's ``{placeholders}``
+    fills: str = ""
 
 
 RULES: tuple[Rule, ...] = (
@@ -315,9 +375,16 @@ RULES: tuple[Rule, ...] = (
     Rule("metric-names", (unnamed_metrics,),
          "the log does not name the baseline's metrics: map its names with metric_aliases, or pass this case's own "
          "log", "a log that names none of the checked metrics decides nothing the rules below could read"),
+    Rule("run-shape", (measured_holds(SHAPE),),
+         "run shape changed: the run ended cleanly after {steps} steps, the case expects {expected} (a step-count / "
+         "schedule / config change: epochs, dataset or batch size, the training loop's range), not a crash; compare "
+         "its step and schedule settings with the golden run's",
+         "a run that ended cleanly on a whole row explains the missing steps before any breach", fills=SHAPE),
     Rule("run-incomplete", (incomplete,),
          "the run did not complete (crash, hang, timeout or a truncated log): read the run's logs before judging "
-         "accuracy", "the breaches above were measured on the steps the run did reach"),
+         "accuracy", "the breaches above were measured on the steps the run did reach", unless=("run-shape",)),
+    Rule("logging-units", (measured_holds(UNITS), unscored_metric),
+         UNITS_SUGGESTION, UNITS_RANK_REASON, fills=UNITS),
     Rule("eval-path", (only_breached("eval"), in_bounds(*TRAINING_GROUPS), not_breached("consistency")),
          "only eval breached while every training metric is within bounds: check the eval path (eval engine and "
          "the weight refresh before eval, eval config, eval data, grading)", caveat=_eval_path_caveat),
@@ -330,6 +397,8 @@ RULES: tuple[Rule, ...] = (
          "rewards differ from the first step while nothing else does: the same responses are scored differently; "
          "check the rollout/judger (reward function, answer parsing)",
          "same initial policy, different scores at the first point"),
+    # a reward or eval a constant factor off is a scale in the judger or grader as much as in the logger
+    Rule("logging-units", (measured_holds(UNITS),), UNITS_SUGGESTION, UNITS_RANK_REASON, fills=UNITS),
     Rule("first-step", (early_breach("eval", "rollout", "dynamics", "other"),),
          "drift at the first step / first eval points to initialisation or config (weight mapping, seed, data "
          "order), not the training loop", "the policy already differed before any update"),
@@ -374,13 +443,14 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def triage(results: Iterable[CheckResult], current: Trace | None = None,
-           roles: RoleMap | None = None) -> tuple[TriageFinding, ...]:
-    """Every rule of :data:`RULES` that fits, ranked; ``roles`` default: inferred from the checked names."""
+def triage(results: Iterable[CheckResult], current: Trace | None = None, roles: RoleMap | None = None,
+           measured: Iterable[Measured] = ()) -> tuple[TriageFinding, ...]:
+    """Every rule of :data:`RULES` that fits, ranked; ``roles`` default: inferred from the checked names;
+    ``measured``: the hypothesis readings (:func:`autotest.judge.evidence.hypothesis_evidence`)."""
     results = tuple(results)
     if roles is None:
         roles = resolve_roles({r.metric for r in results if r.metric})
-    ev = Evidence(role_evidence(results, roles), results, roles, frozenset(first_points(current)))
+    ev = Evidence(role_evidence(results, roles), results, roles, frozenset(first_points(current)), tuple(measured))
     findings: list[TriageFinding] = []
     for rule in RULES:
         if any(f.rule == rule.name for f in findings) or any(f.rule in rule.unless for f in findings):
@@ -393,6 +463,9 @@ def triage(results: Iterable[CheckResult], current: Trace | None = None,
             found.append(text)
         else:
             suggestion = rule.suggestion
+            if rule.fills:
+                reading = ev.reading(rule.fills)
+                suggestion = suggestion.format(**(reading.values if reading is not None else {}))
             caveat = rule.caveat(ev) if rule.caveat else None
             if caveat:
                 suggestion += f"; {caveat[0]}"
@@ -400,7 +473,7 @@ def triage(results: Iterable[CheckResult], current: Trace | None = None,
             primary = not findings
             findings.append(TriageFinding(rule.name, suggestion, "; ".join(found), primary=primary,
                                           rank=len(findings) + 1, why_ranked="" if primary else rule.rank_reason))
-    return tuple(findings)
+    return tuple(_with_ties(findings))
 
 
 def is_consistency_metric(metric: str | None, roles: RoleMap | None = None) -> bool:

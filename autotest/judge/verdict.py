@@ -33,7 +33,7 @@ from autotest.judge.structural import (
 )
 from autotest.judge.trace import EVAL_PREFIX, Trace
 from autotest.inputs.roles import resolve_roles
-from autotest.judge.evidence import role_evidence
+from autotest.judge.evidence import hypothesis_evidence, role_evidence
 from autotest.judge.triage import triage
 
 
@@ -143,12 +143,14 @@ def judge(baseline: Baseline | None, current: Trace | None, *, golden: Trace | N
         results = _not_reached(results, facts)
     frozen = tuple(results)
     roles = baseline.role_map if baseline is not None else resolve_roles({r.metric for r in frozen if r.metric})
+    measured = hypothesis_evidence(baseline, golden, current, frozen, roles) if checked else ()
     verdict = Verdict(
         status=decide_status(frozen),
         case=case or (baseline.name if baseline is not None else "?"),
         results=frozen,
-        triage=_with_alignment(triage(frozen, current, roles), alignment),
+        triage=_with_alignment(triage(frozen, current, roles, measured), alignment),
         evidence=role_evidence(frozen, roles),
+        measured=measured,
         roles_note=roles.describe(),
         metric_roles={m: role for m in sorted({r.metric for r in frozen if r.metric})
                       if (role := roles.role_of(m)) is not None},

@@ -232,6 +232,17 @@ def _evidence_table(verdict: Verdict) -> list[str]:
     return lines
 
 
+def _hypothesis_table(verdict: Verdict) -> list[str]:
+    """What was measured for each hypothesis beyond the role rows (rendered as is from the verdict)."""
+    if not verdict.measured:
+        return []
+    lines = ["", "## Triage evidence (per hypothesis, measured)", "",
+             "| hypothesis | what was measured | holds | found |", "|---|---|---|---|"]
+    for m in verdict.measured:
+        lines.append(f"| {m.hypothesis} | {m.measured} | {'yes' if m.holds else 'no'} | {md_text(m.finding)} |")
+    return lines
+
+
 def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, history: Sequence[str] = (),
                     folder: Path | None = None) -> str:
     """report.md; ``history`` lines (drift across earlier runs) sit right under the verdict.
@@ -263,12 +274,14 @@ def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, histo
         for f in verdict.triage:
             marker = "**" if f.primary else ""
             ranked = f"; ranked below: {f.why_ranked}" if f.why_ranked else ""
+            ranked += f"; uncertain: as likely as `{f.uncertain_with}`" if f.uncertain_with else ""
             lines.append(f"{f.rank}. {marker}{f.suggestion}{marker} — rule `{f.rule}`; evidence: {f.evidence}{ranked}")
     elif verdict.status == PASS:
         lines.append("- none: every gate passed")
     else:
         lines.append("- no rule matched; read the failing checks above and the run's logs")
     lines += _evidence_table(verdict)
+    lines += _hypothesis_table(verdict)
     lines += ["", "## Sources", "",
               f"- current run metric log: {link(verdict.current_source)}",
               f"- golden values: {link(verdict.baseline_source)}",

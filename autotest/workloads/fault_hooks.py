@@ -1,7 +1,7 @@
 """The hook points a fault of the embedded workloads may override; with no fault each is the identity.
 
 Hook points (and who calls them): ``configure`` (the entry point, on the run config),
-``on_step_start`` (the driver loop), ``on_sync`` and ``patch_rollout_model`` (the rollout engine),
+``on_step_start`` and ``loop_end`` (the driver loop), ``on_sync`` and ``patch_rollout_model`` (the rollout engine),
 ``wrap_judge`` (the training reward), ``on_advantages``, ``on_actor_logprobs``, ``actor_logprob_fn`` and
 ``recompute_logprob_fn`` (the trainer), ``decode_positions`` (the rollout's decode forwards), ``wrap_tracker`` (the metric log), ``on_prompts`` (the driver's prompt batch),
 ``draw_logprobs`` (what the rollout draws from, apart from what it reports), ``eval_logits`` (the rollout
@@ -50,6 +50,11 @@ class FaultHooks:
 
     def on_step_start(self, step: int) -> None:
         """Called at the start of each training step, inside its timing."""
+
+    def loop_end(self, last_step: int) -> int:
+        """The last step the driver's training loop runs; by default ``last_step``, the run's configured last step
+        (the LR schedule and the last eval still count from that one)."""
+        return last_step
 
     def on_sync(self, state_dict: Mapping[str, torch.Tensor], version: int) -> Mapping[str, torch.Tensor]:
         """The weights the rollout engine copies in at ``version`` (0 = initial sync)."""

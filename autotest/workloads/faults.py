@@ -32,10 +32,13 @@ when it holds the run against a healthy baseline (``FaultHooks.expected``; all o
 | ``resume-rng-reset`` | a resumed run re-seeds its RNG instead of restoring it | FAIL | resume: rewards, length | resume (RNG) |
 | ``decode-positions[:K]`` | rollout decode forwards' position ids + K (1) after the first decoded token | FAIL | k3 | mismatch (train/inference inconsistency) |
 | ``recompute-dtype`` | trainer's old-log-prob recompute under bf16 autocast, rollout fp32 | FAIL | k3 | mismatch (train/inference inconsistency) |
+| ``log-scale[:METRIC:FACTOR]`` | METRIC (``response/response_len/mean``) logged x FACTOR (2), training unchanged | FAIL | response length | logging-units (how it is logged) |
+| ``fewer-steps[:N]`` | the training loop ends N (1) steps early, exit 0; the steps it did are the clean run's | ERROR | - | run-shape (step count / schedule / config) |
 
 k3 is ``mismatch/mismatch_k3_kl``; rewards ``response/rewards/mean``; eval ``eval/accuracy``. The resume faults
 breach the case's resume phase (``resume[match:<metric>]``), never a gate of the run that saved the checkpoint.
-The last two (:mod:`autotest.workloads.consistency_faults`) also carry the consistency job's finding.
+``decode-positions`` and ``recompute-dtype`` (:mod:`autotest.workloads.consistency_faults`) also carry the
+consistency job's finding; ``log-scale`` and ``fewer-steps`` are in :mod:`autotest.workloads.log_faults`.
 
 The ``expected`` dicts below are the exact data, each with what was ``measured`` (seed 0,
 default 45-step run; the raw effects are pinned by tests/unit/workloads and tests/integration/workloads).
@@ -65,6 +68,7 @@ from autotest.workloads.fault_kinds import (
     TruncatedTracker,
     UnsyncedLayer,
 )
+from autotest.workloads.log_faults import LOG_FAULTS
 from autotest.workloads.regressions import REGRESSIONS
 from autotest.workloads.resume_faults import RESUME_FAULTS
 
@@ -77,6 +81,7 @@ FAULTS: dict[str, type[FaultHooks]] = {
         JudgeBug, ChangedInit, SlowStep, LeakMemory, CrashAt, HangAt, NanAt, TruncatedTracker,
         *RESUME_FAULTS,  # act only in a resumed process (autotest.workloads.resume_faults)
         *CONSISTENCY_FAULTS,  # named by the consistency job (autotest.workloads.consistency_faults)
+        *LOG_FAULTS,  # change the log or the run's length, never a trained step (autotest.workloads.log_faults)
     )
 }  # fmt: skip
 
@@ -105,7 +110,7 @@ def _validate(hooks: FaultHooks) -> None:
     """Check numeric args up front, so a bad spec fails before any work."""
     checks: dict[str, Callable[[], object]] = {
         "crash-at": hooks.int_arg, "hang-at": hooks.int_arg, "nan-at": hooks.int_arg,
-        "truncated-tracker": hooks.int_arg, "decode-positions": hooks.int_arg, "slow-step": hooks.float_arg,
+        "truncated-tracker": hooks.int_arg, "decode-positions": hooks.int_arg, "fewer-steps": hooks.int_arg, "slow-step": hooks.float_arg,
         "changed-init": hooks.float_arg, "leak-memory": hooks.float_arg,
     }  # fmt: skip
     if isinstance(hooks, JudgeBug):

@@ -165,7 +165,7 @@ def run(config: GRPOConfig, work_dir: Path, diagnostic: dict[str, Any] | None = 
             print(f"[tiny-grpo] resumed from {plan.resume_from} after step {resumed['step']}", flush=True)
         last_step = config.window_step or config.steps
         first_step = resumed["step"] + 1 if resumed is not None else 1
-        for step in range(first_step, (plan.stop_at or last_step) + 1):
+        for step in range(first_step, (plan.stop_at or hooks.loop_end(last_step)) + 1):
             _train_step(config, engines, hooks, tracker, task, train_judge, prompt_gen, step, last_step)
             if step == plan.save_at and plan.save_dir is not None:  # after the step's rows: its numbers are final
                 saved = save_checkpoint(plan.save_dir, step, config.to_json(), engines.checkpoint_state(),

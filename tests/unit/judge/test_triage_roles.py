@@ -66,8 +66,12 @@ def test_rewards_doubled_with_eval_healthy_is_the_judger_not_the_training_loop(t
     # the training judge's rewards doubled for the whole run; within threshold at step 1, breached later
     verdict = _case(tmp_path, XTUNER, lambda c: _scale(c["reward"], 2.0))
     assert verdict.status == "FAIL"
-    assert _rules(verdict) == ["rewards-only", "gradual"]
+    # exactly 2 x golden at every step, nothing else moved: a judger's reward scale or the logger's, told apart by
+    # scoring logged responses again (issue 30, honest uncertainty)
+    assert _rules(verdict) == ["rewards-only", "logging-units", "gradual"]
     primary = verdict.triage[0]
+    assert primary.uncertain_with == "logging-units" and primary.suggestion.startswith("rewards-only or logging-units")
+    assert "to tell: score a few logged responses again" in primary.suggestion
     assert "eval within bounds at every step" in primary.evidence
     assert "response_length within bounds at every step" in primary.evidence
     assert "entropy within bounds at every step" in primary.evidence

@@ -3,7 +3,7 @@
 Hook points (and who calls them): ``configure`` (the entry point, on the run config),
 ``on_step_start`` and ``loop_end`` (the driver loop), ``on_sync`` and ``patch_rollout_model`` (the rollout engine),
 ``wrap_judge`` (the training reward), ``on_advantages``, ``on_actor_logprobs``, ``actor_logprob_fn`` and
-``recompute_logprob_fn`` (the trainer), ``decode_positions`` (the rollout's decode forwards), ``wrap_tracker`` (the metric log), ``on_prompts`` (the driver's prompt batch),
+``recompute_logprob_fn`` and ``loss_normaliser`` (the trainer), ``decode_positions`` (the rollout's decode forwards), ``wrap_tracker`` (the metric log), ``on_prompts`` (the driver's prompt batch),
 ``draw_logprobs`` (what the rollout draws from, apart from what it reports), ``eval_logits`` (the rollout
 engine's sampled eval), ``restored_parts`` (what a resumed run restores from its checkpoint: driver, rollout
 engine, trainer) and ``teacher_server_args`` (MOPD's launcher). The named faults are in
@@ -28,6 +28,8 @@ EVAL = "eval/accuracy"
 INCONSISTENCY = "mismatch"  # triage rule ids are autotest.judge.triage's
 #: ``(model, input_ids, prompt_len) -> (log-probs, entropies)`` of the response tokens
 LogprobFn = Callable[["torch.nn.Module", "torch.Tensor", int], "tuple[torch.Tensor, torch.Tensor]"]
+#: ``(mini-batch token count, micro-batch mask, micro-batches in the mini-batch) -> divisor of its summed token loss``
+LossNormaliser = Callable[["torch.Tensor", "torch.Tensor", int], "torch.Tensor"]
 
 
 class FaultHooks:
@@ -83,6 +85,11 @@ class FaultHooks:
         """The function the trainer's old-log-prob recompute (before the update) uses; ``fn`` is the one the
         update uses too (after ``actor_logprob_fn``)."""
         return fn
+
+    def loss_normaliser(self, num_tokens: torch.Tensor, micro_mask: torch.Tensor, micro_batches: int) -> torch.Tensor:
+        """The trainer's divisor of one micro-batch's summed token loss: the mini-batch's token count (a token mean
+        over the whole mini-batch, however it is split into micro-batches)."""
+        return num_tokens
 
     def decode_positions(self, positions: torch.Tensor, decoded: int) -> torch.Tensor:
         """The [batch, 1] position ids of the rollout's decode forward that feeds its ``decoded``-th sampled token

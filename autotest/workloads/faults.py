@@ -34,11 +34,13 @@ when it holds the run against a healthy baseline (``FaultHooks.expected``; all o
 | ``recompute-dtype`` | trainer's old-log-prob recompute under bf16 autocast, rollout fp32 | FAIL | k3 | mismatch (train/inference inconsistency) |
 | ``log-scale[:METRIC:FACTOR]`` | METRIC (``response/response_len/mean``) logged x FACTOR (2), training unchanged | FAIL | response length | logging-units (how it is logged) |
 | ``fewer-steps[:N]`` | the training loop ends N (1) steps early, exit 0; the steps it did are the clean run's | ERROR | - | run-shape (step count / schedule / config) |
+| ``loss-per-microbatch`` | token loss averaged per micro-batch, not over the mini-batch (bitwise clean at one micro-batch) | PASS | - (the ``--micro-batches 4`` equivalence breaks) | - |
 
 k3 is ``mismatch/mismatch_k3_kl``; rewards ``response/rewards/mean``; eval ``eval/accuracy``. The resume faults
 breach the case's resume phase (``resume[match:<metric>]``), never a gate of the run that saved the checkpoint.
 ``decode-positions`` and ``recompute-dtype`` (:mod:`autotest.workloads.consistency_faults`) also carry the
-consistency job's finding; ``log-scale`` and ``fewer-steps`` are in :mod:`autotest.workloads.log_faults`.
+consistency job's finding; ``log-scale`` and ``fewer-steps`` are in :mod:`autotest.workloads.log_faults`, ``loss-per-microbatch`` in
+:mod:`autotest.workloads.equivalence_faults`.
 
 The ``expected`` dicts below are the exact data, each with what was ``measured`` (seed 0,
 default 45-step run; the raw effects are pinned by tests/unit/workloads and tests/integration/workloads).
@@ -51,6 +53,7 @@ from typing import Any
 
 from autotest.errors import UsageError
 from autotest.workloads.consistency_faults import CONSISTENCY_FAULTS
+from autotest.workloads.equivalence_faults import EQUIVALENCE_FAULTS
 from autotest.workloads.fault_hooks import EVAL, MISMATCH, REWARDS, FaultHooks
 from autotest.workloads.fault_kinds import (
     AdvantageSign,
@@ -82,6 +85,7 @@ FAULTS: dict[str, type[FaultHooks]] = {
         *RESUME_FAULTS,  # act only in a resumed process (autotest.workloads.resume_faults)
         *CONSISTENCY_FAULTS,  # named by the consistency job (autotest.workloads.consistency_faults)
         *LOG_FAULTS,  # change the log or the run's length, never a trained step (autotest.workloads.log_faults)
+        *EQUIVALENCE_FAULTS,  # break a variant that must train the same (autotest.workloads.equivalence_faults)
     )
 }  # fmt: skip
 

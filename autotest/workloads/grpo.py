@@ -4,6 +4,7 @@
         [--rollout-dtype fp32|bf16] [--fault NAME[:ARG]] [--ray] [--prompts-per-step 64]
         [--samples-per-prompt 8] [--micro-batch-size 128] [--diagnostic-config PATH]
         [--save-checkpoint-at K --checkpoint-dir DIR] [--resume-from DIR] [--stop-at-step N]
+        [--micro-batches N] [--padding max|longest] [--save-rollouts DIR | --replay-rollouts DIR]
 
 Structured like a real RL framework: a rollout engine with its own model copy samples
 responses (KV cache, temperature 1) and returns their log-probs; the driver grades them
@@ -17,6 +18,10 @@ Metrics go to ``$WORK_DIR/<timestamp>/logs/exp_tracking/tracker.jsonl`` (xtuner 
 A run is bitwise deterministic for a seed (time metrics aside), and so is a run resumed from its checkpoint
 (:mod:`autotest.workloads.checkpoint`): steps K+1.. match the uninterrupted run's. Exit code 0 on success,
 1 on a crash, 2 on a usage error (one line on stderr).
+
+A/B support (issue 32): ``RL_AUTOTEST_AA_PERTURB=N`` nudges the initial weights at ulp scale for A/A pairs
+(:mod:`autotest.workloads.perturb`); ``--micro-batches N`` and ``--padding longest`` are variants that must train
+the same as the defaults; ``--save-rollouts`` / ``--replay-rollouts`` freeze the rollout (:mod:`autotest.workloads.replay`).
 """
 
 from __future__ import annotations
@@ -35,7 +40,9 @@ from typing import Any
 from autotest.errors import UsageError
 from autotest.workloads.checkpoint import CheckpointPlan, check_plan, load_checkpoint, save_checkpoint
 from autotest.workloads.faults import FaultHooks, catalogue, make_fault
+from autotest.workloads.perturb import describe, perturbation_from_env
 from autotest.workloads.regressions import listed
+from autotest.workloads.replay import RolloutPlan, RolloutSaver, load_replay
 from autotest.workloads.tasks import get_task
 from autotest.workloads.tiny_lm import TinyLMConfig
 from autotest.workloads.tracker import JsonlTracker, make_exp_dir, write_config
@@ -80,6 +87,8 @@ class GRPOConfig:
     """Optimiser steps per training step."""
     micro_batch_size: int = 128
     """Sequences per forward pass."""
+    padding: str = "max"
+    """Update forwards padded to ``max`` (max_new_tokens) or trimmed to each micro-batch's ``longest`` response."""
     max_grad_norm: float = 1.0
     """Gradient clipping norm."""
     entropy_coef: float = 0.01
@@ -103,9 +112,10 @@ class GRPOConfig:
 
 
 def run(config: GRPOConfig, work_dir: Path, diagnostic: dict[str, Any] | None = None,
-        plan: CheckpointPlan = CheckpointPlan()) -> Path:
+        plan: CheckpointPlan = CheckpointPlan(), rollouts: RolloutPlan = RolloutPlan()) -> Path:
     """Run the workload; returns the experiment dir (``<work_dir>/<timestamp>``). ``plan``: save a checkpoint,
-    resume from one, stop early (:mod:`autotest.workloads.checkpoint`)."""
+    resume from one, stop early (:mod:`autotest.workloads.checkpoint`); ``rollouts``: save the rollout batches or
+    train on saved ones (:mod:`autotest.workloads.replay`). Reads ``RL_AUTOTEST_AA_PERTURB``."""
     import torch
 
     from autotest.workloads.engines import LocalEngines, RayEngines
@@ -118,8 +128,17 @@ def run(config: GRPOConfig, work_dir: Path, diagnostic: dict[str, Any] | None = 
     resumed = load_checkpoint(plan.resume_from, config.to_json(), config.steps) if plan.resume_from else None
     if resumed is not None and plan.stop_at and plan.stop_at <= resumed["step"]:
         raise UsageError(f"--stop-at-step: {plan.stop_at} is not after the checkpoint's step {resumed['step']}")
+    aa_perturb = perturbation_from_env()
+    last_step = config.window_step or config.steps
+    first_step = resumed["step"] + 1 if resumed is not None else 1
+    end_step = plan.stop_at or hooks.loop_end(last_step)
+    replayed = load_replay(rollouts.replay_dir, config.to_json(), first_step, end_step) if rollouts.replay_dir else None
+    saver = RolloutSaver(rollouts.save_dir, config.to_json()) if rollouts.save_dir else None
     exp_dir = make_exp_dir(work_dir)
-    write_config(exp_dir, config.to_json())
+    # recorded only when on, so a default run's config.json stays what it was
+    extras = {**({"aa_perturb": aa_perturb} if aa_perturb else {}),
+              **({"replay_rollouts": str(rollouts.replay_dir)} if rollouts.replay_dir else {})}
+    write_config(exp_dir, {**config.to_json(), **extras})
     tracker = hooks.wrap_tracker(JsonlTracker(exp_dir))
     train_judge = hooks.wrap_judge(task.judge)
     rollout_kwargs = {
@@ -140,6 +159,7 @@ def run(config: GRPOConfig, work_dir: Path, diagnostic: dict[str, Any] | None = 
         entropy_coef=config.entropy_coef,
         total_steps=config.steps,
         final_lr_ratio=config.final_lr_ratio,
+        padding=config.padding,
     )
     trainer_kwargs = {
         "model_config": config.model,
@@ -148,7 +168,13 @@ def run(config: GRPOConfig, work_dir: Path, diagnostic: dict[str, Any] | None = 
         "group_size": config.samples_per_prompt,
         "fault": config.fault,
         "num_threads": config.num_threads,
+        "aa_perturb": aa_perturb,
     }
+    if aa_perturb:
+        print(f"[tiny-grpo] {describe(aa_perturb)}", flush=True)
+    if replayed is not None:
+        print(f"[tiny-grpo] replaying the rollout batches of {rollouts.replay_dir} (steps {first_step}..{end_step}):"
+              " rewards and response lengths are the saved run's", flush=True)
     print(f"[tiny-grpo] exp dir {exp_dir} (fault: {config.fault or 'none'}, ray: {config.ray})", flush=True)
     engines = (RayEngines if config.ray else LocalEngines)(rollout_kwargs, trainer_kwargs, diagnostic)
     try:
@@ -163,10 +189,9 @@ def run(config: GRPOConfig, work_dir: Path, diagnostic: dict[str, Any] | None = 
             if "rng" in hooks.restored_parts("driver", ("rng",)):
                 prompt_gen.set_state(resumed["driver"]["rng"])
             print(f"[tiny-grpo] resumed from {plan.resume_from} after step {resumed['step']}", flush=True)
-        last_step = config.window_step or config.steps
-        first_step = resumed["step"] + 1 if resumed is not None else 1
-        for step in range(first_step, (plan.stop_at or hooks.loop_end(last_step)) + 1):
-            _train_step(config, engines, hooks, tracker, task, train_judge, prompt_gen, step, last_step)
+        for step in range(first_step, end_step + 1):
+            _train_step(config, engines, hooks, tracker, task, train_judge, prompt_gen, step, last_step,
+                        replayed=replayed, saver=saver)
             if step == plan.save_at and plan.save_dir is not None:  # after the step's rows: its numbers are final
                 saved = save_checkpoint(plan.save_dir, step, config.to_json(), engines.checkpoint_state(),
                                         {"rng": prompt_gen.get_state()})
@@ -187,8 +212,10 @@ def _train_step(
     prompt_gen: Any,
     step: int,
     last_step: int,
+    replayed: dict[int, Any] | None = None,
+    saver: RolloutSaver | None = None,
 ) -> None:
-    """One iteration: rollout, reward, train, sync, maybe eval; writes its tracker rows."""
+    """One iteration: rollout (or the replayed batch), reward, train, sync, maybe eval; writes its tracker rows."""
     import torch
 
     from autotest.workloads.memory import memory_metrics
@@ -197,13 +224,19 @@ def _train_step(
     start = time.perf_counter()
     hooks.on_step_start(step)
     observe = step == config.window_step
-    prompts = hooks.on_prompts(task.sample_prompts(config.prompts_per_step, prompt_gen), step)
-    batch = engines.generate(prompts, config.samples_per_prompt, step)
+    if replayed is None:
+        prompts = hooks.on_prompts(task.sample_prompts(config.prompts_per_step, prompt_gen), step)
+        batch = engines.generate(prompts, config.samples_per_prompt, step)
+    else:  # frozen rollout: no generation, no grading; the saved batch and rewards
+        batch, rewards = replayed[step]
     if observe:
         engines.observe_prefill(batch, step)
     t_generate = time.perf_counter()
-    responses = batch.responses()
-    rewards = torch.tensor([train_judge(p.target, r) for p, r in zip(batch.prompts, responses, strict=True)])
+    if replayed is None:
+        responses = batch.responses()
+        rewards = torch.tensor([train_judge(p.target, r) for p, r in zip(batch.prompts, responses, strict=True)])
+    if saver is not None:
+        saver.save(step, batch, rewards)
     t_reward = time.perf_counter()
     result = engines.train_step(batch, rewards, step, observe)
     t_train = time.perf_counter()
@@ -284,6 +317,8 @@ def build_config(args: argparse.Namespace, diagnostic: dict[str, Any] | None) ->
     """The run config from the command line, the diagnostic overrides and the fault."""
     if args.rollout_dtype not in ("fp32", "bf16"):
         raise UsageError(f"--rollout-dtype: must be fp32 or bf16 (got {args.rollout_dtype!r})")
+    if args.padding not in ("max", "longest"):
+        raise UsageError(f"--padding: must be max or longest (got {args.padding!r})")
     get_task(args.task)
     config = GRPOConfig(
         seed=args.seed,
@@ -294,19 +329,34 @@ def build_config(args: argparse.Namespace, diagnostic: dict[str, Any] | None) ->
         prompts_per_step=_positive("--prompts-per-step", args.prompts_per_step),
         samples_per_prompt=_positive("--samples-per-prompt", args.samples_per_prompt),
         rollout_dtype=args.rollout_dtype,
-        micro_batch_size=_positive("--micro-batch-size", args.micro_batch_size),
+        micro_batch_size=_positive("--micro-batch-size", args.micro_batch_size or GRPOConfig.micro_batch_size),
         mini_batches=_positive("--mini-batches", args.mini_batches),
         lr=args.lr,
         entropy_coef=args.entropy_coef,
         final_lr_ratio=args.final_lr_ratio,
         fault=args.fault or "",
         ray=args.ray,
+        padding=args.padding,
     )
     if diagnostic is not None:
         overrides = {k: diagnostic[k] for k in DIAGNOSTIC_OVERRIDES if k in diagnostic}
         config = dataclasses.replace(config, window_step=diagnostic["window_step"], **overrides)
         config = dataclasses.replace(config, steps=max(config.steps, config.window_step))
+    if args.micro_batches:
+        config = dataclasses.replace(config, micro_batch_size=_micro_batch_size(config, args))
     return make_fault(config.fault, config.seed).configure(config)
+
+
+def _micro_batch_size(config: GRPOConfig, args: argparse.Namespace) -> int:
+    """``--micro-batches N``: each mini-batch in N equal micro-batches (gradient accumulation, same token mean)."""
+    n = _positive("--micro-batches", args.micro_batches)
+    if args.micro_batch_size is not None:
+        raise UsageError("--micro-batches: give it or --micro-batch-size, not both")
+    batch = config.prompts_per_step * config.samples_per_prompt
+    if batch % config.mini_batches or (batch // config.mini_batches) % n:
+        raise UsageError(f"--micro-batches: {batch} sequences in {config.mini_batches} mini-batches do not split "
+                         f"into {n} equal micro-batches; choose a divisor of {batch // max(config.mini_batches, 1)}")
+    return batch // config.mini_batches // n
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -324,7 +374,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--ray", action="store_true", help="rollout engine and trainer as Ray actors")
     p.add_argument("--prompts-per-step", type=int, default=defaults.prompts_per_step)
     p.add_argument("--samples-per-prompt", type=int, default=defaults.samples_per_prompt)
-    p.add_argument("--micro-batch-size", type=int, default=defaults.micro_batch_size)
+    p.add_argument("--micro-batch-size", type=int, help=f"sequences per forward (default {defaults.micro_batch_size})")
+    p.add_argument("--micro-batches", type=int, default=0, metavar="N",
+                   help="split each mini-batch into N equal micro-batches (must train as N = 1 does)")
+    p.add_argument("--padding", default=defaults.padding,
+                   help="update forwards padded to max (default) or trimmed to each micro-batch's longest response")
+    p.add_argument("--save-rollouts", type=Path, metavar="DIR", help="write each step's rollout batch to DIR")
+    p.add_argument("--replay-rollouts", type=Path, metavar="DIR",
+                   help="train on the rollout batches saved in DIR instead of generating")
     p.add_argument("--mini-batches", type=int, default=defaults.mini_batches)
     p.add_argument("--lr", type=float, default=defaults.lr, help="Adam learning rate")
     p.add_argument("--entropy-coef", type=float, default=defaults.entropy_coef, help="entropy bonus weight")
@@ -354,7 +411,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = build_config(args, diagnostic)
         plan = check_plan(CheckpointPlan(args.save_checkpoint_at, args.checkpoint_dir, args.resume_from,
                                          args.stop_at_step), config.steps, diagnostic is not None)
-        run(config, work_dir, diagnostic, plan)
+        if args.save_rollouts and args.replay_rollouts:
+            raise UsageError("--save-rollouts: not with --replay-rollouts (the replayed batches are saved already)")
+        run(config, work_dir, diagnostic, plan, RolloutPlan(args.save_rollouts, args.replay_rollouts))
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -13,7 +13,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from autotest.workloads.fault_hooks import LogprobFn
+from autotest.workloads.fault_hooks import LogprobFn, LossNormaliser
 from autotest.workloads.faults import FaultHooks, make_fault
 from autotest.workloads.metrics import (
     group_advantages,
@@ -59,6 +59,9 @@ class OptimConfig:
     """Length of the linear learning-rate decay, in training steps."""
     final_lr_ratio: float = 1.0
     """Learning rate at ``total_steps`` as a fraction of ``lr`` (1.0 = constant)."""
+    padding: str = "max"
+    """Update forwards: ``max`` pads every micro-batch to the longest possible response; ``longest`` trims it to
+    its own longest response (as the recompute does). The two must train the same (an equivalence variant)."""
 
     def lr_at(self, step: int) -> float:
         """Learning rate of training step ``step`` (1-based): linear from lr to lr * final_lr_ratio."""
@@ -88,11 +91,16 @@ class Trainer:
         fault: str | None = None,
         observer: ForwardObserver | None = None,
         num_threads: int = 1,
+        aa_perturb: int = 0,
     ) -> None:
         import torch
 
         torch.set_num_threads(num_threads)
         self.model = build_model(model_config, seed=seed)
+        if aa_perturb:  # A/A pairs (autotest.workloads.perturb); a resumed run then loads the checkpoint's weights
+            from autotest.workloads.perturb import nudge_weights
+
+            nudge_weights(self.model, aa_perturb)
         self.optim = optim
         self.group_size = group_size
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=optim.lr)
@@ -198,19 +206,23 @@ class Trainer:
         """One optimiser step on one mini-batch (one advantage per sample, broadcast over its tokens)."""
         return ppo_clip_update(self.model, self.optimizer, self.optim, input_ids, prompt_len, mask, old_logp,
                                advantages.unsqueeze(1), mini_batch, entropy_coef=self.optim.entropy_coef,
-                               logprobs_fn=self.logprobs)
+                               logprobs_fn=self.logprobs, trim=self.optim.padding == "longest",
+                               loss_normaliser=self.hooks.loss_normaliser)
 
 
 def ppo_clip_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, optim: Any,
                     input_ids: torch.Tensor, prompt_len: int, mask: torch.Tensor, old_logp: torch.Tensor,
                     advantages: torch.Tensor, mini_batch: torch.Tensor, *, entropy_coef: float = 0.0,
-                    logprobs_fn: LogprobFn = response_logprobs) -> dict[str, Any]:
+                    logprobs_fn: LogprobFn = response_logprobs, trim: bool = False,
+                    loss_normaliser: LossNormaliser | None = None) -> dict[str, Any]:
     """One optimiser step on one mini-batch: token-mean PPO-clip loss over micro-batches.
 
     ``optim`` has clip_eps, micro_batch_size and max_grad_norm (OptimConfig or the distillation one).
     ``advantages`` broadcasts against the per-token log-probs: one per sample (GRPO, shape [B, 1])
     or one per token (distillation, [B, T]). A non-finite gradient norm skips the step. ``logprobs_fn`` is the
-    trainer's log-prob computation (a fault may change it).
+    trainer's log-prob computation (a fault may change it). ``trim`` cuts each micro-batch to its longest response
+    (padding-free in effect; it must train the same). ``loss_normaliser`` gives the divisor of a micro-batch's summed
+    token loss (default: the mini-batch's token count, so any micro-batch split trains the same; a fault may change it).
     """
     import torch
 
@@ -220,15 +232,20 @@ def ppo_clip_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, op
     loss_sum = torch.zeros((), dtype=torch.float64)
     clipped = torch.zeros((), dtype=torch.float64)
     eps = optim.clip_eps
-    for idx in mini_batch.split(optim.micro_batch_size):
-        logp, entropy = logprobs_fn(model, input_ids[idx], prompt_len)
-        m = mask[idx]
-        ratio = torch.exp(logp - old_logp[idx])
-        adv = advantages[idx]
+    micro_batches = mini_batch.split(optim.micro_batch_size)
+    for idx in micro_batches:
+        ids, m, old, adv = input_ids[idx], mask[idx], old_logp[idx], advantages[idx]
+        if trim:
+            width = int(m.sum(dim=1).max())
+            ids, m, old = ids[:, : prompt_len + width], m[:, :width], old[:, :width]
+            adv = adv[:, :width] if adv.shape[1] > 1 else adv  # per-token advantages (distillation) trim too
+        logp, entropy = logprobs_fn(model, ids, prompt_len)
+        ratio = torch.exp(logp - old)
         per_token = -torch.min(ratio * adv, ratio.clamp(1 - eps, 1 + eps) * adv)
         if entropy_coef:
             per_token = per_token - entropy_coef * entropy
-        loss = torch.where(m > 0, per_token, 0.0).sum() / num_tokens
+        divisor = num_tokens if loss_normaliser is None else loss_normaliser(num_tokens, m, len(micro_batches))
+        loss = torch.where(m > 0, per_token, 0.0).sum() / divisor
         loss.backward()
         loss_sum += loss.detach().double()
         clipped += (((ratio - 1).abs() > eps).float() * m).sum().double()

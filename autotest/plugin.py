@@ -22,6 +22,7 @@ from autotest.redaction import collect_secrets
 from autotest.run.interrupts import signals_as_interrupt
 
 if TYPE_CHECKING:
+    from autotest.ab.interleave import AbOutcome
     from autotest.case_run import CaseRun
     from autotest.inputs.case import Case
 
@@ -65,6 +66,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--framework-repo", default=None,
                     help="framework repository (URL or local path); default $RL_AUTOTEST_FRAMEWORK_REPO, "
                          "else the case file's, else the clone its env var names")
+    group.addoption("--ab-base", default=None, metavar="REF",
+                    help="judge each case paired A/B: this REF as base, the --framework-ref (or the case as it is) "
+                         "as head, on --replicates seeds (default 3); see docs/ab.md")
     group.addoption("--replicates", type=int, default=None, metavar="K",
                     help="run K seeds of each case side by side and judge their mean (default: the case's replicates; "
                          f"{CAPS_HELP} without --force-replicates)")
@@ -261,6 +265,36 @@ def run_accuracy_case(request: pytest.FixtureRequest) -> Callable[..., CaseRun]:
         return outcome
 
     return run
+
+
+def run_ab_case(config: pytest.Config, case: Case) -> AbOutcome:
+    """``--ab-base``: the case A/B, base the option's REF, head the ``--framework-ref`` or the case as it is."""
+    from autotest.ab.interleave import AbOptions, run_ab
+    from autotest.ab.sides import CLEAN, parse_side
+    from autotest.cli.ab import FIRST_AB_SEED
+
+    count = config.getoption("--replicates") or 3
+    try:
+        base = parse_side(case, "ab-base", config.getoption("--ab-base"))
+        head = parse_side(case, "framework-ref", config.getoption("--framework-ref") or CLEAN)
+        with signals_as_interrupt(), warnings.catch_warnings():
+            warnings.simplefilter("default")
+            return run_ab(case, base, head, AbOptions(seeds=tuple(range(FIRST_AB_SEED, FIRST_AB_SEED + count)),
+                                                      results_root=results_root_option(config)))
+    except UsageError as exc:
+        pytest.fail(f"{case.name}: {exc}", pytrace=False)
+
+
+def assert_ab_outcome(outcome: AbOutcome) -> None:
+    """PASS passes; a moved paired gate or an A/B that judged nothing fails with the report's lines."""
+    if outcome.status == "PASS":
+        return
+    lines = [f"{outcome.case}: A/B {outcome.base.ref} -> {outcome.head.ref}: {outcome.status}"]
+    lines += [f"  {r.status} {r.message}" for r in outcome.verdict.results if r.status != "PASS"]
+    if outcome.verdict.reason:
+        lines.append(f"  not judged: {outcome.verdict.reason}")
+    lines.append(f"  report: {outcome.report}")
+    pytest.fail("\n".join(lines), pytrace=False)
 
 
 def assert_case_outcome(run: CaseRun, strict: bool) -> None:

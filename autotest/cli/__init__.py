@@ -28,6 +28,7 @@ __all__ = ["CASE_HELP", "COMMANDS", "EXIT_ENVIRONMENT", "EXIT_ERROR", "EXIT_FAIL
 PARSERS: tuple[tuple[str, str, str], ...] = (
     ("compare", "autotest.cli.compare", "add_compare_parser"),
     ("run", "autotest.cli.run", "add_run_parser"),
+    ("ab", "autotest.cli.ab", "add_ab_parser"),
     ("cases", "autotest.cli.run", "add_cases_parser"),
     ("consistency", "autotest.cli.consistency", "add_consistency_parser"),
     ("calibrate", "autotest.cli.calibrate", "add_calibrate_parser"),

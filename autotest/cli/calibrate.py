@@ -39,6 +39,9 @@ def add_calibrate_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--baselines-dir", "--out", dest="baselines_dir", type=Path,
                    help="folder for the candidate (and the baseline --promote replaces); default: beside the "
                         "case's baseline")
+    p.add_argument("--paired", action="store_true",
+                   help="measure the paired (A/B) noise instead: N A/A pairs (the same seed twice, the second "
+                        "run nudged), written as the candidate's paired: section; the checks are unchanged")
     p.add_argument("--promote", action="store_true",
                    help="also replace the baseline with the candidate (only when the self-check is clean)")
     p.add_argument("--allow-dirty", action="store_true", help="calibrate from an uncommitted tree (recorded)")
@@ -76,6 +79,8 @@ def calibrate(args: argparse.Namespace) -> int:
     from autotest.history.drift import history_recorder
     from autotest.inputs.case import load_case
 
+    if args.paired:
+        return _calibrate_paired(args)
     if args.last is not None:
         if not args.from_history:
             raise UsageError("--last: only with --from-history (the number of passing runs to take)")
@@ -119,6 +124,33 @@ def calibrate(args: argparse.Namespace) -> int:
     elif args.promote:
         print("not promoted: the self-check raised false alarms; review the report, then promote explicitly")
     return outcome.exit_code
+
+
+def _calibrate_paired(args: argparse.Namespace) -> int:
+    from autotest.ab.aa import PairedCalibrationOptions, calibrate_paired
+    from autotest.files import require_folder
+    from autotest.inputs.case import load_case
+
+    for flag, value in (("--from-history", args.from_history), ("--ray-address", args.ray_address),
+                        ("--framework-ref", args.framework_ref), ("--framework-repo", args.framework_repo)):
+        if value:
+            raise UsageError(f"{flag}: not with --paired (A/A pairs run here, on the case's own checkout); drop one")
+    if args.runs is not None and args.runs < 2:
+        raise UsageError(f"--runs: {args.runs} is below 2; paired noise needs at least two A/A pairs")
+    for flag, folder in (("--results-dir", args.results_dir), ("--baselines-dir", args.baselines_dir)):
+        if folder is not None:
+            require_folder(folder, flag)
+    outcome = calibrate_paired(load_case(args.case), PairedCalibrationOptions(
+        runs=args.runs, results_root=args.results_dir, baselines_dir=args.baselines_dir, promote=args.promote,
+        progress=lambda line: print(line, flush=True)))
+    for warning in outcome.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    for line in outcome.lines:
+        print(line)
+    print(f"candidate: {outcome.candidate}")
+    if outcome.promoted_to is not None:
+        print(f"promoted: {outcome.promoted_to}")
+    return EXIT_PASS
 
 
 def _calibrate_command_line(args: argparse.Namespace) -> str:

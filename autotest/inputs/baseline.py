@@ -38,9 +38,9 @@ Schema::
     provenance: {...}          free-form: date, commit, runs, versions, hardware
     calibration: {runs, margin, relative_floor, binomial_z, false_alarm_budget, floors: {metric: number},
                   eval_set_size: {metric: int}}   see CalibrationSpec
+    paired: {pairs, perturbation, windows: [{metric, steps, noise, level}]}   A/B gates' A/A noise
+                               (autotest.inputs.paired_section)
 """
-
-from __future__ import annotations
 
 from __future__ import annotations
 
@@ -66,6 +66,7 @@ from autotest.inputs.baseline_model import (
 )
 from autotest.inputs.golden_table import check_golden_keys, parse_step_table
 from autotest.inputs.hardware_overrides import parse_overrides
+from autotest.inputs.paired_section import parse_paired
 from autotest.inputs.roles import parse_roles
 from autotest.inputs.schema import Section, expand_env, load_section, show
 from autotest.scopes import Scope, find, plugin_of, unknown
@@ -198,7 +199,7 @@ def load_baseline(path: str | Path, env: dict[str, str] | None = None) -> Baseli
     path = Path(path)
     sec = load_section(path, what="a baseline", doc=_DOC, required=("golden", "checks"), optional=(
         "schema_version", "name", "description", "metric_aliases", "short_names", "steps", "calibrated_range",
-        "wall_time", "provenance", "calibration", "preset", "roles"))
+        "wall_time", "provenance", "calibration", "preset", "roles", "paired"))
     version = sec.integer("schema_version", default=SCHEMA_VERSION)
     if version != SCHEMA_VERSION:
         sec.fail("schema_version", f"version {version} is not supported (this rl-autotest reads {SCHEMA_VERSION})",
@@ -258,6 +259,7 @@ def load_baseline(path: str | Path, env: dict[str, str] | None = None) -> Baseli
         wall_sec.check_keys(required=("max_s",), optional=("overrides",))
     provenance = sec.section("provenance", optional=True)
     preset, roles = parse_roles(sec, {c.metric for c in checks})
+    paired_sec = sec.section("paired", optional=True)
     return Baseline(
         name=sec.text("name", path.stem),
         path=path,
@@ -279,4 +281,5 @@ def load_baseline(path: str | Path, env: dict[str, str] | None = None) -> Baseli
         noise_table=noise,
         preset=preset,
         roles=MappingProxyType(roles),
+        paired=parse_paired(paired_sec, {c.metric for c in checks}) if paired_sec is not None else None,
     )

@@ -109,6 +109,43 @@ class CalibrationSpec:
 
 
 @dataclass(frozen=True)
+class PairedWindow:
+    """One paired gate: a metric's mean over steps ``start..end``, head minus base on the same seed."""
+
+    metric: str
+    start: int
+    end: int
+    #: root mean square of the A/A pairs' differences of the window mean (the paired noise of one seed)
+    noise: float
+    #: the window's mean level in the A/A runs (the floor of a threshold is a share of it)
+    level: float
+    #: the metric's declared floor (``calibration.floors``): a change below it never matters, paired or not
+    floor: float = 0.0
+
+    @property
+    def gate_id(self) -> str:
+        return f"{self.metric}[paired {self.start}-{self.end}]"
+
+
+@dataclass(frozen=True)
+class PairedSpec:
+    """The ``paired:`` section: the noise of head-minus-base differences, measured on A/A pairs
+    (``rl-autotest calibrate --paired``; judged by :mod:`autotest.judge.paired`)."""
+
+    #: A/A pairs measured (the t quantile's degrees of freedom)
+    pairs: int
+    #: how the second run of each pair was made to differ (an environment line, or "natural")
+    perturbation: str
+    windows: tuple[PairedWindow, ...]
+    #: chance, per clean A/B, that any paired gate false-alarms; split evenly over the windows
+    false_alarm_budget: float = 0.05
+    #: a threshold never falls below this share of the window's level (pairs that agree bitwise)
+    relative_floor: float = 0.01
+    #: the seeds the pairs ran
+    seeds: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
 class Baseline:
     name: str
     path: Path
@@ -136,6 +173,8 @@ class Baseline:
     preset: str | None = None
     #: metric -> role declared in the baseline (``roles:``); see autotest.inputs.roles
     roles: Mapping[str, str] = field(default_factory=dict)
+    #: A/A-measured noise of paired (head - base) differences, None: not calibrated for A/B
+    paired: PairedSpec | None = None
 
     @property
     def role_map(self) -> RoleMap:

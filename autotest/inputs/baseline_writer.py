@@ -18,6 +18,7 @@ from autotest.inputs.baseline_model import (
     CheckSpec,
 )
 from autotest.inputs.hardware_overrides import HardwareOverride
+from autotest.inputs.paired_section import paired_document
 
 GOLDEN_DIGITS = 6  # significant digits of a golden value
 
@@ -120,6 +121,8 @@ def baseline_document(baseline: Baseline) -> dict[str, Any]:
     if baseline.calibration is not None:
         doc["calibration"] = _calibration_doc(baseline.calibration)
     doc["checks"] = [_check_doc(c) for c in baseline.checks]
+    if baseline.paired is not None:
+        doc["paired"] = paired_document(baseline.paired, _Flow, _FlowMap)
     doc["provenance"] = _short_lists_flow(dict(baseline.provenance))
     return doc
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from autotest.inputs.performance_policy import PerformancePolicy
 from autotest.inputs.placeholders import REPO_ROOT
+from autotest.inputs.case_variants import Variant
 from autotest.inputs.resume_phase import Resume
 from autotest.readers.registry import BUILTIN
 
@@ -118,6 +119,8 @@ class Case:
     performance: PerformancePolicy = field(default_factory=PerformancePolicy)
     #: the resume phase: checkpoint, resume, compare (autotest.inputs.resume_phase); None: the case has none
     resume: Resume | None = None
+    #: launch variants that must train the same as the case (``equivalence:``; autotest.inputs.case_variants)
+    variants: tuple[Variant, ...] = ()
 
     @property
     def packaged(self) -> bool:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from autotest.plugin import assert_case_outcome, selected_cases
+from autotest.plugin import assert_ab_outcome, assert_case_outcome, run_ab_case, selected_cases
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -19,5 +19,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def test_case_accuracy(case, run_accuracy_case, request):
+    if request.config.getoption("--ab-base"):  # the paired gate instead of the golden one
+        assert_ab_outcome(run_ab_case(request.config, case))
+        return
     run = run_accuracy_case(case)
     assert_case_outcome(run, strict=request.config.getoption("--strict-cases"))

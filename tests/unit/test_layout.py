@@ -30,7 +30,7 @@ RANKS = {
     "judge": 3, "readers": 3,
     "report": 4,
     "case_run": 5, "pipeline": 5, "run_replicates": 5,
-    "calibration": 6, "history": 6, "consistency": 6, "bisect": 6,
+    "calibration": 6, "history": 6, "consistency": 6, "bisect": 6, "ab": 6,
     "cli": 7, "plugin": 7, "suites": 8,
 }
 #: modules ranked apart from their stage: the readers' records and patterns, read by the inputs and the launcher

@@ -1,0 +1,106 @@
+"""``rl-autotest calibrate CASE --paired``: the paired noise of a case, measured on A/A pairs.
+
+An A/A pair is the same code twice on one seed. On a GPU the second run differs by the platform's own
+non-determinism (atomics, kernel choice); the embedded CPU workloads are bitwise deterministic, so the second
+run of a pair is launched with ``RL_AUTOTEST_AA_PERTURB=1``, which nudges the initial weights at one-ulp scale
+(autotest.workloads.perturb): the two runs share data order and sampling streams and part the way real runs do.
+A framework that does not read the variable is left to its own non-determinism; if the pairs then agree bitwise
+the candidate says so (each paired threshold is its floor).
+
+The pairs' noise (:func:`autotest.judge.paired.measure_paired`) goes into the ``paired:`` section of a candidate
+beside the baseline (``<name>.candidate.yaml``, everything else unchanged) and, with ``promote``, into the baseline.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from autotest.calibration.promote import promote
+from autotest.calibration.runs import baseline_files, calibration_seeds, load_spec
+from autotest.errors import UsageError
+from autotest.files import write_atomic
+from autotest.inputs.baseline import load_baseline
+from autotest.inputs.baseline_writer import baseline_yaml
+from autotest.inputs.case import Case
+from autotest.inputs.tracker_layout import tracker_copy
+from autotest.judge.model import ERROR
+from autotest.judge.paired import measure_paired, paired_mde, paired_threshold
+from autotest.judge.verdict import golden_trace
+from autotest.pipeline import RunOptions, run_case
+from autotest.readers.reading import read_trace
+from autotest.run.results_dir import default_results_root, fresh_folder, run_stamp
+
+PERTURB_ENV = "RL_AUTOTEST_AA_PERTURB"
+PERTURBATION = f"{PERTURB_ENV}=1"
+
+
+@dataclass(frozen=True)
+class PairedCalibrationOptions:
+    runs: int | None = None
+    results_root: Path | None = None
+    baselines_dir: Path | None = None
+    promote: bool = False
+    progress: Callable[[str], None] | None = None
+
+
+@dataclass(frozen=True)
+class PairedCalibrationOutcome:
+    candidate: Path
+    folder: Path
+    lines: tuple[str, ...]
+    warnings: tuple[str, ...]
+    promoted_to: Path | None = None
+
+
+def calibrate_paired(case: Case, options: PairedCalibrationOptions) -> PairedCalibrationOutcome:
+    baseline = load_spec(case, options.baselines_dir)
+    if not baseline.golden_table and baseline.golden_tracker is None:
+        raise UsageError(f"{baseline.path}: golden: empty; calibrate the case first (`rl-autotest calibrate`), "
+                         "then its paired noise")
+    runs = options.runs or (baseline.calibration.runs if baseline.calibration else 3)
+    if runs < 2:
+        raise UsageError(f"--runs: {runs} is below 2; paired noise needs at least two A/A pairs")
+    seeds = calibration_seeds(case, runs)
+    folder = fresh_folder(Path(options.results_root or default_results_root()).resolve() / case.name,
+                          f"aa-{run_stamp()}")
+    say = options.progress or (lambda line: None)
+    say(f"{case.name}: {runs} A/A pairs (the second run of each with {PERTURBATION}) in {folder}")
+    pairs = []
+    for seed in seeds:
+        aliases = dict(baseline.metric_aliases)
+        first = _run(case, seed, folder / f"a-seed{seed}", {}, aliases)
+        second = _run(case, seed, folder / f"a2-seed{seed}", {PERTURB_ENV: "1"}, aliases)
+        pairs.append((seed, first, second))
+        say(f"{case.name}: A/A pair seed {seed} done")
+    measurement = measure_paired(baseline, golden_trace(baseline), pairs, PERTURBATION,
+                                 budget=baseline.calibration.false_alarm_budget if baseline.calibration else 0.05)
+    spec = measurement.spec
+    if not spec.windows:
+        raise UsageError(f"{case.name}: no paired gate could be measured ({'; '.join(measurement.warnings)})")
+    provenance = {**baseline.provenance, "paired": {
+        "date": dt.date.today().isoformat(), "pairs": runs, "seeds": list(seeds), "results": folder.name}}
+    candidate_baseline = replace(baseline, paired=spec, provenance=provenance)
+    target, candidate, _ = baseline_files(case, options.baselines_dir)
+    write_atomic(candidate, baseline_yaml(candidate_baseline, header=(
+        f"candidate: {case.name}'s baseline with paired noise from {runs} A/A pairs (rl-autotest calibrate "
+        "--paired); everything else is the current baseline's")))
+    load_baseline(candidate)  # what was written reads back, or this is a harness bug worth a traceback
+    lines = tuple(f"{w.gate_id}: A/A noise {w.noise:.3g}, threshold at K=1 {paired_threshold(spec, w, 1):.3g}, "
+                  f"MDE K=1 {paired_mde(spec, w, 1):.3g}, K=4 {paired_mde(spec, w, 4):.3g}" for w in spec.windows)
+    promoted = promote(target).path if options.promote else None
+    return PairedCalibrationOutcome(candidate, folder, lines, measurement.warnings, promoted)
+
+
+def _run(case: Case, seed: int, run_dir: Path, env: dict[str, str], aliases: dict[str, str]):
+    run = run_case(case, RunOptions(results_dir=run_dir, seed=seed, env=env, replicates=1, purpose="ab",
+                                    step_summary=False, with_plots=False))
+    broken = [r.message for r in (run.verdict.results if run.verdict else ()) if r.status == ERROR
+              and r.check_id.startswith(("run[", "preflight"))]
+    tracker = tracker_copy(run_dir)
+    if broken or tracker is None:
+        reason = "; ".join(broken) or "no metric log was copied"
+        raise UsageError(f"{case.name}: A/A run {run_dir.name} could not be used ({reason}); see {run_dir}")
+    return read_trace(tracker, case.tracker.format, aliases)

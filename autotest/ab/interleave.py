@@ -1,0 +1,181 @@
+"""One A/B comparison: base and head of a case on the same seeds, interleaved on this runner, judged paired.
+
+Each side of each seed is an ordinary run (:func:`autotest.pipeline.run_case`) with its own results folder, judged
+against the golden as any run is (shown beside the paired verdict). The order alternates per seed (base, head;
+head, base; ...) so a runner that slows down or speeds up during the session shifts both sides alike. The
+paired verdict is :func:`autotest.judge.paired.judge_paired` on the per-seed differences; an ERROR run on either
+side (a crash, a missing metric) makes the A/B an ERROR naming it, never a PASS on fewer seeds.
+
+Layout::
+
+    <results root>/<case>/ab-<stamp>/
+        base-seed<S>/  head-seed<S>/     ordinary results folders, one per side and seed
+        ab.json  ab.md  ab-<metric>.png    the paired verdict, its report and plots
+
+An interrupt (CI cancelling) stops the run in flight (its own folder keeps its ERROR verdict) and ab.json
+records the pairs finished so far, then the interrupt goes on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from autotest.ab.sides import Side
+from autotest.case_run import CaseRun
+from autotest.files import write_atomic
+from autotest.inputs.baseline import load_baseline
+from autotest.inputs.baseline_model import Baseline
+from autotest.inputs.case import Case, case_argument
+from autotest.inputs.tracker_layout import tracker_copy
+from autotest.judge.model import ERROR, PASS
+from autotest.judge.paired import PairedVerdict, judge_paired
+from autotest.judge.trace import Trace
+from autotest.pipeline import RunOptions, run_case
+from autotest.readers.reading import read_trace
+from autotest.run.results_dir import default_results_root, fresh_folder, run_stamp
+
+AB_JSON, AB_REPORT = "ab.json", "ab.md"
+
+
+@dataclass(frozen=True)
+class AbOptions:
+    seeds: tuple[int, ...]
+    results_root: Path | None = None
+    #: extra environment for every run of both sides (an environment change judged A/B)
+    env: dict[str, str] = field(default_factory=dict)
+    #: judge against this baseline file instead of the case's
+    baseline_path: Path | None = None
+    progress: Callable[[str], None] | None = None
+    with_plots: bool = True
+    poll_interval_s: float = 0.1
+
+
+@dataclass(frozen=True)
+class SideRun:
+    side: str
+    seed: int
+    status: str
+    results_dir: Path | None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class AbOutcome:
+    case: str
+    base: Side
+    head: Side
+    verdict: PairedVerdict
+    runs: tuple[SideRun, ...]
+    folder: Path
+    report: Path | None = None
+
+    @property
+    def status(self) -> str:
+        return self.verdict.status
+
+
+def how_to_calibrate(case: Case) -> str:
+    return f"run `rl-autotest calibrate {case_argument(case)} --paired` (A/A pairs) to measure it"
+
+
+def run_ab(case: Case, base: Side, head: Side, options: AbOptions) -> AbOutcome:
+    """Run every (seed, side), interleaved, and judge the pairs; the outcome is also written to the folder."""
+    if not options.seeds:
+        raise ValueError("an A/B needs at least one seed")
+    baseline = load_baseline(options.baseline_path or case.baseline_path)
+    folder = fresh_folder(Path(options.results_root or default_results_root()).resolve() / case.name,
+                          f"ab-{run_stamp()}")
+    say = options.progress or (lambda line: None)
+    say(f"{case.name}: A/B {base.ref} (base) against {head.ref} (head) on seeds "
+        f"{', '.join(map(str, options.seeds))}, interleaved, in {folder}")
+    runs: list[SideRun] = []
+    traces: dict[tuple[str, int], Trace] = {}
+    try:
+        for index, seed in enumerate(options.seeds):
+            order = (base, head) if index % 2 == 0 else (head, base)
+            for side in order:
+                run = _run_side(case, side, seed, folder, options)
+                runs.append(_side_run(side, seed, run))
+                trace = _trace_of(case, baseline, run)
+                if trace is not None:
+                    traces[(side.label, seed)] = trace
+                say(f"{case.name}: {side.label} seed {seed}: {run.status} against the golden ({run.results_dir})")
+    except KeyboardInterrupt:
+        _write(folder, _outcome(case, base, head, baseline, runs, traces, folder, interrupted=True), baseline, {})
+        raise
+    outcome = _outcome(case, base, head, baseline, runs, traces, folder)
+    report = _write(folder, outcome, baseline, traces if options.with_plots else {})
+    return replace(outcome, report=report)
+
+
+def _run_side(case: Case, side: Side, seed: int, folder: Path, options: AbOptions) -> CaseRun:
+    return run_case(side.case_for(case), RunOptions(
+        results_dir=folder / f"{side.label}-seed{seed}", seed=seed, fault=side.fault, framework_ref=side.framework_ref,
+        env=dict(options.env), replicates=1, baseline_path=options.baseline_path, purpose="ab", step_summary=False,
+        with_plots=False, poll_interval_s=options.poll_interval_s))
+
+
+def _side_run(side: Side, seed: int, run: CaseRun) -> SideRun:
+    broken = ""
+    if run.verdict is not None:  # a run that could not be judged at all (crash, no tracker) cannot be paired
+        errors = [r.message for r in run.verdict.results if r.status == ERROR and r.check_id.startswith(("run[",
+                                                                                                      "preflight"))]
+        broken = "; ".join(errors)
+    elif run.status != PASS:
+        broken = run.reason or run.status
+    return SideRun(side.label, seed, run.status, run.results_dir, broken)
+
+
+def _trace_of(case: Case, baseline: Baseline, run: CaseRun) -> Trace | None:
+    tracker = tracker_copy(run.results_dir) if run.results_dir is not None else None
+    if tracker is None:
+        return None
+    try:
+        return read_trace(tracker, case.tracker.format, dict(baseline.metric_aliases))
+    except Exception:  # a log the run's own verdict already called unreadable: the pair is missing, said below
+        return None
+
+
+def _outcome(case: Case, base: Side, head: Side, baseline: Baseline, runs: Sequence[SideRun],
+             traces: dict[tuple[str, int], Trace], folder: Path, interrupted: bool = False) -> AbOutcome:
+    seeds = sorted({r.seed for r in runs})
+    broken = [f"{r.side} seed {r.seed}: {r.reason}" for r in runs if r.reason]
+    missing = [f"{label} seed {s}: no readable metric log" for s in seeds for label in (base.label, head.label)
+               if (label, s) not in traces and not any(r.seed == s and r.side == label and r.reason for r in runs)]
+    pairs = [(s, traces[(base.label, s)], traces[(head.label, s)]) for s in seeds
+             if (base.label, s) in traces and (head.label, s) in traces]
+    verdict = judge_paired(baseline.paired, pairs, how_to_calibrate(case))
+    problems = broken + missing + (["interrupted before every seed ran"] if interrupted else [])
+    if problems:
+        verdict = replace(verdict, status=ERROR, reason="; ".join(problems + ([verdict.reason] if verdict.reason
+                                                                               else [])))
+    return AbOutcome(case.name, base, head, verdict, tuple(runs), folder)
+
+
+def outcome_document(outcome: AbOutcome) -> dict:
+    verdict = outcome.verdict
+    return {
+        "case": outcome.case, "status": verdict.status, "reason": verdict.reason,
+        "base": outcome.base.ref, "head": outcome.head.ref, "seeds": list(verdict.seeds),
+        "warnings": list(verdict.warnings),
+        "gates": [{"gate": r.gate_id, "metric": r.metric, "window": list(r.window), "status": r.status,
+                   "mean_difference": r.mean_difference, "threshold": r.threshold, "mde": r.mde,
+                   "differences": {str(k): v for k, v in r.differences.items()}, "message": r.message}
+                  for r in verdict.results],
+        "runs": [{"side": r.side, "seed": r.seed, "golden_verdict": r.status, "reason": r.reason,
+                  "results_dir": str(r.results_dir) if r.results_dir else None} for r in outcome.runs],
+    }
+
+
+def _write(folder: Path, outcome: AbOutcome, baseline: Baseline, traces: dict[tuple[str, int], Trace]) -> Path:
+    """ab.json, then the plots (from ``traces``; none when empty) and ab.md."""
+    from autotest.ab.ab_report import render_ab_report, write_ab_plots
+
+    write_atomic(folder / AB_JSON, json.dumps(outcome_document(outcome), indent=2) + "\n")
+    plots = write_ab_plots(folder, outcome, traces) if traces else []
+    report = folder / AB_REPORT
+    write_atomic(report, render_ab_report(outcome, baseline, plots))
+    return report

@@ -1,0 +1,74 @@
+"""The baseline's ``paired:`` section, read and written: the A/A-measured noise A/B gates judge by.
+
+    paired:
+      pairs: 10                        # A/A pairs measured (same code, same seed, twice)
+      perturbation: RL_AUTOTEST_AA_PERTURB=1
+      seeds: [0, 1, 2, ...]
+      false_alarm_budget: 0.05         # per clean A/B, over every window below
+      relative_floor: 0.01             # a threshold never falls below this share of the window's level
+      windows:
+        - {metric: response/rewards/mean, steps: [1, 15], noise: 0.021, level: 0.34}
+        - {metric: mismatch/mismatch_k3_kl, steps: [1, 15], noise: 2e-16, level: 1e-14, floor: 0.0001}
+
+Written by ``rl-autotest calibrate CASE --paired``; what it means is in docs/ab.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autotest.inputs.baseline_model import PairedSpec, PairedWindow
+from autotest.inputs.schema import Section, show
+
+_KEYS = ("pairs", "perturbation", "seeds", "false_alarm_budget", "relative_floor", "windows")
+
+
+def parse_paired(sec: Section, checked: set[str]) -> PairedSpec:
+    """The section as a :class:`PairedSpec`; a bad key or value is one error naming it."""
+    sec.check_keys(required=("pairs", "perturbation", "windows"), optional=_KEYS)
+    raw = sec.get("windows")
+    if not isinstance(raw, list) or not raw:
+        sec.fail("windows", f"{show(raw)} is not a non-empty list", "write one {metric, steps: [start, end], noise, level} per "
+                                                        "window, or run `rl-autotest calibrate CASE --paired`")
+    windows = []
+    seen: set[str] = set()
+    for i, item in enumerate(raw):
+        win = Section(item, sec.path, sec.key(f"windows[{i}]"), doc=sec.doc,
+                      required=("metric", "steps", "noise", "level"), optional=("floor",))
+        metric = win.text("metric")
+        if metric not in checked:
+            win.fail("metric", f"{metric!r} has no check in this baseline",
+                     "pair only checked metrics (recalibrate with `rl-autotest calibrate CASE --paired`)")
+        steps = win.int_list("steps")
+        if len(steps) != 2 or steps[0] > steps[1]:
+            win.fail("steps", f"{list(steps)} is not [start, end] with start <= end", "write e.g. [1, 15]")
+        window = PairedWindow(metric, steps[0], steps[1],
+                              noise=win.number("noise", minimum=0, fix="write the A/A noise, >= 0"),
+                              level=win.number("level", fix="write the window's mean level"),
+                              floor=win.number("floor", minimum=0, default=0.0, fix="write a floor >= 0"))
+        if window.gate_id in seen:
+            win.fail("steps", f"duplicate window {window.gate_id}", "merge or remove one")
+        seen.add(window.gate_id)
+        windows.append(window)
+    return PairedSpec(
+        pairs=sec.integer("pairs", minimum=2, fix="write 2 or more (paired noise needs two A/A pairs)"),
+        perturbation=sec.text("perturbation"),
+        windows=tuple(windows),
+        false_alarm_budget=sec.number("false_alarm_budget", positive=True, default=0.05,
+                                      fix="write a probability, e.g. 0.05"),
+        relative_floor=sec.number("relative_floor", minimum=0, default=0.01, fix="write a fraction >= 0, e.g. 0.01"),
+        seeds=sec.int_list("seeds", default=()),
+    )
+
+
+def paired_document(spec: PairedSpec, flow: type[list], flow_map: type[dict]) -> dict[str, Any]:
+    """``spec`` as the mapping :func:`parse_paired` reads back (``flow``/``flow_map``: the writer's one-line types)."""
+    doc: dict[str, Any] = {"pairs": spec.pairs, "perturbation": spec.perturbation}
+    if spec.seeds:
+        doc["seeds"] = flow(spec.seeds)
+    doc["false_alarm_budget"] = spec.false_alarm_budget
+    doc["relative_floor"] = spec.relative_floor
+    doc["windows"] = [flow_map(metric=w.metric, steps=flow([w.start, w.end]), noise=float(f"{w.noise:.4g}"),
+                               level=float(f"{w.level:.6g}"), **({"floor": w.floor} if w.floor else {}))
+                      for w in spec.windows]
+    return doc

@@ -1,0 +1,73 @@
+"""Paired A/B end to end on tiny-grpo, real runs: A/A pairs measure a paired noise that is not zero (the
+perturbation makes pairs part), a learning-rate change fails the paired gates on one seed, a broken equivalence
+(the loss averaged per micro-batch) fails against the case, and an A/B without paired noise judges nothing."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from autotest.ab.aa import PairedCalibrationOptions, calibrate_paired
+from autotest.ab.interleave import AB_JSON, AbOptions, run_ab
+from autotest.ab.sides import parse_side
+from autotest.inputs.baseline import load_baseline
+from autotest.inputs.case import load_case
+from autotest.judge.model import ERROR, FAIL
+from tests.helpers import ROOT, run_cli
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def calibrated(tmp_path_factory):
+    """tiny-grpo's baseline with a paired section from two A/A pairs (4 runs), in a folder of its own."""
+    folder = tmp_path_factory.mktemp("ab")
+    baselines = folder / "baselines"
+    baselines.mkdir()
+    shutil.copy(ROOT / "baselines" / "tiny-grpo.yaml", baselines / "tiny-grpo.yaml")
+    case = load_case("tiny-grpo")
+    outcome = calibrate_paired(case, PairedCalibrationOptions(runs=2, results_root=folder / "results",
+                                                              baselines_dir=baselines, promote=True))
+    return case, folder, load_baseline(outcome.promoted_to)
+
+
+def test_aa_pairs_part_so_the_paired_noise_is_measured(calibrated):
+    _, _, baseline = calibrated
+    spec = baseline.paired
+    assert spec.pairs == 2 and spec.perturbation == "RL_AUTOTEST_AA_PERTURB=1"
+    rewards = [w for w in spec.windows if w.metric == "response/rewards/mean"]
+    assert len(rewards) == 3 and any(w.noise > 0 for w in rewards)
+    assert all(w.noise < 0.1 for w in rewards)  # an A/A pair stays close: far below the reward's range
+
+
+def test_a_learning_rate_change_fails_paired_on_one_seed(calibrated):
+    case, folder, baseline = calibrated
+    outcome = run_ab(case, parse_side(case, "base", "clean"), parse_side(case, "head", "fault:lr-scale:0.25"),
+                     AbOptions(seeds=(11,), results_root=folder / "results", baseline_path=baseline.path,
+                               with_plots=True))
+    assert outcome.status == FAIL, outcome.verdict.reason
+    failed = {r.metric for r in outcome.verdict.failed}
+    assert "response/rewards/mean" in failed
+    document = json.loads((outcome.folder / AB_JSON).read_text())
+    assert document["status"] == FAIL and [r["side"] for r in document["runs"]] == ["base", "head"]
+    assert (outcome.folder / "base-seed11" / "results.json").is_file()
+    assert list(outcome.folder.glob("ab-*.png")) and "| gate | status |" in outcome.report.read_text()
+
+
+def test_a_broken_equivalence_fails_against_the_case(calibrated):
+    case, folder, baseline = calibrated
+    base = parse_side(case, "base", "fault:loss-per-microbatch")  # bitwise clean at one micro-batch
+    head = parse_side(case, "head", "variant:grad-accum-4+fault:loss-per-microbatch")
+    outcome = run_ab(case, base, head, AbOptions(seeds=(11,), results_root=folder / "results",
+                                                 baseline_path=baseline.path, with_plots=False))
+    assert outcome.status == FAIL, [r.message for r in outcome.verdict.results]
+
+
+def test_without_paired_noise_the_cli_judges_nothing(tmp_path):
+    code = run_cli("ab", "tiny-grpo", "--base", "clean", "--head", "clean", "--seeds", "11",
+                   "--results-dir", str(tmp_path), "--no-plots")
+    assert code == 2
+    document = json.loads(next(tmp_path.glob(f"tiny-grpo/ab-*/{AB_JSON}")).read_text())
+    assert document["status"] == ERROR and "calibrate tiny-grpo --paired" in document["reason"]

@@ -1,7 +1,7 @@
 """Issue 21's scenarios on several seeds: does each get the explanation it must, on every seed?
 
-    python benchmarks/explanations.py [--seeds 11,12,13] [--only judge-scale,top-p] [--jobs 2]
-        [--runs-dir results/explanations]
+    python benchmarks/explanations.py [--set scenarios|unseen] [--seeds 11,12,13] [--only judge-scale,top-p]
+        [--jobs 2] [--runs-dir results/explanations] [--table-out FILE]
 
 Per scenario (a regression of the embedded GRPO workload, ``autotest/workloads/regressions_paths.py``) and seed:
 the accuracy run through the real pipeline against the committed tiny-grpo baseline, then, where it asks for
@@ -11,6 +11,12 @@ regression's documented ``expected``, and the primary finding's evidence. The tr
 is the documented rule), uncertain (the line names two rules the evidence cannot tell apart, the documented one
 among them) or wrong; an uncertain triage counts as documented. Seeds default to 11-13, outside the
 baseline's calibration seeds (0-9). Exit 1 when any run's explanation differs from the documented one.
+
+``--set unseen`` runs instead the regressions the harness was never tuned on
+(``autotest/workloads/regressions_unseen.py``; the MOPD ones on the tiny-mopd case against its baseline), seed by
+seed (every regression at the first seed before the second, so a run cut short still covers each), and scores the
+consistency job's side, module and mechanism too: right, uncertain (the report does not name it) or wrong; then
+prints the totals. Each row is appended to ``rows.jsonl`` in the runs dir as it finishes.
 """
 
 from __future__ import annotations
@@ -29,17 +35,25 @@ from autotest.consistency.job import run_consistency_job  # noqa: E402
 from autotest.inputs.case import load_case  # noqa: E402
 from autotest.pipeline import RunOptions, run_case  # noqa: E402
 from autotest.workloads.regressions import REGRESSIONS  # noqa: E402
+from autotest.workloads.regressions_unseen import UNSEEN_MOPD, UNSEEN_REGRESSIONS  # noqa: E402
 
 SCENARIOS = ("judge-scale", "step-offset", "trainer-gather-shift", "rope-theta", "top-p", "tracker-twice")
 #: stopped at the first per-step breach, as CI's --fail-fast would (the dump job needs only the window)
 FAIL_FAST = ("trainer-gather-shift",)
 PERFORMANCE = ("performance", "performance-only")
+UNSEEN = tuple(cls.name for cls in UNSEEN_REGRESSIONS)
+SCORES = ("right", "uncertain", "wrong")
+
+
+def case_of(scenario: str) -> str:
+    """The case a regression runs on: tiny-mopd for the MOPD-only unseen ones, else tiny-grpo."""
+    return "tiny-mopd" if scenario in UNSEEN_MOPD else "tiny-grpo"
 
 
 def explain(scenario: str, seed: int, runs_dir: Path) -> dict:
     """One scenario at one seed: what the harness said, and whether it is what the regression documents."""
     expected = REGRESSIONS[scenario].expected
-    case = load_case("tiny-grpo")
+    case = load_case(case_of(scenario))
     case = replace(case, launch=replace(case.launch, timeout_s=1500))  # a loaded 2-core runner's 45 steps
     run = run_case(case, RunOptions(results_root=runs_dir / scenario, seed=seed, fault=scenario, with_plots=False,
                                     poll_interval_s=1, fail_fast=scenario in FAIL_FAST, step_summary=False))
@@ -53,7 +67,7 @@ def explain(scenario: str, seed: int, runs_dir: Path) -> dict:
              "uncertain" if expected["triage"] in named else "wrong")
     if finding is not None and finding.uncertain_with and score == "right":
         score = "uncertain"
-    row = {"scenario": scenario, "seed": seed, "status": status, "triage": finding.rule if finding else "",
+    row = {"scenario": scenario, "case": case.name, "seed": seed, "status": status, "triage": finding.rule if finding else "",
            "uncertain_with": named[1], "score": score,
            "evidence": " ".join((finding.evidence if finding else "").split())[:160],
            "warnings": [w for w in verdict.warnings if "row" in w], "results_dir": str(run.results_dir)}
@@ -63,11 +77,53 @@ def explain(scenario: str, seed: int, runs_dir: Path) -> dict:
         report = json.loads(outcome.report_json.read_text(encoding="utf-8"))
         cause = report.get("root_cause") or {}
         row["consistency"] = {"verdict": report["verdict"], "module": cause.get("module"),
-                              "bucket": cause.get("bucket"), "confidence": report.get("confidence")}
+                              "bucket": cause.get("bucket"), "confidence": report.get("confidence"),
+                              "side": side_of(cause)}
         want = expected.get("consistency", {})
-        ok = ok and report["verdict"] == "root_cause_found" and all(cause.get(k) == v for k, v in want.items())
+        ok = ok and report["verdict"] == "root_cause_found" and all((side_of(cause) if k == "side" else cause.get(k)) == v
+                                                                      for k, v in want.items())
+    if "consistency" in expected:
+        row["consistency_scores"] = consistency_scores(expected["consistency"], row.get("consistency"))
     row["ok"] = ok
     return row
+
+
+def side_of(cause: dict) -> str | None:
+    """The side a root cause names: its own ``side``, else the one its module names (``rollout ...``,
+    ``trainer ...``); None when it names neither (a model module both sides share)."""
+    if cause.get("side"):
+        return cause["side"]
+    module = str(cause.get("module") or "")
+    return "rollout" if module.startswith("rollout") else "actor" if module.startswith("trainer") else None
+
+
+def consistency_scores(want: dict, got: dict | None) -> dict[str, str]:
+    """Side, module and mechanism (bucket) of the consistency job's root cause against the documented ones: right,
+    uncertain (the report names none: no dump job, no root cause, or no side) or wrong."""
+    scores = {}
+    for part, key in (("side", "side"), ("module", "module"), ("mechanism", "bucket")):
+        if key not in want:
+            continue
+        named = (got or {}).get(key)
+        scores[part] = "uncertain" if named is None else "right" if named == want[key] else "wrong"
+    return scores
+
+
+def totals(rows: list[dict]) -> list[str]:
+    """Right / uncertain / wrong shares of the triage over every run, and of each consistency part over the runs
+    that document one."""
+    def line(label: str, scores: list[str]) -> str:
+        shares = ", ".join(f"{s} {scores.count(s)} ({scores.count(s) / len(scores):.0%})" for s in SCORES)
+        return f"- {label} ({len(scores)} runs): {shares}"
+
+    lines = [line("triage", [r["score"] for r in rows])]
+    for part in ("side", "module", "mechanism"):
+        scores = [r["consistency_scores"][part] for r in rows if part in r.get("consistency_scores", {})]
+        if scores:
+            lines.append(line(f"consistency {part}", scores))
+    as_documented = sum(r["status"] == REGRESSIONS[r["scenario"]].expected["verdict"] for r in rows)
+    lines.append(f"- verdict as documented: {as_documented} of {len(rows)}")
+    return lines
 
 
 def table(rows: list[dict]) -> list[str]:
@@ -76,6 +132,8 @@ def table(rows: list[dict]) -> list[str]:
     for r in rows:
         c = r.get("consistency")
         cause = f"{c['module']} ({c['bucket']}, {c['confidence']})" if c else "-"
+        if r.get("consistency_scores"):
+            cause += " — " + ", ".join(f"{k} {v}" for k, v in r["consistency_scores"].items())
         evidence = r["evidence"] or "; ".join(r["warnings"])[:160] or "-"
         triage = f"{r['triage']} or {r['uncertain_with']}" if r.get("uncertain_with") else r["triage"] or "-"
         lines.append(f"| `{r['scenario']}` | {r['seed']} | {r['status']} | {triage} | {r.get('score', '-')} | "
@@ -85,18 +143,40 @@ def table(rows: list[dict]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--set", choices=("scenarios", "unseen"), default="scenarios",
+                   help="issue 21's six scenarios (default) or the regressions the harness was never tuned on")
     p.add_argument("--seeds", default="11,12,13")
-    p.add_argument("--only", help="comma-separated scenarios (default: all of issue 21's)")
+    p.add_argument("--only", help="comma-separated scenarios (default: all of the set)")
     p.add_argument("--jobs", type=int, default=2)
-    p.add_argument("--runs-dir", type=Path, default=ROOT / "results" / "explanations")
+    p.add_argument("--runs-dir", type=Path, help="default: results/explanations (results/explanations-unseen)")
+    p.add_argument("--table-out", type=Path, help="also write the table and the totals to this file")
     args = p.parse_args(argv)
-    scenarios = tuple(args.only.split(",")) if args.only else SCENARIOS
+    unseen = args.set == "unseen"
+    known = UNSEEN if unseen else SCENARIOS
+    scenarios = tuple(args.only.split(",")) if args.only else known
+    if unknown := [s for s in scenarios if s not in REGRESSIONS]:
+        p.error(f"--only: {', '.join(unknown)} is no regression; the set has {', '.join(known)}")
     seeds = [int(s) for s in args.seeds.split(",")]
-    grid = [(s, seed) for s in scenarios for seed in seeds]
+    runs_dir = args.runs_dir or ROOT / "results" / ("explanations-unseen" if unseen else "explanations")
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    # seed-major for the unseen set: a run cut short has every regression at the first seed
+    grid = ([(s, seed) for seed in seeds for s in scenarios] if unseen else
+            [(s, seed) for s in scenarios for seed in seeds])
+    log = runs_dir / "rows.jsonl"
+
+    def one(item: tuple[str, int]) -> dict:
+        row = explain(*item, runs_dir)
+        with log.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
+        return row
+
     with ThreadPoolExecutor(args.jobs) as pool:
-        rows = list(pool.map(lambda item: explain(*item, args.runs_dir), grid))
-    print("\n".join(table(rows)))
-    (args.runs_dir / "explanations.json").write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+        rows = list(pool.map(one, grid))
+    out = table(rows) + ([""] + totals(rows) if unseen else [])
+    print("\n".join(out))
+    if args.table_out:
+        args.table_out.write_text("\n".join(out) + "\n", encoding="utf-8")
+    (runs_dir / "explanations.json").write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
     return 0 if all(r["ok"] for r in rows) else 1
 
 

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from autotest.workloads.fault_hooks import EVAL, MISMATCH, REWARDS, FaultHooks
 from autotest.workloads.metrics import group_advantages
 from autotest.workloads.regressions_paths import PATH_REGRESSIONS
+from autotest.workloads.regressions_unseen import UNSEEN_MOPD, UNSEEN_REGRESSIONS
 
 if TYPE_CHECKING:
     import torch
@@ -349,11 +350,12 @@ REGRESSIONS: dict[str, type[FaultHooks]] = {
     cls.name: cls for cls in (
         LrScale, LrDecay, GradClip, AdvStdEps, ClipRange, EntropyScale, JudgeDrops, LengthPenalty,
         SamplingTemperature, TopK, StaleEval, EvalTemperature, Undersample, Misroute, TeacherTemperature,
-        *PATH_REGRESSIONS,
+        *PATH_REGRESSIONS, *UNSEEN_REGRESSIONS,
     )
 }  # fmt: skip
 #: the regressions tiny MOPD accepts (teacher-temperature acts in its launcher, the rest in training)
-MOPD_REGRESSIONS = ("lr-scale", "judge-drops", "length-penalty", "undersample", "misroute", "teacher-temperature")
+MOPD_REGRESSIONS = ("lr-scale", "judge-drops", "length-penalty", "undersample", "misroute", "teacher-temperature",
+                    *UNSEEN_MOPD)
 
 
 def listed(names: tuple[str, ...] | None = None) -> list[dict[str, Any]]:

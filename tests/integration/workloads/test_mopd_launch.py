@@ -195,7 +195,8 @@ def test_sigkill_of_the_launcher_leaves_nothing_behind(tmp_path: Path, mopd_cach
 
 @pytest.mark.parametrize("fault, message", [
     ("nope", "--fault: unknown fault 'nope' for tiny-mopd; choose one of teacher-swap, teacher-dies, judge-bug, "
-             "crash-at, hang-at, lr-scale, judge-drops, length-penalty, undersample, misroute, teacher-temperature"),
+             "crash-at, hang-at, lr-scale, judge-drops, length-penalty, undersample, misroute, teacher-temperature, "
+             "route-off-by-one, mopd-minibatch-key-lost"),
     ("teacher-dies", "--fault teacher-dies: needs the step the first teacher dies at, e.g. teacher-dies:3 (got '')"),
     ("teacher-swap:2", "--fault teacher-swap: takes no argument (got '2')"),
 ])

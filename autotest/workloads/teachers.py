@@ -27,7 +27,14 @@ dir beside its final place and renamed into it (atomic), under a file lock so pa
 train it once; ``fixture.json`` is written last and marks it complete, with the sha256 of
 each checkpoint's weights (``weights_sha256``), which the launcher prints, so a run's log
 names the exact fixture it ran against. It is trained in a child process under pinned numerics
-(``PINNED_NUMERICS``), so every x86-64 CPU trains the same weights.
+(``PINNED_NUMERICS``).
+
+The default recipe's fixture is committed (``COMMITTED_DIR``) and used as it is: pinned numerics made one
+machine's builds agree whatever kernels it was told to use, but two CPUs (an Intel and an AMD EPYC, both
+AVX-512) still trained two different students from the same code, and a baseline calibrated on one failed on the
+other (docs/workloads.md, "Baseline history"). 480 SFT steps at lr 1e-2 turn any last-bit difference into another
+model; the fixture is the case's data, so it ships with it. Regenerate it after a change to the recipe or the
+preparing modules with ``python -m autotest.workloads.teachers --refresh-committed`` and recalibrate tiny-mopd.
 """
 
 from __future__ import annotations
@@ -75,6 +82,8 @@ PINNED_NUMERICS = {
 #: modules whose code decides the fixture's weights: their source is part of the cache key
 PREPARATION_MODULES = ("autotest.workloads.teachers", "autotest.workloads.tiny_lm", "autotest.workloads.tasks")
 CACHE_ENV = "RL_AUTOTEST_CACHE"
+#: the default recipe's fixture, committed with the package (see the module doc)
+COMMITTED_DIR = Path(__file__).resolve().parent / "fixture"
 STUDENT = "student"
 FIXTURE_FILE = "fixture.json"
 HOUSE, FOREIGN = "house", "foreign"
@@ -182,7 +191,7 @@ class Fixture:
     """A prepared fixture on disk."""
 
     root: Path
-    """The fixture dir (``<cache>/teachers/<key>``)."""
+    """The fixture dir (``COMMITTED_DIR`` for the default recipe, else ``<cache>/teachers/<key>``)."""
     domains: tuple[str, ...]
     """Its domains, in recipe order."""
 
@@ -221,6 +230,9 @@ def ensure_fixture(recipe: TeacherRecipe | None = None, root: Path | None = None
     from filelock import FileLock
 
     recipe = recipe or TeacherRecipe()
+    committed = committed_fixture(recipe)
+    if committed is not None:
+        return committed
     folder = (root or cache_root()) / "teachers"
     target = folder / recipe.key()
     if (target / FIXTURE_FILE).is_file():
@@ -240,6 +252,35 @@ def ensure_fixture(recipe: TeacherRecipe | None = None, root: Path | None = None
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return Fixture(target, recipe.domains)
+
+
+def committed_fixture(recipe: TeacherRecipe) -> Fixture | None:
+    """The committed fixture when it was made by ``recipe`` under this ``RECIPE_VERSION``, else None.
+
+    Only the recipe decides, not the source digest of the cache key: the committed weights are the case's data,
+    the same on every machine, and edits to the preparing modules must not silently swap them for a local build
+    (``--refresh-committed`` does that on purpose)."""
+    try:
+        info = json.loads((COMMITTED_DIR / FIXTURE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if info.get("recipe_version") != RECIPE_VERSION or recipe_from_dict(info["recipe"]) != recipe:
+        return None
+    return Fixture(COMMITTED_DIR, recipe.domains)
+
+
+def refresh_committed(log: Callable[[str], None] = print) -> Fixture:
+    """Prepare the default recipe (pinned numerics, a child process) into ``COMMITTED_DIR``, replacing it."""
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-fixture-", dir=COMMITTED_DIR.parent))
+    try:
+        prepare_in_child(TeacherRecipe(), tmp, log)
+        if COMMITTED_DIR.exists():
+            shutil.rmtree(COMMITTED_DIR)
+        tmp.chmod(0o755)
+        tmp.rename(COMMITTED_DIR)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return Fixture(COMMITTED_DIR, TeacherRecipe().domains)
 
 
 # ---------------------------------------------------------------- training
@@ -435,5 +476,8 @@ def prepare(recipe: TeacherRecipe, out_dir: Path, log: Callable[[str], None] = p
     log(f"[teachers] fixture ready in {info['prepare_s']} s; sampled accuracy {json.dumps(accuracy)}")
 
 
-if __name__ == "__main__":  # the child of prepare_in_child: OUT_DIR RECIPE_JSON
-    prepare(recipe_from_dict(json.loads(sys.argv[2])), Path(sys.argv[1]))
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--refresh-committed"]:
+        print(f"[teachers] committed fixture refreshed: {refresh_committed().weights()}")
+    else:  # the child of prepare_in_child: OUT_DIR RECIPE_JSON
+        prepare(recipe_from_dict(json.loads(sys.argv[2])), Path(sys.argv[1]))

@@ -94,6 +94,27 @@ def test_open_fixture_rejects_a_dir_that_is_not_one(tmp_path: Path) -> None:
         open_fixture(tmp_path)
 
 
+# ---------------------------------------------------------------- the committed fixture
+
+
+def test_the_default_recipe_uses_the_committed_fixture_whole(tmp_path: Path) -> None:
+    """The same weights on every machine: the committed files, as fixture.json recorded them, never a local build."""
+    fixture = ensure_fixture(root=tmp_path, log=lambda line: None)
+    assert fixture.root == teachers.COMMITTED_DIR and not (tmp_path / "teachers").exists()
+    info = fixture.info()
+    assert info["recipe_version"] == teachers.RECIPE_VERSION
+    assert teachers.recipe_from_dict(info["recipe"]) == TeacherRecipe()
+    assert fixture.weights() == info["weights_sha256"]  # no checkpoint swapped or half-committed
+    assert info["numerics"]["aten_cpu_capability"] == "DEFAULT"  # prepared under the pinned numerics
+
+
+def test_another_recipe_or_version_never_gets_the_committed_fixture(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert teachers.committed_fixture(QUICK) is None
+    assert teachers.committed_fixture(TeacherRecipe()) is not None
+    monkeypatch.setattr(teachers, "RECIPE_VERSION", teachers.RECIPE_VERSION + 1)
+    assert teachers.committed_fixture(TeacherRecipe()) is None
+
+
 # ---------------------------------------------------------------- what the checkpoints know
 
 

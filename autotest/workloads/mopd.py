@@ -3,6 +3,7 @@
     XTUNER_OPD_TEACHER_ENDPOINTS_JSON='{"digit_sum_teacher": ["http://127.0.0.1:PORT"], ...}' \\
     python -m autotest.workloads.mopd --work-dir DIR --student CHECKPOINT [--seed N] [--steps 25]
         [--eval-every 5] [--fault judge-bug[:MODE]|crash-at:K|hang-at:K] [--parent-pid PID]
+        [--teacher-probe FILE]
 
 The student (the tiny Qwen3 of the GRPO workload, loaded from a checkpoint) samples
 responses to prompts of two verifiable task domains with its rollout engine; each sample
@@ -11,7 +12,10 @@ the trainer minimises the sampled-token k1 reverse KL in policy-gradient form
 (``mopd_trainer``); rewards are graded and logged but never enter the update. Eval runs at
 step 0 (an eval-only row) and every ``--eval-every`` steps: each domain's eval prompts,
 sampled at temperature 1 by an eval engine with its own fixed seed, give
-``eval/<domain>/acc`` and ``eval/score``. Metrics go to
+``eval/<domain>/acc`` and ``eval/score``. With ``--teacher-probe`` (the launcher's probe file) the
+probe prompts go through each teacher's endpoints before the first step and after the last
+(``teacher_probe``): ``distillation/teacher_probe/<teacher>`` at step 1 and at the last step, and
+one line in the run log each time. Metrics go to
 ``$WORK_DIR/<timestamp>/logs/exp_tracking/tracker.jsonl`` (xtuner layout).
 
 Normally started by ``autotest.workloads.mopd_launch``, which serves the teachers. Exit code
@@ -44,6 +48,7 @@ from autotest.workloads.teacher_client import (
     TeacherError,
     parse_endpoints,
 )
+from autotest.workloads.teacher_probe import load_references, probe_line, probe_metrics, run_probe
 from autotest.workloads.teachers import teacher_name
 from autotest.workloads.tiny_lm import TinyLMConfig
 from autotest.workloads.tracker import JsonlTracker, make_exp_dir, write_config
@@ -128,10 +133,13 @@ class _Parts:
     evaluator: Any
     tracker: Any
     hooks: Any
+    #: the teacher probe's references (None: no probe) and the probe metrics waiting for their step's row
+    probe: Any = None
+    probe_rows: dict[int, dict[str, float]] = field(default_factory=dict)
 
 
-def run(config: MOPDConfig, work_dir: Path, endpoints_json: str) -> Path:
-    """Run the workload; returns the experiment dir."""
+def run(config: MOPDConfig, work_dir: Path, endpoints_json: str, probe: dict[str, Any] | None = None) -> Path:
+    """Run the workload; returns the experiment dir. ``probe``: the teacher probe's references."""
     import torch
 
     from autotest.workloads.mopd_trainer import DistillOptim, DistillTrainer
@@ -152,7 +160,7 @@ def run(config: MOPDConfig, work_dir: Path, endpoints_json: str) -> Path:
                                config.seed, threads),
         rollout=RolloutEngine(model_config, "fp32", config.seed, config.max_new_tokens, num_threads=threads),
         evaluator=RolloutEngine(model_config, "fp32", config.eval_seed, config.max_new_tokens, num_threads=threads),
-        tracker=hooks.wrap_tracker(JsonlTracker(exp_dir)), hooks=hooks)
+        tracker=hooks.wrap_tracker(JsonlTracker(exp_dir)), hooks=hooks, probe=probe)
     print(f"[tiny-mopd] exp dir {exp_dir} (fault: {config.fault or 'none'}); teachers "
           f"{json.dumps(client.endpoints)}; routing {json.dumps(dict(routing.teacher_of))}", flush=True)
     try:
@@ -160,6 +168,8 @@ def run(config: MOPDConfig, work_dir: Path, endpoints_json: str) -> Path:
         scores = _evaluate(parts, config, 0)
         parts.tracker.write({**scores, "step": 0})
         print(f"[tiny-mopd] step 0 {_fmt(scores)}", flush=True)
+        if probe is not None:  # logged on step 1's row: a row at step 0 other than eval would make it a train step
+            parts.probe_rows[1] = _probe(parts, "start (before step 1)")
         prompt_gen = torch.Generator().manual_seed(config.seed)
         for step in range(1, config.steps + 1):
             _train_step(parts, config, prompt_gen, step)
@@ -200,11 +210,22 @@ def _train_step(parts: _Parts, config: MOPDConfig, prompt_gen: Any, step: int) -
         parts.tracker.write({**{f"train_metrics/worker_0/{k}": v for k, v in row.items()}, "step": step})
     summary.update(memory_metrics())  # memory/rss_mb, memory/peak_rss_mb (autotest.workloads.memory)
     summary["time/step"] = time.perf_counter() - start  # the whole iteration, eval included (as xtuner)
+    probed = parts.probe_rows.pop(step, {})
+    if step == config.steps and parts.probe is not None:  # after time/step: the probe is not part of a step
+        probed = {k: max(v, probed.get(k, 0.0)) for k, v in _probe(parts, f"end (after step {step})").items()}
+    summary.update(probed)
     parts.tracker.write({**dict(sorted(summary.items())), "step": step})
     print(f"[tiny-mopd] step {step}/{config.steps} distill_kl {summary['distillation/reduced_distillation_kl']:.4f} "
           f"reward {summary['response/rewards/mean']:.3f} len {summary['response/response_len/mean']:.2f} "
           f"{_fmt({k: v for k, v in summary.items() if k.startswith('eval/')})}time {summary['time/step']:.2f}s",
           flush=True)
+
+
+def _probe(parts: _Parts, when: str) -> dict[str, float]:
+    """The teacher probe through the endpoints the training uses; its metrics (and one log line)."""
+    diffs = run_probe(parts.probe, parts.client.endpoints, parts.client.timeout_s)
+    print(f"[tiny-mopd] {probe_line(when, diffs, parts.probe.get('tolerance', 1e-3))}", flush=True)
+    return probe_metrics(diffs)
 
 
 def _fmt(scores: dict[str, float]) -> str:
@@ -301,6 +322,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--lr", type=float, default=None, help=f"Adam learning rate (default {defaults.lr})")
     p.add_argument("--fault", help=f"inject a training fault NAME[:ARG] ({', '.join(ACCEPTED_FAULTS)})")
     p.add_argument("--parent-pid", type=int, help="exit when this process (the launcher) is gone")
+    p.add_argument("--teacher-probe", type=Path, help="the launcher's probe file: probe each teacher at start and end")
     return p.parse_args(argv)
 
 
@@ -317,7 +339,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not endpoints:
             raise UsageError(f"{ENDPOINTS_ENV} is not set; start the teachers with "
                              "python -m autotest.workloads.mopd_launch, which exports it")
-        run(build_config(args), work_dir, endpoints)
+        probe = load_references(args.teacher_probe) if args.teacher_probe else None
+        run(build_config(args), work_dir, endpoints, probe)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -19,6 +19,10 @@ The lifecycle of xtuner's ``run_sampled_token_mopd.sh``, in Python:
    here, so there is no cluster to stop. Servers and training also exit by themselves when
    this process is gone (``--parent-pid``), so even SIGKILL leaves nothing behind.
 
+Before the servers start, the teacher probe's references are scored from the teacher checkpoints on disk into
+``<work_dir>/teachers/probe.json`` (``teacher_probe``); the training sends them through each teacher's endpoints
+before its first step and after its last, and logs ``distillation/teacher_probe/<teacher>``.
+
 Faults (``--fault``, listed with ``--list-faults``) and what the harness must make of them
 against the golden table (``FAULTS``; tests/integration/workloads/test_mopd_faults.py holds them to it):
 
@@ -26,6 +30,7 @@ against the golden table (``FAULTS``; tests/integration/workloads/test_mopd_faul
 |---|---|---|---|---|
 | ``teacher-swap`` | each teacher's URL exported under the other's name | FAIL | distill_kl, abs_loss | teacher-path |
 | ``teacher-dies:K`` | the first teacher's server exits on its step-K request | ERROR | - | run-incomplete |
+| ``teacher-misscore:K`` | from its step-K request on, the first teacher's server scores with unshifted logits (an off-by-one: token j+1 read at position j+1) | FAIL | teacher probe (digit_sum_teacher, at the end) | teacher-path |
 | ``judge-bug[:MODE]`` | training rewards graded wrong (flip / off-by-one) | FAIL | rewards | rewards-only |
 | ``crash-at:K`` | the training raises at step K | ERROR | - | run-incomplete |
 | ``hang-at:K`` | the training sleeps forever at step K (the case timeout ends it) | ERROR | - | run-incomplete |
@@ -58,6 +63,7 @@ from autotest.workloads.teacher_client import (
     dump_endpoints,
     request_logprobs,
 )
+from autotest.workloads.teacher_probe import write_references
 from autotest.workloads.teacher_server import DIED_EXIT_CODE
 from autotest.workloads.teachers import (
     Fixture,
@@ -68,12 +74,16 @@ from autotest.workloads.teachers import (
 )
 from autotest.workloads.tiny_lm import DigitTokenizer
 
-TEACHER_FAULTS = ("teacher-swap", "teacher-dies")
+TEACHER_FAULTS = ("teacher-swap", "teacher-dies", "teacher-misscore")
+#: the server flag of each teacher fault that takes a step (given to the first teacher's server)
+STEP_FAULT_FLAGS = {"teacher-dies": "--exit-at-step", "teacher-misscore": "--misscore-from-step"}
 #: every fault of tiny-mopd and the outcome the harness must give (the table above, as data)
 FAULTS: dict[str, dict[str, Any]] = {
     "teacher-swap": {"verdict": "FAIL", "breached": ["distillation/reduced_distillation_kl"],
                      "triage": "teacher-path"},
     "teacher-dies": {"verdict": "ERROR", "breached": [], "triage": "run-incomplete", "arg": "K (required)"},
+    "teacher-misscore": {"verdict": "FAIL", "breached": ["distillation/teacher_probe/digit_sum_teacher"],
+                         "triage": "teacher-path", "arg": "K (required)"},
     "judge-bug": {"verdict": "FAIL", "breached": ["response/rewards/mean"], "triage": "rewards-only",
                   "arg": "MODE: flip (default) or off-by-one"},
     "crash-at": {"verdict": "ERROR", "breached": [], "triage": "run-incomplete", "arg": "K (required)"},
@@ -123,10 +133,11 @@ def parse_fault(spec: str | None) -> tuple[str | None, int | None, str | None]:
         if arg:
             raise UsageError(f"--fault teacher-swap: takes no argument (got {arg!r})")
         return name, None, None
-    if name == "teacher-dies":
+    if name in STEP_FAULT_FLAGS:
         if not arg.isdigit() or int(arg) < 1:
-            raise UsageError(f"--fault teacher-dies: needs the step the first teacher dies at, e.g. "
-                             f"teacher-dies:3 (got {arg!r})")
+            what = "dies" if name == "teacher-dies" else "starts misscoring"
+            raise UsageError(f"--fault {name}: needs the step the first teacher {what} at, e.g. "
+                             f"{name}:3 (got {arg!r})")
         return name, int(arg), None
     if name in ACCEPTED_FAULTS:  # the detection benchmark's regressions go to the training process too
         return None, None, spec
@@ -135,10 +146,11 @@ def parse_fault(spec: str | None) -> tuple[str | None, int | None, str | None]:
 
 
 def start_servers(fixture: Fixture, folder: Path, replicas: int, die_at: int | None, servers: list[Server],
-                  server_args: Sequence[str] = ()) -> None:
+                  server_args: Sequence[str] = (), first_flag: str = "--exit-at-step") -> None:
     """One server process per teacher replica, each the leader of its own process group.
 
-    ``server_args`` go to every server (a regression's serving change, e.g. ``--temperature``).
+    ``server_args`` go to every server (a regression's serving change, e.g. ``--temperature``); the first
+    teacher's servers get ``first_flag die_at`` when ``die_at`` is set (the step of a teacher fault).
     Each is appended to ``servers`` as soon as it runs, so a failure half-way still stops the others.
     """
     folder.mkdir(parents=True, exist_ok=True)
@@ -152,7 +164,7 @@ def start_servers(fixture: Fixture, folder: Path, replicas: int, die_at: int | N
                        str(fixture.teacher(domain)), "--name", name, "--port-file", str(port_file),
                        "--parent-pid", str(os.getpid()), *server_args]
             if die_at is not None and index == 0:
-                command += ["--exit-at-step", str(die_at)]
+                command += [first_flag, str(die_at)]
             with log.open("wb") as out:
                 # own process group (so it can be signalled as a whole), same session (so the
                 # harness's session sweep still reaches it)
@@ -262,13 +274,15 @@ def _group_alive(pgid: int, leader: subprocess.Popen) -> bool:
 
 
 def run_training(args: argparse.Namespace, fixture: Fixture, servers: list[Server], endpoints: dict[str, list[str]],
-                 training_fault: str | None, procs: dict[str, subprocess.Popen]) -> int:
+                 training_fault: str | None, procs: dict[str, subprocess.Popen], probe: Path | None = None) -> int:
     """Run the training process while watching the servers; returns the exit code."""
     command = [sys.executable, "-m", "autotest.workloads.mopd", "--work-dir", str(args.work_dir),
                "--student", str(fixture.student), "--seed", str(args.seed), "--steps", str(args.steps),
                "--domains", ",".join(fixture.domains), "--parent-pid", str(os.getpid())]
     if training_fault:
         command += ["--fault", training_fault]
+    if probe is not None:
+        command += ["--teacher-probe", str(probe)]
     env = {**os.environ, ENDPOINTS_ENV: dump_endpoints(endpoints), "PYTHONUNBUFFERED": "1"}
     say(f"{ENDPOINTS_ENV}={env[ENDPOINTS_ENV]}")
     procs["training"] = training = subprocess.Popen(command, stdin=subprocess.DEVNULL, env=env, process_group=0)
@@ -293,11 +307,16 @@ def launch(args: argparse.Namespace) -> int:
     procs: dict[str, subprocess.Popen] = {}
     try:
         server_args = make_fault(training_fault, args.seed).teacher_server_args()
-        start_servers(fixture, args.work_dir / "teachers", args.replicas, die_at, servers, server_args)
+        # the probe's references, straight from the checkpoints on disk (never through a server)
+        probe = args.work_dir / "teachers" / "probe.json"
+        write_references({teacher_name(d): (d, fixture.teacher(d)) for d in fixture.domains}, probe)
+        say(f"teacher probe references scored from the checkpoints: {probe}")
+        start_servers(fixture, args.work_dir / "teachers", args.replicas, die_at, servers, server_args,
+                      STEP_FAULT_FLAGS.get(teacher_fault or "", "--exit-at-step"))
         wait_ready(servers, args.ready_timeout_s, probe_tokens(fixture.domains[0]))
         say(f"all {len(servers)} teacher servers are ready")
         endpoints = endpoints_of(servers, swap=teacher_fault == "teacher-swap")
-        code = run_training(args, fixture, servers, endpoints, training_fault, procs)
+        code = run_training(args, fixture, servers, endpoints, training_fault, procs, probe)
         if code != 0:
             # the training may notice a dead teacher (connection reset) just before we do
             deadline = time.monotonic() + 1.0

@@ -11,7 +11,9 @@ Per step, over the response tokens of the student's own samples (xtuner's
 Logged: ``distillation/reduced_distillation_kl`` = token mean of ``d`` (k1 reverse KL),
 ``distillation/reduced_distillation_abs_loss`` = token mean of ``|d|``, their k1 aliases
 ``distillation/opd_reverse_kl`` and ``distillation/opd_abs_logprob_loss`` (equal by
-construction, as in xtuner), the KL per teacher, the train/inference ``mismatch/*`` family
+construction, as in xtuner), per teacher at every step the KL (``teacher_kl/<t>``), ``|d|``
+(``teacher_abs_loss/<t>``) and the teacher's mean log-prob of the sampled tokens (``teacher_logp/<t>``), the
+train/inference ``mismatch/*`` family
 and ``entropy/mean``.
 """
 
@@ -111,6 +113,12 @@ class DistillTrainer:
         for name in sorted(set(teachers)):
             rows = torch.tensor([t == name for t in teachers])
             metrics[f"distillation/teacher_kl/{name}"] = float(masked_mean(diff[rows].double(), mask[rows].double()))
+            # per teacher at every step (issue 30): |d| and the teacher's own answer, so a teacher that starts
+            # answering otherwise shows at the step it did, on its own row
+            metrics[f"distillation/teacher_abs_loss/{name}"] = float(
+                masked_mean(diff[rows].abs().double(), mask[rows].double()))
+            metrics[f"distillation/teacher_logp/{name}"] = float(
+                masked_mean(teacher_logp[rows].double(), mask[rows].double()))
         metrics.update(mismatch_metrics(old_logp, batch.rollout_logprobs, mask))
         advantages = -diff
         order = torch.randperm(input_ids.shape[0], generator=self.generator)

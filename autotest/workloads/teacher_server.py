@@ -2,7 +2,7 @@
 
     python -m autotest.workloads.teacher_server --model DIR --name NAME --port-file PATH
         [--host 127.0.0.1] [--parent-pid PID] [--exit-at-step K] [--temperature T]
-        [--request-timeout-s S]
+        [--request-timeout-s S] [--misscore-from-step K]
 
 It binds port 0 (the kernel picks a free port, never a fixed one) and writes
 ``{"port", "pid", "name"}`` to ``--port-file`` (atomically) once it listens. Endpoints:
@@ -24,6 +24,10 @@ the server exits when that process is gone (a launcher killed with SIGKILL leave
 behind). ``--exit-at-step K`` is the ``teacher-dies`` fault: the process exits (code 3,
 no reply) on the first request for step K or later. ``--temperature T`` (default 1) scores with
 the logits over T: the ``teacher-temperature`` regression of the detection benchmark.
+``--misscore-from-step K`` is the ``teacher-misscore`` fault: from the first request for step K on
+(and for every request after it, probes included: the server was swapped, it stays swapped) the
+server scores with unshifted logits, the off-by-one of a gather that forgets ``[:, :-1]``: the
+log-prob it returns for token ``j + 1`` is read from the logits at position ``j + 1``.
 """
 
 from __future__ import annotations
@@ -57,7 +61,8 @@ class BadRequest(ValueError):
 class Teacher:
     """The model and its one-at-a-time forward."""
 
-    def __init__(self, model_dir: Path, name: str, exit_at_step: int | None = None, temperature: float = 1.0) -> None:
+    def __init__(self, model_dir: Path, name: str, exit_at_step: int | None = None, temperature: float = 1.0,
+                 misscore_from_step: int | None = None) -> None:
         import torch
 
         from autotest.workloads.teachers import load_checkpoint
@@ -71,6 +76,8 @@ class Teacher:
         self.pad_id = 0  # any id: right padding never changes a causal model's earlier positions
         self.exit_at_step = exit_at_step
         self.temperature = temperature
+        self.misscore_from_step = misscore_from_step
+        self.misscoring = False
         self.requests = 0
         self._lock = threading.Lock()
 
@@ -97,7 +104,9 @@ class Teacher:
         ids = torch.tensor([s + [self.pad_id] * (width - len(s)) for s in sequences])
         with self._lock, torch.no_grad():
             self.requests += 1
-            logits = self.model(input_ids=ids, use_cache=False).logits[:, :-1, :].float()
+            out = self.model(input_ids=ids, use_cache=False).logits
+            # the teacher-misscore fault: position j+1's logits score token j+1 (the shift forgotten)
+            logits = (out[:, 1:, :] if self.misscoring else out[:, :-1, :]).float()
             if self.temperature != 1.0:  # the default path stays bitwise what it was
                 logits = logits / self.temperature
             logp = logits.log_softmax(dim=-1).gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
@@ -109,6 +118,14 @@ class Teacher:
             log(f"injected fault teacher-dies:{self.exit_at_step}: teacher {self.name} exits on a request "
                 f"for step {step}")
             os._exit(DIED_EXIT_CODE)
+
+    def maybe_misscore(self, step: int | None) -> None:
+        """The ``teacher-misscore`` fault: from the first request for step K on, every answer is off by one."""
+        if (self.misscore_from_step is not None and not self.misscoring and step is not None
+                and step >= self.misscore_from_step):
+            self.misscoring = True
+            log(f"injected fault teacher-misscore:{self.misscore_from_step}: teacher {self.name} scores with "
+                f"unshifted logits from step {step} on")
 
 
 def log(message: str) -> None:
@@ -166,6 +183,7 @@ def make_handler(teacher: Teacher, request_timeout_s: float = REQUEST_TIMEOUT_S)
                 self._reply(413 if isinstance(exc, BodyTooLarge) else 400, {"error": str(exc)})
                 return
             teacher.maybe_die(step)
+            teacher.maybe_misscore(step)
             started = time.perf_counter()
             logprobs = teacher.logprobs(sequences)
             if step is not None:
@@ -205,7 +223,7 @@ def serve(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     if not args.temperature > 0:
         raise SystemExit(f"error: --temperature: must be positive (got {args.temperature})")
-    teacher = Teacher(args.model, args.name, args.exit_at_step, args.temperature)
+    teacher = Teacher(args.model, args.name, args.exit_at_step, args.temperature, args.misscore_from_step)
     if not args.request_timeout_s > 0:
         raise SystemExit(f"error: --request-timeout-s: must be positive (got {args.request_timeout_s})")
     server = ThreadingHTTPServer((args.host, 0), make_handler(teacher, args.request_timeout_s))
@@ -238,6 +256,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (loopback by default)")
     p.add_argument("--parent-pid", type=int, help="exit when this process is gone")
     p.add_argument("--exit-at-step", type=int, help="fault teacher-dies: exit on a request for step K or later")
+    p.add_argument("--misscore-from-step", type=int,
+                   help="fault teacher-misscore: score with unshifted logits from the step-K request on")
     p.add_argument("--temperature", type=float, default=1.0,
                    help="log-probs of logits / T (regression teacher-temperature; 1 for a healthy teacher)")
     p.add_argument("--request-timeout-s", type=float, default=REQUEST_TIMEOUT_S,

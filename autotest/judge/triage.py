@@ -20,7 +20,7 @@ framework's metric names.
 | 9 | ``rewards-only`` | reward breached at the run's first point; no other role breached there (the first-point form) |
 | 10 | ``logging-units`` | the ``logging/units`` reading holds for a score (reward, eval): a judger or grader scale fits as well, so it ranks below their rules |
 | 11 | ``first-step`` | a non-reward, non-teacher role breached at the first training step or first eval point |
-| 12 | ``teacher-path`` | distillation KL breached; rewards checked, and within bounds or breached later |
+| 12 | ``teacher-path`` | distillation KL breached; rewards checked, and within bounds or breached later (a failed bound on a teacher metric, the teacher probe, names the teacher to start with) |
 | 13 | ``sampling-changed`` | an accuracy breach; the mismatch role checked and within bounds; length and entropy within bounds, the entropy at half its threshold or more |
 | 14 | ``sampling-changed`` | the mismatch role within bounds; the breaches begin after the start; only reward, eval and entropy breached, all above the golden (scores rose while the entropy rose: a sampler narrower than what it reports) |
 | 15 | ``gradual`` | every accuracy breach begins after the start, and a training role breached (or none is checked) |
@@ -71,6 +71,7 @@ from autotest.judge.triage_conditions import (
     resume_broken,
     role_moved,
     starts_later,
+    teacher_bound_caveat,
     teacher_first,
     training_moved_or_unchecked,
     unnamed_metrics,
@@ -160,7 +161,7 @@ RULES: tuple[Rule, ...] = (
     Rule("teacher-path", (breached("teacher"), teacher_first),
          "distillation KL breached with healthy rewards (or before them): check the teacher path (teacher "
          "endpoints, routing of samples to teachers, sampled tokens, distillation loss)",
-         "the teacher path moves KL at once; rewards follow only through the update"),
+         "the teacher path moves KL at once; rewards follow only through the update", caveat=teacher_bound_caveat),
     Rule("sampling-changed", (accuracy_breach, in_bounds("consistency"), in_bounds("rollout"), role_moved("entropy")),
          "rollout sampling changed (the distribution, not the log-probs): the trainer and the rollout agree on "
          "the log-probs while the sampled tokens' entropy moved against the golden; check the sampling settings "

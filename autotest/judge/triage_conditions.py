@@ -233,6 +233,10 @@ def teacher_first(ev: Evidence) -> str | None:
     checked = ev.group("reward")
     if not teacher or not checked:
         return None
+    bound = next((r for r in teacher if r.method == "value"), None)
+    # a teacher answering otherwise than its own checkpoint: the teacher path, whatever came first
+    if bound is not None:
+        return f"a teacher bound breached ({bound.metric})"
     first = teacher[0].first_breach_step if teacher[0].first_breach_step is not None else math.inf
     if not rewards:
         return "rewards within threshold"
@@ -266,6 +270,17 @@ def eval_path_caveat(ev: Evidence) -> tuple[str, str] | None:
         return ("training moved too (see evidence), so a training change that the eval sees first is also "
                 "possible: read the training diff as well", f"the closest {check} at {ratio:.2f} of its threshold")
     return None
+
+
+def teacher_bound_caveat(ev: Evidence) -> tuple[str, str] | None:
+    """(for the suggestion, for the evidence) when a bound on a teacher metric failed: a probe of a teacher's answers
+    against its own checkpoint (e.g. ``distillation/teacher_probe/<teacher>``) names the teacher to start with."""
+    bounds = [r for r in ev.failed("teacher") if r.method == "value"]
+    if not bounds:
+        return None
+    named = ", ".join(f"{r.metric} from step {r.first_breach_step}" for r in bounds)
+    return (f"start with the teacher a failed bound names ({named}): that server answers otherwise than its checkpoint "
+            "(its weights, scoring, temperature or tokenisation)", f"teacher bound breached: {named}")
 
 
 def unscored_metric(ev: Evidence) -> str | None:

@@ -45,7 +45,7 @@ class Points(Scope):
                              "the baseline is broken", **extra)
         if breaches:
             return job.fail(breach_message(spec, breaches[0], display)
-                            + f" ({len(breaches)}/{len(points)} eval points breach){note}", **extra)
+                            + f" ({len(breaches)}/{len(points)} points breach){note}", **extra)
         if missing:
             return job.error(f"{display}: current run has no value at steps {steps_text(missing)}; "
                              f"cannot decide{note}", **extra)

@@ -74,6 +74,23 @@ def test_swapped_teachers_breach_distill_kl_with_healthy_rewards(tmp_path: Path,
     assert "response/rewards/mean" not in failing_gates(outcome)
 
 
+def test_a_teacher_that_misscores_from_step_k_is_the_teacher_path(tmp_path: Path,
+                                                                  mopd_cache_env: Fixture) -> None:
+    """The teacher answers otherwise from step 3: the probe after the last step says which one, the start probe
+    says it answered as its checkpoint before."""
+    outcome = run(tmp_path, "teacher-misscore:3")
+    expected(outcome, "teacher-misscore")
+    probes = {r.metric: r for r in outcome.verdict.results if r.metric and "teacher_probe" in r.metric}
+    sum_probe, product_probe = (probes[f"distillation/teacher_probe/{t}_teacher"]
+                                for t in ("digit_sum", "digit_product"))
+    assert sum_probe.status == "FAIL" and product_probe.status == "PASS"
+    assert sum_probe.first_breach_step == 25
+    assert sum_probe.points.steps == (1, 25) and sum_probe.points.current[0] == 0.0
+    log = (outcome.results_dir / "logs" / "stdout.log").read_text(encoding="utf-8", errors="replace")
+    assert "teacher probe at end (after step 25)" in log
+    assert "ANSWERS DIFFER from the checkpoint: digit_sum_teacher" in log
+
+
 def test_a_judge_bug_drifts_rewards_only(tmp_path: Path, mopd_cache_env: Fixture) -> None:
     outcome = run(tmp_path, "judge-bug")
     expected(outcome, "judge-bug")

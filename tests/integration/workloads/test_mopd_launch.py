@@ -18,6 +18,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from autotest.workloads.mopd import ACCEPTED_FAULTS  # noqa: E402
+from autotest.workloads.mopd_launch import TEACHER_FAULTS  # noqa: E402
 from autotest.workloads.teacher_client import ENDPOINTS_ENV  # noqa: E402
 from autotest.workloads.teachers import Fixture  # noqa: E402
 
@@ -194,9 +196,8 @@ def test_sigkill_of_the_launcher_leaves_nothing_behind(tmp_path: Path, mopd_cach
 
 
 @pytest.mark.parametrize("fault, message", [
-    ("nope", "--fault: unknown fault 'nope' for tiny-mopd; choose one of teacher-swap, teacher-dies, judge-bug, "
-             "crash-at, hang-at, lr-scale, judge-drops, length-penalty, undersample, misroute, teacher-temperature, "
-             "route-off-by-one, mopd-minibatch-key-lost"),
+    ("nope", "--fault: unknown fault 'nope' for tiny-mopd; choose one of "
+             f"{', '.join((*TEACHER_FAULTS, *ACCEPTED_FAULTS))}"),
     ("teacher-dies", "--fault teacher-dies: needs the step the first teacher dies at, e.g. teacher-dies:3 (got '')"),
     ("teacher-swap:2", "--fault teacher-swap: takes no argument (got '2')"),
 ])

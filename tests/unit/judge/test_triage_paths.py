@@ -69,3 +69,25 @@ def test_kl_breaching_before_rewards_is_still_the_teacher_path() -> None:
     assert "rewards breached later, from step 12" in findings[0].evidence
     # rewards first: not the teacher path
     assert triage([result("distillation/reduced_distillation_kl", FAIL, 14), rewards], MOPD)[0].rule == "gradual"
+
+
+def probe(teacher: str, status: str = PASS, first: int | None = None) -> CheckResult:
+    metric = f"distillation/teacher_probe/{teacher}"
+    return CheckResult(f"{metric}[points]", status, f"{metric} {status}", metric=metric, method="value",
+                       operator="<=", threshold=1e-3, first_breach_step=first if status == FAIL else None)
+
+
+def test_a_failed_teacher_bound_names_the_teacher_and_decides_the_teacher_path() -> None:
+    """A teacher probe (its answers against its own checkpoint) that failed is the teacher path even when rewards
+    breached first (a teacher's temperature moves rewards from step 3 while its KL is checked pooled)."""
+    rewards = result("response/rewards/mean", FAIL, 3)
+    findings = triage([rewards, probe("digit_sum_teacher", FAIL, 25), probe("digit_product_teacher")], MOPD)
+    assert findings[0].rule == "teacher-path"
+    assert "start with the teacher a failed bound names (distillation/teacher_probe/digit_sum_teacher from step 25)" \
+        in findings[0].suggestion
+    assert "a teacher bound breached (distillation/teacher_probe/digit_sum_teacher)" in findings[0].evidence
+    assert "gradual" not in [f.rule for f in findings]
+    # probes that pass change nothing: rewards first is still not the teacher path
+    kl = result("distillation/reduced_distillation_kl", FAIL, 14)
+    plain = triage([kl, rewards, probe("digit_sum_teacher"), probe("digit_product_teacher")], MOPD)
+    assert plain[0].rule == "gradual" and "failed bound" not in plain[0].suggestion

@@ -9,7 +9,9 @@ counts as evidence for nothing. report.md prints the rows as the triage evidence
 Some causes look alike in those rows and differ in what can be measured: :func:`hypothesis_evidence` takes those
 readings (:class:`Measured`) from the traces themselves: a unit change (one metric a constant factor or offset
 from the golden at every step, every other one in bounds) and a changed run shape (a clean exit after another
-number of steps, the steps it did within bounds). report.md prints them as the hypothesis evidence table.
+number of steps, the steps it did within bounds) and a loss term (one training role moving away from the golden,
+one way, from the first update on, steps before the scores do, under its own gate's threshold or not).
+report.md prints them as the hypothesis evidence table.
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ def first_points(current: Trace | None) -> set[int]:
 # --- readings for hypotheses the role rows cannot tell apart (issue 30: evidence before rules) ---------------------
 
 #: the hypotheses measured here (``Measured.hypothesis``; the rules that read them name the same)
-UNITS, SHAPE = "logging/units", "run shape"
+UNITS, SHAPE, LOSS_TERM = "logging/units", "run shape", "loss term"
 #: the fewest common steps a constant factor or offset is read from: "at every step", never from a few eval points
 MIN_SCALED_POINTS = 5
 #: factors a change of units produces; one within ``UNIT_NEAR`` of the measured factor (or its inverse) is tried first
@@ -93,7 +95,8 @@ def hypothesis_evidence(baseline: Baseline, golden: Trace, current: Trace, resul
     if decide_status(results) == PASS:
         return ()
     readings = (units_evidence(baseline, golden, current, results, roles),
-                shape_evidence(baseline, golden, current, results, roles))
+                shape_evidence(baseline, golden, current, results, roles),
+                onset_evidence(baseline, golden, current, results, roles))
     return tuple(m for m in readings if m is not None)
 
 
@@ -219,3 +222,95 @@ def shape_evidence(baseline: Baseline, golden: Trace, current: Trace, results: S
     return Measured(SHAPE, measured, True, f"exit 0 after {steps} training steps (the case expects {expected}), the "
                     f"log ends on a whole row, and over {prefix} all {len(decided)} gate checks that cover them "
                     f"pass{beyond}", values)
+
+
+#: a step counts as moved when the current value is this many per-step noise sds from the golden
+ONSET_Z = 2.0
+#: consecutive moved steps, all on one side of the golden, that make an onset (one noisy step is not one)
+ONSET_RUN = 3
+#: steps a training role's onset must lead the scores' by to read as a loss term rather than the whole update
+ONSET_LEAD = 5
+#: rms of the leading role's step-to-step change in z (noise sds) up to the scores' onset, at most, for a steady drift:
+#: a redirected objective moves what it regularises steadily; a larger step size moves it in jumps. Set on tiny-grpo
+#: seeds 0/11/12 (entropy-sign:0.1 1.2-1.4; lr-x10 3.7, 2.3), then held out on seeds 13/14 (entropy-sign 0.96, 1.5) and
+#: 12/13 (lr-x10 2.2, 3.0): a thin margin, which is why the two rules are named together (triage.TIES)
+STEADY_RMS = 1.6
+_SCORES = ("reward", "eval")
+
+
+def _onset(cur: dict, gold: dict, noise: dict, steps: Sequence[int]) -> tuple[int, int] | None:
+    """(first step, sign) of the first ``ONSET_RUN`` consecutive logged steps that are all ``ONSET_Z`` noise sds off the
+    golden on the same side; None if there is none."""
+    signs = []
+    for step in steps:
+        z = (cur[step] - gold[step]) / noise[step]
+        signs.append((step, (z > 0) - (z < 0) if abs(z) >= ONSET_Z else 0))
+    for i in range(len(signs) - ONSET_RUN + 1):
+        window = {sign for _, sign in signs[i:i + ONSET_RUN]}
+        if len(window) == 1 and 0 not in window:
+            return signs[i][0], signs[i][1]
+    return None
+
+
+def onset_evidence(baseline: Baseline, golden: Trace, current: Trace, results: Sequence[CheckResult],
+                   roles: RoleMap) -> Measured | None:
+    """A score gate breached: did one training role (entropy, response length, a loss) leave the golden first, one
+    way, after a first step that was the golden's, ``ONSET_LEAD`` steps or more before the scores did?
+
+    Read per step against the baseline's per-step noise (``golden.noise``), so a move under the role's own gate
+    threshold counts when it is consistent. A changed loss term (a regulariser's sign or weight) moves what it
+    regularises from the first update while the scores follow only through what that does to the policy; a learning
+    rate or an advantage bug moves the scores as soon as anything."""
+    scores = [r for r in _gates(results, roles) if r.status == FAIL and roles.group_of(r.metric) in _SCORES
+              and not is_non_finite(r)]
+    noise_table = baseline.noise_table or {}
+    if not scores or not noise_table:
+        return None
+    measured = (f"per step against the golden's noise: the first {ONSET_RUN} consecutive steps at {ONSET_Z:g} sd or "
+                "more on one side, for each training role and for the scores")
+
+    def onset_of(metric: str) -> tuple[int, int, float] | None:
+        cur, gold, noise = current.get(metric) or {}, golden.get(metric) or {}, noise_table.get(metric) or {}
+        steps = [s for s in sorted(set(cur) & set(gold) & set(noise))
+                 if noise[s] > 0 and math.isfinite(cur[s]) and math.isfinite(gold[s])]
+        if not steps:
+            return None
+        found = _onset(cur, gold, noise, steps)
+        z = {st: (cur[st] - gold[st]) / noise[st] for st in steps}
+        return (found[0], found[1], z[steps[0]], z) if found else None
+
+    score_steps = [r.first_breach_step for r in scores if r.first_breach_step is not None]
+    for metric in noise_table:
+        if roles.group_of(metric) in _SCORES and (found := onset_of(metric)) is not None:
+            score_steps.append(found[0])
+    training = []
+    for metric in sorted(noise_table):
+        if roles.group_of(metric) in ("rollout", "dynamics") and (found := onset_of(metric)) is not None:
+            training.append((found[0], metric, found[1], found[2], found[3]))
+    if not training:
+        return Measured(LOSS_TERM, measured, False, "no training role left the golden for "
+                        f"{ONSET_RUN} steps in a row (of {', '.join(sorted(noise_table))})")
+    onset, metric, sign, first_z, z = min(training, key=lambda t: (t[0], t[1]))
+    scores_at = min(score_steps) if score_steps else math.inf
+    direction = "above" if sign > 0 else "below"
+    lead_z = [z[st] for st in sorted(z) if onset <= st < scores_at]
+    jumps = [b - a for a, b in zip(lead_z, lead_z[1:])]
+    roughness = math.sqrt(math.fsum(j * j for j in jumps) / len(jumps)) if len(jumps) >= 3 else math.inf
+    values = {"metric": metric, "onset": str(onset), "direction": direction,
+              "scores": f"{scores_at:g}", "lead": f"{scores_at - onset:g}", "roughness": f"{roughness:.2g}",
+              "steady": "yes" if roughness <= STEADY_RMS else "no",
+              # moved before the scores, after a golden first step: the policy changed first, whatever the lead
+              "led": "yes" if onset < scores_at and abs(first_z) < ONSET_Z else "no"}
+    finding = (f"{metric} {direction} the golden from step {onset} ({ONSET_RUN}+ steps at {ONSET_Z:g} sd or more; its "
+               f"first step {first_z:+.2g} sd), the scores from step {scores_at:g}")
+    if abs(first_z) >= ONSET_Z or onset <= min(current.train_steps or (onset,)):
+        return Measured(LOSS_TERM, measured, False, f"{finding}: it moved at the first step, before any update",
+                        values)
+    if scores_at - onset < ONSET_LEAD:
+        return Measured(LOSS_TERM, measured, False, f"{finding}: the scores moved within {ONSET_LEAD} steps of it, "
+                        "as the whole update does", values)
+    how = (f"steadily (step-to-step change rms {roughness:.2g} sd, at most {STEADY_RMS:g})" if roughness <= STEADY_RMS
+           else f"in jumps (step-to-step change rms {roughness:.2g} sd, above {STEADY_RMS:g}: a step-size change moves "
+                "it so)")
+    return Measured(LOSS_TERM, measured, True, f"{finding}: {scores_at - onset:g} steps ahead of the scores, {how}",
+                    values)

@@ -16,26 +16,29 @@ framework's metric names.
 | 5 | ``run-incomplete`` | the run ended early (a structural check could not decide); not shown when ``run-shape`` fits |
 | 6 | ``logging-units`` | one metric breached, not a score (reward, eval) nor a teacher's KL, every other gate passed, and that metric divided by a constant factor (or less a constant offset) passes its own gates: the golden times a factor at every step (``logging/units`` reading, five common steps or more) |
 | 7 | ``eval-path`` | only eval breached; every checked training role within bounds at every step |
-| 8 | ``rewards-only`` | only reward breached; eval, rollout (length, entropy), training dynamics and teachers within bounds at every step (one of them checked) |
+| 8 | ``rewards-only`` | only reward breached; eval, rollout (length, entropy), training dynamics and teachers within bounds at every step (one of them checked), and none of them left the golden before the rewards did (``loss term`` reading: per-step noise, under their gates or not) |
 | 9 | ``rewards-only`` | reward breached at the run's first point; no other role breached there (the first-point form) |
 | 10 | ``logging-units`` | the ``logging/units`` reading holds for a score (reward, eval): a judger or grader scale fits as well, so it ranks below their rules |
 | 11 | ``first-step`` | a non-reward, non-teacher role breached at the first training step or first eval point |
 | 12 | ``teacher-path`` | distillation KL breached; rewards checked, and within bounds or breached later (a failed bound on a teacher metric, the teacher probe, names the teacher to start with) |
-| 13 | ``sampling-changed`` | an accuracy breach; the mismatch role checked and within bounds; length and entropy within bounds, the entropy at half its threshold or more |
-| 14 | ``sampling-changed`` | the mismatch role within bounds; the breaches begin after the start; only reward, eval and entropy breached, all above the golden (scores rose while the entropy rose: a sampler narrower than what it reports) |
-| 15 | ``gradual`` | every accuracy breach begins after the start, and a training role breached (or none is checked) |
-| 16 | ``resume`` | a resume check failed or could not decide (``resume[...]``: the run resumed from its checkpoint did not continue the uninterrupted one); primary when the main run's own gates pass |
-| 17 | ``performance-only`` | only step-time / throughput roles breached |
-| 18 | ``performance`` | step time breached as well as accuracy: a separate performance finding |
-| 19 | ``memory`` | a memory gate breached (growth per step or peak); beside any accuracy finding, never instead |
+| 13 | ``loss-term`` | the ``loss term`` reading holds: a training role (entropy, length, a loss) left the golden one way for 3+ steps from step 2 or later, the first step the golden's, 5+ steps before the scores (per-step noise, under its gate's threshold or not), steadily (step-to-step change rms at most 1.6 sd); no mismatch breach |
+| 14 | ``sampling-changed`` | an accuracy breach; the mismatch role checked and within bounds; length and entropy within bounds, the entropy at half its threshold or more |
+| 15 | ``sampling-changed`` | the mismatch role within bounds; the breaches begin after the start; only reward, eval and entropy breached, all above the golden (scores rose while the entropy rose: a sampler narrower than what it reports) |
+| 16 | ``gradual`` | every accuracy breach begins after the start, and a training role breached (or none is checked) |
+| 17 | ``loss-term`` | the ``loss term`` reading holds but the leading role moved in jumps (step-to-step change rms above 1.6 sd): ranked after ``gradual``, both named |
+| 18 | ``resume`` | a resume check failed or could not decide (``resume[...]``: the run resumed from its checkpoint did not continue the uninterrupted one); primary when the main run's own gates pass |
+| 19 | ``performance-only`` | only step-time / throughput roles breached |
+| 20 | ``performance`` | step time breached as well as accuracy: a separate performance finding |
+| 21 | ``memory`` | a memory gate breached (growth per step or peak); beside any accuracy finding, never instead |
 
 A rule fits at most once (the first of its rows that fits); ``gradual`` is not shown when
 ``teacher-path`` fits (the same breach, explained more narrowly). When the primary and the runner-up are a pair the
-evidence cannot tell apart (:data:`TIES`: a reward or an eval a constant factor off is the judger or grader as much as
-the logger), the next-step line names both, ranked, with the check that tells them apart
+evidence cannot tell apart (:data:`TIES`: a reward or an eval a constant factor off is the judger or grader as much as the
+logger; a training role that led the scores is a loss term as much as the step size), the next-step line names both,
+ranked, with the check that tells them apart
 (``TriageFinding.uncertain_with``, ``to_tell``). A time-role metric is never read as an
 accuracy breach, and neither is a memory-role metric (``memory``: its own rule, never accuracy evidence). Where a
-breach begins (rows 9, 11, 13, 14, 15) is read from checks that locate breaches per step
+breach begins (rows 9, 11, 14, 15, 16) is read from checks that locate breaches per step
 (stepwise, points, percentile, final): a pooled or window check gates a mean over its window, and the step
 where one noisy point first crosses its bound is not where the change began.
 """
@@ -46,7 +49,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Iterable
 
 from autotest.inputs.roles import RoleMap, resolve_roles
-from autotest.judge.evidence import SHAPE, TRAINING_GROUPS, UNITS, first_points, role_evidence
+from autotest.judge.evidence import LOSS_TERM, SHAPE, TRAINING_GROUPS, UNITS, first_points, role_evidence
 from autotest.judge.model import CheckResult, Measured, TriageFinding
 from autotest.judge.trace import Trace
 
@@ -66,6 +69,8 @@ from autotest.judge.triage_conditions import (
     measured_holds,
     no_accuracy_breach,
     non_finite,
+    reading_lacks,
+    reading_says,
     not_breached,
     only_breached,
     resume_broken,
@@ -89,7 +94,19 @@ TIES: dict[tuple[str, str], str] = {
     ("eval-path", "logging-units"):
         "to tell: grade one saved eval batch again and count it by hand; the logged accuracy scaled by the factor "
         "is the logger, another accuracy is the eval path",
+    ("loss-term", "gradual"):
+        "to tell: diff the loss's terms and coefficients and the optimiser's step size; a steady lead of one role, "
+        "the scores waiting, is a term of the loss, jumps and early scores are the step size",
+    ("gradual", "loss-term"):
+        "to tell: diff the optimiser's step size and the loss's terms; the role led the scores in jumps, as a larger "
+        "step size moves it, but a changed loss term leads the same way",
 }
+
+
+LOSS_TERM_SUGGESTION = (
+    "a loss term changed (a regulariser's sign or weight: entropy bonus, KL or length penalty, a loss coefficient): "
+    "{metric} left the golden {direction} it from step {onset}, {lead} steps before the scores, after a first step "
+    "that was the golden's; check the terms of the loss, their signs and coefficients")
 
 
 def _with_ties(findings: list[TriageFinding]) -> list[TriageFinding]:
@@ -144,7 +161,8 @@ RULES: tuple[Rule, ...] = (
     Rule("eval-path", (only_breached("eval"), in_bounds(*TRAINING_GROUPS), not_breached("consistency")),
          "only eval breached while every training metric is within bounds: check the eval path (eval engine and "
          "the weight refresh before eval, eval config, eval data, grading)", caveat=eval_path_caveat),
-    Rule("rewards-only", (only_breached("reward"), in_bounds("eval", "rollout", "dynamics", "teacher", "other")),
+    Rule("rewards-only", (only_breached("reward"), in_bounds("eval", "rollout", "dynamics", "teacher", "other"),
+                          reading_lacks(LOSS_TERM, "led", "yes", "no training role moved before the rewards")),
          "rewards moved while eval, response length, entropy and the training dynamics stayed within bounds at "
          "every step: the same kind of responses are scored differently; check the rollout/judger (reward "
          "function, answer parsing, reward scaling)",
@@ -162,6 +180,10 @@ RULES: tuple[Rule, ...] = (
          "distillation KL breached with healthy rewards (or before them): check the teacher path (teacher "
          "endpoints, routing of samples to teachers, sampled tokens, distillation loss)",
          "the teacher path moves KL at once; rewards follow only through the update", caveat=teacher_bound_caveat),
+    Rule("loss-term", (measured_holds(LOSS_TERM), reading_says(LOSS_TERM, "steady", "yes"), not_breached("consistency")),
+         LOSS_TERM_SUGGESTION,
+         "one training role led the scores by steps after a golden first step, steadily: what the update optimises "
+         "changed, not how far it steps", fills=LOSS_TERM),
     Rule("sampling-changed", (accuracy_breach, in_bounds("consistency"), in_bounds("rollout"), role_moved("entropy")),
          "rollout sampling changed (the distribution, not the log-probs): the trainer and the rollout agree on "
          "the log-probs while the sampled tokens' entropy moved against the golden; check the sampling settings "
@@ -180,6 +202,9 @@ RULES: tuple[Rule, ...] = (
          "gradual divergence points to the training loop (loss, advantage, KL, weight sync)",
          "a breach that grows after the start fits a training-loop change too; the rules above explain the same "
          "breach more narrowly", unless=("teacher-path",)),
+    # a role that led the scores in jumps: a step-size change as likely as a loss term, ranked after the update
+    Rule("loss-term", (measured_holds(LOSS_TERM), reading_says(LOSS_TERM, "steady", "no"), not_breached("consistency")),
+         LOSS_TERM_SUGGESTION, "it moved in jumps, as a larger step moves it", fills=LOSS_TERM),
     Rule("resume", (resume_broken,),
          "checkpoint resume is broken: a run resumed from its checkpoint did not continue the uninterrupted run; "
          "check what the checkpoint saves and the resume restores (optimizer state, LR scheduler position, RNG "

@@ -149,6 +149,23 @@ def measured_holds(hypothesis: str) -> Condition:
     return test
 
 
+def reading_lacks(hypothesis: str, key: str, value: str, why: str) -> Condition:
+    """No reading was taken for ``hypothesis``, or its ``key`` is not ``value`` (``why`` is the evidence text)."""
+    def test(ev: Evidence) -> str | None:
+        found = ev.reading(hypothesis)
+        return None if found is not None and found.values.get(key) == value else why
+    return test
+
+
+def reading_says(hypothesis: str, key: str, value: str) -> Condition:
+    """The reading taken for ``hypothesis`` holds and its ``key`` is ``value``."""
+    def test(ev: Evidence) -> str | None:
+        found = ev.reading(hypothesis)
+        return (f"{hypothesis}: {key} {value}" if found is not None and found.holds
+                and found.values.get(key) == value else None)
+    return test
+
+
 def non_finite(ev: Evidence) -> str | None:
     bad = sorted((r for r in ev.results if r.is_gate and r.status == FAIL and is_non_finite(r)),
                  key=lambda r: r.first_breach_step if r.first_breach_step is not None else math.inf)

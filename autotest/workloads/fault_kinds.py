@@ -179,6 +179,30 @@ class LrX10(FaultHooks):
         return dataclasses.replace(config, lr=config.lr * 10)
 
 
+class EntropySign(FaultHooks):
+    """The entropy term enters the loss with its sign flipped: a penalty of weight COEF where the config asks for a
+    bonus (a regulariser written ``+ coef * entropy`` instead of ``- coef * entropy``). Step 1's rollout is the
+    clean run's; the entropy falls from the first update on, the rewards only follow later."""
+
+    name = "entropy-sign"
+    arg_help = "COEF, the weight of the flipped term (default 0.1; the clean bonus is 0.01)"
+    default_arg = "0.1"
+    expected = {
+        "verdict": "FAIL",
+        "breached": [REWARDS],
+        "triage": "loss-term",
+        "measured": "seeds 0, 11-14, COEF 0.1: step 1 within 0.33 sd of golden; entropy below golden from step 2-3 "
+        "(-3 to -4 sd, steadily: step-to-step rms 0.96-1.5 sd), the scores 7-10 steps later; lr-x10 on seeds 0, 11-13 "
+        "leads as well, in jumps (2.2-3.7 sd): ranked gradual, loss-term named",
+    }
+
+    def magnitude(self) -> float:
+        return self.float_arg()
+
+    def configure(self, config: Any) -> Any:
+        return dataclasses.replace(config, entropy_coef=-self.float_arg())
+
+
 class JudgeBug(FaultHooks):
     """The training reward function is wrong; eval still grades with the task's judge.
 

@@ -19,6 +19,7 @@ when it holds the run against a healthy baseline (``FaultHooks.expected``; all o
 | ``bf16-rollout`` | rollout engine in bf16 (precision noise; the fp32 baseline's k3 level is ~1e-14) | FAIL | k3 (percentile) | mismatch (train/inference inconsistency) |
 | ``advantage-sign`` | advantages negated | FAIL | rewards, eval | gradual (training loop) |
 | ``lr-x10`` | learning rate x10 | FAIL | rewards, eval | gradual (training loop) |
+| ``entropy-sign[:COEF]`` | the entropy bonus (0.01) becomes a penalty of weight COEF (0.1) | FAIL | rewards | loss-term (a loss term's sign or weight) |
 | ``judge-bug[:flip\\|off-by-one]`` | training reward flipped (or checks target+1) | FAIL | rewards, eval | rewards-only (rollout/judger) |
 | ``changed-init[:STD]`` | weight init std 0.02 -> STD (0.2) | FAIL | entropy (step 1), rewards | first-step (initialisation/config) |
 | ``slow-step[:SECONDS]`` | sleeps SECONDS (1.5) per step | FAIL | time/step | performance-only |
@@ -63,6 +64,7 @@ from autotest.workloads.fault_kinds import (
     HangAt,
     JudgeBug,
     LeakMemory,
+    EntropySign,
     LrX10,
     NanAt,
     PerturbedSync,
@@ -80,7 +82,7 @@ __all__ = ["EVAL", "FAULTS", "MISMATCH", "REWARDS", "FaultHooks", "catalogue", "
 FAULTS: dict[str, type[FaultHooks]] = {
     cls.name: cls
     for cls in (
-        UnsyncedLayer, PerturbedSync, RolloutImpl, Bf16Rollout, AdvantageSign, LrX10,
+        UnsyncedLayer, PerturbedSync, RolloutImpl, Bf16Rollout, AdvantageSign, LrX10, EntropySign,
         JudgeBug, ChangedInit, SlowStep, LeakMemory, CrashAt, HangAt, NanAt, TruncatedTracker,
         *RESUME_FAULTS,  # act only in a resumed process (autotest.workloads.resume_faults)
         *CONSISTENCY_FAULTS,  # named by the consistency job (autotest.workloads.consistency_faults)

@@ -202,7 +202,7 @@ def power(args: argparse.Namespace) -> int:
     from autotest.inputs.case import load_case
     from autotest.inputs.detect import check_detect_targets
     from autotest.judge.power import baseline_power, target_misses
-    from autotest.report.power_table import power_report
+    from autotest.report.power_table import paired_power_rows, power_report
 
     case = load_case(args.case)
     if args.baselines_dir is not None:
@@ -213,6 +213,6 @@ def power(args: argparse.Namespace) -> int:
     powers = baseline_power(baseline)
     # judged at the replicates the case's verdicts use (its replicates:), as every run of it is
     print(f"{case.name}: {path}" + (f" (verdicts on {case.replicates} replicates)" if case.replicates > 1 else ""))
-    for line in power_report(powers, case.detect, case.replicates):
+    for line in [*power_report(powers, case.detect, case.replicates), "", *paired_power_rows(baseline.paired)]:
         print(line)
     return EXIT_FAIL if target_misses(powers, case.detect, case.replicates) else EXIT_PASS

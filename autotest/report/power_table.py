@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from autotest.inputs.baseline_model import PairedSpec
 from autotest.judge.power import MORE_RUNS, REPLICATES, GatePower, describe_mde, target_misses
 
 
@@ -47,3 +48,22 @@ def power_provenance(powers: Sequence[GatePower]) -> list[dict[str, Any]]:
              "mde_by_calibration_runs": {k: float(f"{v:.3g}") for k, v in p.by_runs.items()},
              **({"share_of_golden": float(f"{p.share(1):.3g}")} if p.share(1) is not None else {})}
             for p in powers]
+
+
+def paired_power_rows(spec: PairedSpec | None, seeds: Sequence[int] = REPLICATES) -> list[str]:
+    """The A/B gates' minimum detectable effect (head minus base, same seeds) by seeds per side, beside the golden
+    gates' (``paired:``, measured on A/A pairs); a line saying how to get one when the baseline has none."""
+    if spec is None:
+        return ["Paired (A/B) gates: none: the baseline has no `paired:` section; measure one with "
+                "`rl-autotest calibrate CASE --paired`."]
+    from autotest.judge.paired import paired_mde, paired_threshold
+
+    lines = [f"Paired (A/B) gates: head minus base on the same seeds, from {spec.pairs} A/A pairs "
+             f"({spec.perturbation}); minimum detectable effect of the window mean by seeds per side (threshold in "
+             "brackets).", "",
+             "| gate | noise (one seed) | " + " | ".join(f"seeds={k}" for k in seeds) + " |",
+             "|" + "---|" * (len(seeds) + 2)]
+    for window in spec.windows:
+        cells = [f"±{paired_mde(spec, window, k):.3g} ({paired_threshold(spec, window, k):.3g})" for k in seeds]
+        lines.append(f"| `{window.gate_id}` | {window.noise:.3g} | " + " | ".join(cells) + " |")
+    return lines

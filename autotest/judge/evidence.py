@@ -10,7 +10,8 @@ Some causes look alike in those rows and differ in what can be measured: :func:`
 readings (:class:`Measured`) from the traces themselves: a unit change (one metric a constant factor or offset
 from the golden at every step, every other one in bounds) and a changed run shape (a clean exit after another
 number of steps, the steps it did within bounds) and a loss term (one training role moving away from the golden,
-one way, from the first update on, steps before the scores do, under its own gate's threshold or not).
+one way, from the first update on, steps before the scores do, under its own gate's threshold or not) and the first
+step (which metrics were off the golden before any update: the initial policy, the data or the sampler).
 report.md prints them as the hypothesis evidence table.
 """
 
@@ -79,7 +80,7 @@ def first_points(current: Trace | None) -> set[int]:
 # --- readings for hypotheses the role rows cannot tell apart (issue 30: evidence before rules) ---------------------
 
 #: the hypotheses measured here (``Measured.hypothesis``; the rules that read them name the same)
-UNITS, SHAPE, LOSS_TERM = "logging/units", "run shape", "loss term"
+UNITS, SHAPE, LOSS_TERM, FIRST_STEP = "logging/units", "run shape", "loss term", "first step"
 #: the fewest common steps a constant factor or offset is read from: "at every step", never from a few eval points
 MIN_SCALED_POINTS = 5
 #: factors a change of units produces; one within ``UNIT_NEAR`` of the measured factor (or its inverse) is tried first
@@ -96,7 +97,8 @@ def hypothesis_evidence(baseline: Baseline, golden: Trace, current: Trace, resul
         return ()
     readings = (units_evidence(baseline, golden, current, results, roles),
                 shape_evidence(baseline, golden, current, results, roles),
-                onset_evidence(baseline, golden, current, results, roles))
+                onset_evidence(baseline, golden, current, results, roles),
+                first_step_evidence(baseline, golden, current, results, roles))
     return tuple(m for m in readings if m is not None)
 
 
@@ -130,7 +132,9 @@ def units_evidence(baseline: Baseline, golden: Trace, current: Trace, results: S
     constant."""
     gates = _gates(results, roles)
     failed = {r.metric for r in gates if r.status == FAIL and not is_non_finite(r)}
-    if len(failed) != 1 or roles.group_of(next(iter(failed))) == "teacher":
+    # a teacher's KL is the teacher path's; a mismatch metric the mismatch rule's (its fp32 golden is ~1e-14, so any
+    # change is some "factor" of it)
+    if len(failed) != 1 or roles.group_of(next(iter(failed))) in ("teacher", "consistency"):
         return None
     metric = next(iter(failed))
     measured = ("an exact constant factor (or offset) at every step on the one breached metric, every other one in "
@@ -167,9 +171,71 @@ def units_evidence(baseline: Baseline, golden: Trace, current: Trace, results: S
                             f"({len(others)} gate checks)",
                             {"metric": metric, "kind": kind, "amount": f"{amount:.4g}",
                              "relation": f"{amount:.4g} x golden" if kind == "factor" else f"golden {amount:+.4g}"})
+    noise = (baseline.noise_table or {}).get(metric) or {}
+    for weight in EMA_WEIGHTS if noise else ():  # a logger that smooths at write time: the golden's moving average
+        ema = _ema(gold, weight)
+        # within its per-step noise at every step, not only its gates: a trend's lag looks like an offset otherwise
+        common = [s for s in steps if noise.get(s, 0) > 0]
+        if len(common) < MIN_SCALED_POINTS or _onset(cur, ema, noise, common) is not None:
+            continue
+        smoothed = {**golden.series, metric: MappingProxyType(ema)}
+        rechecked = _recheck(baseline, replace(golden, series=MappingProxyType(smoothed)), current, own)
+        if rechecked and all(r.status == PASS for r in rechecked):
+            return Measured(UNITS, measured, True,
+                            f"{metric} is the golden smoothed (an exponential moving average, weight {weight:g} on the "
+                            f"previous logged value): against it the metric passes its {len(rechecked)} gate check"
+                            f"{'s' * (len(rechecked) > 1)}; every other checked metric within bounds "
+                            f"({len(others)} gate checks)",
+                            {"metric": metric, "kind": "smoothing", "amount": f"{weight:g}",
+                             "relation": f"the golden smoothed (an EMA, weight {weight:g} on the previous logged value)"})
+    alone = _moved_alone(metric, baseline, golden, current)
+    if alone is not None:
+        return Measured(UNITS, measured, True, f"{metric} is {alone}; every other checked metric within bounds "
+                        f"({len(others)} gate checks)",
+                        {"metric": metric, "kind": "computed", "amount": "",
+                         "relation": "off the golden from its first logged step, while every other metric stays within "
+                                     "its per-step noise (not a constant factor, offset or smoothing)"})
     return Measured(UNITS, measured, False,
-                    f"{readings[0][2]}; neither divided by a constant factor nor less a constant offset does it pass "
-                    "its gates: the change is not one of units")
+                    f"{readings[0][2]}; neither divided by a constant factor, less a constant offset nor against the "
+                    "golden smoothed does it pass its gates, and the training moved too: the change is not one of "
+                    "units")
+
+
+#: weights on the previous logged value tried for a logger that smooths each scalar at write time
+EMA_WEIGHTS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+
+
+def _ema(series, weight: float) -> dict[int, float]:
+    """The exponential moving average of ``series`` over its logged steps: the first as it is."""
+    out, previous = {}, None
+    for step in sorted(series):
+        previous = series[step] if previous is None else weight * previous + (1 - weight) * series[step]
+        out[step] = previous
+    return out
+
+
+def _moved_alone(metric: str, baseline: Baseline, golden: Trace, current: Trace) -> str | None:
+    """Why ``metric`` moved alone: off the golden from its first logged step (before any update could move it) while
+    no other metric with per-step noise ever left its noise (no onset); None when that is not so or not measurable."""
+    noise_table = baseline.noise_table or {}
+    others = [m for m in noise_table if m != metric]
+    noise = noise_table.get(metric) or {}
+    cur, gold = current.get(metric) or {}, golden.get(metric) or {}
+    steps = [s for s in sorted(set(cur) & set(gold) & set(noise)) if noise[s] > 0]
+    if not steps or not others or not (math.isfinite(cur[steps[0]]) and math.isfinite(gold[steps[0]])):
+        return None
+    first_z = (cur[steps[0]] - gold[steps[0]]) / noise[steps[0]]
+    if abs(first_z) < ONSET_Z:
+        return None
+    for other in others:
+        o_cur, o_gold, o_noise = current.get(other) or {}, golden.get(other) or {}, noise_table[other]
+        o_steps = [s for s in sorted(set(o_cur) & set(o_gold) & set(o_noise))
+                   if o_noise[s] > 0 and math.isfinite(o_cur[s]) and math.isfinite(o_gold[s])]
+        if not o_steps or _onset(o_cur, o_gold, o_noise, o_steps) is not None:
+            return None
+    return (f"off the golden from its first logged step ({first_z:+.2g} sd at step {steps[0]}, before any update) while "
+            f"{', '.join(sorted(others))} never left their per-step noise ({ONSET_RUN} steps at {ONSET_Z:g} sd): "
+            "the training did not change, what is logged did")
 
 
 def _within(trace: Trace, steps: set[int], last: int) -> Trace:
@@ -314,3 +380,35 @@ def onset_evidence(baseline: Baseline, golden: Trace, current: Trace, results: S
                 "it so)")
     return Measured(LOSS_TERM, measured, True, f"{finding}: {scores_at - onset:g} steps ahead of the scores, {how}",
                     values)
+
+
+#: noise sds off the golden at the first logged step that say a metric differed before any update
+FIRST_STEP_Z = 3.0
+
+
+def first_step_evidence(baseline: Baseline, golden: Trace, current: Trace, results: Sequence[CheckResult],
+                        roles: RoleMap) -> Measured | None:
+    """Which metrics were off the golden at their first logged step, in per-step noise sds, under their gates or not.
+
+    The first step's rollout comes before any update: a metric off there was changed by the initial policy, the data
+    or the sampler, never by the training loop. Its ``values`` name the roles off there (``moved``: length, entropy,
+    ...) and whether the entropy was among them (``entropy``: the policy's own distribution)."""
+    noise_table = baseline.noise_table or {}
+    if not noise_table or not any(r.status == FAIL for r in _gates(results, roles)):
+        return None
+    measured = f"each metric with per-step noise at its first logged step: {FIRST_STEP_Z:g} sd or more off the golden"
+    off, read = [], []
+    for metric in sorted(noise_table):
+        cur, gold, noise = current.get(metric) or {}, golden.get(metric) or {}, noise_table[metric]
+        steps = [s for s in sorted(set(cur) & set(gold) & set(noise)) if noise[s] > 0]
+        if not steps or not (math.isfinite(cur[steps[0]]) and math.isfinite(gold[steps[0]])):
+            continue
+        z = (cur[steps[0]] - gold[steps[0]]) / noise[steps[0]]
+        read.append(f"{metric} {z:+.2g}")
+        if abs(z) >= FIRST_STEP_Z:
+            off.append((metric, z))
+    roles_off = sorted({roles.role_of(m) or m for m, _ in off})
+    values = {"moved": ",".join(roles_off), "entropy": "yes" if "entropy" in roles_off else "no",
+              "metrics": ", ".join(f"{m} ({z:+.2g} sd)" for m, z in off)}
+    finding = f"at the first logged step: {'; '.join(read)} (sd)"
+    return Measured(FIRST_STEP, measured, bool(off), finding, values)

@@ -14,22 +14,23 @@ framework's metric names.
 | 3 | ``metric-names`` | the log lacks checked metrics of the baseline (``metrics[names]`` ERROR) |
 | 4 | ``run-shape`` | the step count differs from the case's while the run exited 0 of its own accord, its log ends on a whole row and every gate passes again over the steps both runs did (``run shape`` reading) |
 | 5 | ``run-incomplete`` | the run ended early (a structural check could not decide); not shown when ``run-shape`` fits |
-| 6 | ``logging-units`` | one metric breached, not a score (reward, eval) nor a teacher's KL, every other gate passed, and that metric divided by a constant factor (or less a constant offset) passes its own gates: the golden times a factor at every step (``logging/units`` reading, five common steps or more) |
+| 6 | ``logging-units`` | one metric breached, not a score (reward, eval), a teacher's KL nor a mismatch metric, every other gate passed, and that metric divided by a constant factor (or less a constant offset, or against the golden smoothed by an EMA) passes its own gates, or it is off the golden from its first step while no other metric leaves its per-step noise (``logging/units`` reading, five common steps or more) |
 | 7 | ``eval-path`` | only eval breached; every checked training role within bounds at every step |
 | 8 | ``rewards-only`` | only reward breached; eval, rollout (length, entropy), training dynamics and teachers within bounds at every step (one of them checked), and none of them left the golden before the rewards did (``loss term`` reading: per-step noise, under their gates or not) |
 | 9 | ``rewards-only`` | reward breached at the run's first point; no other role breached there (the first-point form) |
 | 10 | ``logging-units`` | the ``logging/units`` reading holds for a score (reward, eval): a judger or grader scale fits as well, so it ranks below their rules |
-| 11 | ``first-step`` | a non-reward, non-teacher role breached at the first training step or first eval point |
-| 12 | ``teacher-path`` | distillation KL breached; rewards checked, and within bounds or breached later (a failed bound on a teacher metric, the teacher probe, names the teacher to start with) |
-| 13 | ``loss-term`` | the ``loss term`` reading holds: a training role (entropy, length, a loss) left the golden one way for 3+ steps from step 2 or later, the first step the golden's, 5+ steps before the scores (per-step noise, under its gate's threshold or not), steadily (step-to-step change rms at most 1.6 sd); no mismatch breach |
-| 14 | ``sampling-changed`` | an accuracy breach; the mismatch role checked and within bounds; length and entropy within bounds, the entropy at half its threshold or more |
-| 15 | ``sampling-changed`` | the mismatch role within bounds; the breaches begin after the start; only reward, eval and entropy breached, all above the golden (scores rose while the entropy rose: a sampler narrower than what it reports) |
-| 16 | ``gradual`` | every accuracy breach begins after the start, and a training role breached (or none is checked) |
-| 17 | ``loss-term`` | the ``loss term`` reading holds but the leading role moved in jumps (step-to-step change rms above 1.6 sd): ranked after ``gradual``, both named |
-| 18 | ``resume`` | a resume check failed or could not decide (``resume[...]``: the run resumed from its checkpoint did not continue the uninterrupted one); primary when the main run's own gates pass |
-| 19 | ``performance-only`` | only step-time / throughput roles breached |
-| 20 | ``performance`` | step time breached as well as accuracy: a separate performance finding |
-| 21 | ``memory`` | a memory gate breached (growth per step or peak); beside any accuracy finding, never instead |
+| 11 | ``sampling-changed`` | the ``first step`` reading: the response length 3+ noise sds off the golden at the first logged step while the entropy there is not (the sampler, before any update); no mismatch breach |
+| 12 | ``first-step`` | a non-reward, non-teacher role breached at the first training step or first eval point |
+| 13 | ``teacher-path`` | distillation KL breached; rewards checked, and within bounds or breached later (a failed bound on a teacher metric, the teacher probe, names the teacher to start with) |
+| 14 | ``loss-term`` | the ``loss term`` reading holds: a training role (entropy, length, a loss) left the golden one way for 3+ steps from step 2 or later, the first step the golden's, 5+ steps before the scores (per-step noise, under its gate's threshold or not), steadily (step-to-step change rms at most 1.6 sd); no mismatch breach |
+| 15 | ``sampling-changed`` | an accuracy breach; the mismatch role checked and within bounds; length and entropy within bounds, the entropy at half its threshold or more |
+| 16 | ``sampling-changed`` | the mismatch role within bounds; the breaches begin after the start; only reward, eval and entropy breached, all above the golden (scores rose while the entropy rose: a sampler narrower than what it reports) |
+| 17 | ``gradual`` | every accuracy breach begins after the start, and a training role breached (or none is checked) |
+| 18 | ``loss-term`` | the ``loss term`` reading holds but the leading role moved in jumps (step-to-step change rms above 1.6 sd): ranked after ``gradual``, both named |
+| 19 | ``resume`` | a resume check failed or could not decide (``resume[...]``: the run resumed from its checkpoint did not continue the uninterrupted one); primary when the main run's own gates pass |
+| 20 | ``performance-only`` | only step-time / throughput roles breached |
+| 21 | ``performance`` | step time breached as well as accuracy: a separate performance finding |
+| 22 | ``memory`` | a memory gate breached (growth per step or peak); beside any accuracy finding, never instead |
 
 A rule fits at most once (the first of its rows that fits); ``gradual`` is not shown when
 ``teacher-path`` fits (the same breach, explained more narrowly). When the primary and the runner-up are a pair the
@@ -38,7 +39,7 @@ logger; a training role that led the scores is a loss term as much as the step s
 ranked, with the check that tells them apart
 (``TriageFinding.uncertain_with``, ``to_tell``). A time-role metric is never read as an
 accuracy breach, and neither is a memory-role metric (``memory``: its own rule, never accuracy evidence). Where a
-breach begins (rows 9, 11, 14, 15, 16) is read from checks that locate breaches per step
+breach begins (rows 9, 12, 15, 16, 17) is read from checks that locate breaches per step
 (stepwise, points, percentile, final): a pooled or window check gates a mean over its window, and the step
 where one noisy point first crosses its bound is not where the change began.
 """
@@ -49,7 +50,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Iterable
 
 from autotest.inputs.roles import RoleMap, resolve_roles
-from autotest.judge.evidence import LOSS_TERM, SHAPE, TRAINING_GROUPS, UNITS, first_points, role_evidence
+from autotest.judge.evidence import FIRST_STEP, LOSS_TERM, SHAPE, TRAINING_GROUPS, UNITS, first_points, role_evidence
 from autotest.judge.model import CheckResult, Measured, TriageFinding
 from autotest.judge.trace import Trace
 
@@ -70,6 +71,7 @@ from autotest.judge.triage_conditions import (
     no_accuracy_breach,
     non_finite,
     reading_lacks,
+    reading_lists,
     reading_says,
     not_breached,
     only_breached,
@@ -173,6 +175,14 @@ RULES: tuple[Rule, ...] = (
          "same initial policy, different scores at the first point"),
     # a reward or eval a constant factor off is a scale in the judger or grader as much as in the logger
     Rule("logging-units", (measured_holds(UNITS),), UNITS_SUGGESTION, UNITS_RANK_REASON, fills=UNITS),
+    Rule("sampling-changed", (reading_lists(FIRST_STEP, "moved", "response_length"),
+                              reading_says(FIRST_STEP, "entropy", "no"), not_breached("consistency")),
+         "what is sampled changed before any update while the policy did not: the response length was off the golden "
+         "at the first step with the entropy of the sampled tokens as the golden's; check how sampling stops and "
+         "what it may sample (stop tokens and EOS handling, bad-words / banned-token lists, max new tokens, "
+         "logits processors)",
+         "the first step's rollout comes before any update: a length off there with the entropy the golden's is the "
+         "sampler, not the model"),
     Rule("first-step", (early_breach("eval", "rollout", "dynamics", "other"),),
          "drift at the first step / first eval points to initialisation or config (weight mapping, seed, data "
          "order), not the training loop", "the policy already differed before any update"),

@@ -149,6 +149,16 @@ def measured_holds(hypothesis: str) -> Condition:
     return test
 
 
+def reading_lists(hypothesis: str, key: str, item: str) -> Condition:
+    """The reading taken for ``hypothesis`` holds and lists ``item`` in its comma-separated ``key``."""
+    def test(ev: Evidence) -> str | None:
+        found = ev.reading(hypothesis)
+        if found is None or not found.holds or item not in found.values.get(key, "").split(","):
+            return None
+        return found.finding
+    return test
+
+
 def reading_lacks(hypothesis: str, key: str, value: str, why: str) -> Condition:
     """No reading was taken for ``hypothesis``, or its ``key`` is not ``value`` (``why`` is the evidence text)."""
     def test(ev: Evidence) -> str | None:

@@ -8,6 +8,7 @@ import json
 import shutil
 
 import pytest
+import yaml
 
 from autotest.ab.aa import PairedCalibrationOptions, calibrate_paired
 from autotest.ab.interleave import AB_JSON, AbOptions, run_ab
@@ -66,8 +67,13 @@ def test_a_broken_equivalence_fails_against_the_case(calibrated):
 
 
 def test_without_paired_noise_the_cli_judges_nothing(tmp_path):
+    baselines = tmp_path / "baselines"
+    baselines.mkdir()
+    spec = yaml.safe_load((ROOT / "baselines" / "tiny-grpo.yaml").read_text())
+    spec.pop("paired", None)  # the committed baseline has one
+    (baselines / "tiny-grpo.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     code = run_cli("ab", "tiny-grpo", "--base", "clean", "--head", "clean", "--seeds", "11",
-                   "--results-dir", str(tmp_path), "--no-plots")
+                   "--results-dir", str(tmp_path / "results"), "--baselines-dir", str(baselines), "--no-plots")
     assert code == 2
-    document = json.loads(next(tmp_path.glob(f"tiny-grpo/ab-*/{AB_JSON}")).read_text())
+    document = json.loads(next((tmp_path / "results").glob(f"tiny-grpo/ab-*/{AB_JSON}")).read_text())
     assert document["status"] == ERROR and "calibrate tiny-grpo --paired" in document["reason"]

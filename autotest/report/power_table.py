@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from autotest.inputs.baseline_model import PairedSpec
+from autotest.judge.paired import paired_mde, paired_threshold
 from autotest.judge.power import MORE_RUNS, REPLICATES, GatePower, describe_mde, target_misses
 
 
@@ -56,8 +57,6 @@ def paired_power_rows(spec: PairedSpec | None, seeds: Sequence[int] = REPLICATES
     if spec is None:
         return ["Paired (A/B) gates: none: the baseline has no `paired:` section; measure one with "
                 "`rl-autotest calibrate CASE --paired`."]
-    from autotest.judge.paired import paired_mde, paired_threshold
-
     lines = [f"Paired (A/B) gates: head minus base on the same seeds, from {spec.pairs} A/A pairs "
              f"({spec.perturbation}); minimum detectable effect of the window mean by seeds per side (threshold in "
              "brackets).", "",

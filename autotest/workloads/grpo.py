@@ -89,6 +89,8 @@ class GRPOConfig:
     """Sequences per forward pass."""
     padding: str = "max"
     """Update forwards padded to ``max`` (max_new_tokens) or trimmed to each micro-batch's ``longest`` response."""
+    group_by_length: bool = False
+    """Micro-batches filled in order of response length (set by ``--micro-batches N``)."""
     max_grad_norm: float = 1.0
     """Gradient clipping norm."""
     entropy_coef: float = 0.01
@@ -160,6 +162,7 @@ def run(config: GRPOConfig, work_dir: Path, diagnostic: dict[str, Any] | None = 
         total_steps=config.steps,
         final_lr_ratio=config.final_lr_ratio,
         padding=config.padding,
+        group_by_length=config.group_by_length,
     )
     trainer_kwargs = {
         "model_config": config.model,
@@ -343,12 +346,13 @@ def build_config(args: argparse.Namespace, diagnostic: dict[str, Any] | None) ->
         config = dataclasses.replace(config, window_step=diagnostic["window_step"], **overrides)
         config = dataclasses.replace(config, steps=max(config.steps, config.window_step))
     if args.micro_batches:
-        config = dataclasses.replace(config, micro_batch_size=_micro_batch_size(config, args))
+        config = dataclasses.replace(config, micro_batch_size=_micro_batch_size(config, args), group_by_length=True)
     return make_fault(config.fault, config.seed).configure(config)
 
 
 def _micro_batch_size(config: GRPOConfig, args: argparse.Namespace) -> int:
-    """``--micro-batches N``: each mini-batch in N equal micro-batches (gradient accumulation, same token mean)."""
+    """``--micro-batches N``: each mini-batch in N equal micro-batches grouped by response length (gradient
+    accumulation as length-grouping trainers do it, same token mean)."""
     n = _positive("--micro-batches", args.micro_batches)
     if args.micro_batch_size is not None:
         raise UsageError("--micro-batches: give it or --micro-batch-size, not both")
@@ -376,7 +380,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--samples-per-prompt", type=int, default=defaults.samples_per_prompt)
     p.add_argument("--micro-batch-size", type=int, help=f"sequences per forward (default {defaults.micro_batch_size})")
     p.add_argument("--micro-batches", type=int, default=0, metavar="N",
-                   help="split each mini-batch into N equal micro-batches (must train as N = 1 does)")
+                   help="split each mini-batch into N equal micro-batches, grouped by response length "
+                        "(must train as N = 1 does)")
     p.add_argument("--padding", default=defaults.padding,
                    help="update forwards padded to max (default) or trimmed to each micro-batch's longest response")
     p.add_argument("--save-rollouts", type=Path, metavar="DIR", help="write each step's rollout batch to DIR")

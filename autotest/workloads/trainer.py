@@ -62,6 +62,10 @@ class OptimConfig:
     padding: str = "max"
     """Update forwards: ``max`` pads every micro-batch to the longest possible response; ``longest`` trims it to
     its own longest response (as the recompute does). The two must train the same (an equivalence variant)."""
+    group_by_length: bool = False
+    """Fill a mini-batch's micro-batches in order of response length (as length-grouped gradient accumulation does,
+    to cut padding): the token mean is the same, but micro-batches then differ in token count, so a loss normalised
+    per micro-batch shows."""
 
     def lr_at(self, step: int) -> float:
         """Learning rate of training step ``step`` (1-based): linear from lr to lr * final_lr_ratio."""
@@ -207,14 +211,14 @@ class Trainer:
         return ppo_clip_update(self.model, self.optimizer, self.optim, input_ids, prompt_len, mask, old_logp,
                                advantages.unsqueeze(1), mini_batch, entropy_coef=self.optim.entropy_coef,
                                logprobs_fn=self.logprobs, trim=self.optim.padding == "longest",
-                               loss_normaliser=self.hooks.loss_normaliser)
+                               loss_normaliser=self.hooks.loss_normaliser, group_by_length=self.optim.group_by_length)
 
 
 def ppo_clip_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, optim: Any,
                     input_ids: torch.Tensor, prompt_len: int, mask: torch.Tensor, old_logp: torch.Tensor,
                     advantages: torch.Tensor, mini_batch: torch.Tensor, *, entropy_coef: float = 0.0,
                     logprobs_fn: LogprobFn = response_logprobs, trim: bool = False,
-                    loss_normaliser: LossNormaliser | None = None) -> dict[str, Any]:
+                    loss_normaliser: LossNormaliser | None = None, group_by_length: bool = False) -> dict[str, Any]:
     """One optimiser step on one mini-batch: token-mean PPO-clip loss over micro-batches.
 
     ``optim`` has clip_eps, micro_batch_size and max_grad_norm (OptimConfig or the distillation one).
@@ -223,6 +227,7 @@ def ppo_clip_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, op
     trainer's log-prob computation (a fault may change it). ``trim`` cuts each micro-batch to its longest response
     (padding-free in effect; it must train the same). ``loss_normaliser`` gives the divisor of a micro-batch's summed
     token loss (default: the mini-batch's token count, so any micro-batch split trains the same; a fault may change it).
+    ``group_by_length`` fills the micro-batches in order of response length.
     """
     import torch
 
@@ -233,6 +238,9 @@ def ppo_clip_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, op
     clipped = torch.zeros((), dtype=torch.float64)
     eps = optim.clip_eps
     micro_batches = mini_batch.split(optim.micro_batch_size)
+    if group_by_length and len(micro_batches) > 1:
+        lengths = mask[mini_batch].sum(dim=1)
+        micro_batches = mini_batch[torch.sort(lengths, stable=True).indices].split(optim.micro_batch_size)
     for idx in micro_batches:
         ids, m, old, adv = input_ids[idx], mask[idx], old_logp[idx], advantages[idx]
         if trim:

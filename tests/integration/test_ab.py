@@ -1,6 +1,7 @@
 """Paired A/B end to end on tiny-grpo, real runs: A/A pairs measure a paired noise that is not zero (the
 perturbation makes pairs part), a learning-rate change fails the paired gates on one seed, a broken equivalence
-(the loss averaged per micro-batch) fails against the case, and an A/B without paired noise judges nothing."""
+(the loss averaged per micro-batch) fails against the case while the variant itself passes, and an A/B without
+paired noise judges nothing."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from autotest.ab.interleave import AB_JSON, AbOptions, run_ab
 from autotest.ab.sides import parse_side
 from autotest.inputs.baseline import load_baseline
 from autotest.inputs.case import load_case
-from autotest.judge.model import ERROR, FAIL
+from autotest.judge.model import ERROR, FAIL, PASS
 from tests.helpers import ROOT, run_cli
 
 pytestmark = pytest.mark.slow
@@ -57,13 +58,26 @@ def test_a_learning_rate_change_fails_paired_on_one_seed(calibrated):
     assert list(outcome.folder.glob("ab-*.png")) and "| gate | status |" in outcome.report.read_text()
 
 
-def test_a_broken_equivalence_fails_against_the_case(calibrated):
-    case, folder, baseline = calibrated
+# The equivalence tests judge against the case's committed paired noise (10 A/A pairs): two pairs leave the t
+# quantile so wide (df = 2) that whether one seed shows a change depends on the machine's numerics.
+
+
+def test_a_broken_equivalence_fails_against_the_case(tmp_path):
+    case = load_case("tiny-grpo")
     base = parse_side(case, "base", "fault:loss-per-microbatch")  # bitwise clean at one micro-batch
     head = parse_side(case, "head", "variant:grad-accum-4+fault:loss-per-microbatch")
-    outcome = run_ab(case, base, head, AbOptions(seeds=(11,), results_root=folder / "results",
-                                                 baseline_path=baseline.path, with_plots=False))
+    outcome = run_ab(case, base, head, AbOptions(seeds=(11,), results_root=tmp_path, with_plots=False))
     assert outcome.status == FAIL, [r.message for r in outcome.verdict.results]
+    # micro-batches of short responses weigh their tokens more: the early length and reward move, not only noise
+    early = {r.metric for r in outcome.verdict.failed if r.window[0] <= 1}
+    assert {"response/response_len/mean", "response/rewards/mean"} <= early, early
+
+
+def test_a_kept_equivalence_passes_against_the_case(tmp_path):
+    case = load_case("tiny-grpo")
+    outcome = run_ab(case, parse_side(case, "base", "clean"), parse_side(case, "head", "variant:grad-accum-4"),
+                     AbOptions(seeds=(11,), results_root=tmp_path, with_plots=False))
+    assert outcome.status == PASS, [r.message for r in outcome.verdict.failed]
 
 
 def test_without_paired_noise_the_cli_judges_nothing(tmp_path):

@@ -33,8 +33,11 @@ def _sampled_wait_share(seconds: float, policy: int) -> float:
     run = _busy(seconds, policy)
     sampler = ContentionSampler(interval_s=0.2)
     sampler.attach(run.pid)
-    run.wait()
+    # waited for but not reaped: the last sample still reads the exited run's counters (a crowded sampler thread
+    # may get no sample in while a real-time run holds a core, and a reaped run leaves nothing to read)
+    os.waitid(os.P_PID, run.pid, os.WEXITED | os.WNOWAIT)
     during = summarise(sampler.stop())
+    run.wait()
     assert during["cpu_s"] > 0
     return during["run_delay_share"]
 

@@ -69,6 +69,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--ab-base", default=None, metavar="REF",
                     help="judge each case paired A/B: this REF as base, the --framework-ref (or the case as it is) "
                          "as head, on --replicates seeds (default 3); see docs/ab.md")
+    group.addoption("--ab-split", action="store_true",
+                    help="with --ab-base: a failed A/B also trains each side on the other's rollout batches, to say "
+                         "whether the change lives in the trainer or the rollout (cases with a replay: section)")
     group.addoption("--replicates", type=int, default=None, metavar="K",
                     help="run K seeds of each case side by side and judge their mean (default: the case's replicates; "
                          f"{CAPS_HELP} without --force-replicates)")
@@ -280,7 +283,8 @@ def run_ab_case(config: pytest.Config, case: Case) -> AbOutcome:
         with signals_as_interrupt(), warnings.catch_warnings():
             warnings.simplefilter("default")
             return run_ab(case, base, head, AbOptions(seeds=tuple(range(FIRST_AB_SEED, FIRST_AB_SEED + count)),
-                                                      results_root=results_root_option(config)))
+                                                      results_root=results_root_option(config),
+                                                      split=config.getoption("--ab-split") and case.replay is not None))
     except UsageError as exc:
         pytest.fail(f"{case.name}: {exc}", pytrace=False)
 
@@ -293,6 +297,8 @@ def assert_ab_outcome(outcome: AbOutcome) -> None:
     lines += [f"  {r.status} {r.message}" for r in outcome.verdict.results if r.status != "PASS"]
     if outcome.verdict.reason:
         lines.append(f"  not judged: {outcome.verdict.reason}")
+    if outcome.split is not None:
+        lines.append(f"  split: {outcome.split.finding.summary}; next: {outcome.split.finding.next_step}")
     lines.append(f"  report: {outcome.report}")
     pytest.fail("\n".join(lines), pytrace=False)
 

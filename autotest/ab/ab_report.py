@@ -10,11 +10,13 @@ from typing import TYPE_CHECKING
 
 from autotest.files import write_bytes_atomic
 from autotest.inputs.baseline_model import Baseline
+from autotest.judge.replay_split import describe_moved
 from autotest.report.md_safe import md_code, md_text
 from autotest.report.plots import plot_name
 
 if TYPE_CHECKING:
     from autotest.ab.interleave import AbOutcome
+    from autotest.ab.split import SplitOutcome
     from autotest.judge.trace import Trace
 
 _NEXT = {
@@ -47,16 +49,42 @@ def render_ab_report(outcome: AbOutcome, baseline: Baseline, plots: list[Path]) 
             lines.append(f"| {md_code(r.gate_id)} | {r.status} | {_num(r.mean_difference)} | {_num(r.threshold)} | "
                          f"{_num(r.mde)} | {per_seed or '-'} |")
         lines.append("")
+    if outcome.split is not None:
+        lines += _split_lines(outcome.split)
     lines += ["## Runs", "", "| side | seed | verdict against the golden | results |", "|---|---|---|---|"]
     for run in outcome.runs:
-        where = md_code(run.results_dir.name) if run.results_dir else "-"
-        note = f" ({md_text(run.reason)})" if run.reason else ""
-        lines.append(f"| {run.side} | {run.seed} | {run.status}{note} | {where} |")
+        lines.append(f"| {run.side} | {run.seed} | {run.status}{_note(run.reason)} | {_where(run.results_dir)} |")
+    if outcome.split is not None:
+        for run in outcome.split.runs:
+            lines.append(f"| {run.trainer}'s trainer on the {run.batches}'s batches | {run.seed} | "
+                         f"{run.status}{_note(run.reason)} | {_where(run.results_dir)} |")
     lines += ["", "The golden column is each run judged alone against the baseline (what a plain `run` says); the "
               "A/B verdict above is the paired one."]
     if plots:
         lines += ["", "## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots]
     return "\n".join(lines) + "\n"
+
+
+def _split_lines(split: SplitOutcome) -> list[str]:
+    """Which side the change lives on: the finding, then each pairing's moved gates."""
+    finding = split.finding
+    lines = ["## Which side: frozen-rollout split", "", f"- **{md_text(finding.summary)}**",
+             f"- next: {md_text(finding.next_step)}", "", "| pairing | status | gates that moved | eval moved |",
+             "|---|---|---|---|"]
+    for p in finding.pairings:
+        moved, evals = md_text(describe_moved(p.moved)), md_text(describe_moved(p.eval_moved))
+        status = p.verdict.status + (f" ({md_text(p.verdict.reason)})" if p.verdict.reason else "")
+        lines.append(f"| {md_text(p.name)} | {status} | {moved} | {evals} |")
+    return lines + ["", "Each pairing holds the batches fixed and changes only the trainer; eval is listed apart "
+                        "because it generates through each run's own rollout engine.", ""]
+
+
+def _note(reason: str) -> str:
+    return f" ({md_text(reason)})" if reason else ""
+
+
+def _where(results_dir: Path | None) -> str:
+    return md_code(results_dir.name) if results_dir else "-"
 
 
 def _num(value: float | None) -> str:

@@ -11,6 +11,8 @@ Layout::
     <results root>/<case>/ab-<stamp>/
         base-seed<S>/  head-seed<S>/     ordinary results folders, one per side and seed
         ab.json  ab.md  ab-<metric>.png    the paired verdict, its report and plots
+        rollouts/  <side>-on-<side>-rollouts-seed<S>/   with --split: the kept batches and the replays
+                                                        (:mod:`autotest.ab.split`)
 
 An interrupt (CI cancelling) stops the run in flight (its own folder keeps its ERROR verdict) and ab.json
 records the pairs finished so far, then the interrupt goes on.
@@ -24,13 +26,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from autotest.ab.sides import Side
+from autotest.ab.split import SplitOutcome, run_split, saving
 from autotest.case_run import CaseRun
+from autotest.errors import UsageError
 from autotest.files import write_atomic
 from autotest.inputs.baseline import load_baseline
 from autotest.inputs.baseline_model import Baseline
 from autotest.inputs.case import Case, case_argument
 from autotest.inputs.tracker_layout import tracker_copy
-from autotest.judge.model import ERROR, PASS
+from autotest.judge.model import ERROR, FAIL, PASS
 from autotest.judge.paired import PairedVerdict, judge_paired
 from autotest.judge.trace import Trace
 from autotest.pipeline import RunOptions, run_case
@@ -51,6 +55,8 @@ class AbOptions:
     progress: Callable[[str], None] | None = None
     with_plots: bool = True
     poll_interval_s: float = 0.1
+    #: keep each run's rollout batches and, when the A/B fails, train each side on the other's (autotest.ab.split)
+    split: bool = False
 
 
 @dataclass(frozen=True)
@@ -71,6 +77,8 @@ class AbOutcome:
     runs: tuple[SideRun, ...]
     folder: Path
     report: Path | None = None
+    #: the frozen-rollout split (``--split`` and a failed A/B); None when not asked or nothing to split
+    split: SplitOutcome | None = None
 
     @property
     def status(self) -> str:
@@ -85,6 +93,9 @@ def run_ab(case: Case, base: Side, head: Side, options: AbOptions) -> AbOutcome:
     """Run every (seed, side), interleaved, and judge the pairs; the outcome is also written to the folder."""
     if not options.seeds:
         raise ValueError("an A/B needs at least one seed")
+    if options.split and case.replay is None:
+        raise UsageError(f"--split: {case.name} has no replay: section (how its launch keeps its rollout batches "
+                         "and trains on kept ones); add one (docs/ab.md) or leave --split out")
     baseline = load_baseline(options.baseline_path or case.baseline_path)
     folder = fresh_folder(Path(options.results_root or default_results_root()).resolve() / case.name,
                           f"ab-{run_stamp()}")
@@ -97,23 +108,34 @@ def run_ab(case: Case, base: Side, head: Side, options: AbOptions) -> AbOutcome:
         for index, seed in enumerate(options.seeds):
             order = (base, head) if index % 2 == 0 else (head, base)
             for side in order:
-                run = _run_side(case, side, seed, folder, options)
+                side_case = saving(case, side, seed, folder) if options.split else side.case_for(case)
+                run = _run_side(side_case, side, seed, folder / f"{side.label}-seed{seed}", options)
                 runs.append(_side_run(side, seed, run))
                 trace = _trace_of(case, baseline, run)
                 if trace is not None:
                     traces[(side.label, seed)] = trace
                 say(f"{case.name}: {side.label} seed {seed}: {run.status} against the golden ({run.results_dir})")
+        outcome = _outcome(case, base, head, baseline, runs, traces, folder)
+        if options.split and outcome.status == FAIL:
+            def run_one(replay_case: Case, side: Side, seed: int, results_dir: Path):
+                run = _run_side(replay_case, side, seed, results_dir, options)
+                paired = _side_run(side, seed, run)
+                return run.status, run.results_dir, paired.reason, _trace_of(case, baseline, run)
+
+            outcome = replace(outcome, split=run_split(case, base, head, baseline, options.seeds, traces, folder,
+                                                       run_one, say))
+            say(f"{case.name}: split: {outcome.split.finding.summary}")
     except KeyboardInterrupt:
         _write(folder, _outcome(case, base, head, baseline, runs, traces, folder, interrupted=True), baseline, {})
         raise
-    outcome = _outcome(case, base, head, baseline, runs, traces, folder)
     report = _write(folder, outcome, baseline, traces if options.with_plots else {})
     return replace(outcome, report=report)
 
 
-def _run_side(case: Case, side: Side, seed: int, folder: Path, options: AbOptions) -> CaseRun:
-    return run_case(side.case_for(case), RunOptions(
-        results_dir=folder / f"{side.label}-seed{seed}", seed=seed, fault=side.fault, framework_ref=side.framework_ref,
+def _run_side(case: Case, side: Side, seed: int, results_dir: Path, options: AbOptions) -> CaseRun:
+    """One ordinary run of ``case`` (already the side's variant, and whatever replay arguments it carries)."""
+    return run_case(case, RunOptions(
+        results_dir=results_dir, seed=seed, fault=side.fault, framework_ref=side.framework_ref,
         env=dict(options.env), replicates=1, baseline_path=options.baseline_path, purpose="ab", step_summary=False,
         with_plots=False, poll_interval_s=options.poll_interval_s))
 
@@ -167,6 +189,22 @@ def outcome_document(outcome: AbOutcome) -> dict:
                   for r in verdict.results],
         "runs": [{"side": r.side, "seed": r.seed, "golden_verdict": r.status, "reason": r.reason,
                   "results_dir": str(r.results_dir) if r.results_dir else None} for r in outcome.runs],
+        **({"split": split_document(outcome.split)} if outcome.split is not None else {}),
+    }
+
+
+def split_document(split: SplitOutcome) -> dict:
+    finding = split.finding
+    return {
+        "side": finding.side, "summary": finding.summary, "next": finding.next_step,
+        "pairings": [{"pairing": p.name, "status": p.verdict.status, "reason": p.verdict.reason,
+                      "moved": [r.gate_id for r in p.moved], "eval_moved": [r.gate_id for r in p.eval_moved],
+                      "gates": [{"gate": r.gate_id, "status": r.status, "mean_difference": r.mean_difference,
+                                 "threshold": r.threshold} for r in p.verdict.results]}
+                     for p in finding.pairings],
+        "runs": [{"trainer": r.trainer, "batches": r.batches, "seed": r.seed, "golden_verdict": r.status,
+                  "reason": r.reason, "results_dir": str(r.results_dir) if r.results_dir else None}
+                 for r in split.runs],
     }
 
 

@@ -35,6 +35,9 @@ def add_ab_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--results-dir", type=Path, help=results_help())
     p.add_argument("--baselines-dir", type=Path, help="read <DIR>/<baseline file name> instead of the case's baseline")
     p.add_argument("--no-plots", action="store_true", help="write ab.md and ab.json only")
+    p.add_argument("--split", action="store_true",
+                   help="keep every run's rollout batches and, if the A/B fails, train each side on the other's "
+                        "to say whether the change lives in the trainer or the rollout (the case's replay: section)")
 
 
 def ab(args: argparse.Namespace) -> int:
@@ -54,11 +57,15 @@ def ab(args: argparse.Namespace) -> int:
     baseline_path = baseline_files(case, args.baselines_dir)[0] if args.baselines_dir else None
     outcome = run_ab(case, base, head, AbOptions(
         seeds=seeds, results_root=args.results_dir, env=env, baseline_path=baseline_path,
-        progress=lambda line: print(line, flush=True), with_plots=not args.no_plots))
+        progress=lambda line: print(line, flush=True), with_plots=not args.no_plots, split=args.split))
     for result in outcome.verdict.results:
         print(f"{result.status}: {result.message}")
     if outcome.verdict.reason:
         print(f"not judged: {outcome.verdict.reason}")
+    if outcome.split is not None:
+        print(f"split: {outcome.split.finding.summary}; next: {outcome.split.finding.next_step}")
+    elif args.split:
+        print(f"split: not run (the A/B is {outcome.status}: only a failed A/B is split)")
     print(f"A/B {case.name}: {outcome.status}; report: {outcome.report}")
     return {"PASS": EXIT_PASS, "FAIL": EXIT_FAIL}.get(outcome.status, EXIT_ERROR)
 

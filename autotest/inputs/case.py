@@ -75,6 +75,10 @@ Schema::
       noise_ratio: number  match: noise only (default 0.5)
       roles: {metric: role}  roles of logged metrics the baseline does not check
       timeout_s: number    the resumed launch's limit (default launch.timeout_s)
+    equivalence:           optional: variants that must train as the case does (autotest.inputs.case_variants)
+    replay:                optional: frozen-rollout replay (autotest.inputs.case_replay; docs/ab.md)
+      save_args: [str]     appended to a run that keeps its rollout batches in {rollouts_dir}
+      replay_args: [str]   appended to a run that trains on the batches kept in {rollouts_dir}
     replicates: int        seeds run per verdict (default 1); the checks judge their mean, pooled
                            thresholds scaled to keep the calibrated false-alarm rate
                            (autotest.judge.replicate_mean); `--replicates K` overrides it; at most

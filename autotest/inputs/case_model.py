@@ -12,6 +12,7 @@ from typing import Any
 
 from autotest.inputs.performance_policy import PerformancePolicy
 from autotest.inputs.placeholders import REPO_ROOT
+from autotest.inputs.case_replay import Replay
 from autotest.inputs.case_variants import Variant
 from autotest.inputs.resume_phase import Resume
 from autotest.readers.registry import BUILTIN
@@ -121,6 +122,8 @@ class Case:
     resume: Resume | None = None
     #: launch variants that must train the same as the case (``equivalence:``; autotest.inputs.case_variants)
     variants: tuple[Variant, ...] = ()
+    #: how the launch keeps its rollouts and trains on kept ones (``replay:``; autotest.inputs.case_replay)
+    replay: Replay | None = None
 
     @property
     def packaged(self) -> bool:

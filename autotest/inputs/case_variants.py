@@ -62,7 +62,12 @@ def find_variant(case: Case, name: str) -> Variant | None:
 
 def with_variant(case: Case, variant: Variant) -> Case:
     """``case`` launched as ``variant``: its args after the command, its env over the launch's."""
+    return with_launch_args(case, variant.args, variant.env)
+
+
+def with_launch_args(case: Case, args: tuple[str, ...], env: dict[str, str] | None = None) -> Case:
+    """``case`` with ``args`` after its launch command and ``env`` over its launch env."""
     launch: Launch = case.launch
-    command = (f"{launch.command} {shlex.join(variant.args)}" if isinstance(launch.command, str)
-               else (*launch.command, *variant.args))
-    return replace(case, launch=replace(launch, command=command, env={**launch.env, **variant.env}))
+    command = (f"{launch.command} {shlex.join(args)}" if isinstance(launch.command, str)
+               else (*launch.command, *args))
+    return replace(case, launch=replace(launch, command=command, env={**launch.env, **(env or {})}))

@@ -1,5 +1,6 @@
 """Paired A/B end to end on tiny-grpo, real runs: A/A pairs measure a paired noise that is not zero (the
-perturbation makes pairs part), a learning-rate change fails the paired gates on one seed, a broken equivalence
+perturbation makes pairs part), a learning-rate change fails the paired gates on one seed and the frozen-rollout
+split places it in the trainer (a sampling change in the rollout), a broken equivalence
 (the loss averaged per micro-batch) fails against the case while the variant itself passes, and an A/B without
 paired noise judges nothing."""
 
@@ -17,6 +18,7 @@ from autotest.ab.sides import parse_side
 from autotest.inputs.baseline import load_baseline
 from autotest.inputs.case import load_case
 from autotest.judge.model import ERROR, FAIL, PASS
+from autotest.judge.replay_split import ROLLOUT, TRAINER
 from tests.helpers import ROOT, run_cli
 
 pytestmark = pytest.mark.slow
@@ -44,11 +46,11 @@ def test_aa_pairs_part_so_the_paired_noise_is_measured(calibrated):
     assert all(w.noise < 0.1 for w in rewards)  # an A/A pair stays close: far below the reward's range
 
 
-def test_a_learning_rate_change_fails_paired_on_one_seed(calibrated):
+def test_a_learning_rate_change_fails_paired_on_one_seed_and_splits_to_the_trainer(calibrated):
     case, folder, baseline = calibrated
     outcome = run_ab(case, parse_side(case, "base", "clean"), parse_side(case, "head", "fault:lr-scale:0.25"),
                      AbOptions(seeds=(11,), results_root=folder / "results", baseline_path=baseline.path,
-                               with_plots=True))
+                               with_plots=True, split=True))
     assert outcome.status == FAIL, outcome.verdict.reason
     failed = {r.metric for r in outcome.verdict.failed}
     assert "response/rewards/mean" in failed
@@ -56,6 +58,22 @@ def test_a_learning_rate_change_fails_paired_on_one_seed(calibrated):
     assert document["status"] == FAIL and [r["side"] for r in document["runs"]] == ["base", "head"]
     assert (outcome.folder / "base-seed11" / "results.json").is_file()
     assert list(outcome.folder.glob("ab-*.png")) and "| gate | status |" in outcome.report.read_text()
+    # the learning rate lives in the trainer: each side's trainer on the other's batches trains apart
+    assert document["split"]["side"] == TRAINER, document["split"]
+    assert [(r["trainer"], r["batches"]) for r in document["split"]["runs"]] == [("head", "base"), ("base", "head")]
+    assert all(p["moved"] for p in document["split"]["pairings"])
+    assert (outcome.folder / "rollouts" / "base-seed11" / "step-0045.pt").is_file()
+    assert "## Which side: frozen-rollout split" in outcome.report.read_text()
+
+
+def test_a_sampling_change_splits_to_the_rollout(tmp_path):
+    case = load_case("tiny-grpo")
+    outcome = run_ab(case, parse_side(case, "base", "clean"),
+                     parse_side(case, "head", "fault:sampling-temperature:1.5"),
+                     AbOptions(seeds=(11,), results_root=tmp_path, with_plots=False, split=True))
+    assert outcome.status == FAIL, outcome.verdict.reason
+    assert outcome.split is not None and outcome.split.finding.side == ROLLOUT, outcome.split.finding.summary
+    assert not any(p.moved for p in outcome.split.finding.pairings)
 
 
 # The equivalence tests judge against the case's committed paired noise (10 A/A pairs): two pairs leave the t
@@ -78,6 +96,17 @@ def test_a_kept_equivalence_passes_against_the_case(tmp_path):
     outcome = run_ab(case, parse_side(case, "base", "clean"), parse_side(case, "head", "variant:grad-accum-4"),
                      AbOptions(seeds=(11,), results_root=tmp_path, with_plots=False))
     assert outcome.status == PASS, [r.message for r in outcome.verdict.failed]
+
+
+def test_split_without_a_replay_section_is_refused_before_any_run(tmp_path):
+    case_file = tmp_path / "tiny-grpo.yaml"
+    spec = yaml.safe_load((ROOT / "autotest" / "cases" / "tiny-grpo.yaml").read_text())
+    spec.pop("replay")
+    spec["baseline"] = str(ROOT / "baselines" / "tiny-grpo.yaml")
+    case_file.write_text(yaml.safe_dump(spec, sort_keys=False))
+    code = run_cli("ab", str(case_file), "--base", "clean", "--head", "clean", "--seeds", "11", "--split",
+                   "--results-dir", str(tmp_path / "results"), "--no-plots")
+    assert code == 2 and not (tmp_path / "results").exists()
 
 
 def test_without_paired_noise_the_cli_judges_nothing(tmp_path):

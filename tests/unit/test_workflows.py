@@ -222,7 +222,7 @@ PIP_INSTALLS = [i for i in INVOCATIONS if Path(i.argv[0]).name.startswith("pytho
 def test_the_command_parser_sees_the_workflow_commands() -> None:
     # Guards the checks below against passing because the lexer found nothing.
     assert {" ".join(i.argv[1:3]) for i in CLI_CALLS} >= {"consistency $RESULTS_FOLDER", "calibrate $CASE", "baseline promote"}
-    assert len(PYTEST_CALLS) == 5 and len(PIP_INSTALLS) >= 5
+    assert len(PYTEST_CALLS) == 6 and len(PIP_INSTALLS) >= 5
     assert any(i.argv == ("npm", "ci") for i in INVOCATIONS)
     assert shell_commands('x=$(gh api "a b" --jq .c) && echo "$x" >> "$OUT"; if [[ -n x ]]; then y; fi') == [
         ["gh", "api", "a b", "--jq", ".c"],
@@ -230,6 +230,13 @@ def test_the_command_parser_sees_the_workflow_commands() -> None:
         ["-n", "x", "]]"],
         ["y"],
     ]
+
+
+def test_pytest_options_the_workflows_pass_exist() -> None:
+    plugin = (Path(__file__).resolve().parents[2] / "autotest" / "plugin.py").read_text(encoding="utf-8")
+    for call in PYTEST_CALLS:
+        for option in (a for a in call.argv if a.startswith("--")):
+            assert f'addoption("{option}"' in plugin, f"{call}: {option} is not an option of the plugin"
 
 
 def _cli_parser() -> argparse.ArgumentParser:

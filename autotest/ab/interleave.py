@@ -151,8 +151,22 @@ def _side_run(side: Side, seed: int, run: CaseRun) -> SideRun:
     return SideRun(side.label, seed, run.status, run.results_dir, broken)
 
 
+def judge_results_folders(case: Case, baseline: Baseline, seed: int, base_dir: Path, head_dir: Path
+                          ) -> PairedVerdict:
+    """Two finished runs of one seed judged paired from their results folders (a bisect's ends re-run today)."""
+    base, head = _trace_in(case, baseline, base_dir), _trace_in(case, baseline, head_dir)
+    if base is None or head is None:
+        missing = base_dir if base is None else head_dir
+        return PairedVerdict(ERROR, (), (seed,), reason=f"{missing}: no readable metric log")
+    return judge_paired(baseline.paired, [(seed, base, head)], how_to_calibrate(case))
+
+
 def _trace_of(case: Case, baseline: Baseline, run: CaseRun) -> Trace | None:
-    tracker = tracker_copy(run.results_dir) if run.results_dir is not None else None
+    return _trace_in(case, baseline, run.results_dir) if run.results_dir is not None else None
+
+
+def _trace_in(case: Case, baseline: Baseline, results_dir: Path) -> Trace | None:
+    tracker = tracker_copy(results_dir)
     if tracker is None:
         return None
     try:

@@ -1,8 +1,9 @@
 """A whole bisect: re-check both ends today, multisect the commits between, and write bisect.json / bisect.md.
 
 Before any search the good and the bad ref are run again on today's environment. If the good one now fails,
-the environment changed (image, dependency, data), not the code, and bisecting would blame an innocent commit;
-if the bad one now passes, the failure does not reproduce. Either stops the bisect with its evidence (exit 1).
+the environment changed (image, dependency, data), not the code, and bisecting would blame an innocent commit
+(the two ends' runs are then judged against each other by the paired A/B gates: did the code between them move
+training too?); if the bad one now passes, the failure does not reproduce. Either stops the bisect with its evidence (exit 1).
 Then each round probes up to P commits side by side (:mod:`autotest.bisect.search`), each judged by
 :mod:`autotest.bisect.probe`; the state is written after every round, so an interrupted bisect leaves what it
 learnt. Exit 0: first bad commit found; 1: environment changed, not reproducible, or budget spent; 2: error.
@@ -19,12 +20,15 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from autotest.ab.interleave import judge_results_folders
 from autotest.bisect.commits import Commit, commits_between, history_dir
 from autotest.bisect.probe import ProbeResult, probe
 from autotest.bisect.search import BAD, GOOD, SKIPPED, SearchState, next_probes, record, rounds_needed, start
 from autotest.errors import UsageError
 from autotest.files import write_atomic
+from autotest.inputs.baseline import load_baseline
 from autotest.inputs.case import Case
+from autotest.judge.model import FAIL, PASS
 from autotest.pipeline import RunOptions
 from autotest.run.framework import check_ref, default_cache_dir, framework_request
 from autotest.run.ray_tasks import RayCall, RayPlacement, attempts, run_on_cluster
@@ -138,7 +142,8 @@ def bisect(case: Case, options: BisectOptions) -> BisectOutcome:
             outcome.status = ENVIRONMENT
             outcome.message = (f"the environment changed, not the code: the good ref {options.good} fails today "
                                f"({good_now.reason}); compare this machine's environment with the good run's "
-                               "(image, packages, data) before blaming a commit")
+                               "(image, packages, data) before blaming a commit; "
+                               + ends_paired(case, options, good_now, bad_now))
             return _finish(outcome, case)
         if bad_now.answer == GOOD:
             outcome.status = NOT_REPRODUCIBLE
@@ -169,6 +174,27 @@ def bisect(case: Case, options: BisectOptions) -> BisectOutcome:
         outcome.status = "interrupted" if outcome.status == UNRESOLVED else outcome.status
         _write(outcome, case)
         raise
+
+
+def ends_paired(case: Case, options: BisectOptions, good: ProbeResult, bad: ProbeResult) -> str:
+    """Whether the code between the ends moved training today, beside the environment: the two ends' runs (one
+    seed) judged by the paired A/B gates, so the golden's environment is out of the comparison."""
+    seed = options.seed if options.seed is not None else case.seed.default
+    try:
+        baseline = load_baseline(options.run_options.baseline_path or case.baseline_path)
+    except UsageError as exc:
+        return f"the ends were not judged paired ({exc})"
+    verdict = judge_results_folders(case, baseline, seed, Path(good.results_dir), Path(bad.results_dir))
+    if verdict.status == PASS:
+        return (f"paired against each other today (seed {seed}), the good and the bad ref train alike within the A/A "
+                "noise: the code between them moved nothing the paired gates see; recalibrate the golden on "
+                "today's environment")
+    if verdict.status == FAIL:
+        moved = ", ".join(r.gate_id for r in verdict.failed)
+        return (f"paired against each other today (seed {seed}), the bad ref also trains apart from the good one "
+                f"beyond the A/A noise ({moved}): a code change is there too; recalibrate on today's "
+                "environment, then bisect again")
+    return f"the ends were not judged paired ({verdict.reason or 'a paired gate could not be decided'})"
 
 
 def _run_options(options: BisectOptions) -> RunOptions:

@@ -156,4 +156,6 @@ def test_the_environment_changed_not_the_code(framework, tmp_path: Path, monkeyp
     assert f"bisect: {ENVIRONMENT}: the environment changed, not the code: the good ref {commits[0]} fails today" \
         in result.stdout
     assert "0 round(s), 2 run(s)" in result.stdout
+    # the commits between only re-tune what the environment now overrides: the two ends train alike, paired
+    assert "the good and the bad ref train alike within the A/A noise" in result.stdout
     assert _leftovers(str(tmp_path)) == []

@@ -22,6 +22,7 @@ from autotest.redaction import collect_secrets
 from autotest.run.interrupts import signals_as_interrupt
 
 if TYPE_CHECKING:
+    from autotest.ab.environment_fallback import EnvironmentFallback
     from autotest.ab.interleave import AbOutcome
     from autotest.case_run import CaseRun
     from autotest.inputs.case import Case
@@ -72,6 +73,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--ab-split", action="store_true",
                     help="with --ab-base: a failed A/B also trains each side on the other's rollout batches, to say "
                          "whether the change lives in the trainer or the rollout (cases with a replay: section)")
+    group.addoption("--ab-if-environment-changed", action="store_true",
+                    help="nightly: a case whose golden was calibrated in another environment (packages, GPU, driver) "
+                         "is judged A/B against the last trusted commit in the history instead (framework cases)")
     group.addoption("--replicates", type=int, default=None, metavar="K",
                     help="run K seeds of each case side by side and judge their mean (default: the case's replicates; "
                          f"{CAPS_HELP} without --force-replicates)")
@@ -270,30 +274,60 @@ def run_accuracy_case(request: pytest.FixtureRequest) -> Callable[..., CaseRun]:
     return run
 
 
-def run_ab_case(config: pytest.Config, case: Case) -> AbOutcome:
-    """``--ab-base``: the case A/B, base the option's REF, head the ``--framework-ref`` or the case as it is."""
+def run_ab_case(config: pytest.Config, case: Case, base_ref: str | None = None, aa_check: bool = False
+                ) -> AbOutcome:
+    """``--ab-base``: the case A/B, base the option's REF (or ``base_ref``), head the ``--framework-ref`` or the
+    case as it is; ``aa_check`` adds the A/A guard (autotest.ab.interleave)."""
     from autotest.ab.interleave import AbOptions, run_ab
     from autotest.ab.sides import CLEAN, parse_side
     from autotest.cli.ab import FIRST_AB_SEED
 
     count = config.getoption("--replicates") or 3
     try:
-        base = parse_side(case, "ab-base", config.getoption("--ab-base"))
+        base = parse_side(case, "ab-base", base_ref or config.getoption("--ab-base"))
         head = parse_side(case, "framework-ref", config.getoption("--framework-ref") or CLEAN)
         with signals_as_interrupt(), warnings.catch_warnings():
             warnings.simplefilter("default")
             return run_ab(case, base, head, AbOptions(seeds=tuple(range(FIRST_AB_SEED, FIRST_AB_SEED + count)),
                                                       results_root=results_root_option(config),
-                                                      split=config.getoption("--ab-split") and case.replay is not None))
+                                                      split=config.getoption("--ab-split") and case.replay is not None,
+                                                      aa_check=aa_check))
     except UsageError as exc:
         pytest.fail(f"{case.name}: {exc}", pytrace=False)
 
 
-def assert_ab_outcome(outcome: AbOutcome) -> None:
+def environment_fallback_of(config: pytest.Config, case: Case) -> EnvironmentFallback | None:
+    """``--ab-if-environment-changed``: the A/B to run instead of the golden gate, or None (the reason is printed)."""
+    from autotest.ab.environment_fallback import environment_fallback
+    from autotest.history.store import open_for_reading
+    from autotest.inputs.baseline import load_baseline
+    from autotest.run.preflight import environment_fingerprint, framework_environment
+    from autotest.run.results_dir import default_results_root
+
+    try:
+        baseline = load_baseline(case.baseline_path)
+    except UsageError:
+        return None  # the golden run reports the baseline it cannot load
+    today = {**environment_fingerprint(), "framework": framework_environment(case)}
+    try:
+        with open_for_reading(config.getoption("--history"), results_root_option(config) or default_results_root()
+                              ) as store:
+            runs = store.runs(case.name, trusted_only=True)
+    except UsageError:  # no history yet: nothing to go back to
+        runs = []
+    fallback, why = environment_fallback(case, baseline, today, runs)
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"{case.name}: {fallback.line() if fallback is not None else why}")
+    return fallback
+
+
+def assert_ab_outcome(outcome: AbOutcome, preface: str = "") -> None:
     """PASS passes; a moved paired gate or an A/B that judged nothing fails with the report's lines."""
     if outcome.status == "PASS":
         return
     lines = [f"{outcome.case}: A/B {outcome.base.ref} -> {outcome.head.ref}: {outcome.status}"]
+    lines += [f"  ({preface})"] if preface else []
     lines += [f"  {r.status} {r.message}" for r in outcome.verdict.results if r.status != "PASS"]
     if outcome.verdict.reason:
         lines.append(f"  not judged: {outcome.verdict.reason}")

@@ -49,6 +49,11 @@ def render_ab_report(outcome: AbOutcome, baseline: Baseline, plots: list[Path]) 
             lines.append(f"| {md_code(r.gate_id)} | {r.status} | {_num(r.mean_difference)} | {_num(r.threshold)} | "
                          f"{_num(r.mde)} | {per_seed or '-'} |")
         lines.append("")
+    if outcome.aa_check is not None:
+        guard = outcome.aa_check
+        moved = describe_moved(guard.failed)
+        lines += [f"- A/A guard (the base again, as the A/A pairs were run): {guard.status}"
+                  + (f"; moved: {md_text(moved)}" if guard.failed else ""), ""]
     if outcome.split is not None:
         lines += _split_lines(outcome.split)
     lines += ["## Runs", "", "| side | seed | verdict against the golden | results |", "|---|---|---|---|"]

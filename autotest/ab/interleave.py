@@ -42,6 +42,8 @@ from autotest.readers.reading import read_trace
 from autotest.run.results_dir import default_results_root, fresh_folder, run_stamp
 
 AB_JSON, AB_REPORT = "ab.json", "ab.md"
+#: the label of the A/A guard's runs (the base again)
+AA_LABEL = "base-again"
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,9 @@ class AbOptions:
     poll_interval_s: float = 0.1
     #: keep each run's rollout batches and, when the A/B fails, train each side on the other's (autotest.ab.split)
     split: bool = False
+    #: per seed, also run the base again as the A/A pairs were (the paired section's perturbation); a pair that
+    #: moves beyond the paired noise makes the A/B an ERROR: the noise measured elsewhere does not hold here
+    aa_check: bool = False
 
 
 @dataclass(frozen=True)
@@ -79,6 +84,8 @@ class AbOutcome:
     report: Path | None = None
     #: the frozen-rollout split (``--split`` and a failed A/B); None when not asked or nothing to split
     split: SplitOutcome | None = None
+    #: the A/A guard's verdict (``--aa-check``): the base against itself again; None when not asked
+    aa_check: PairedVerdict | None = None
 
     @property
     def status(self) -> str:
@@ -115,7 +122,16 @@ def run_ab(case: Case, base: Side, head: Side, options: AbOptions) -> AbOutcome:
                 if trace is not None:
                     traces[(side.label, seed)] = trace
                 say(f"{case.name}: {side.label} seed {seed}: {run.status} against the golden ({run.results_dir})")
+            if options.aa_check:
+                again = _run_side(base.case_for(case), base, seed, folder / f"{base.label}-again-seed{seed}",
+                                  replace(options, env={**options.env, **perturbation_env(baseline)}))
+                runs.append(_side_run(replace(base, label=AA_LABEL), seed, again))
+                if (trace := _trace_of(case, baseline, again)) is not None:
+                    traces[(AA_LABEL, seed)] = trace
+                say(f"{case.name}: A/A guard seed {seed} (the {base.label} again): {again.status} against the golden")
         outcome = _outcome(case, base, head, baseline, runs, traces, folder)
+        if options.aa_check:
+            outcome = _guarded(outcome, baseline, traces, case)
         if options.split and outcome.status == FAIL:
             def run_one(replay_case: Case, side: Side, seed: int, results_dir: Path):
                 run = _run_side(replay_case, side, seed, results_dir, options)
@@ -128,7 +144,8 @@ def run_ab(case: Case, base: Side, head: Side, options: AbOptions) -> AbOutcome:
     except KeyboardInterrupt:
         _write(folder, _outcome(case, base, head, baseline, runs, traces, folder, interrupted=True), baseline, {})
         raise
-    report = _write(folder, outcome, baseline, traces if options.with_plots else {})
+    sides = {k: t for k, t in traces.items() if k[0] != AA_LABEL}  # the plots show base and head
+    report = _write(folder, outcome, baseline, sides if options.with_plots else {})
     return replace(outcome, report=report)
 
 
@@ -149,6 +166,28 @@ def _side_run(side: Side, seed: int, run: CaseRun) -> SideRun:
     elif run.status != PASS:
         broken = run.reason or run.status
     return SideRun(side.label, seed, run.status, run.results_dir, broken)
+
+
+def perturbation_env(baseline: Baseline) -> dict[str, str]:
+    """The environment of an A/A pair's second run, from the paired section (``KEY=VALUE``; none: natural)."""
+    key, sep, value = (baseline.paired.perturbation if baseline.paired else "").partition("=")
+    return {key.strip(): value.strip()} if sep and key.strip() else {}
+
+
+def _guarded(outcome: AbOutcome, baseline: Baseline, traces: dict[tuple[str, int], Trace], case: Case
+             ) -> AbOutcome:
+    """The A/B with its A/A guard: the base against itself again; a guard that moved makes the A/B an ERROR."""
+    pairs = [(s, traces[(outcome.base.label, s)], traces[(AA_LABEL, s)]) for s in outcome.verdict.seeds
+             if (outcome.base.label, s) in traces and (AA_LABEL, s) in traces]
+    guard = judge_paired(baseline.paired, pairs, how_to_calibrate(case))
+    verdict = outcome.verdict
+    if guard.status == FAIL and verdict.status != ERROR and baseline.paired is not None:
+        moved = ", ".join(r.gate_id for r in guard.failed)
+        verdict = replace(verdict, status=ERROR, reason=(
+            f"the A/A guard (the {outcome.base.label} twice, {baseline.paired.perturbation}) moved beyond the "
+            f"paired noise here ({moved}): the noise measured for the baseline does not hold on this runner or "
+            f"environment, so no difference can be judged; {how_to_calibrate(case)} here"))
+    return replace(outcome, verdict=verdict, aa_check=guard)
 
 
 def judge_results_folders(case: Case, baseline: Baseline, seed: int, base_dir: Path, head_dir: Path
@@ -204,6 +243,9 @@ def outcome_document(outcome: AbOutcome) -> dict:
         "runs": [{"side": r.side, "seed": r.seed, "golden_verdict": r.status, "reason": r.reason,
                   "results_dir": str(r.results_dir) if r.results_dir else None} for r in outcome.runs],
         **({"split": split_document(outcome.split)} if outcome.split is not None else {}),
+        **({"aa_check": {"status": outcome.aa_check.status, "reason": outcome.aa_check.reason,
+                         "moved": [r.gate_id for r in outcome.aa_check.failed]}}
+           if outcome.aa_check is not None else {}),
     }
 
 

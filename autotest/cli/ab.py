@@ -35,6 +35,9 @@ def add_ab_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--results-dir", type=Path, help=results_help())
     p.add_argument("--baselines-dir", type=Path, help="read <DIR>/<baseline file name> instead of the case's baseline")
     p.add_argument("--no-plots", action="store_true", help="write ab.md and ab.json only")
+    p.add_argument("--aa-check", action="store_true",
+                   help="per seed, also run the base again as the A/A pairs were; if that pair moves beyond the "
+                        "paired noise the A/B is not judged (exit 2): the noise does not hold on this runner")
     p.add_argument("--split", action="store_true",
                    help="keep every run's rollout batches and, if the A/B fails, train each side on the other's "
                         "to say whether the change lives in the trainer or the rollout (the case's replay: section)")
@@ -57,7 +60,8 @@ def ab(args: argparse.Namespace) -> int:
     baseline_path = baseline_files(case, args.baselines_dir)[0] if args.baselines_dir else None
     outcome = run_ab(case, base, head, AbOptions(
         seeds=seeds, results_root=args.results_dir, env=env, baseline_path=baseline_path,
-        progress=lambda line: print(line, flush=True), with_plots=not args.no_plots, split=args.split))
+        progress=lambda line: print(line, flush=True), with_plots=not args.no_plots, split=args.split,
+        aa_check=args.aa_check))
     for result in outcome.verdict.results:
         print(f"{result.status}: {result.message}")
     if outcome.verdict.reason:

@@ -8,7 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from autotest.plugin import assert_ab_outcome, assert_case_outcome, run_ab_case, selected_cases
+from autotest.plugin import (
+    assert_ab_outcome,
+    assert_case_outcome,
+    environment_fallback_of,
+    run_ab_case,
+    selected_cases,
+)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -19,8 +25,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def test_case_accuracy(case, run_accuracy_case, request):
-    if request.config.getoption("--ab-base"):  # the paired gate instead of the golden one
-        assert_ab_outcome(run_ab_case(request.config, case))
+    config = request.config
+    if config.getoption("--ab-base"):  # the paired gate instead of the golden one
+        assert_ab_outcome(run_ab_case(config, case))
+        return
+    fallback = environment_fallback_of(config, case) if config.getoption("--ab-if-environment-changed") else None
+    if fallback is not None:  # the golden was made in another environment: A/B against the last trusted commit
+        # the paired noise was measured in the old environment too: the A/A guard checks it still holds
+        assert_ab_outcome(run_ab_case(config, case, base_ref=fallback.base_sha, aa_check=True),
+                          preface=fallback.line())
         return
     run = run_accuracy_case(case)
     assert_case_outcome(run, strict=request.config.getoption("--strict-cases"))

@@ -82,14 +82,15 @@ GRID = (
 )
 
 
-def run_dir(runs_dir: Path, case: str, spec: str, seed: int) -> Path:
-    """Where one run of the grid lives."""
-    return runs_dir / case / (spec or "clean").replace(":", "-") / f"seed-{seed}"
+def run_dir(runs_dir: Path, case: str, spec: str, seed: int, tag: str = "") -> Path:
+    """Where one run of the grid lives (``tag``: runs under an environment of their own, kept apart)."""
+    return runs_dir / case / ((spec or "clean").replace(":", "-") + (f"@{tag}" if tag else "")) / f"seed-{seed}"
 
 
-def run_workload(case: str, spec: str, seed: int, runs_dir: Path) -> Path:
-    """The run's work dir (reused when its tracker is complete)."""
-    work = run_dir(runs_dir, case, spec, seed)
+def run_workload(case: str, spec: str, seed: int, runs_dir: Path, tag: str = "",
+                 env: dict[str, str] | None = None) -> Path:
+    """The run's work dir (reused when its tracker is complete); ``env`` on top of this process's."""
+    work = run_dir(runs_dir, case, spec, seed, tag)
     done = work / "DONE"
     if done.exists():
         return work
@@ -98,7 +99,7 @@ def run_workload(case: str, spec: str, seed: int, runs_dir: Path) -> Path:
     work.mkdir(parents=True)
     cmd = [sys.executable, "-m", WORKLOADS[case], "--work-dir", str(work), "--seed", str(seed)]
     cmd += ["--fault", spec] if spec else []
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", **(env or {})}
     with (work / "run.log").open("w") as log:
         code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, check=False, timeout=600).returncode
     done.write_text(str(code))

@@ -50,8 +50,9 @@ def test_a_learning_rate_change_fails_paired_on_one_seed_and_splits_to_the_train
     case, folder, baseline = calibrated
     outcome = run_ab(case, parse_side(case, "base", "clean"), parse_side(case, "head", "fault:lr-scale:0.25"),
                      AbOptions(seeds=(11,), results_root=folder / "results", baseline_path=baseline.path,
-                               with_plots=True, split=True))
+                               with_plots=True, split=True, aa_check=True))
     assert outcome.status == FAIL, outcome.verdict.reason
+    assert outcome.aa_check is not None and outcome.aa_check.status == PASS  # the noise holds on this runner
     failed = {r.metric for r in outcome.verdict.failed}
     assert "response/rewards/mean" in failed
     document = json.loads((outcome.folder / AB_JSON).read_text())
@@ -96,6 +97,28 @@ def test_a_kept_equivalence_passes_against_the_case(tmp_path):
     outcome = run_ab(case, parse_side(case, "base", "clean"), parse_side(case, "head", "variant:grad-accum-4"),
                      AbOptions(seeds=(11,), results_root=tmp_path, with_plots=False))
     assert outcome.status == PASS, [r.message for r in outcome.verdict.failed]
+
+
+def test_an_a_a_guard_that_moves_leaves_the_a_b_unjudged(tmp_path):
+    # paired noise "measured elsewhere", a thousandth of what A/A pairs part by here: the guard (the base again,
+    # nudged as the A/A pairs were) moves beyond it, so the head's difference cannot be told from this runner's noise
+    spec = yaml.safe_load((ROOT / "baselines" / "tiny-grpo.yaml").read_text())
+    spec["paired"]["relative_floor"] = 1e-9
+    for window in spec["paired"]["windows"]:
+        window["noise"] = window["noise"] / 1000
+        window.pop("floor", None)
+    (tmp_path / "baselines").mkdir()
+    baseline = tmp_path / "baselines" / "tiny-grpo.yaml"
+    baseline.write_text(yaml.safe_dump(spec, sort_keys=False))
+    case = load_case("tiny-grpo")
+    outcome = run_ab(case, parse_side(case, "base", "clean"), parse_side(case, "head", "fault:lr-scale:0.7"),
+                     AbOptions(seeds=(11,), results_root=tmp_path / "results", baseline_path=baseline,
+                               with_plots=False, aa_check=True))
+    assert outcome.aa_check is not None and outcome.aa_check.status == FAIL
+    assert outcome.status == ERROR and "the A/A guard (the base twice" in outcome.verdict.reason
+    assert any(r.status == FAIL for r in outcome.verdict.results)  # the head moved too, but it is not a verdict
+    document = json.loads((outcome.folder / AB_JSON).read_text())
+    assert document["aa_check"]["moved"] and [r["side"] for r in document["runs"]] == ["base", "head", "base-again"]
 
 
 def test_split_without_a_replay_section_is_refused_before_any_run(tmp_path):

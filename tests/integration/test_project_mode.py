@@ -113,3 +113,29 @@ def test_a_bad_project_table_is_one_line_from_every_entry_point(project: Path) -
                             cwd=project, env=_env(), capture_output=True, text=True, timeout=60)
     assert plugin.returncode != 0 and "Traceback" not in plugin.stdout + plugin.stderr
     assert "tool.rl-autotest.baselines: required key is missing" in plugin.stdout + plugin.stderr
+
+
+@pytest.mark.slow  # eight runs of the stand-in (16 s on a quiet machine)
+def test_a_b_in_a_project_paired_noise_ab_and_the_pytest_ab_base(project: Path) -> None:
+    """A project's case A/B: its paired noise measured (the stand-in reads no perturbation: pairs agree bitwise,
+    each threshold its floor), a reward offset fails the paired gate, and ``pytest --ab-base`` judges the case
+    paired; everything under the project's own results."""
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "autotest.cli", *args], cwd=project, env=_env(),
+                              capture_output=True, text=True, timeout=180)
+
+    calibrated = cli("calibrate", "mine", "--paired", "--runs", "2")
+    assert calibrated.returncode == 0, calibrated.stdout + calibrated.stderr
+    # the project's golden was written by hand (tests/data), so its candidate is promoted with a reason
+    promoted = cli("baseline", "promote", "mine", "--force", "hand-made golden of the scripted stand-in")
+    assert promoted.returncode == 0, promoted.stdout + promoted.stderr
+    assert "paired:" in (project / "accuracy" / "baselines" / "mine.yaml").read_text()
+    moved = cli("ab", "mine", "--base", "clean", "--head", "fault:reward-offset:0.05", "--seeds", "11", "--no-plots")
+    assert moved.returncode == 1, moved.stdout + moved.stderr
+    assert "FAIL: response/rewards/mean[paired" in moved.stdout and "A/B mine: FAIL" in moved.stdout
+    assert list((project / "accuracy" / "results" / "mine").glob("ab-*/ab.json"))
+    same = subprocess.run([sys.executable, "-m", "pytest", "-m", "grpo", "-p", "no:cacheprovider", "-q",
+                           "--ab-base", "clean", "--replicates", "1"], cwd=project, env=_env(), capture_output=True,
+                          text=True, timeout=180)
+    assert same.returncode == 0 and "1 passed" in same.stdout, same.stdout + same.stderr
+    assert len(list((project / "accuracy" / "results" / "mine").glob("ab-*/ab.json"))) == 2

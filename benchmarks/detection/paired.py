@@ -18,6 +18,9 @@ changed; the workload leaves Adam's betas at their default), for every run of bo
 no code change and a regression, each judged golden, paired, and paired with the A/A guard (``ab --aa-check``:
 the base again as the A/A pairs were; a guard that moves makes the A/B an ERROR, not a verdict).
 
+Last, the equivalence variant ``grad-accum-4`` against the case on each seed, clean and with the fault that breaks
+it (``loss-per-microbatch``), judged paired.
+
 Runs are the detection benchmark's (same folder, reused when finished); only accuracy gates count.
 """
 
@@ -51,6 +54,9 @@ _defaults[1] = (0.5, 0.999)
 torch.optim.Adam.__init__.__defaults__ = tuple(_defaults)
 '''
 ENV_REGRESSION = "lr-scale:0.7"
+#: the case's equivalence variant grad-accum-4 and the fault that breaks it (bitwise clean without the variant)
+VARIANT = ("grad-accum-4", ("--micro-batches", "4"))
+EQUIVALENCE_FAULT = "loss-per-microbatch"
 
 
 def environment(runs_dir: Path) -> dict[str, str]:
@@ -91,9 +97,12 @@ def main() -> int:
     jobs += [(spec, s, "", None) for spec, _ in regressions for s in seeds]
     jobs += [(spec, s, ENV_TAG, env) for spec in ("", ENV_REGRESSION) for s in seeds]
     jobs += [("", s, f"{ENV_TAG}+{AA[0]}", {**env, **AA[1]}) for s in seeds]
+    jobs += [(spec, s, VARIANT[0], None) for spec in ("", EQUIVALENCE_FAULT) for s in seeds]
+    jobs += [(EQUIVALENCE_FAULT, s, "", None) for s in seeds]
     start = time.perf_counter()
     with ThreadPoolExecutor(args.jobs) as pool:
-        works = list(pool.map(lambda j: run_workload("grpo", j[0], j[1], args.runs_dir, j[2], j[3]), jobs))
+        works = list(pool.map(lambda j: run_workload("grpo", j[0], j[1], args.runs_dir, j[2], j[3],
+                                                     VARIANT[1] if j[2] == VARIANT[0] else ()), jobs))
     work = {(spec, seed, tag): w for (spec, seed, tag, _), w in zip(jobs, works)}
     baseline = load_baseline(ROOT / "baselines" / "tiny-grpo.yaml")
     print(f"{len(jobs)} runs in {time.perf_counter() - start:.0f} s (finished runs reused)\n")
@@ -116,6 +125,17 @@ def main() -> int:
     print(f"\nA/A false alarms (paired, 1 seed per side, {windows} windows, budget "
           f"{baseline.paired.false_alarm_budget if baseline.paired else '-'} per judgement): "
           f"{len(alarms)}/{len(aa)} seeds{' (' + ', '.join(map(str, alarms)) + ')' if alarms else ''}")
+
+    print(f"\nEquivalence variant `{VARIANT[0]}` (`{' '.join(VARIANT[1])}`) against the case on the same seed, "
+          "paired:\n")
+    print("| pair | paired verdicts |")
+    print("|---|---|")
+    for what, spec in (("clean against the variant (must train the same)", ""),
+                       (f"`{EQUIVALENCE_FAULT}` against the variant with it (the equivalence broken)",
+                        EQUIVALENCE_FAULT)):
+        statuses = [paired_status(baseline, [(s, work[(spec, s, "")], work[(spec, s, VARIANT[0])])])[0]
+                    for s in seeds]
+        print(f"| {what} | {_counts(statuses)} |")
 
     print(f"\nEnvironment change `{ENV_TAG}` (both sides under it; per seed):\n")
     print("| what | golden (1 run) | paired (1 seed per side) | paired with the A/A guard (+1 run) |")

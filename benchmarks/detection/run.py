@@ -88,8 +88,9 @@ def run_dir(runs_dir: Path, case: str, spec: str, seed: int, tag: str = "") -> P
 
 
 def run_workload(case: str, spec: str, seed: int, runs_dir: Path, tag: str = "",
-                 env: dict[str, str] | None = None) -> Path:
-    """The run's work dir (reused when its tracker is complete); ``env`` on top of this process's."""
+                 env: dict[str, str] | None = None, args: tuple[str, ...] = ()) -> Path:
+    """The run's work dir (reused when its tracker is complete); ``env`` on top of this process's, ``args`` after
+    the workload's (a variant: give it a ``tag`` of its own)."""
     work = run_dir(runs_dir, case, spec, seed, tag)
     done = work / "DONE"
     if done.exists():
@@ -99,6 +100,7 @@ def run_workload(case: str, spec: str, seed: int, runs_dir: Path, tag: str = "",
     work.mkdir(parents=True)
     cmd = [sys.executable, "-m", WORKLOADS[case], "--work-dir", str(work), "--seed", str(seed)]
     cmd += ["--fault", spec] if spec else []
+    cmd += list(args)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", **(env or {})}
     with (work / "run.log").open("w") as log:
         code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, check=False, timeout=600).returncode

@@ -56,7 +56,8 @@ def test_a_learning_rate_change_fails_paired_on_one_seed_and_splits_to_the_train
     failed = {r.metric for r in outcome.verdict.failed}
     assert "response/rewards/mean" in failed
     document = json.loads((outcome.folder / AB_JSON).read_text())
-    assert document["status"] == FAIL and [r["side"] for r in document["runs"]] == ["base", "head"]
+    assert document["status"] == FAIL and [r["side"] for r in document["runs"]] == ["base", "head", "base-again"]
+    assert document["aa_check"] == {"status": PASS, "reason": "", "moved": []}
     assert (outcome.folder / "base-seed11" / "results.json").is_file()
     assert list(outcome.folder.glob("ab-*.png")) and "| gate | status |" in outcome.report.read_text()
     # the learning rate lives in the trainer: each side's trainer on the other's batches trains apart

@@ -12,9 +12,9 @@ Both judge two runs:
 
 Rows: the primary GRPO regressions of the detection grid (``benchmarks/detection/run.py``). Then the A/A false
 alarms: a clean run against the same seed nudged by ``RL_AUTOTEST_AA_PERTURB=1`` (the perturbation the paired
-noise was measured with) on seeds outside calibration. Then an environment change the benchmark makes: a
-``sitecustomize`` that moves ``torch.optim.Adam``'s default beta1 from 0.9 to 0.5 (a library whose default
-changed; the workload leaves Adam's betas at their default), for every run of both sides. Under it: a pair with
+noise was measured with) on seeds outside calibration. Then two environment changes the benchmark makes: a
+``sitecustomize`` that moves ``torch.optim.Adam``'s default beta1 from 0.9 to 0.5 or to 0.97 (a library whose
+default changed; the workload leaves Adam's betas at their default), for every run of both sides. Under it: a pair with
 no code change and a regression, each judged golden, paired, and paired with the A/A guard (``ab --aa-check``:
 the base again as the A/A pairs were; a guard that moves makes the A/B an ERROR, not a verdict).
 
@@ -45,12 +45,14 @@ from autotest.judge.verdict import checked_metrics  # noqa: E402
 from autotest.readers.reading import read_trace  # noqa: E402
 
 AA = ("aa", {"RL_AUTOTEST_AA_PERTURB": "1"})
-ENV_TAG = "adam-beta1-0.5"
-SITECUSTOMIZE = '''# rl-autotest benchmark: a library whose Adam default moved (beta1 0.9 -> 0.5)
+#: environment changes the benchmark makes: a library whose Adam default beta1 moved (the workload leaves Adam's
+#: betas at their default); 0.5 learns faster (pairs part sooner), 0.97 slower
+ENV_BETA1 = {"adam-beta1-0.5": 0.5, "adam-beta1-0.97": 0.97}
+SITECUSTOMIZE = '''# rl-autotest benchmark: a library whose Adam default moved (beta1 0.9 -> {beta1})
 import torch.optim
 
 _defaults = list(torch.optim.Adam.__init__.__defaults__)
-_defaults[1] = (0.5, 0.999)
+_defaults[1] = ({beta1}, 0.999)
 torch.optim.Adam.__init__.__defaults__ = tuple(_defaults)
 '''
 ENV_REGRESSION = "lr-scale:0.7"
@@ -59,11 +61,11 @@ VARIANT = ("grad-accum-4", ("--micro-batches", "4"))
 EQUIVALENCE_FAULT = "loss-per-microbatch"
 
 
-def environment(runs_dir: Path) -> dict[str, str]:
-    """The changed environment: its sitecustomize first on the path."""
-    folder = runs_dir / "environments" / ENV_TAG
+def environment(runs_dir: Path, tag: str) -> dict[str, str]:
+    """The changed environment ``tag``: its sitecustomize first on the path."""
+    folder = runs_dir / "environments" / tag
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    (folder / "sitecustomize.py").write_text(SITECUSTOMIZE.format(beta1=ENV_BETA1[tag]))
     return {"PYTHONPATH": f"{folder}:{ROOT}"}
 
 
@@ -90,13 +92,14 @@ def main() -> int:
     only = tuple(args.only.split(",")) if args.only else ("",)
     regressions = [(spec, what) for case, spec, what, primary in GRID
                    if case == "grpo" and (primary or args.all) and spec.startswith(only)]
-    env = environment(args.runs_dir)
     # (spec, seed, tag, env)
     jobs = [("", s, "", None) for s in sorted(set(seeds) | set(aa_seeds))]
     jobs += [("", s, AA[0], AA[1]) for s in aa_seeds]
     jobs += [(spec, s, "", None) for spec, _ in regressions for s in seeds]
-    jobs += [(spec, s, ENV_TAG, env) for spec in ("", ENV_REGRESSION) for s in seeds]
-    jobs += [("", s, f"{ENV_TAG}+{AA[0]}", {**env, **AA[1]}) for s in seeds]
+    for tag in ENV_BETA1:
+        env = environment(args.runs_dir, tag)
+        jobs += [(spec, s, tag, env) for spec in ("", ENV_REGRESSION) for s in seeds]
+        jobs += [("", s, f"{tag}+{AA[0]}", {**env, **AA[1]}) for s in seeds]
     jobs += [(spec, s, VARIANT[0], None) for spec in ("", EQUIVALENCE_FAULT) for s in seeds]
     jobs += [(EQUIVALENCE_FAULT, s, "", None) for s in seeds]
     start = time.perf_counter()
@@ -137,18 +140,20 @@ def main() -> int:
                     for s in seeds]
         print(f"| {what} | {_counts(statuses)} |")
 
-    print(f"\nEnvironment change `{ENV_TAG}` (both sides under it; per seed):\n")
-    print("| what | golden (1 run) | paired (1 seed per side) | paired with the A/A guard (+1 run) |")
-    print("|---|---|---|---|")
-    guard = {s: paired_status(baseline, [(s, work[("", s, ENV_TAG)], work[("", s, f"{ENV_TAG}+{AA[0]}")])])[0]
-             for s in seeds}
-    rows = (("no code change (paired: an A/A pair, as GPU non-determinism makes it)", "", f"{ENV_TAG}+{AA[0]}"),
-            (f"`{ENV_REGRESSION}` under the change", ENV_REGRESSION, ENV_TAG))
-    for what, spec, head_tag in rows:
-        golden = [judge_runs("grpo", [work[(spec, s, head_tag)]])["status"] for s in seeds]
-        paired = [paired_status(baseline, [(s, work[("", s, ENV_TAG)], work[(spec, s, head_tag)])])[0] for s in seeds]
-        guarded = ["ERROR" if guard[s] == "FAIL" and st != "ERROR" else st for s, st in zip(seeds, paired)]
-        print(f"| {what} | {_counts(golden)} | {_counts(paired)} | {_counts(guarded)} |")
+    for tag in ENV_BETA1:
+        print(f"\nEnvironment change `{tag}` (both sides under it; per seed):\n")
+        print("| what | golden (1 run) | paired (1 seed per side) | paired with the A/A guard (+1 run) |")
+        print("|---|---|---|---|")
+        guard = {s: paired_status(baseline, [(s, work[("", s, tag)], work[("", s, f"{tag}+{AA[0]}")])])[0]
+                 for s in seeds}
+        rows = (("no code change (paired: an A/A pair, as GPU non-determinism makes it)", "", f"{tag}+{AA[0]}"),
+                (f"`{ENV_REGRESSION}` under the change", ENV_REGRESSION, tag))
+        for what, spec, head_tag in rows:
+            golden = [judge_runs("grpo", [work[(spec, s, head_tag)]])["status"] for s in seeds]
+            paired = [paired_status(baseline, [(s, work[("", s, tag)], work[(spec, s, head_tag)])])[0]
+                      for s in seeds]
+            guarded = ["ERROR" if guard[s] == "FAIL" and st != "ERROR" else st for s, st in zip(seeds, paired)]
+            print(f"| {what} | {_counts(golden)} | {_counts(paired)} | {_counts(guarded)} |")
     return 0
 
 

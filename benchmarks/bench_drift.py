@@ -10,6 +10,10 @@ every night from night 10 on, ``latest_change`` runs on the history so far with 
 one of its 31 nightly looks; per look: the share of all looks). On a history with a shift of
 the given size from ``--shift-night`` on, the delay is the number of shifted nights seen when
 drift is first reported, and "start ±1" is the share whose reported start is within a night.
+
+Then the same monitoring for changes in spread (``spread_change``): on the same noises without a change (false
+alarms), and with the noise's sd multiplied from ``--shift-night`` on (detected by the last night, median delay),
+and on a mean shift of 1.0 threshold with the noise unchanged (a mean change must not read as one in spread).
 """
 
 from __future__ import annotations
@@ -24,11 +28,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from autotest.history.changepoint import DriftParams, latest_change  # noqa: E402
+from autotest.history.changepoint import DriftParams, latest_change, spread_change  # noqa: E402
 
 FIRST_LOOK = 10
 NOISES = {"normal sd 0.1": ("normal", 0.1), "normal sd 0.2": ("normal", 0.2), "t3 sd 0.1": ("t3", 0.1)}
 SHIFTS = (0.1, 0.2, 0.3, 0.5, 1.0)
+SD_RATIOS = (1.5, 2.0, 3.0)
 
 
 def history(rng: np.random.Generator, nights: int, noise: str, sd: float, shift: float, shift_night: int):
@@ -91,6 +96,32 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"| {label} | {shift} | {any_alarm / args.histories:.1%} (before the shift) | - | "
                       f"{found / args.histories:.0%} | {median} | {p90} | "
                       f"{(starts_ok / found if found else 0):.0%} |")
+    print("\nChanges in spread, monitored the same way:\n")
+    print(f"| noise | change from night {args.shift_night} | histories with a report before it | detected by night "
+          f"{args.nights} | median delay (nights) |")
+    print("|---|---|---|---|---|")
+    for label, (noise, sd) in NOISES.items():
+        for change in ("none", *(f"sd x{r:g}" for r in SD_RATIOS), "mean +1.0"):
+            rng = np.random.default_rng(zlib.crc32(f"spread {label} {change}".encode()))
+            early = found = 0
+            delays = []
+            for _ in range(args.histories):
+                x = history(rng, args.nights, noise, sd, 0.0, args.shift_night)
+                if change.startswith("sd"):
+                    ratio = float(change[4:])
+                    x[args.shift_night - 1:] = 0.3 + (x[args.shift_night - 1:] - 0.3) * ratio
+                elif change.startswith("mean"):
+                    x[args.shift_night - 1:] += 1.0
+                alarms = [n for n in range(FIRST_LOOK, len(x) + 1) if spread_change(x[:n], params) is not None]
+                before = [n for n in alarms if n < args.shift_night] if change != "none" else alarms
+                early += bool(before)
+                after = [n for n in alarms if n >= args.shift_night]
+                if change != "none" and after:
+                    found += 1
+                    delays.append(after[0] - args.shift_night + 1)
+            detected = "-" if change == "none" else f"{found / args.histories:.0%}"
+            median = f"{np.median(delays):.0f}" if delays else "-"
+            print(f"| {label} | {change} | {early / args.histories:.1%} | {detected} | {median} |")
     print(f"\n{time.perf_counter() - began:.0f} s")
     return 0
 

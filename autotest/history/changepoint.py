@@ -7,6 +7,10 @@ against its neighbouring regimes with a permutation test whose statistic is the 
 cost reduction over the whole stretch, so the search itself is accounted for (as Apache
 Otava's E-Divisive does). A change is kept when it is significant and at least
 ``min_shift`` threshold-units large: the threshold is the scale that matters to a gate.
+
+A change in spread (``spread_change``) is a change in the mean of the absolute residuals once the mean's own
+regimes are taken out: the same segmentation and permutation test on |value - its regime's mean|, kept when the
+spread grew or shrank by ``min_spread_ratio`` or more.
 """
 
 from __future__ import annotations
@@ -36,12 +40,16 @@ class DriftParams:
     permutations: int = 999
     #: the permutation generator's seed, so answers are reproducible
     seed: int = 0
+    #: smallest change in spread worth reporting, as a ratio of the mean absolute residuals (either way)
+    min_spread_ratio: float = 1.5
 
     def __post_init__(self) -> None:
         if self.min_runs_after < 2 or self.window_runs < 2 * self.min_runs_after:
             raise ValueError("drift needs min_runs_after >= 2 and window_runs >= 2 x min_runs_after")
         if not 0 < self.alpha < 1 or self.permutations < 19:
             raise ValueError("drift needs 0 < alpha < 1 and at least 19 permutations")
+        if self.min_spread_ratio <= 1:
+            raise ValueError("drift needs min_spread_ratio > 1")
 
 
 @dataclass(frozen=True)
@@ -167,3 +175,62 @@ def latest_change(values: Sequence[float], params: DriftParams = DriftParams()) 
         return None
     last = found[-1]
     return last if last.index >= len(values) - params.lookback_runs else None
+
+
+@dataclass(frozen=True)
+class SpreadChange:
+    #: index of the first value of the new regime
+    index: int
+    #: root mean square residual (value less its mean regime's mean) before and after, in the series' units
+    before_spread: float
+    after_spread: float
+    p_value: float
+
+    @property
+    def ratio(self) -> float:
+        return self.after_spread / self.before_spread if self.before_spread > 0 else math.inf
+
+
+def variance_split_statistics(rows: np.ndarray, min_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of residuals, the largest normal likelihood-ratio statistic of one change in variance leaving
+    >= ``min_size`` each side, and the split that gives it."""
+    n = rows.shape[1]
+    k = np.arange(min_size, n - min_size + 1)
+    cums = np.cumsum(rows * rows, axis=1)
+    tiny = 1e-300
+    total = np.maximum(cums[:, -1:] / n, tiny)
+    left = np.maximum(cums[:, k - 1] / k, tiny)
+    right = np.maximum((cums[:, -1:] - cums[:, k - 1]) / (n - k), tiny)
+    stat = n * np.log(total) - k * np.log(left) - (n - k) * np.log(right)
+    best = stat.argmax(axis=1)
+    return stat[np.arange(len(rows)), best], k[best]
+
+
+def spread_change(values: Sequence[float], params: DriftParams = DriftParams()) -> SpreadChange | None:
+    """The change into the current spread regime, if significant, ``min_spread_ratio`` large either way and recent.
+
+    The mean's change points bound its regimes; each value less its regime's mean is a residual. One change in
+    their variance is searched for (the normal likelihood ratio over every split) and tested by permuting the
+    residuals, the search included. A noisier kernel, an RNG bug or a flaky teacher changes the spread, which a
+    mean detector never sees."""
+    x = np.asarray(values, dtype=float)[-params.window_runs:]
+    offset = len(values) - len(x)
+    size = params.min_runs_after
+    if len(x) < 2 * size or not np.all(np.isfinite(x)):
+        return None
+    bounds = [0, *(c.index - offset for c in change_points(x, params)), len(x)]
+    residual = np.concatenate([x[a:b] - x[a:b].mean() for a, b in zip(bounds, bounds[1:])])
+    observed, split = variance_split_statistics(residual[None, :], size)
+    split = int(split[0])
+    if split < len(x) - params.lookback_runs:
+        return None
+    before = math.sqrt(float(np.mean(residual[:split] ** 2)))
+    after = math.sqrt(float(np.mean(residual[split:] ** 2)))
+    ratio = after / before if before > 0 else math.inf
+    if max(ratio, 1 / ratio if ratio > 0 else math.inf) < params.min_spread_ratio:
+        return None
+    rng = np.random.default_rng(params.seed)
+    shuffled = rng.permuted(np.broadcast_to(residual, (params.permutations, len(residual))), axis=1)
+    exceed = int((variance_split_statistics(shuffled, size)[0] >= observed[0] * (1 - 1e-12)).sum())
+    p_value = (1 + exceed) / (1 + params.permutations)
+    return SpreadChange(split + offset, before, after, p_value) if p_value <= params.alpha else None

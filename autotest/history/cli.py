@@ -127,7 +127,7 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _drift(args: argparse.Namespace) -> int:
-    from autotest.history.drift import drift_in, render_drift_lines, statistic_histories
+    from autotest.history.drift import drift_in, render_drift_lines, spread_in, statistic_histories
 
     with _open(args) as store:
         cases = [args.case] if args.case else store.cases()
@@ -135,7 +135,7 @@ def _drift(args: argparse.Namespace) -> int:
             _check_case(store, args.case)
         found = False
         for case in cases:
-            findings = drift_in(store, case)
+            findings = [*drift_in(store, case), *spread_in(store, case)]
             for line in render_drift_lines(findings):
                 print(line)
             if not findings:

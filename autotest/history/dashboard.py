@@ -24,6 +24,7 @@ from autotest.history.drift import (
     all_change_points,
     drift_in,
     render_drift_lines,
+    spread_in,
     statistic_histories,
 )
 
@@ -166,7 +167,7 @@ def _findings_lines(findings: "list[BisectFinding]", out_dir: Path) -> list[str]
 
 def _case_section(store: "HistoryStore", case: str, out_dir: Path) -> str:
     histories = statistic_histories(store, case)
-    drift = render_drift_lines(drift_in(store, case))
+    drift = render_drift_lines([*drift_in(store, case), *spread_in(store, case)])
     findings = store.findings(case)
     parts = [f'<section class="case" id="case-{escape(case)}" data-case="{escape(case)}">',
              f"<h2>{escape(case)}</h2>", _verdicts_table(store.runs(case), out_dir)]

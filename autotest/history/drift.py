@@ -2,8 +2,9 @@
 
 Each gated check with a threshold gives one series, its observed statistic divided by its
 threshold (so a shift reads "0.5 of the threshold" whatever the metric), oldest run first.
-``drift_in`` returns typed findings; ``render_drift_lines`` turns them into the lines
-the report, the step summary and ``history drift`` print.
+``drift_in`` returns typed findings of the mean, ``spread_in`` of the spread (the same series' scatter around its
+mean, grown or shrunk: a noisier kernel, an RNG bug, a flaky teacher); ``render_drift_lines`` turns either into
+the lines the report, the step summary and ``history drift`` print.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from autotest.history.changepoint import (
     DriftParams,
     change_points,
     latest_change,
+    spread_change,
 )
 from autotest.history.database import describe, resolve_url
 from autotest.history.record import read_results_folder
@@ -64,6 +66,26 @@ class DriftFinding:
     direction: str
 
 
+@dataclass(frozen=True)
+class SpreadFinding:
+    case: str
+    check_id: str
+    metric: str | None
+    #: the first run of the new spread regime
+    since: "RunRow"
+    runs_since: int
+    #: root mean square scatter around the mean's regimes, raw (the observed statistic's units)
+    before_spread: float
+    after_spread: float
+    threshold: float
+    p_value: float
+    permutations: int
+
+    @property
+    def ratio(self) -> float:
+        return self.after_spread / self.before_spread if self.before_spread > 0 else float("inf")
+
+
 def statistic_histories(store: "HistoryStore", case: str, *, trusted_only: bool = True) -> list[StatisticHistory]:
     """Every gated statistic of a case that has a positive threshold, oldest run first; only trusted runs
     (gate and calibration runs not marked untrusted) unless asked."""
@@ -102,16 +124,39 @@ def drift_in(store: "HistoryStore", case: str, params: DriftParams = DriftParams
     return findings
 
 
+def spread_in(store: "HistoryStore", case: str, params: DriftParams = DriftParams()) -> list[SpreadFinding]:
+    """Gated statistics whose scatter around their mean changed recently (``spread_change``)."""
+    findings = []
+    for history in statistic_histories(store, case):
+        change = spread_change(history.normalised, params)
+        if change is None:
+            continue
+        threshold = history.points[-1].threshold or 1.0
+        findings.append(SpreadFinding(
+            case=history.case, check_id=history.check_id, metric=history.metric, since=history.points[change.index].run,
+            runs_since=len(history.points) - change.index, before_spread=change.before_spread * threshold,
+            after_spread=change.after_spread * threshold, threshold=threshold, p_value=change.p_value,
+            permutations=params.permutations))
+    return findings
+
+
 def all_change_points(history: StatisticHistory, params: DriftParams = DriftParams()) -> list[ChangePoint]:
     """Every significant change in the examined window (the dashboard marks them all)."""
     return change_points(history.normalised, params)
 
 
-def render_drift_lines(findings: list[DriftFinding]) -> list[str]:
+def render_drift_lines(findings: list[DriftFinding | SpreadFinding]) -> list[str]:
     """One line per finding: statistic, from which run, by how much, significance."""
     lines = []
     for f in findings:
         commit = f" (commit {f.since.framework_sha[:10]})" if f.since.framework_sha else ""
+        if isinstance(f, SpreadFinding):
+            lines.append(
+                f"noise: {f.case} {f.check_id}: scatter {f.before_spread:.3g} -> {f.after_spread:.3g} rms "
+                f"(x{f.ratio:.2g}; threshold {f.threshold:.4g}) since run {f.since.started_at}{commit} at "
+                f"{f.since.results_dir}, {f.runs_since} runs; p = {f.p_value:.3g} (permutation test, "
+                f"{f.permutations} permutations): the mean did not move, how much it varies did")
+            continue
         lines.append(
             f"drift: {f.case} {f.check_id}: {f.before_observed:.4g} -> {f.after_observed:.4g} "
             f"({f.shift_thresholds:+.2f} x threshold {f.threshold:.4g}, {f.direction}) "
@@ -121,8 +166,9 @@ def render_drift_lines(findings: list[DriftFinding]) -> list[str]:
 
 
 def record_and_detect(results_dir: str | Path, url: str | None = None,
-                      params: DriftParams = DriftParams()) -> tuple[bool, list[DriftFinding]]:
-    """After a verdict: record its results folder, then the case's drift (for report.md and the step summary).
+                      params: DriftParams = DriftParams()) -> tuple[bool, list[DriftFinding | SpreadFinding]]:
+    """After a verdict: record its results folder, then the case's drift of the mean and of the spread (for
+    report.md and the step summary).
 
     Returns (newly recorded, findings). The history is ``url``, else $RL_AUTOTEST_HISTORY, else
     ``<results root>/history.sqlite``. A record that cannot be written raises :class:`NotRecorded`.
@@ -139,7 +185,7 @@ def record_and_detect(results_dir: str | Path, url: str | None = None,
             recorded = store.add(record)
         except UsageError as exc:
             raise NotRecorded(str(exc), url=describe(chosen)) from None
-        return recorded, drift_in(store, record.case, params)
+        return recorded, [*drift_in(store, record.case, params), *spread_in(store, record.case, params)]
 
 
 def history_recorder(url: str | None = None, *, strict: bool = False,

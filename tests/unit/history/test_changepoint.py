@@ -17,6 +17,7 @@ from autotest.history.changepoint import (
     permutation_p_value,
     robust_sigma,
     split_statistics,
+    spread_change,
 )
 
 
@@ -107,3 +108,43 @@ def test_finding_a_change_imports_neither_ruptures_nor_scipy() -> None:
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'ruptures', 'scipy'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == "[]"
+
+
+# ---------------------------------------------------------------- changes in spread
+
+
+def _nights(rng: np.random.Generator, sd_ratio: float = 1.0, shift: float = 0.0) -> np.ndarray:
+    """40 nightly values in threshold units (0.3 + noise sd 0.1); from night 21 the sd times ``sd_ratio``, from
+    night 26 the mean ``shift`` higher."""
+    x = 0.3 + rng.normal(0, 0.1, 40)
+    x[20:] = 0.3 + rng.normal(0, 0.1 * sd_ratio, 20)
+    x[25:] += shift
+    return x
+
+
+def test_a_flat_history_keeps_its_spread_quiet() -> None:
+    rng = np.random.default_rng(0)
+    alarms = sum(spread_change(_nights(rng)) is not None for _ in range(50))
+    assert alarms <= 1  # alpha 0.01 a look: 0.5 expected
+
+
+def test_a_mean_shift_is_not_a_change_in_spread() -> None:
+    rng = np.random.default_rng(0)
+    assert all(spread_change(_nights(rng, shift=1.0)) is None for _ in range(30))
+
+
+def test_a_tripled_noise_is_found_where_it_began_and_a_doubled_one_often() -> None:
+    rng = np.random.default_rng(0)
+    found = [spread_change(_nights(rng, sd_ratio=3.0)) for _ in range(30)]
+    hits = [f for f in found if f is not None]
+    assert len(hits) >= 15, len(hits)  # 19 of 30 at one look after 20 noisy nights
+    assert all(2.0 <= f.ratio <= 5.0 and f.index >= 17 and f.p_value <= 0.01 for f in hits)
+    assert 20 <= sorted(f.index for f in hits)[len(hits) // 2] <= 23  # where it began, give or take the noise
+    doubled = sum(spread_change(_nights(rng, sd_ratio=2.0)) is not None for _ in range(30))
+    assert doubled >= 3, doubled  # a doubling in 20 nights is found by a look about a quarter of the time
+
+
+def test_a_quieter_metric_is_a_change_in_spread_too() -> None:
+    rng = np.random.default_rng(1)
+    hits = [f for f in (spread_change(_nights(rng, sd_ratio=1 / 3)) for _ in range(20)) if f is not None]
+    assert hits and all(f.ratio < 1 / 2 for f in hits)

@@ -40,16 +40,19 @@ class DriftParams:
     permutations: int = 999
     #: the permutation generator's seed, so answers are reproducible
     seed: int = 0
-    #: smallest change in spread worth reporting, as a ratio of the mean absolute residuals (either way)
+    #: smallest change in spread worth reporting, as a ratio of the rms residuals (either way)
     min_spread_ratio: float = 1.5
+    #: largest permutation-test p-value of a change in spread that counts: stricter than ``alpha``, as residuals
+    #: are read after the mean's own segmentation and every nightly look tests again
+    spread_alpha: float = 0.002
 
     def __post_init__(self) -> None:
         if self.min_runs_after < 2 or self.window_runs < 2 * self.min_runs_after:
             raise ValueError("drift needs min_runs_after >= 2 and window_runs >= 2 x min_runs_after")
         if not 0 < self.alpha < 1 or self.permutations < 19:
             raise ValueError("drift needs 0 < alpha < 1 and at least 19 permutations")
-        if self.min_spread_ratio <= 1:
-            raise ValueError("drift needs min_spread_ratio > 1")
+        if self.min_spread_ratio <= 1 or not 0 < self.spread_alpha < 1:
+            raise ValueError("drift needs min_spread_ratio > 1 and 0 < spread_alpha < 1")
 
 
 @dataclass(frozen=True)
@@ -177,6 +180,10 @@ def latest_change(values: Sequence[float], params: DriftParams = DriftParams()) 
     return last if last.index >= len(values) - params.lookback_runs else None
 
 
+#: a spread change whose later values fall this little on one side of the earlier median is a mean change instead
+ONE_SIDED_SHARE = 0.2
+
+
 @dataclass(frozen=True)
 class SpreadChange:
     #: index of the first value of the new regime
@@ -224,6 +231,11 @@ def spread_change(values: Sequence[float], params: DriftParams = DriftParams()) 
     split = int(split[0])
     if split < len(x) - params.lookback_runs:
         return None
+    # a mean shift the mean's detector has not confirmed yet (too few runs after it) leaves residuals one side of
+    # the old level; more scatter spreads them both ways
+    above = float(np.mean(x[split:] > np.median(x[:split])))
+    if min(above, 1 - above) < ONE_SIDED_SHARE:
+        return None
     before = math.sqrt(float(np.mean(residual[:split] ** 2)))
     after = math.sqrt(float(np.mean(residual[split:] ** 2)))
     ratio = after / before if before > 0 else math.inf
@@ -233,4 +245,4 @@ def spread_change(values: Sequence[float], params: DriftParams = DriftParams()) 
     shuffled = rng.permuted(np.broadcast_to(residual, (params.permutations, len(residual))), axis=1)
     exceed = int((variance_split_statistics(shuffled, size)[0] >= observed[0] * (1 - 1e-12)).sum())
     p_value = (1 + exceed) / (1 + params.permutations)
-    return SpreadChange(split + offset, before, after, p_value) if p_value <= params.alpha else None
+    return SpreadChange(split + offset, before, after, p_value) if p_value <= params.spread_alpha else None

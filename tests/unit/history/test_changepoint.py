@@ -133,15 +133,15 @@ def test_a_mean_shift_is_not_a_change_in_spread() -> None:
     assert all(spread_change(_nights(rng, shift=1.0)) is None for _ in range(30))
 
 
-def test_a_tripled_noise_is_found_where_it_began_and_a_doubled_one_often() -> None:
+def test_a_tripled_noise_is_found_where_it_began_and_a_doubled_one_sometimes() -> None:
     rng = np.random.default_rng(0)
     found = [spread_change(_nights(rng, sd_ratio=3.0)) for _ in range(30)]
     hits = [f for f in found if f is not None]
-    assert len(hits) >= 15, len(hits)  # 19 of 30 at one look after 20 noisy nights
-    assert all(2.0 <= f.ratio <= 5.0 and f.index >= 17 and f.p_value <= 0.01 for f in hits)
+    assert len(hits) >= 8, len(hits)  # 11 of 30 at one look after 20 noisy nights (alpha 0.002)
+    assert all(2.0 <= f.ratio <= 5.0 and f.index >= 17 and f.p_value <= 0.002 for f in hits)
     assert 20 <= sorted(f.index for f in hits)[len(hits) // 2] <= 23  # where it began, give or take the noise
     doubled = sum(spread_change(_nights(rng, sd_ratio=2.0)) is not None for _ in range(30))
-    assert doubled >= 3, doubled  # a doubling in 20 nights is found by a look about a quarter of the time
+    assert doubled >= 2, doubled  # a doubling in 20 nights: 4 of 30 at one look (nightly looks find more)
 
 
 def test_a_quieter_metric_is_a_change_in_spread_too() -> None:

@@ -225,7 +225,7 @@ def spread_change(values: Sequence[float], params: DriftParams = DriftParams()) 
     size = params.min_runs_after
     if len(x) < 2 * size or not np.all(np.isfinite(x)):
         return None
-    bounds = [0, *(c.index - offset for c in change_points(x, params)), len(x)]
+    bounds = [0, *(c.index for c in change_points(x, params)), len(x)]  # x is the window: indices are its own
     residual = np.concatenate([x[a:b] - x[a:b].mean() for a, b in zip(bounds, bounds[1:])])
     observed, split = variance_split_statistics(residual[None, :], size)
     split = int(split[0])

@@ -148,3 +148,12 @@ def test_a_quieter_metric_is_a_change_in_spread_too() -> None:
     rng = np.random.default_rng(1)
     hits = [f for f in (spread_change(_nights(rng, sd_ratio=1 / 3)) for _ in range(20)) if f is not None]
     assert hits and all(f.ratio < 1 / 2 for f in hits)
+
+
+def test_a_long_history_reports_its_spread_change_where_it_began_in_the_whole_history() -> None:
+    rng = np.random.default_rng(0)
+    x = 0.3 + rng.normal(0, 0.1, 100)
+    x[40:60] += 0.8  # an old mean regime, before the window of the latest 60 runs starts
+    x[85:] = 0.3 + rng.normal(0, 0.5, 15)  # the noise x5 over the last 15 runs
+    found = spread_change(x)
+    assert found is not None and 83 <= found.index <= 87 and found.ratio > 3

@@ -17,6 +17,7 @@ from typing import Any
 LONGEST_FIRST = (
     "tests/integration/test_adoption_trl.py",
     "tests/integration/bisect/test_bisect.py",
+    "tests/integration/test_ab.py",  # about 20 real 45-step runs: at the end it left one worker running alone
 )
 
 

@@ -87,7 +87,8 @@ def run_split(case: Case, base: Side, head: Side, baseline: Baseline, seeds: tup
         pairs = [(s, traces[(batches.label, s)], replayed[(trainer.label, s)]) for s in seeds
                  if (batches.label, s) in traces and (trainer.label, s) in replayed]
         verdict = judge_paired(baseline.paired, pairs, "measure it with `rl-autotest calibrate CASE --paired`")
-        broken = [f"{r.name}: {r.reason}" for r in runs if r.trainer == trainer.label and r.reason]
+        broken = [f"{r.name}: {r.reason or 'no readable metric log'}" for r in runs
+                  if r.trainer == trainer.label and (r.reason or (r.trainer, r.seed) not in replayed)]
         if broken:  # never judged on fewer seeds than the A/B
             verdict = replace(verdict, status=ERROR, reason="; ".join(broken))
         return read_pairing(name, verdict, roles.group_of)

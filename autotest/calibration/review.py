@@ -20,7 +20,6 @@ from autotest.calibration.thresholds import (
 from autotest.inputs.baseline import (
     Baseline,
 )
-from autotest.scopes import scope_kind
 
 #: golden values keep this many significant digits (far below any threshold)
 
@@ -49,8 +48,8 @@ def _threshold_rows(calibration: Calibration) -> list[str]:
                         f"{new.shown_threshold} | {old.shown_threshold} | {c.status}: {_cell(c.note)} |")
             continue
         per_run = ", ".join(_fmt(v) for v in c.per_run)
-        if scope_kind(new.scope).uses_noise:  # its own rule: t quantile x leave-one-out spread, in noise units
-            rows.append(f"| `{new.check_id}` | pooled (x noise) | {new.severity} | max \\|loo mean z\\| "
+        if c.rule:  # its kind's own rule (pooled: t quantile x leave-one-out spread, in noise units)
+            rows.append(f"| `{new.check_id}` | {_cell(c.rule)} | {new.severity} | {_cell(c.measured_what)} "
                         f"{_fmt(c.measured)} ({per_run}) | - | {_cell(c.floor_source)} | **{new.threshold:g}** | "
                         f"{old.shown_threshold} | {c.status} |")
             continue

@@ -17,9 +17,11 @@ settings) is the current baseline; calibration fills its golden table and thresh
   slope, that share of the level grown over the steps it fits) and, for
   eval metrics with a known eval-set size n, the binomial noise z * sqrt(p(1-p)/n).
 
-Pooled checks (``scope: pooled``) are calibrated differently, from the spread of their own
-statistic and a declared false-alarm budget, with per-step noise stored beside the golden table:
-see ``autotest.calibration.pooled_noise``.
+That is the generic rule. A check kind may bring its own (``Scope.calibrate``: it gets a
+:class:`~autotest.scopes.kind.CalibrationJob` with the check's runs and this module's tools, and answers
+``job.calibrated(...)``, ``job.uncalibrated(why)`` or ``job.default()``, the generic rule). Pooled checks
+(``scope: pooled``) bring theirs: from the spread of their own statistic and a declared false-alarm budget, with
+per-step noise stored beside the golden table (``autotest.calibration.pooled_noise``, ``autotest.scopes.pooled``).
 
 A gate whose minimum detectable effect exceeds its metric's whole range cannot fire: it is kept as
 ``severity: reference`` and listed as useless (``autotest.calibration.usefulness``).
@@ -35,15 +37,16 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Mapping, Sequence
 
-from autotest.calibration.pooled_noise import calibrate_pooled, noise_table
+from autotest.calibration.pooled_noise import noise_table
 from autotest.calibration.usefulness import UselessCheck, demote, restored, useless_checks
 from autotest.errors import UsageError
 from autotest.inputs.baseline import Baseline, CalibrationSpec, CheckSpec
 from autotest.judge.checks import evaluate_check
 from autotest.judge.model import ERROR, FAIL
+from autotest.judge.power import t_quantile
 from autotest.judge.trace import Trace
 from autotest.judge.verdict import compare, golden_trace
-from autotest.scopes import scope_kind
+from autotest.scopes import ask, plugin_of, scope_kind
 
 SIGNIFICANT_DIGITS = 2
 #: below this N the max deviation is one or two differences: the margin multiplies luck
@@ -69,6 +72,10 @@ class CalibratedCheck:
     floor: float | None = None
     floor_source: str = ""
     compared_steps: tuple[int, ...] = ()
+    #: the kind's own rule, as the review report's method column names it ("": the generic rule)
+    rule: str = ""
+    #: what ``measured`` is under the kind's own rule (``max |loo mean z|``)
+    measured_what: str = ""
 
 
 @dataclass(frozen=True)
@@ -210,31 +217,72 @@ def _covered(trace: Trace, table: Mapping[str, Mapping[int, float]]) -> Trace:
     return replace(trace, series=MappingProxyType(series))
 
 
-def _calibrate_pooled(check: CheckSpec, golden: Trace, runs: Sequence[Trace], settings: CalibrationSpec,
-                      num_pooled_gates: int) -> CalibratedCheck:
-    made = calibrate_pooled(check, runs, golden.get(check.metric) or {}, settings, num_pooled_gates)
-    if isinstance(made, str):
-        return CalibratedCheck(replace(check, derivation=f"uncalibrated: {made}", measured_max_deviation=None),
-                               check, UNCALIBRATED, made)
-    new = replace(check, placeholder=False, threshold=round_up(made.threshold), derivation=made.derivation,
-                  measured_max_deviation=float(f"{made.measured:.4g}"))
-    return CalibratedCheck(new, check, CALIBRATED, made.derivation, made.per_run, made.measured, made.threshold,
-                           None, f"t quantile {made.quantile:.3g} x spread {made.spread:.3g}", made.steps)
+class _Calibrating:
+    """One check's runs and calibration's tools, handed to its kind (:class:`autotest.scopes.kind.CalibrationJob`)."""
+
+    t_quantile = staticmethod(t_quantile)
+
+    def __init__(self, check: CheckSpec, baseline: Baseline, golden: Trace, runs: Sequence[Trace],
+                 settings: CalibrationSpec, eval_set_size: Mapping[str, int], noise_gates: int) -> None:
+        self.check = check
+        self.runs = tuple(t.get(check.metric) or {} for t in runs)
+        self.golden = golden.get(check.metric) or {}
+        self.settings = settings
+        self.noise_gates = noise_gates
+        self._inputs = (baseline, golden, runs, settings, eval_set_size)
+
+    def default(self) -> CalibratedCheck:
+        return _max_deviation_rule(self.check, *self._inputs)
+
+    def statistic(self, current: Mapping[int, float], golden: Mapping[int, float]) -> float:
+        check, baseline = self.check, self._inputs[0]
+        probe = replace(check, placeholder=False, threshold=math.inf, operator="<", severity="gate")
+        result = evaluate_check(probe, baseline, Trace("golden", {check.metric: golden}),
+                                Trace("current", {check.metric: current}), True)
+        if result.status == ERROR or result.observed is None or not math.isfinite(result.observed):
+            raise CalibrationError(f"{check.check_id}: cannot measure a calibration run: {result.message}")
+        return float(result.observed)
+
+    def calibrated(self, threshold: float, derivation: str, *, rule: str, measured_what: str = "",
+                   per_run: Sequence[float] = (), measured: float | None = None, basis: str = "",
+                   steps: Sequence[int] = ()) -> CalibratedCheck:
+        check = self.check
+        new = replace(check, placeholder=False, threshold=round_up(threshold), derivation=derivation,
+                      measured_max_deviation=None if measured is None else float(f"{measured:.4g}"))
+        return CalibratedCheck(new, check, CALIBRATED, derivation, tuple(per_run), measured, threshold, None, basis,
+                               tuple(steps), rule, measured_what)
+
+    def uncalibrated(self, why: str) -> CalibratedCheck:
+        return _uncalibrated(self.check, why)
+
+
+def _uncalibrated(check: CheckSpec, why: str) -> CalibratedCheck:
+    return CalibratedCheck(replace(check, derivation=f"uncalibrated: {why}", measured_max_deviation=None), check,
+                           UNCALIBRATED, why)
 
 
 def _calibrate_check(check: CheckSpec, baseline: Baseline, golden: Trace, runs: Sequence[Trace],
                      settings: CalibrationSpec, eval_set_size: Mapping[str, int],
-                     num_pooled_gates: int = 1) -> CalibratedCheck:
-    if scope_kind(check.scope).uses_noise and check.operator in ("<", "<="):
-        return _calibrate_pooled(check, golden, runs, settings, num_pooled_gates)
+                     noise_gates: int = 1) -> CalibratedCheck:
     if check.method == "value" or check.operator not in ("<", "<="):
         why = "method 'value' is a bound, not a distance to golden" if check.method == "value" else \
             f"operator {check.operator!r}: only error < / <= threshold is calibrated from noise"
         return CalibratedCheck(check, check, KEPT, f"threshold kept: {why}")
+    kind = scope_kind(check.scope)
+    job = _Calibrating(check, baseline, golden, runs, settings, eval_set_size, noise_gates)
+    made = ask(kind, "calibrate", check, job, passing=(CalibrationError,))
+    if not isinstance(made, CalibratedCheck):
+        raise UsageError(f"check kind plugin {plugin_of(kind)}: calibrate returned {made!r} for {check.check_id}; "
+                         "return job.calibrated(...), job.uncalibrated(why) or job.default()")
+    return made
+
+
+def _max_deviation_rule(check: CheckSpec, baseline: Baseline, golden: Trace, runs: Sequence[Trace],
+                        settings: CalibrationSpec, eval_set_size: Mapping[str, int]) -> CalibratedCheck:
+    """The generic rule: max run-to-run deviation x margin, at least the floors (module doc)."""
     per_run, steps, why = _measure(check, baseline, runs)
     if per_run is None:
-        check_out = replace(check, derivation=f"uncalibrated: {why}", measured_max_deviation=None)
-        return CalibratedCheck(check_out, check, UNCALIBRATED, why)
+        return _uncalibrated(check, why)
     measured = max(per_run)
     proposed = measured * settings.margin
     floors = _floors(check, golden.get(check.metric) or {}, steps, settings, eval_set_size, measured)
@@ -273,14 +321,14 @@ def calibrate(spec: Baseline, traces: Sequence[Trace], *, settings: CalibrationS
     frozen = MappingProxyType({m: MappingProxyType(v) for m, v in table.items()})
     runs = [_covered(t, table) for t in traces]
     judged = restored(spec.checks)  # a check demoted as useless last time is a gate again until re-judged
-    pooled = [c for c in judged if scope_kind(c.scope).uses_noise]
-    noise = noise_table(sorted({c.metric for c in pooled}), table, runs)
+    noisy = [c for c in judged if scope_kind(c.scope).uses_noise]  # judged in noise units: their noise measured
+    noise = noise_table(sorted({c.metric for c in noisy}), table, runs)
     draft = replace(spec, golden_table=frozen, golden_tracker=None, golden_format="auto",
                     calibrated_range=(min(steps), max(steps)) if steps else None, calibration=settings,
                     noise_table=MappingProxyType({m: MappingProxyType(v) for m, v in noise.items()}) if noise
                     else None)
     golden = golden_trace(draft)
-    gates = sum(c.severity == "gate" for c in pooled)
+    gates = sum(c.severity == "gate" for c in noisy)
     checks = tuple(_calibrate_check(c, draft, golden, runs, settings, sizes, gates) for c in judged)
     useless = {u.check_id: u for u in useless_checks(replace(draft, checks=tuple(c.check for c in checks)),
                                                      runs, sizes)}

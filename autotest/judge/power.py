@@ -18,6 +18,10 @@ at the false-alarm rate its threshold keeps. It is computed from the baseline al
 - **bounds** (``method: value``) and gates without a measured deviation have no MDE: they catch values past
   the bound, whatever the golden.
 
+The per-step rule is the default; a check kind with a noise model of its own brings its MDE (``Scope.power``,
+``half_power_shift`` and ``measured_shift``, handed a :class:`~autotest.scopes.kind.PowerJob` with the baseline and
+this module's tools). The pooled kind's is the first item above (``autotest.scopes.pooled``).
+
 Pure Python: the t quantile is computed here (numerical integration), so a verdict never imports scipy.
 """
 
@@ -26,14 +30,14 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Callable
 from dataclasses import dataclass, field, replace
 from statistics import NormalDist
 
+from autotest.errors import UsageError
 from autotest.inputs.baseline import Baseline, CheckSpec
 from autotest.judge.model import ERROR, INFO, PASS, CheckResult
-from autotest.scopes import find, scope_kind
-from autotest.scopes.pooled import pooled_statistic
+from autotest.scopes import ask, find, plugin_of, scope_kind
 
 POWER = 0.8
 Z_POWER = NormalDist().inv_cdf(POWER)
@@ -124,16 +128,47 @@ def pooled_gates(baseline: Baseline) -> list[CheckSpec]:
     return [c for c in baseline.checks if scope_kind(c.scope).uses_noise and c.severity == "gate"]
 
 
+class _Powering:
+    """One gate's calibrated baseline and power's tools, handed to its kind (:class:`autotest.scopes.kind.PowerJob`)."""
+
+    power_level = POWER
+    z_power = Z_POWER
+    t_quantile = staticmethod(t_quantile)
+
+    def __init__(self, baseline: Baseline, check: CheckSpec) -> None:
+        self.baseline = baseline
+        self.check = check
+        self.runs = calibration_runs(baseline)
+        self.golden = (baseline.golden_table or {}).get(self.check.metric) or {}
+        self.noise = (baseline.noise_table or {}).get(self.check.metric)
+
+    def default(self) -> GatePower | None:
+        if self.check.measured_max_deviation is None or self.runs < 2:
+            return None
+        return _per_step(self.baseline, self.check, self.runs)
+
+    def gate_power(self, mde: Callable[[int, int], float], golden_scale: float | None, basis: str,
+                   relative: bool = False) -> GatePower:
+        n = self.runs
+        by_k = {k: mde(k, n) for k in REPLICATES}
+        by_n = {n: by_k[1], **{m: mde(1, m) for m in MORE_RUNS if m != n}}
+        return GatePower(self.check.check_id, self.check.metric, by_k, by_n, golden_scale, n, basis, relative)
+
+    def budget_quantile(self, runs: int) -> float:
+        return _budget_quantile(self.baseline, runs)
+
+
 def gate_power(baseline: Baseline, check: CheckSpec) -> GatePower | None:
-    """The MDE of ``check`` (a gate) from ``baseline``; None for a bound or an uncalibrated gate."""
+    """The MDE of ``check`` (a gate) from ``baseline``: its kind's (``Scope.power``; by default the per-step rule);
+    None for a bound or an uncalibrated gate."""
     if check.severity != "gate" or check.method == "value" or not math.isfinite(check.threshold):
         return None
-    n = calibration_runs(baseline)
-    if scope_kind(check.scope).uses_noise:
-        return _pooled(baseline, check, n)
-    if check.measured_max_deviation is None or n < 2:
-        return None
-    return _per_step(baseline, check, n)
+    kind = scope_kind(check.scope)
+    found = ask(kind, "power", check, _Powering(baseline, check))
+    if found is not None and not isinstance(found, GatePower):
+        raise UsageError(f"check kind plugin {plugin_of(kind)}: power returned {found!r} for {check.check_id}; "
+                         "return job.gate_power(...), job.default() or None")
+    return found
 
 
 def baseline_power(baseline: Baseline) -> list[GatePower]:
@@ -144,35 +179,6 @@ def _budget_quantile(baseline: Baseline, runs: int) -> float:
     budget = baseline.calibration.false_alarm_budget if baseline.calibration is not None else 0.05
     alpha = budget / max(1, len(pooled_gates(baseline)))
     return t_quantile(1 - alpha / 2, max(1, runs - 1))
-
-
-def _pooled(baseline: Baseline, check: CheckSpec, n: int) -> GatePower | None:
-    if n < 3 or baseline.noise_table is None or check.metric not in baseline.noise_table:
-        return None
-    noise = baseline.noise_table[check.metric]
-    golden = (baseline.golden_table or {}).get(check.metric, {})
-    steps = [s for s in sorted(noise) if s in golden and (check.window is None or
-                                                          check.window[0] <= s <= check.window[1])]
-    if not steps:
-        return None
-    inverse = math.fsum(1 / noise[s] for s in steps if noise[s] > 0) / len(steps)
-    if inverse <= 0:
-        return None
-    q = _budget_quantile(baseline, n)
-    one_seed = check.threshold / q / math.sqrt(1 + 1 / n)  # s1: the statistic's sd for one seed
-
-    def mde_z(k: int, runs: int, quantile: float) -> float:
-        return (quantile + Z_POWER) * one_seed * math.sqrt(1 / k + 1 / runs)
-
-    units = 1 / inverse
-    by_k = {k: mde_z(k, n, q) * units for k in REPLICATES}
-    by_n = {n: by_k[1], **{m: mde_z(1, m, _budget_quantile(baseline, m)) * units for m in MORE_RUNS if m != n}}
-    scale = math.fsum(abs(golden[s]) for s in steps) / len(steps)
-    what = "change across the window" if check.statistic == "trend" else "constant shift over the window"
-    basis = (f"pooled: threshold {check.threshold:g} = t({n - 1} dof) quantile {q:.3g} x spread; MDE = (q + "
-             f"z{POWER:.0%} {Z_POWER:.2f}) x spread x sqrt(1/K + 1/N)/sqrt(1 + 1/N), in units x harmonic-mean noise "
-             f"{units:.3g} ({what})")
-    return GatePower(check.check_id, check.metric, by_k, by_n, scale or None, n, basis)
 
 
 def _per_step(baseline: Baseline, check: CheckSpec, n: int) -> GatePower:
@@ -191,40 +197,22 @@ def _per_step(baseline: Baseline, check: CheckSpec, n: int) -> GatePower:
                      scale, n, basis, relative=check.method == "relative")
 
 
-def _window_units(baseline: Baseline, check: CheckSpec, steps_with: Mapping[int, float] | None = None) -> tuple[
-        list[int], float]:
-    """A pooled gate's steps (those in golden, noise and ``steps_with``) and its unit: 1 / mean(1 / noise)."""
-    noise = (baseline.noise_table or {}).get(check.metric, {})
-    golden = (baseline.golden_table or {}).get(check.metric, {})
-    steps = [s for s in sorted(noise) if s in golden and (steps_with is None or s in steps_with)
-             and (check.window is None or check.window[0] <= s <= check.window[1]) and noise[s] > 0]
-    return steps, (len(steps) / math.fsum(1 / noise[s] for s in steps) if steps else math.nan)
-
-
 def half_power_shift(baseline: Baseline, check: CheckSpec) -> float:
     """The constant shift that puts the gate's statistic at its threshold (caught about half the time), in
-    the MDE's units: a pooled gate's threshold x its unit, a per-step gate's threshold."""
-    return check.threshold * _window_units(baseline, check)[1] if scope_kind(check.scope).uses_noise \
-        else check.threshold
+    the MDE's units (``Scope.half_power_shift``): a pooled gate's threshold x its unit, a per-step gate's
+    threshold."""
+    return ask(scope_kind(check.scope), "half_power_shift", check, _Powering(baseline, check))
 
 
 def measured_shift(baseline: Baseline, check: CheckSpec, current: Mapping[int, float],
                    observed: float | None) -> float | None:
-    """A run's effect on a gate as the constant shift that gives the same statistic, in the MDE's units.
+    """A run's effect on a gate as the constant shift that gives the same statistic, in the MDE's units
+    (``Scope.measured_shift``).
 
     Pooled: the signed mean z over the window x the unit; final: the run minus golden at the last step
     (signed); other per-step gates: ``observed``, the statistic they bound (|error|; a share for relative).
     """
-    golden = (baseline.golden_table or {}).get(check.metric, {})
-    kind = scope_kind(check.scope)
-    if kind.uses_noise:
-        steps, unit = _window_units(baseline, check, current)
-        if not steps:
-            return None
-        noise = (baseline.noise_table or {})[check.metric]
-        return pooled_statistic(steps, current, golden, noise, check.statistic).value * unit
-    signed = kind.signed_shift(check, golden, current)
-    return observed if signed is None else signed
+    return ask(scope_kind(check.scope), "measured_shift", check, _Powering(baseline, check), current, observed)
 
 
 def _interpolate(table: Mapping[int, float], k: int) -> float:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 from importlib.metadata import entry_points
+from typing import Any
 
 from autotest.errors import UsageError
 from autotest.scopes.final import Final
@@ -32,7 +33,7 @@ from autotest.scopes.slope import Slope
 from autotest.scopes.stepwise import Stepwise
 from autotest.scopes.window import Window
 
-__all__ = ["ENTRY_POINT_GROUP", "Scope", "find", "kinds", "load_plugins", "names", "plugin_of", "register",
+__all__ = ["ENTRY_POINT_GROUP", "Scope", "ask", "find", "kinds", "load_plugins", "names", "plugin_of", "register",
            "scope_kind", "unknown"]
 
 #: the entry point group third-party check kinds register in
@@ -70,6 +71,22 @@ def register(kind: Scope | type[Scope], source: str = "") -> Scope:
 def plugin_of(kind: Scope) -> str | None:
     """The plugin that registered ``kind`` (``'name' (module:attr)``), None for a built-in kind."""
     return _PLUGINS.get(kind.name)
+
+
+def ask(kind: Scope, method: str, *args: Any, passing: tuple[type[BaseException], ...] = ()) -> Any:
+    """``kind.<method>(*args)`` for a stage that asks a kind outside the check engine (calibration, power): a
+    third-party kind that raises is one line naming its plugin (a :class:`~autotest.errors.UsageError`), never a
+    traceback. ``passing``: the asking stage's own errors (raised by the tools it handed in), which go through."""
+    plugin = plugin_of(kind)
+    if plugin is None:
+        return getattr(kind, method)(*args)
+    try:
+        return getattr(kind, method)(*args)
+    except (UsageError, *passing):
+        raise
+    except Exception as exc:  # third-party code: one line naming it
+        raise UsageError(f"check kind plugin {plugin} failed in {method}: {type(exc).__name__}: {exc}; "
+                         "fix or uninstall the package that provides it") from None
 
 
 def load_plugins() -> tuple[str, ...]:

@@ -3,11 +3,16 @@ triage and the report ask instead of comparing scope names.
 
 A kind owns what is specific to it: the spec keys it reads (``parse``), its check id and its one-line
 description, the parameters it reports, how it scores a run (``evaluate``), whether a prefix of a run can fail
-it (``decide_early``), what calibration measures and floors (``measured_points``, ``floor``, ``uses_noise``), what
-``rl-autotest init`` proposes (``proposed_fields``), its MDE's steps and shift (``mde_steps``, ``signed_shift``),
-what triage reads from it (``locates``) and how the report shows its statistic (``table_cells``, ``plots_band``).
+it (``decide_early``), how calibration sets its threshold (``calibrate``; by default the generic rule, which asks
+``measured_points`` and ``floor``) and whether it measures the metric's noise (``uses_noise``), what
+``rl-autotest init`` proposes (``proposed_fields``), its minimum detectable effect (``power``, ``half_power_shift``,
+``measured_shift``; by default the per-step rule, which asks ``mde_steps`` and ``signed_shift``), what triage
+reads from it (``locates``) and how the report shows its statistic (``table_cells``, ``plots_band``).
 The engine (:mod:`autotest.judge.checks`) owns alignment, statuses and messages common to every kind: it hands
 ``evaluate`` a :class:`Job` with the check's series and its tools, so a kind never builds a result itself.
+Calibration and power do the same with a :class:`CalibrationJob` and a :class:`PowerJob`: the kind's own rule
+gets the runs (or the calibrated baseline) and the tools of the stage that asks, and ``job.default()`` is that
+stage's generic rule, so a kind imports nothing from the stages above it.
 
 The registry (:mod:`autotest.scopes`) maps each name to one instance; a third-party kind is a subclass
 registered through the ``rl_autotest.checks`` entry point group.
@@ -114,6 +119,76 @@ class Job(Protocol):
         """The complete check (the engine's, reference severity included) on the series handed in."""
 
 
+class CalibrationJob(Protocol):
+    """What calibration (:mod:`autotest.calibration.thresholds`) hands a kind's ``calibrate``: one check's runs and
+    calibration's tools. Asked only for a check calibration may set: a distance to golden (``method`` other than
+    ``value``) bounded by ``<`` or ``<=``; any other threshold is kept as written."""
+
+    #: the check's metric in each calibration run, at the steps every run logged
+    runs: Sequence[Mapping[int, float]]
+    #: the golden the candidate baseline keeps: the runs' mean per step
+    golden: Mapping[int, float]
+    #: the baseline's ``calibration:`` settings (``margin``, ``floors``, ``false_alarm_budget``, ...)
+    settings: Any
+    #: the gates judged in noise units (kinds with ``uses_noise``) that share the false-alarm budget
+    noise_gates: int
+
+    def default(self) -> Any:
+        """The generic rule: the largest run-to-run deviation of the check's own statistic (its ``evaluate``, for
+        every ordered pair of runs) x ``margin``, at least the floors (``floor``, ``calibration.floors``)."""
+
+    def statistic(self, current: Mapping[int, float], golden: Mapping[int, float]) -> float:
+        """The check's own statistic (what its ``evaluate`` reports as ``observed``) of ``current`` against
+        ``golden``; a run it cannot be measured on stops calibration with one line naming it."""
+
+    def calibrated(self, threshold: float, derivation: str, *, rule: str, measured_what: str = "",
+                   per_run: Sequence[float] = (), measured: float | None = None, basis: str = "",
+                   steps: Sequence[int] = ()) -> Any:
+        """The check calibrated to ``threshold`` (rounded up to two significant digits), ``derivation`` saying
+        how (written into the baseline); ``rule`` names it in the review report's method column,
+        ``measured_what`` (e.g. ``max |loo mean z|``) what ``measured`` is, ``basis`` what the threshold is made of."""
+
+    def uncalibrated(self, why: str) -> Any:
+        """The check left uncalibrated (an uncalibrated gate cannot pass), ``why`` saying what is missing."""
+
+    def t_quantile(self, p: float, dof: int) -> float:
+        """Student's t quantile (``p`` in (0.5, 1))."""
+
+
+class PowerJob(Protocol):
+    """What power (:mod:`autotest.judge.power`) hands a kind's ``power``, ``half_power_shift`` and
+    ``measured_shift``: the calibrated baseline and power's tools. Asked only for a gate with a finite threshold
+    that is a distance to golden (a bound, ``method: value``, has no MDE)."""
+
+    #: the baseline as calibrated (``golden_table``, ``noise_table``, ``calibrated_range``, ``calibration``)
+    baseline: Any
+    #: N: the calibration runs behind the golden
+    runs: int
+    #: the check's golden series ({} when the baseline has none)
+    golden: Mapping[int, float]
+    #: the metric's calibrated seed-to-seed noise per step (None: not measured)
+    noise: Mapping[int, float] | None
+    #: the power every MDE is stated at (0.8), and its normal quantile z
+    power_level: float
+    z_power: float
+
+    def default(self) -> Any:
+        """The per-step rule: seed sd = measured max deviation / d2(N); MDE = threshold + z x sd x sqrt(1/K + 1/N)
+        (None without a measured deviation or with one calibration run)."""
+
+    def gate_power(self, mde: Callable[[int, int], float], golden_scale: float | None, basis: str,
+                   relative: bool = False) -> Any:
+        """The gate's MDE table: ``mde(K, N)`` in the metric's units (or a share of golden, ``relative``) for K
+        replicates judged on their mean and N calibration runs; ``basis`` says how it is made."""
+
+    def budget_quantile(self, runs: int) -> float:
+        """t quantile (``runs`` - 1 dof) at 1 - budget / 2m: the baseline's false-alarm budget split over its m
+        gates judged in noise units."""
+
+    def t_quantile(self, p: float, dof: int) -> float:
+        """Student's t quantile (``p`` in (0.5, 1))."""
+
+
 class Scope:
     """One check kind; subclasses set ``name`` and override what differs from a per-step check."""
 
@@ -179,8 +254,31 @@ class Scope:
 
     def floor(self, spec: CheckSpec, values: Sequence[float], steps: Sequence[int], relative_floor: float
               ) -> tuple[float, str] | None:
-        """Calibration's level floor for a distance check of this kind (None: the relative floor x max |golden|)."""
+        """The generic calibration rule's level floor for a check of this kind (None: the relative floor x max
+        |golden|)."""
         return None
+
+    def calibrate(self, spec: CheckSpec, job: CalibrationJob) -> Any:
+        """How calibration sets this kind's threshold: ``job.calibrated(...)`` or ``job.uncalibrated(why)`` for a
+        rule of its own, ``job.default()`` for the generic one (max run-to-run deviation x margin, floors)."""
+        return job.default()
+
+    def power(self, spec: CheckSpec, job: PowerJob) -> Any:
+        """The gate's minimum detectable effect: ``job.gate_power(...)`` for a noise model of its own, None where
+        it has none, ``job.default()`` for the per-step rule (from the measured max deviation)."""
+        return job.default()
+
+    def half_power_shift(self, spec: CheckSpec, job: PowerJob) -> float:
+        """The constant shift of the metric that puts the statistic at its threshold (caught about half the
+        time), in the MDE's units; by default the threshold itself."""
+        return spec.threshold
+
+    def measured_shift(self, spec: CheckSpec, job: PowerJob, current: Mapping[int, float],
+                       observed: float | None) -> float | None:
+        """A run's effect on the gate as the constant shift that gives the same statistic, in the MDE's units;
+        by default ``signed_shift``, else ``observed`` (the statistic the gate bounds)."""
+        signed = self.signed_shift(spec, job.golden, current)
+        return observed if signed is None else signed
 
     def table_cells(self, result: Any, error: str, threshold: str, step: str) -> tuple[str, str, str]:
         """The report table's error, threshold and step cells of a result with an observed statistic."""

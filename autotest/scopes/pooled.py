@@ -19,10 +19,32 @@ the window's steps, read as its fitted change from the first step to the last. A
 slows learning early and lets it catch up later (a lost warmup, a schedule bug) leaves the mean
 near 0 but tilts the line; a constant offset does not move it.
 
-Pure numpy; the check engine (``autotest.judge.checks``) owns alignment and statuses, and calibration
-(``autotest.calibration.pooled_noise``) uses the same function for the threshold. A pooled check's method is
-``absolute`` (deviations are standardised by the calibrated noise); ``window`` is optional (default: the
-calibrated range) and ``statistic`` is ``mean`` or ``trend``.
+The kind brings its own calibration rule (``Pooled.calibrate``): calibration stores, per metric, the seed-to-seed
+standard deviation at every step (``golden.noise``, :func:`step_noise`) and the threshold follows from how far
+the pooled statistic of a *fresh* clean run strays:
+
+1. leave-one-out: each calibration run is scored against golden and noise made from the other
+   N-1 runs, so every value is out of sample (a run scored against a mean that contains it
+   looks closer than a new run would);
+2. its spread: s = root mean square of those N values (the statistic is 0 on average for a
+   clean run), rescaled from an (N-1)-run golden to the N-run golden the baseline keeps:
+   s x sqrt((1 + 1/N) / (1 + 1/(N-1)));
+3. threshold = t(N-1 dof) quantile at 1 - budget / (2 m) x s, where budget is the case's declared
+   ``calibration.false_alarm_budget`` (chance per clean run that any pooled gate check false-
+   alarms) split over its m pooled gate checks (two-sided). Student's t, not the normal: with
+   N = 5 runs the spread itself is uncertain, and the heavier tail pays for that. N-1 degrees of
+   freedom, not N: each leave-one-out value is (N/(N-1)) x the run's distance from the N-run mean,
+   so the N values carry N-1 independent squares (with N dof the budget was exceeded: 6.4% false
+   alarms averaged over 100 synthetic calibrations at a 5% budget).
+
+This replaces "max deviation x 1.5" for pooled checks: the false-alarm rate is declared and the
+threshold follows from the measured spread of the very statistic that is gated. Its MDE (``Pooled.power``)
+follows from the same noise model (:mod:`autotest.judge.power` explains it).
+
+Pure numpy; the check engine (``autotest.judge.checks``) owns alignment and statuses, calibration and power hand
+the kind their tools (the t quantile among them), and this module's functions score the run, the calibration
+runs and the MDE alike. A pooled check's method is ``absolute`` (deviations are standardised by the calibrated
+noise); ``window`` is optional (default: the calibrated range) and ``statistic`` is ``mean`` or ``trend``.
 """
 
 from __future__ import annotations
@@ -33,7 +55,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from autotest.inputs.schema import show
-from autotest.scopes.kind import Job, Scope, fmt, passes, steps_text
+from autotest.scopes.kind import CalibrationJob, Job, PowerJob, Scope, fmt, passes, steps_text
 from autotest.scopes.window import step_range
 
 if TYPE_CHECKING:
@@ -42,6 +64,8 @@ if TYPE_CHECKING:
 
 #: what a pooled check gates: the mean of z over the window, or its fitted change across it
 POOLED_STATISTICS = ("mean", "trend")
+#: leave-one-out needs at least two runs besides the held-out one to measure noise
+MIN_POOLED_RUNS = 3
 
 
 @dataclass(frozen=True)
@@ -137,6 +161,23 @@ def step_noise(series_by_run: Sequence[Mapping[int, float]], steps: Sequence[int
     return {int(s): float(max(v, floor)) for s, v in zip(steps, sigma)}
 
 
+def window_steps(check: CheckSpec, golden: Mapping[int, float]) -> list[int]:
+    """The golden steps a pooled check's window covers (every golden step without a window)."""
+    first, last = check.window or (min(golden), max(golden))
+    return [s for s in golden if first <= s <= last]
+
+
+def loo_statistics(check: CheckSpec, runs: Sequence[Mapping[int, float]], steps: Sequence[int]) -> list[float]:
+    """Each run's pooled statistic (mean or trend of z) against golden and noise made from the other runs."""
+    values = []
+    for i, held in enumerate(runs):
+        others = [run for j, run in enumerate(runs) if j != i]
+        golden = {s: math.fsum(o[s] for o in others) / len(others) for s in steps}
+        noise = step_noise(others, steps)
+        values.append(pooled_statistic(steps, held, golden, noise, check.statistic).value)
+    return values
+
+
 class Pooled(Scope):
     name = "pooled"
     exclusive_keys = ("statistic",)
@@ -206,7 +247,82 @@ class Pooled(Scope):
         kind = "pooled" if result.parameters.get("statistic", "mean") == "mean" else "pooled trend"
         return f"{kind}: {error} x noise", f"{kind} {result.operator} {result.threshold:g} x noise", step
 
+    def calibrate(self, spec: CheckSpec, job: CalibrationJob) -> Any:
+        """Threshold = t quantile for the false-alarm budget x the leave-one-out spread of the statistic (module
+        doc); uncalibrated with fewer than three runs."""
+        n = len(job.runs)
+        if n < MIN_POOLED_RUNS:
+            return job.uncalibrated(f"a pooled check needs {MIN_POOLED_RUNS} or more calibration runs "
+                                    f"(leave-one-out noise), have {n}")
+        steps = window_steps(spec, job.golden)
+        if not steps:
+            return job.uncalibrated(f"no calibrated step in window {spec.window}")
+        per_run = loo_statistics(spec, job.runs, steps)
+        rms = math.sqrt(math.fsum(v * v for v in per_run) / n)
+        spread = rms * math.sqrt((1 + 1 / n) / (1 + 1 / (n - 1)))
+        budget = job.settings.false_alarm_budget
+        quantile = job.t_quantile(1 - budget / max(1, job.noise_gates) / 2, n - 1)
+        threshold = quantile * spread
+        listed = "[" + ", ".join(f"{v:+.2f}" for v in per_run) + "]"
+        derivation = (f"calibrated pooled, N={n}: leave-one-out {spec.statistic} z of the runs {listed}, spread "
+                      f"{spread:.3g} (rms, rescaled to the N-run golden); threshold = t({n - 1} dof) quantile "
+                      f"{quantile:.3g} for false-alarm budget {budget:g} over {job.noise_gates} pooled gate checks x "
+                      f"spread = {threshold:.3g}, rounded up to 2 significant digits; noise per step: seed-to-seed "
+                      "sd, pooled over +-2 steps, floored at 1/4 of its median")
+        return job.calibrated(threshold, derivation, rule="pooled (x noise)", measured_what="max |loo mean z|",
+                              per_run=per_run, measured=max(abs(v) for v in per_run), steps=steps,
+                              basis=f"t quantile {quantile:.3g} x spread {spread:.3g}")
+
+    def power(self, spec: CheckSpec, job: PowerJob) -> Any:
+        """threshold = q s1 sqrt(1 + 1/N) (q: the budget's t quantile, s1: one seed's spread of the statistic), so
+        MDE(K, N) = (q + z) s1 sqrt(1/K + 1/N), turned into the metric's units by the harmonic-mean noise."""
+        noise, golden, n = job.noise, job.golden, job.runs
+        if n < MIN_POOLED_RUNS or noise is None:
+            return None
+        steps = [s for s in sorted(noise) if s in golden and (spec.window is None or
+                                                              spec.window[0] <= s <= spec.window[1])]
+        if not steps:
+            return None
+        inverse = math.fsum(1 / noise[s] for s in steps if noise[s] > 0) / len(steps)
+        if inverse <= 0:
+            return None
+        q = job.budget_quantile(n)
+        one_seed = spec.threshold / q / math.sqrt(1 + 1 / n)  # s1: the statistic's sd for one seed
+        units = 1 / inverse
+
+        def mde(k: int, runs: int) -> float:
+            quantile = q if runs == n else job.budget_quantile(runs)
+            return (quantile + job.z_power) * one_seed * math.sqrt(1 / k + 1 / runs) * units
+
+        scale = math.fsum(abs(golden[s]) for s in steps) / len(steps)
+        what = "change across the window" if spec.statistic == "trend" else "constant shift over the window"
+        basis = (f"pooled: threshold {spec.threshold:g} = t({n - 1} dof) quantile {q:.3g} x spread; MDE = (q + "
+                 f"z{job.power_level:.0%} {job.z_power:.2f}) x spread x sqrt(1/K + 1/N)/sqrt(1 + 1/N), in units x "
+                 f"harmonic-mean noise {units:.3g} ({what})")
+        return job.gate_power(mde, scale or None, basis)
+
+    def half_power_shift(self, spec: CheckSpec, job: PowerJob) -> float:
+        """The threshold in noise units x the window's unit (1 / mean(1 / noise))."""
+        return spec.threshold * _window_units(spec, job)[1]
+
+    def measured_shift(self, spec: CheckSpec, job: PowerJob, current: Mapping[int, float],
+                       observed: float | None) -> float | None:
+        """The signed mean (or trend) of z over the window x the window's unit."""
+        steps, unit = _window_units(spec, job, current)
+        if not steps:
+            return None
+        return pooled_statistic(steps, current, job.golden, job.noise or {}, spec.statistic).value * unit
+
 
 def _worst_abs(stat: PooledStatistic) -> int | None:
     finite = [(abs(z), s) for s, z in zip(stat.steps, stat.z) if math.isfinite(z)]
     return max(finite)[1] if finite else (stat.steps[0] if stat.steps else None)
+
+
+def _window_units(spec: CheckSpec, job: PowerJob, steps_with: Mapping[int, float] | None = None
+                  ) -> tuple[list[int], float]:
+    """The gate's steps (those in golden, noise and ``steps_with``) and its unit: 1 / mean(1 / noise)."""
+    noise = job.noise or {}
+    steps = [s for s in sorted(noise) if s in job.golden and (steps_with is None or s in steps_with)
+             and (spec.window is None or spec.window[0] <= s <= spec.window[1]) and noise[s] > 0]
+    return steps, (len(steps) / math.fsum(1 / noise[s] for s in steps) if steps else math.nan)

@@ -7,7 +7,7 @@ a seed from its command line) is then taken through ``init``, ``calibrate``, ``b
 and ``compare --out`` (which records the verdict in the SQLite history), then ``history show``, from its own
 git repository. Then the example plugin (examples/plugin: a ``keyvalue`` log reader and a ``median`` check kind)
 is installed from its wheel into the same venv and gates a case of its own: the trainer's ``*.kv`` log read by the
-plugin's reader, judged by the plugin's check, through ``run``. 38–67 s on 2 cores (10 calibration runs, the default ``init`` writes; pip resolving the base
+plugin's reader, judged by the plugin's check, through ``run``, and calibrated by the plugin's own rule. 38–67 s on 2 cores (10 calibration runs, the default ``init`` writes; pip resolving the base
 dependencies from the local package cache): docs/benchmarks.md.
 """
 
@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.helpers import ROOT
 from tests.wheels import build_wheel, commit_all, user_env
@@ -63,7 +64,7 @@ launch:
 tracker: {format: keyvalue, work_dir_env: WORK_DIR}
 expected: {steps: 20, exact_steps: true}
 baseline: ../baselines/mine-kv.yaml
-seed: {default: 0}
+seed: {default: 0, calibration: [0, 1, 2, 3]}
 """
 KV_BASELINE = "schema_version: 1\nname: mine-kv\ngolden:\n  table:\n    reward: {%s}\nchecks:\n" % ", ".join(
     f"{step}: {step / 20}" for step in range(1, 21)) + \
@@ -158,6 +159,13 @@ def _plugin_gates_its_own_case(tmp_path: Path, venv: Path, project: Path, env: d
     slow = _run([cli, "run", "mine-kv", "--yes", "--no-history"], project, {**env, "LR_SCALE": "0.5"})
     assert slow.returncode == 1, slow.stdout + slow.stderr
     assert "reward[median]: reward: median absolute error over 20 steps" in slow.stdout
+    # the plugin's own calibration rule makes the candidate's threshold, and says so
+    calibrate = _run([cli, "calibrate", "mine-kv", "--runs", "4"], project, env)
+    assert calibrate.returncode in (0, 1), calibrate.stdout + calibrate.stderr  # 1: the self-check's verdict
+    candidate = yaml.safe_load((project / "accuracy" / "baselines" / "mine-kv.candidate.yaml").read_text())
+    derivation = candidate["checks"][0]["derivation"]
+    assert derivation.startswith("calibrated by the median rule (rl-autotest-example-plugin), N=4: "), derivation
+    assert "| median (leave-one-out) |" in (project / "accuracy" / "baselines" / "mine-kv.candidate.md").read_text()
     typo = _run([cli, "compare", "--baseline", str(project / "accuracy" / "baselines" / "mine-kv.yaml"),
                  "--current", str(project / "train_kv.py"), "--format", "keyvalu"], project, env)
     assert typo.returncode == 2 and len(typo.stderr.strip().splitlines()) == 1, typo.stderr

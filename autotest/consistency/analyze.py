@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from functools import partial
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,8 @@ from autotest.consistency.precision import dtype_differences, with_precision_fin
 from autotest.consistency.mapping import MappingGroup, load_user_mapping, map_modules
 from autotest.consistency.pairing import CannotConclude, ForwardPair
 from autotest.consistency.report import output_paths, write_outputs
+from autotest.consistency.layout import SideLayout
+from autotest.consistency.sharding import assemble_both, keep_record, peer_requests, with_sharding
 from autotest.consistency.sources import resolve_inputs
 from autotest.consistency.value_compare import GroupCompare, compare_group
 from autotest.consistency.verdict import (
@@ -63,6 +66,7 @@ def analyze_dumps(
     context: Mapping[str, Any] | None = None,
     use_tensors: bool = True,
     logprobs: Sequence[Path] | None = None,
+    layouts: Mapping[str, SideLayout] | None = None,
 ) -> RootCauseReport:
     """Analyse one diagnostic window and write output_1 … output_5 into ``out_dir``.
 
@@ -73,6 +77,8 @@ def analyze_dumps(
     result); ``wrapper_path`` is the diagnostic wrapper the dumps came from. ``logprobs``: per-token
     log-prob record files or folders (:mod:`.logprob_records`) for the three-way comparison
     (recorded while sampling / rollout recompute / trainer); without them the sampling path is unchecked.
+    ``layouts`` (``train`` / ``rollout``): each side's parallel layout; per-rank dumps of a tensor- or
+    pipeline-parallel side are reassembled first (:mod:`.sharding`), with the layout inferred where not given.
     """
     actor_dump_dir, rollout_dump_dir, out_dir = Path(train_dump), Path(rollout_dump), Path(out_dir)
     if rollout_dump_dir.resolve() == actor_dump_dir.resolve():
@@ -96,8 +102,9 @@ def analyze_dumps(
             "screening (previous run metrics)", "not_run", "not part of analyze(); no screening result was passed in"
         )
     ]
-    inputs = resolve_inputs(actor_dump_dir, rollout_dump_dir, _path(train_correlation), _path(rollout_correlation),
-                            step, strict)
+    sharding = assemble_both(actor_dump_dir, rollout_dump_dir, out_dir, layouts or {}, step, strict)
+    inputs = resolve_inputs(sharding.train.root, sharding.rollout.root, _path(train_correlation),
+                            _path(rollout_correlation), step, strict, partial(keep_record, sharding))
     steps += inputs.steps
     issues: list[CannotConclude] = list(inputs.issues)
     records, pairs = inputs.records, inputs.pairs
@@ -201,6 +208,8 @@ def analyze_dumps(
     report = with_precision_finding(report, dtype_differences(compares.get(pid, ()) if pid else ()),
                                     len(compares.get(pid, ())) if pid else 0,
                                     {side: [r.autocast for r in recs if r.autocast] for side, recs in records.items()})
+    report = with_sharding(report, sharding, report_pair.rollout_dump if report_pair else None,
+                           report_pair.actor_dump if report_pair else None, peer_requests(sharding, records))
     try:
         write_outputs(
             out_dir,

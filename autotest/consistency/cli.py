@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from autotest.consistency.analyze import analyze_dumps
+from autotest.consistency.layout import parse_layout
 from autotest.errors import UsageError
 
 EXIT_OK, EXIT_USAGE = 0, 2
@@ -39,6 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "format in autotest/consistency/logprob_records.py), a file or a folder; repeatable. Without "
                         "them the sampling path is not checked")
     p.add_argument("--statistics-only", action="store_true", help="ignore dumped tensors (faster screening)")
+    for side in ("train", "rollout"):
+        p.add_argument(f"--{side}-layout", metavar="tp=N,pp=N,...",
+                       help=f"the {side} side's parallel layout (tp, pp, heads, kv_heads, partial=GLOB): its per-rank "
+                            "dumps are reassembled before comparing; default: inferred from the rank folders")
     return p  # fmt: skip
 
 
@@ -46,12 +51,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     try:
-
+        layouts = {side: parse_layout(getattr(args, f"{side}_layout"), f"--{side}-layout")
+                   for side in ("train", "rollout")}
         report = analyze_dumps(
             args.train_dump, args.rollout_dump, args.out,
             train_correlation=args.train_correlation, rollout_correlation=args.rollout_correlation,
             mapping_file=args.mapping, step=args.step, strict=True, use_tensors=not args.statistics_only,
-            logprobs=args.logprobs,
+            logprobs=args.logprobs, layouts=layouts,
         )  # fmt: skip
     except UsageError as exc:
         print(f"rl-autotest consistency analyze: error: {exc}", file=sys.stderr)
@@ -63,6 +69,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{cause['evidence']} evidence")
         print(f"  train module(s): {', '.join(cause['train_modules'])}")
         print(f"  rollout module(s): {', '.join(cause['rollout_modules'])}")
+        if cause.get("ranks"):
+            print(f"  rank(s): {', '.join(map(str, cause['ranks']))}: {cause['rank_evidence'][0]}")
     else:
         print(f"verdict: {report.verdict.replace('_', ' ')}")
     print(f"divergence: {report.divergence.replace('_', ' ')}")
@@ -70,6 +78,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"log-probs {pair['pair']} ({pair['reference']} vs {pair['other']}): "
               + (f"{pair['status']}, k3 {pair['k3']:.3e}, max |diff| {pair['max_abs_diff']:.3e}"
                  if pair["k3"] is not None else f"not compared: {pair['detail']}"))
+    for side, info in (report.sharding or {}).items():
+        if isinstance(info, dict) and info.get("groups"):
+            print(f"{side} dumps reassembled: {'; '.join(info['groups'])}")
+        for finding in info.get("findings", ()) if isinstance(info, dict) else ():
+            print(f"{side} {finding['kind']} at {finding['module']} (ranks {finding['ranks']}): {finding['detail']}")
     for note in report.assumptions:
         print(f"assumption: {note}")
     print(f"root-cause report: {args.out / 'output_5_root_cause_report.md'}")

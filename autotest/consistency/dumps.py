@@ -44,6 +44,8 @@ class TensorStat:
     """The ``.pt`` file (task tensor) or None (task statistics)."""
     part: tuple[int, int, int] | None = None
     """(dim, start, length): this stat is that slice of ``data_file`` (one part of a fused output)."""
+    shards: tuple[tuple[int, int, int, int, int], ...] = ()
+    """A reassembled tensor's slices (rank, dim, start, length, start in the rank's tensor); see :mod:`.reassemble`."""
 
     @property
     def numel(self) -> int:
@@ -118,6 +120,7 @@ def _walk(value: Any, path: str, component: str, data_dir: Path, out: list[Tenso
                     shape=_shape(value["shape"], f"{where}.{path}"),
                     stats={s: _number(value.get(s)) for s in STATS},
                     data_file=(data_dir / _data_name(data_name, f"{where}.{path}")) if data_name else None,
+                    shards=_shards(value.get("shards", []), f"{where}.{path}"),
                 )
             )
             return
@@ -138,6 +141,13 @@ def _shape(value: Any, where: str) -> tuple[int, ...]:
     if not isinstance(value, list) or not all(type(d) is int and d >= 0 for d in value):
         raise _BadLeaf(f"{where}: shape {json.dumps(value)[:60]} is not a list of sizes >= 0")
     return tuple(value)
+
+
+def _shards(value: Any, where: str) -> tuple[tuple[int, int, int, int, int], ...]:
+    if not isinstance(value, list) or not all(isinstance(s, list) and len(s) == 5 and all(type(v) is int for v in s)
+                                              for s in value):
+        raise _BadLeaf(f"{where}: shards {json.dumps(value)[:60]} is not a list of [rank, dim, start, length, local]")
+    return tuple(tuple(s) for s in value)  # type: ignore[misc]
 
 
 def _data_name(value: Any, where: str) -> str:

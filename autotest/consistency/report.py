@@ -273,6 +273,20 @@ def _logprob_section(comparison: Mapping[str, Any] | None) -> list[str]:
     return lines
 
 
+def _sharding_section(sharding: Mapping[str, Any] | None) -> list[str]:
+    if not sharding:
+        return []
+    lines = ["", "## Sharded dumps (per-rank folders reassembled before comparing)", ""]
+    for side in ("rollout", "train"):
+        info = sharding.get(side) or {}
+        groups = ", ".join(info.get("groups", ())) or "not reassembled (one unit per rank folder)"
+        lines.append(f"- {side}: layout {info.get('layout', 'inferred')}; groups: {groups}")
+        lines += [f"  - {f['kind']} at `{f['module']}` (rank(s) {', '.join(map(str, f['ranks']))}): {f['detail']}"
+                  for f in info.get("findings", ())]
+        lines += [f"  - {n}" for n in info.get("notes", ())]
+    return lines
+
+
 def _bullets(items: Sequence[str], empty: str = "none") -> str:
     return "\n".join(f"- {i}" for i in items) if items else f"- {empty}"
 
@@ -302,6 +316,8 @@ def render_markdown(report: RootCauseReport) -> str:
             f"- why this is the first credible boundary: {rc['why']}",
             f"- previous aligned boundary: `{d['previous_aligned_boundary']}`",
         ]
+        if rc.get("ranks"):
+            lines.append(f"- rank(s): **{', '.join(map(str, rc['ranks']))}** — " + "; ".join(rc["rank_evidence"]))
     elif d["verdict"] == "no_divergence" and ctx.get("breached_metrics") and d["divergence"] == "aligned":
         lines.append(f"- every compared module is aligned and the recorded, recomputed and trainer log-probs agree, "
                      f"yet {', '.join(ctx['breached_metrics'])} breached in the run: this window does not reproduce "
@@ -321,6 +337,7 @@ def render_markdown(report: RootCauseReport) -> str:
             for c in d["cannot_conclude"]
         ]
     lines += _logprob_section(d["logprob_comparison"])
+    lines += _sharding_section(d["sharding"])
     lines += ["", "## Evidence chain", "", _bullets(d["evidence_chain"])]
     lines += ["", "## Key suspects", ""]
     lines += [

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -215,10 +215,12 @@ def resolve_inputs(
     rollout_log: Path | None,
     step: int | None,
     strict: bool,
+    keep: Callable[[str, ForwardRecord], bool] | None = None,
 ) -> Inputs:
     """Scan both sides, choose the step and pair them. ``strict`` (the CLI): unusable inputs raise a
     one-line UsageError; otherwise (the job, whose collection may not have run) they become
-    typed "cannot conclude" reasons in the report."""
+    typed "cannot conclude" reasons in the report. ``keep(label, record)`` false: the record's rank was folded into
+    its rank group by :mod:`.reassemble` (its group's first rank stands for it)."""
 
     if (train_log is None) != (rollout_log is None) and strict:
         given, other = ("--train-correlation", "--rollout-correlation")[:: 1 if train_log else -1]
@@ -261,8 +263,9 @@ def resolve_inputs(
     if not (logs_ok and train.units and rollout.units):
         steps.append(Step("pairing by request id", "not_run", "a side's dump or correlation log is missing"))
         return Inputs((), tuple(issues), tuple(steps), tuple(assumptions), records, window)
-    result = pair_forwards(unit_records(records["rollout"], rollout, window), unit_records(records["actor"], train,
-                           window), rollout.root, train.root)
+    kept = {label: tuple(r for r in recs if keep is None or keep(label, r)) for label, recs in records.items()}
+    result = pair_forwards(unit_records(kept["rollout"], rollout, window), unit_records(kept["actor"], train, window),
+                           rollout.root, train.root)
     pairs, issues = result.pairs, issues + list(result.issues)
     assumptions += result.assumptions
     if strict and not pairs:

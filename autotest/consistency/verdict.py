@@ -61,6 +61,8 @@ class RootCauseReport:
     """Where the sides diverge (:func:`classify_divergence`)."""
     logprobs: Mapping[str, Any] | None = None
     """The three-way log-prob comparison (:mod:`.logprob_compare`), as a dict."""
+    sharding: Mapping[str, Any] | None = None
+    """Per side: the rank groups reassembled, their findings and the ranks blamed (:mod:`.sharding`)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -82,6 +84,7 @@ class RootCauseReport:
             "assumptions": list(self.assumptions),
             "paths": dict(self.paths),
             "logprob_comparison": dict(self.logprobs) if self.logprobs else None,
+            "sharding": dict(self.sharding) if self.sharding else None,
         }
 
 

@@ -102,7 +102,7 @@ def analyze_dumps(
             "screening (previous run metrics)", "not_run", "not part of analyze(); no screening result was passed in"
         )
     ]
-    sharding = assemble_both(actor_dump_dir, rollout_dump_dir, out_dir, layouts or {}, step, strict)
+    sharding = assemble_both(actor_dump_dir, rollout_dump_dir, out_dir, layouts or {}, step, strict, use_tensors)
     inputs = resolve_inputs(sharding.train.root, sharding.rollout.root, _path(train_correlation),
                             _path(rollout_correlation), step, strict, partial(keep_record, sharding))
     steps += inputs.steps

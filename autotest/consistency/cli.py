@@ -81,8 +81,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     for side, info in (report.sharding or {}).items():
         if isinstance(info, dict) and info.get("groups"):
             print(f"{side} dumps reassembled: {'; '.join(info['groups'])}")
-        for finding in info.get("findings", ()) if isinstance(info, dict) else ():
+        findings = info.get("findings", []) if isinstance(info, dict) else []
+        for finding in findings[:3]:
             print(f"{side} {finding['kind']} at {finding['module']} (ranks {finding['ranks']}): {finding['detail']}")
+        if len(findings) > 3:
+            print(f"  ... and {len(findings) - 3} more (output_5, Sharded dumps)")
     for note in report.assumptions:
         print(f"assumption: {note}")
     print(f"root-cause report: {args.out / 'output_5_root_cause_report.md'}")

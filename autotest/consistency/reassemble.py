@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,55 +32,18 @@ from typing import Any
 
 from autotest.consistency.dumps import Dump, ModuleEntry, TensorStat, load_tensor, read_dump
 from autotest.consistency.layout import FUSED_PARTS, SideLayout, module_role, split_dim
+from autotest.consistency.rank_groups import (
+    Group,
+    ShardFinding,
+    boundary_findings,
+    close,
+    plan_groups,
+    relative,
+    stats_close,
+)
 from autotest.consistency.sources import scan_side
 from autotest.errors import UsageError
 
-#: relative tolerance within which two ranks' copies of one tensor count as the same
-REPLICA_RTOL = 1e-5
-_BLOCK = re.compile(r"(?:^|\.)layers\.(\d+)$")
-
-
-@dataclass(frozen=True)
-class ShardFinding:
-    """Something the ranks of one side say about themselves, before the other side is looked at."""
-
-    side: str
-    module: str
-    ranks: tuple[int, ...]
-    kind: str
-    """``replicas_disagree``, ``stage_boundary`` or ``not_placed``."""
-    detail: str
-    order: int = 0
-    """Position of the module in forward completion order (the first finding is the earliest)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"side": self.side, "module": self.module, "ranks": list(self.ranks), "kind": self.kind,
-                "detail": self.detail}
-
-    def line(self) -> str:
-        return f"{self.side} {self.module} (rank{'s' if len(self.ranks) > 1 else ''} " \
-               f"{', '.join(map(str, self.ranks))}): {self.detail}"
-
-
-@dataclass(frozen=True)
-class Group:
-    """The ranks of one model replica: ``stages[s]`` lists stage s's tensor-parallel ranks in tp order."""
-
-    stages: tuple[tuple[int, ...], ...]
-    how: str
-    """``declared`` or ``inferred``."""
-
-    @property
-    def tp(self) -> int:
-        return len(self.stages[0])
-
-    @property
-    def leader(self) -> int:
-        return self.stages[0][0]
-
-    def describe(self) -> str:
-        ranks = [r for s in self.stages for r in s]
-        return f"tp={self.tp}, pp={len(self.stages)} over ranks {', '.join(map(str, ranks))} ({self.how})"
 
 
 @dataclass
@@ -105,10 +67,11 @@ class SideAssembly:
 
 
 def assemble_side(root: Path, side: str, layout: SideLayout, out_dir: Path, other_root: Path | None = None,
-                  step: int | None = None) -> SideAssembly:
+                  step: int | None = None, use_tensors: bool = True) -> SideAssembly:
     """Reassemble every rank group under ``root`` into ``out_dir/reassembled/<side>``; an unsharded side (one unit,
     or data-parallel ranks) comes back as it is. ``other_root`` (the other side's dumps) supplies head counts a fused
-    qkv split needs when the layout does not declare them."""
+    qkv split needs when the layout does not declare them. Without ``use_tensors`` only statistics are joined (the
+    analysis' ``--statistics-only``): no tensor is read or written."""
     found = scan_side(root, side, usage_errors=False)
     by_folder: dict[tuple[int | None, Path], dict[int, Path]] = {}
     for unit in found.units:
@@ -131,70 +94,11 @@ def assemble_side(root: Path, side: str, layout: SideLayout, out_dir: Path, othe
     for parent, dumps, group in plans:
         rel = parent.relative_to(root) if parent != Path(root) and Path(root) in parent.parents else Path(parent.name)
         folder = target / rel / f"rank{group.leader}"
-        _write_group(folder, dumps, group, side, layout, facts, assembly)
+        _write_group(folder, dumps, group, side, layout, facts, assembly, use_tensors)
         assembly.groups.append(group)
     assembly.root = target
     assembly.findings.sort(key=lambda f: f.order)
     return assembly
-
-
-def plan_groups(dumps: Mapping[int, Dump], layout: SideLayout) -> tuple[list[Group], str]:
-    """The model replicas among these ranks, and a note when the ranks cannot be placed (no groups then)."""
-    ranks = sorted(dumps)
-    if layout.declared:
-        tp, pp = layout.tp or 1, layout.pp or 1
-        if len(ranks) % (tp * pp):
-            return [], (f"layout {layout.text()} does not fit {len(ranks)} rank folders ({', '.join(map(str, ranks))}):"
-                        f" tp x pp must divide the rank count; not reassembled")
-        if tp * pp == 1:
-            return [], ""
-        dp = len(ranks) // (tp * pp)
-        # Megatron's order: tensor-parallel fastest, then data-parallel, then pipeline stage
-        return [Group(tuple(tuple(ranks[s * tp * dp + d * tp + t] for t in range(tp)) for s in range(pp)),
-                      "declared") for d in range(dp)], ""
-    stage_of: dict[frozenset[str], list[int]] = {}
-    for r in ranks:
-        stage_of.setdefault(frozenset(e.path for e in dumps[r].entries.values()), []).append(r)
-    stages = sorted(stage_of.values(), key=lambda rs: (_first_layer(dumps[rs[0]]), rs[0]))
-    width = len(stages[0])
-    if any(len(s) != width for s in stages):
-        sizes = ", ".join(str(len(s)) for s in stages)
-        return [], (f"{len(stages)} module sets over {len(ranks)} ranks with {sizes} ranks each: the layout cannot be "
-                    "inferred; declare it (--train-layout / --rollout-layout tp=N,pp=N)")
-    sharded = width > 1 and _parameters_differ(dumps[stages[0][0]], dumps[stages[0][1]])
-    if len(stages) == 1 and not sharded:
-        return [], ""  # data-parallel replicas: each rank is a unit of its own
-    tp = width if sharded else 1
-    return [Group(tuple(tuple(s[d * tp:(d + 1) * tp]) for s in stages), "inferred") for d in range(width // tp)], ""
-
-
-def _first_layer(dump: Dump) -> int:
-    layers = [int(m.group(1)) for e in dump.entries.values() if (m := re.search(r"layers\.(\d+)", e.path))]
-    embeds = any("embed" in e.path for e in dump.entries.values())
-    return -1 if embeds else min(layers, default=1 << 30)
-
-
-def _parameters_differ(a: Dump, b: Dump) -> bool:
-    for key, entry in a.entries.items():
-        other = b.entries.get(key)
-        if other is None:
-            continue
-        theirs = {t.path: t for t in other.component("parameter")}
-        for mine in entry.component("parameter"):
-            t = theirs.get(mine.path)
-            if t is not None and (t.shape != mine.shape or not _stats_close(t.stats, mine.stats)):
-                return True
-    return False
-
-
-def _stats_close(a: Mapping[str, float | None], b: Mapping[str, float | None]) -> bool:
-    for k in ("Max", "Min", "Mean", "Norm"):
-        x, y = a.get(k), b.get(k)
-        if (x is None) != (y is None):
-            return False
-        if x is not None and y is not None and not math.isclose(x, y, rel_tol=REPLICA_RTOL, abs_tol=1e-12):
-            return False
-    return True
 
 
 @dataclass(frozen=True)
@@ -219,7 +123,7 @@ def _head_facts(layout: SideLayout, other_root: Path | None) -> _Heads:
 
 
 def _write_group(folder: Path, dumps: Mapping[int, Dump], group: Group, side: str, layout: SideLayout,
-                 facts: _Heads, assembly: SideAssembly) -> None:
+                 facts: _Heads, assembly: SideAssembly, use_tensors: bool) -> None:
     tensor_dir = folder / "dump_tensor_data"
     tensor_dir.mkdir(parents=True, exist_ok=True)
     data: dict[str, Any] = {}
@@ -240,12 +144,12 @@ def _write_group(folder: Path, dumps: Mapping[int, Dump], group: Group, side: st
                                                       f"{stage[0]} alone", len(seen)))
                 per_rank = [entry]
             joiner = _Joiner(side, entry, tuple(stage[:len(per_rank)]), layout, facts, tensor_dir, assembly,
-                             order=len(seen))
+                             order=len(seen), use_tensors=use_tensors)
             data[key] = joiner.body(per_rank)
             if entry.parent:
                 construct[key] = entry.parent
     if len(group.stages) > 1:
-        _check_boundaries(dumps, group, side, assembly)
+        assembly.findings += boundary_findings(dumps, group, side)
     doc = {"task": first.task, "level": first.level, "data": data}
     (folder / "dump.json").write_text(json.dumps(doc), encoding="utf-8")
     (folder / "construct.json").write_text(json.dumps(construct), encoding="utf-8")
@@ -255,8 +159,9 @@ class _Joiner:
     """Joins one module call's tensors over the tensor-parallel ranks of a stage."""
 
     def __init__(self, side: str, entry: ModuleEntry, ranks: tuple[int, ...], layout: SideLayout, facts: _Heads,
-                 tensor_dir: Path, assembly: SideAssembly, order: int) -> None:
+                 tensor_dir: Path, assembly: SideAssembly, order: int, use_tensors: bool = True) -> None:
         self.side, self.entry, self.ranks, self.layout = side, entry, ranks, layout
+        self.use_tensors = use_tensors
         self.facts, self.tensor_dir, self.assembly, self.order = facts, tensor_dir, assembly, order
         self.role = module_role(entry.path, entry.cls)
 
@@ -278,7 +183,7 @@ class _Joiner:
     def _join(self, stat: TensorStat, shards: Sequence[TensorStat]) -> dict[str, Any] | None:
         tp = len(shards)
         dim = split_dim(self.role, stat.component, stat.path, len(stat.shape)) if tp > 1 else None
-        tensors = all(s.data_file is not None for s in shards)
+        tensors = self.use_tensors and all(s.data_file is not None for s in shards)
         partial = (tp > 1 and dim is None and self.role == "row" and stat.component == "output"
                    and self.layout.is_partial(self.entry.path))
         if dim is None and not partial:
@@ -306,25 +211,27 @@ class _Joiner:
         if len(shards) > 1:
             if tensors:
                 pieces = [load_tensor(s) for s in shards]
-                off = [r for r, p in zip(self.ranks[1:], pieces[1:]) if not _close(p, pieces[0])]
+                off = [r for r, p in zip(self.ranks[1:], pieces[1:]) if not close(p, pieces[0])]
                 if off:
-                    rel = max(_rel(p, pieces[0]) for p in pieces[1:])
+                    rel = max(relative(p, pieces[0]) for p in pieces[1:])
                     self._finding("replicas_disagree", (self.ranks[0], *off),
                                   f"{stat.path} should be the same on every rank ({self._why_whole(stat)}) but ranks "
                                   f"{', '.join(map(str, off))} differ from rank {self.ranks[0]} (relative {rel:.2g})")
             else:
-                off = [r for r, s in zip(self.ranks[1:], shards[1:]) if not _stats_close(s.stats, shards[0].stats)]
+                off = [r for r, s in zip(self.ranks[1:], shards[1:]) if not stats_close(s.stats, shards[0].stats)]
                 if off:
                     self._finding("replicas_disagree", (self.ranks[0], *off),
                                   f"{stat.path} statistics differ between ranks that should hold the same tensor "
                                   f"({self._why_whole(stat)})")
-        if stat.data_file is None:
+        if stat.data_file is None or not tensors:
             return _leaf(stat, stat.stats, stat.shape, None, [])
         return self._write(stat, load_tensor(stat), [])
 
     def _why_whole(self, stat: TensorStat) -> str:
         if self.role == "row" and stat.component == "output":
-            return "a row-parallel output, all-reduced; declare partial=GLOB if this engine dumps it before the reduce"
+            return ("a row-parallel output, all-reduced inside the module: each rank kept its own partial sum, so the "
+                    "all-reduce did not run or ran over the wrong group; declare partial=GLOB if this engine dumps "
+                    "the output before its reduce")
         if self.role == "vocab" and stat.component == "output":
             return "a vocab-parallel embedding's output, all-reduced"
         return "a replicated module"
@@ -388,7 +295,7 @@ class _Joiner:
                 used.append(seg)
                 continue
             first, first_local = owner_of[full]
-            if not _close(piece, pieces[self.ranks.index(first)].narrow(d, first_local, length)):
+            if not close(piece, pieces[self.ranks.index(first)].narrow(d, first_local, length)):
                 self._finding("replicas_disagree", (first, r),
                               f"{stat.path}: rank {r}'s copy of the slice [{full}, {full + length}) along dim {d} "
                               f"differs from rank {first}'s (replicated kv heads must be equal)")
@@ -396,15 +303,22 @@ class _Joiner:
 
     def _stats_leaf(self, stat: TensorStat, shards: Sequence[TensorStat], dim: int,
                     segments: list[tuple[int, int, int, int, int]]) -> dict[str, Any] | None:
-        firsts = {}
-        for r, _, full, length, _ in segments:
-            firsts.setdefault(full, r)
-        owners = set(firsts.values())
-        if len(owners) < len(self.ranks):
-            self._finding("not_placed", self.ranks, f"{stat.path}: statistics of replicated kv slices cannot be "
-                                                   "combined; dump tensors (task tensor)")
+        owner_of: dict[int, int] = {}
+        replica_ranks, owner_ranks = set(), set()
+        for r, _, full, _, _ in segments:
+            (replica_ranks if owner_of.setdefault(full, r) != r else owner_ranks).add(r)
+        if replica_ranks & owner_ranks:
+            self._finding("not_placed", self.ranks, f"{stat.path}: each rank's statistics mix its own slices with "
+                                                   "replicated ones (kv heads on more ranks than heads); they cannot "
+                                                   "be combined: dump tensors (task tensor)")
             return None
-        used = list(shards)
+        by_rank = dict(zip(self.ranks, shards))
+        for r in sorted(replica_ranks):
+            first = next(owner_of[full] for rr, _, full, _, _ in segments if rr == r)
+            if not stats_close(by_rank[r].stats, by_rank[first].stats):
+                self._finding("replicas_disagree", (first, r), f"{stat.path}: rank {r}'s copy of a replicated slice "
+                                                              f"has other statistics than rank {first}'s")
+        used = [by_rank[r] for r in self.ranks if r not in replica_ranks]
         numel = [s.numel for s in used]
         total = sum(numel) or 1
         stats: dict[str, float | None] = {
@@ -459,17 +373,6 @@ def _sum(shards: Sequence[TensorStat]) -> Any:
     return total
 
 
-def _close(a: Any, b: Any) -> bool:
-    return a.shape == b.shape and _rel(a, b) <= REPLICA_RTOL
-
-
-def _rel(a: Any, b: Any) -> float:
-    if a.shape != b.shape:
-        return math.inf
-    scale = float(b.abs().max()) if b.numel() else 0.0
-    return float((a - b).abs().max()) / max(scale, 1e-30) if a.numel() else 0.0
-
-
 def _put(body: dict[str, Any], path: str, leaf: dict[str, Any]) -> None:
     """Place ``leaf`` at dotted ``path`` (``output.0``, ``parameters.weight``) in MSProbe's nested layout."""
     parts = path.split(".")
@@ -492,43 +395,6 @@ def _put(body: dict[str, Any], path: str, leaf: dict[str, Any]) -> None:
                 node[part] = leaf
             else:
                 node = node.setdefault(part, [] if nxt_is_index else {})
-
-
-def _check_boundaries(dumps: Mapping[int, Dump], group: Group, side: str, assembly: SideAssembly) -> None:
-    """A pipeline stage's first block must take in what the previous stage's last block put out, call by call."""
-    for before, after in zip(group.stages, group.stages[1:]):
-        sent_by = _edge_blocks(dumps[before[0]], last=True)
-        got_by = _edge_blocks(dumps[after[0]], last=False)
-        for call in sorted(set(sent_by) & set(got_by)):
-            out_entry, in_entry = sent_by[call], got_by[call]
-            sent = out_entry.component("output")
-            got = [t for t in in_entry.component("input") if sent and t.shape == sent[0].shape]
-            if not sent or not got:
-                continue
-            if sent[0].data_file is not None and got[0].data_file is not None:
-                rel = _rel(load_tensor(got[0]), load_tensor(sent[0]))
-                same, how = rel <= REPLICA_RTOL, f"relative {rel:.2g}"
-            else:
-                same, how = _stats_close(got[0].stats, sent[0].stats), "their statistics differ"
-            if same:
-                continue
-            order = next((i for i, k in enumerate(dumps[after[0]].entries) if k == in_entry.key), 0)
-            assembly.findings.append(ShardFinding(
-                side, in_entry.path, tuple(after), "stage_boundary",
-                f"pipeline hand-off from stage rank {before[0]} to rank {after[0]}: {in_entry.path}'s input is not "
-                f"{out_entry.path}'s output (call {call}, {how}); the stage boundary changes the hidden state (a "
-                "dropped residual, a wrong tensor sent)", order))
-            break
-
-
-def _edge_blocks(dump: Dump, last: bool) -> dict[int, ModuleEntry]:
-    """The stage's last (or first) decoder block, per call index."""
-    layers = {int(m.group(1)) for e in dump.entries.values() if (m := _BLOCK.search(e.path))}
-    if not layers:
-        return {}
-    edge = max(layers) if last else min(layers)
-    return {e.call_index: e for e in dump.entries.values()
-            if (m := _BLOCK.search(e.path)) and int(m.group(1)) == edge}
 
 
 def require_fit(layout: SideLayout, side: str, assembly: SideAssembly) -> None:

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from autotest.consistency.dumps import Dump, TensorStat, load_tensor, read_dump
-from autotest.consistency.reassemble import SideAssembly, ShardFinding
+from autotest.consistency.rank_groups import ShardFinding
+from autotest.consistency.reassemble import SideAssembly
 
 #: a rank's slice diverges when its relative (Frobenius) error passes this and the best rank's is far below it
 BLAME_REL = 1e-3

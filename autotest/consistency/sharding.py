@@ -17,7 +17,8 @@ from typing import Any
 
 from autotest.consistency.correlation import ForwardRecord
 from autotest.consistency.layout import SideLayout
-from autotest.consistency.reassemble import SideAssembly, ShardFinding, assemble_side, require_fit
+from autotest.consistency.rank_groups import ShardFinding
+from autotest.consistency.reassemble import SideAssembly, assemble_side, require_fit
 from autotest.consistency.shard_blame import blame, findings_at
 from autotest.consistency.verdict import RootCauseReport
 
@@ -43,9 +44,11 @@ class Sharding:
 
 
 def assemble_both(train_dump: Path, rollout_dump: Path, out_dir: Path, layouts: Mapping[str, SideLayout],
-                  step: int | None, strict: bool) -> Sharding:
-    train = assemble_side(train_dump, "train", layouts.get("train", SideLayout()), out_dir, rollout_dump, step)
-    rollout = assemble_side(rollout_dump, "rollout", layouts.get("rollout", SideLayout()), out_dir, train_dump, step)
+                  step: int | None, strict: bool, use_tensors: bool = True) -> Sharding:
+    train = assemble_side(train_dump, "train", layouts.get("train", SideLayout()), out_dir, rollout_dump, step,
+                          use_tensors)
+    rollout = assemble_side(rollout_dump, "rollout", layouts.get("rollout", SideLayout()), out_dir, train_dump, step,
+                            use_tensors)
     if strict:
         require_fit(layouts.get("train", SideLayout()), "train", train)
         require_fit(layouts.get("rollout", SideLayout()), "rollout", rollout)

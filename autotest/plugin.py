@@ -24,7 +24,7 @@ from autotest.run.interrupts import signals_as_interrupt
 if TYPE_CHECKING:
     from autotest.ab.environment_fallback import EnvironmentFallback
     from autotest.ab.interleave import AbOutcome
-    from autotest.case_run import CaseRun
+    from autotest.pipeline import CaseRun
     from autotest.inputs.case import Case
 
 MARKERS = {
@@ -229,10 +229,8 @@ def run_accuracy_case(request: pytest.FixtureRequest) -> Callable[..., CaseRun]:
 
     def run(case: Case | str | Path, *, fault: str | None = None, seed: int | None = None,
             results_root: Path | None = None) -> CaseRun:
-        from dataclasses import replace
-
         from autotest.inputs.case import load_case
-        from autotest.pipeline import RunOptions, run_case
+        from autotest.pipeline import JudgeOptions, LaunchOptions, PublishOptions, RunOptions, run_case
 
         if isinstance(case, (str, Path)):
             try:
@@ -246,19 +244,19 @@ def run_accuracy_case(request: pytest.FixtureRequest) -> Callable[..., CaseRun]:
             ray_resources = ray_resources_option(config, ray_address)
         except UsageError as exc:  # a malformed --history, $RL_AUTOTEST_HISTORY or --ray-resource: one line, first
             pytest.fail(f"{case.name}: {exc}", pytrace=False)
-        options = RunOptions(results_root=results_root or results_root_option(config), seed=seed, fault=fault,
-                             dry_run=config.getoption("--dry-run"), fail_fast=config.getoption("--fail-fast"),
-                             progress=progress, confirm=show_card,
-                             ray_address=ray_address, ray_resources=ray_resources,
-                             after_results=recorder,
-                             framework_repo=config.getoption("--framework-repo"),
-                             framework_ref=config.getoption("--framework-ref"),
-                             replicates=replicates_option(config),
-                             force_replicates=config.getoption("--force-replicates"),
-                             strict_power=config.getoption("--strict-power"),
-                             adaptive_max=config.getoption("--adaptive-replicates"))
+        launch = LaunchOptions(results_root=results_root or results_root_option(config), seed=seed, fault=fault,
+                               framework_repo=config.getoption("--framework-repo"),
+                               framework_ref=config.getoption("--framework-ref"),
+                               ray_address=ray_address, ray_resources=ray_resources,
+                               dry_run=config.getoption("--dry-run"), confirm=show_card)
+        options = RunOptions(launch, JudgeOptions(replicates=replicates_option(config),
+                                                  force_replicates=config.getoption("--force-replicates"),
+                                                  adaptive_max=config.getoption("--adaptive-replicates"),
+                                                  fail_fast=config.getoption("--fail-fast"),
+                                                  strict_power=config.getoption("--strict-power")),
+                             PublishOptions(after_results=recorder, progress=progress))
         if config.getoption("--gpu-wait-s") is not None:
-            options = replace(options, gpu_wait_s=config.getoption("--gpu-wait-s"))
+            options = options.changed(launch={"gpu_wait_s": config.getoption("--gpu-wait-s")})
         try:
             with signals_as_interrupt(), warnings.catch_warnings():  # CI cancels with SIGTERM: as Ctrl-C
                 # a warning in the harness's own code never fails a user's accuracy run (filterwarnings=error)
@@ -339,7 +337,7 @@ def assert_ab_outcome(outcome: AbOutcome, preface: str = "") -> None:
 
 def assert_case_outcome(run: CaseRun, strict: bool) -> None:
     """Turn a CaseRun into the test's outcome: pass, skip (or fail when strict), or fail with the report."""
-    from autotest.case_run import DRY_RUN, SKIP
+    from autotest.pipeline import DRY_RUN, SKIP
     from autotest.report.markdown import kind_phrase
 
     if run.status == SKIP:

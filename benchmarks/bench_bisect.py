@@ -37,13 +37,14 @@ import sys
 from pathlib import Path
 from autotest.bisect.probe import answer_of
 from autotest.inputs.case import load_case
-from autotest.pipeline import RunOptions, run_case
+from autotest.pipeline import JudgeOptions, LaunchOptions, PublishOptions, RunOptions, run_case
 case_file, repo, results, seed = sys.argv[1:5]
 import subprocess
 sha = subprocess.run(["git", "-C", repo, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
 try:
-    run = run_case(load_case(Path(case_file)), RunOptions(results_root=Path(results), seed=int(seed),
-                   framework_repo=repo, framework_ref=sha, with_plots=False, step_summary=False, purpose="bisect"))
+    run = run_case(load_case(Path(case_file)), RunOptions(
+        LaunchOptions(results_root=Path(results), seed=int(seed), framework_repo=repo, framework_ref=sha),
+        JudgeOptions(purpose="bisect"), PublishOptions(with_plots=False, step_summary=False)))
     answer, _ = answer_of(run.verdict)
 except Exception as exc:
     print(exc)

@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 from autotest.inputs.case import load_case
-from autotest.pipeline import RunOptions, run_case
+from autotest.pipeline import JudgeOptions, LaunchOptions, PublishOptions, RunOptions, run_case
 from autotest.run.infra import DEFAULT_POLICY, InfraKind, KindPolicy, RetryPolicy
 
 #: a burner stops on its own after this long, whatever happens to the benchmark
@@ -71,8 +71,9 @@ def run_level(case, root: Path, burners_per_core: int, seeds: list[int], fault: 
     rows, accuracy = [], {}
     try:
         for seed, injected in [(seed, None) for seed in seeds] + [(seeds[0], fault)]:
-            options = RunOptions(results_root=root, seed=seed, fault=injected, with_plots=False,
-                                 retry_policy=NO_CONTENTION_RELAUNCH, fail_fast=injected is not None)
+            options = RunOptions(LaunchOptions(results_root=root, seed=seed, fault=injected,
+                                               retry_policy=NO_CONTENTION_RELAUNCH),
+                                 JudgeOptions(fail_fast=injected is not None), PublishOptions(with_plots=False))
             verdict = run_case(case, options).verdict
             gate = _gate(verdict)
             during = verdict.context.get("machine", {}).get("during", {})

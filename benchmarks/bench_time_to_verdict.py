@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from autotest.inputs.case import load_case
-from autotest.pipeline import RunOptions, run_case
+from autotest.pipeline import JudgeOptions, LaunchOptions, PublishOptions, RunOptions, run_case
 
 
 def main() -> None:
@@ -29,15 +29,17 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         t0 = time.monotonic()
-        clean = run_case(case, RunOptions(results_root=root, seed=args.seed, with_plots=False))
+        no_plots = PublishOptions(with_plots=False)
+        clean = run_case(case, RunOptions(LaunchOptions(results_root=root, seed=args.seed), publish=no_plots))
         full_s = time.monotonic() - t0
         t0 = time.monotonic()
-        faulty = run_case(case, RunOptions(results_root=root, seed=args.seed, fault=args.fault, fail_fast=True,
-                                           with_plots=False))
+        faulty = run_case(case, RunOptions(LaunchOptions(results_root=root, seed=args.seed, fault=args.fault),
+                                           JudgeOptions(fail_fast=True), no_plots))
         stopped_s = time.monotonic() - t0
         if args.faulty_to_end:
             t0 = time.monotonic()
-            whole = run_case(case, RunOptions(results_root=root, seed=args.seed, fault=args.fault, with_plots=False))
+            whole = run_case(case, RunOptions(LaunchOptions(results_root=root, seed=args.seed, fault=args.fault),
+                                              publish=no_plots))
             whole_s = time.monotonic() - t0
     assert faulty.verdict is not None
     ttv = faulty.verdict.context.get("time_to_verdict_s")

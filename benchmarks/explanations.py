@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from autotest.consistency.job import run_consistency_job  # noqa: E402
 from autotest.inputs.case import load_case  # noqa: E402
-from autotest.pipeline import RunOptions, run_case  # noqa: E402
+from autotest.pipeline import JudgeOptions, LaunchOptions, PublishOptions, RunOptions, run_case  # noqa: E402
 from autotest.workloads.regressions import REGRESSIONS  # noqa: E402
 from autotest.workloads.regressions_unseen import UNSEEN_MOPD, UNSEEN_REGRESSIONS  # noqa: E402
 
@@ -55,8 +55,10 @@ def explain(scenario: str, seed: int, runs_dir: Path) -> dict:
     expected = REGRESSIONS[scenario].expected
     case = load_case(case_of(scenario))
     case = replace(case, launch=replace(case.launch, timeout_s=1500))  # a loaded 2-core runner's 45 steps
-    run = run_case(case, RunOptions(results_root=runs_dir / scenario, seed=seed, fault=scenario, with_plots=False,
-                                    poll_interval_s=1, fail_fast=scenario in FAIL_FAST, step_summary=False))
+    run = run_case(case, RunOptions(LaunchOptions(results_root=runs_dir / scenario, seed=seed, fault=scenario,
+                                                  poll_interval_s=1),
+                                    JudgeOptions(fail_fast=scenario in FAIL_FAST),
+                                    PublishOptions(with_plots=False, step_summary=False)))
     verdict = run.verdict
     accuracy = [r for r in verdict.results if r.is_gate and r.metric != "time/step"]
     status = ("FAIL" if any(r.status == "FAIL" for r in accuracy) else

@@ -29,7 +29,7 @@ from autotest.inputs.tracker_layout import tracker_copy
 from autotest.judge.model import ERROR
 from autotest.judge.paired import measure_paired, paired_mde, paired_threshold
 from autotest.judge.verdict import golden_trace
-from autotest.pipeline import RunOptions, run_case
+from autotest.pipeline import JudgeOptions, LaunchOptions, PublishOptions, RunOptions, run_case
 from autotest.readers.reading import read_trace
 from autotest.run.results_dir import default_results_root, fresh_folder, run_stamp
 
@@ -95,8 +95,9 @@ def calibrate_paired(case: Case, options: PairedCalibrationOptions) -> PairedCal
 
 
 def _run(case: Case, seed: int, run_dir: Path, env: dict[str, str], aliases: dict[str, str]):
-    run = run_case(case, RunOptions(results_dir=run_dir, seed=seed, env=env, replicates=1, purpose="ab",
-                                    step_summary=False, with_plots=False))
+    run = run_case(case, RunOptions(LaunchOptions(results_dir=run_dir, seed=seed, env=env),
+                                    JudgeOptions(replicates=1, purpose="ab"),
+                                    PublishOptions(step_summary=False, with_plots=False)))
     broken = [r.message for r in (run.verdict.results if run.verdict else ()) if r.status == ERROR
               and r.check_id.startswith(("run[", "preflight"))]
     tracker = tracker_copy(run_dir)

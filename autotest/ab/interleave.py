@@ -27,7 +27,6 @@ from pathlib import Path
 
 from autotest.ab.sides import Side
 from autotest.ab.split import SplitOutcome, run_split, saving
-from autotest.case_run import CaseRun
 from autotest.errors import UsageError
 from autotest.files import write_atomic
 from autotest.inputs.baseline import load_baseline
@@ -37,7 +36,7 @@ from autotest.inputs.tracker_layout import tracker_copy
 from autotest.judge.model import ERROR, FAIL, PASS
 from autotest.judge.paired import PairedVerdict, judge_paired
 from autotest.judge.trace import Trace
-from autotest.pipeline import RunOptions, run_case
+from autotest.pipeline import CaseRun, JudgeOptions, LaunchOptions, PublishOptions, RunOptions, run_case
 from autotest.readers.reading import read_trace
 from autotest.run.results_dir import default_results_root, fresh_folder, run_stamp
 
@@ -152,9 +151,10 @@ def run_ab(case: Case, base: Side, head: Side, options: AbOptions) -> AbOutcome:
 def _run_side(case: Case, side: Side, seed: int, results_dir: Path, options: AbOptions) -> CaseRun:
     """One ordinary run of ``case`` (already the side's variant, and whatever replay arguments it carries)."""
     return run_case(case, RunOptions(
-        results_dir=results_dir, seed=seed, fault=side.fault, framework_ref=side.framework_ref,
-        env=dict(options.env), replicates=1, baseline_path=options.baseline_path, purpose="ab", step_summary=False,
-        with_plots=False, poll_interval_s=options.poll_interval_s))
+        LaunchOptions(results_dir=results_dir, seed=seed, fault=side.fault, framework_ref=side.framework_ref,
+                      env=dict(options.env), poll_interval_s=options.poll_interval_s),
+        JudgeOptions(replicates=1, baseline_path=options.baseline_path, purpose="ab"),
+        PublishOptions(step_summary=False, with_plots=False)))
 
 
 def _side_run(side: Side, seed: int, run: CaseRun) -> SideRun:

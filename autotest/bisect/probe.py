@@ -14,16 +14,15 @@ not part of a probe's answer: probes run side by side and slow each other down.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from autotest.bisect.search import BAD, GOOD, SKIPPED
-from autotest.case_run import CaseRun
 from autotest.errors import UsageError
 from autotest.inputs.case import Case
 from autotest.judge.model import ERROR, FAIL, CheckResult, Verdict
-from autotest.pipeline import RunOptions, run_case
+from autotest.pipeline import CaseRun, RunOptions, run_case
 
 #: observed / threshold in [GREY_LOW, GREY_HIGH] is too close to call on one run
 GREY_LOW, GREY_HIGH = 0.75, 1.33
@@ -92,8 +91,10 @@ def probe(case: Case, commit: str, repo: str, folder: Path, options: RunOptions,
           run: Callable[[Case, RunOptions], CaseRun] = run_case) -> ProbeResult:
     """Judge ``commit``: one run, and ``CONFIRM_REPLICATES`` more seeds when it lands in the grey zone."""
     # a probe's results.json says it is one (context.kind "bisect"): the history never trusts it
-    base = replace(options, framework_repo=repo, framework_ref=commit, results_dir=None, replicates=1,
-                   results_root=folder, confirm=None, after_results=None, step_summary=False, purpose="bisect")
+    base = options.changed(
+        launch={"framework_repo": repo, "framework_ref": commit, "results_dir": None, "results_root": folder,
+                "confirm": None},
+        judge={"replicates": 1, "purpose": "bisect"}, publish={"after_results": None, "step_summary": False})
     try:
         first = run(case, base)
     except UsageError as exc:  # the commit cannot be checked out or its case cannot start
@@ -108,8 +109,8 @@ def probe(case: Case, commit: str, repo: str, folder: Path, options: RunOptions,
     if not close:
         return ProbeResult(commit, answer, "high", runs, wall, _gates(first.verdict), why, str(first.results_dir),
                            device_seconds=spent)
-    seed = (options.seed if options.seed is not None else case.seed.default) + 1000
-    confirm = run(case, replace(base, replicates=CONFIRM_REPLICATES, seed=seed))
+    seed = (options.launch.seed if options.launch.seed is not None else case.seed.default) + 1000
+    confirm = run(case, base.changed(launch={"seed": seed}, judge={"replicates": CONFIRM_REPLICATES}))
     runs += CONFIRM_REPLICATES
     wall += _wall(confirm)
     spent += _device_seconds(confirm)

@@ -113,7 +113,7 @@ def bisect(case: Case, options: BisectOptions) -> BisectOutcome:
     def run_round(targets: Sequence[str], label: str) -> list[ProbeResult]:
         folders = [folder / "probes" / f"{label}-{c[:12]}" for c in targets]
         if options.ray is not None:
-            ray_options = replace(_run_options(options), progress=None)  # the line would stay on the node
+            ray_options = _run_options(options).changed(publish={"progress": None})  # the line would stay on the node
             calls = [RayCall(f"{label} {c[:12]}", f, partial(probe, case, c, request.repo, f, ray_options))
                      for c, f in zip(targets, folders)]
             found = run_on_cluster(calls, options.ray, say=say, lost=lambda i, why: ProbeResult(
@@ -181,7 +181,7 @@ def ends_paired(case: Case, options: BisectOptions, good: ProbeResult, bad: Prob
     seed) judged by the paired A/B gates, so the golden's environment is out of the comparison."""
     seed = options.seed if options.seed is not None else case.seed.default
     try:
-        baseline = load_baseline(options.run_options.baseline_path or case.baseline_path)
+        baseline = load_baseline(options.run_options.judge.baseline_path or case.baseline_path)
     except UsageError as exc:
         return f"the ends were not judged paired ({exc})"
     verdict = judge_results_folders(case, baseline, seed, Path(good.results_dir), Path(bad.results_dir))
@@ -198,7 +198,7 @@ def ends_paired(case: Case, options: BisectOptions, good: ProbeResult, bad: Prob
 
 
 def _run_options(options: BisectOptions) -> RunOptions:
-    return replace(options.run_options, seed=options.seed, with_plots=False)
+    return options.run_options.changed(launch={"seed": options.seed}, publish={"with_plots": False})
 
 
 def _interval(state: SearchState, commits: Sequence[Commit], good: str) -> str:

@@ -43,7 +43,7 @@ from autotest.judge.power import baseline_power, target_misses
 from autotest.readers.reading import read_trace
 from autotest.judge.seed_use import identical_runs
 from autotest.judge.verdict import golden_trace
-from autotest.pipeline import RunOptions, run_case
+from autotest.pipeline import JudgeOptions, LaunchOptions, PublishOptions, RunOptions, run_case
 from autotest.redaction import json_ready
 from autotest.report.power_table import power_provenance, power_report
 from autotest.report.publish import AfterResults
@@ -175,10 +175,11 @@ def calibration_run(case: Case, index: int, seed: int, run_dir: Path, results_ro
              baseline_path: Path | None = None, after_results: AfterResults | None = None,
              framework_repo: str | None = None, framework_ref: str | None = None) -> RunRecord:
     """One calibration run: the same pipeline as ``rl-autotest run``, into ``run_dir``."""
-    run = run_case(case, RunOptions(results_root=results_root, results_dir=run_dir, seed=seed, replicates=1,
-                                    baseline_path=baseline_path, after_results=after_results,
-                                    purpose="calibration", framework_repo=framework_repo,
-                                    framework_ref=framework_ref))
+    run = run_case(case, RunOptions(
+        LaunchOptions(results_root=results_root, results_dir=run_dir, seed=seed, framework_repo=framework_repo,
+                      framework_ref=framework_ref),
+        JudgeOptions(replicates=1, baseline_path=baseline_path, purpose="calibration"),
+        PublishOptions(after_results=after_results)))
     verdict = run.verdict
     assert verdict is not None  # the platform was checked and preflight passed before any run
     # calibration needs complete runs; their verdict against the old baseline is for the record only

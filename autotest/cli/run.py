@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     from autotest.files import require_folder
     from autotest.inputs.case import load_case
     from autotest.judge.power import power_warnings
-    from autotest.pipeline import DRY_RUN, SKIP, RunOptions, run_case
+    from autotest.pipeline import DRY_RUN, SKIP, JudgeOptions, LaunchOptions, PublishOptions, RunOptions, run_case
 
     if args.results_dir is not None:
         require_folder(args.results_dir, "--results-dir")
@@ -97,15 +97,13 @@ def run(args: argparse.Namespace) -> int:
         require_folder(args.baselines_dir, "--baselines-dir")
         baseline_path, _, _ = baseline_files(case, args.baselines_dir)
     outcome = run_case(case, RunOptions(
-        baseline_path=baseline_path,
-        results_root=args.results_dir, seed=args.seed, replicates=args.replicates, fault=args.fault,
-        force_replicates=args.force, dry_run=args.dry_run,
-        fail_fast=args.fail_fast, progress=print, ray_address=args.ray_address,
-        ray_resources=ray_resources,
-        confirm=_show if args.yes else _confirm_on_terminal,
-        after_results=recorder(args),
-        framework_repo=args.framework_repo, framework_ref=args.framework_ref, strict_power=args.strict_power,
-        adaptive_max=args.adaptive))
+        LaunchOptions(results_root=args.results_dir, seed=args.seed, fault=args.fault,
+                      framework_repo=args.framework_repo, framework_ref=args.framework_ref,
+                      ray_address=args.ray_address, ray_resources=ray_resources, dry_run=args.dry_run,
+                      confirm=_show if args.yes else _confirm_on_terminal),
+        JudgeOptions(baseline_path=baseline_path, replicates=args.replicates, force_replicates=args.force,
+                     adaptive_max=args.adaptive, fail_fast=args.fail_fast, strict_power=args.strict_power),
+        PublishOptions(after_results=recorder(args), progress=print)))
     if outcome.status == DRY_RUN and args.dry_run:
         print(outcome.card)
     if outcome.verdict is not None:

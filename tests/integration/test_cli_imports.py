@@ -114,5 +114,5 @@ def test_the_pytest_plugin_loads_only_option_parsing():
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr
     modules = set(json.loads(done.stdout.strip().splitlines()[-1]))
-    assert heavy_in(modules, extra=("numpy", "yaml", "autotest.pipeline", "autotest.case_run", "autotest.judge",
+    assert heavy_in(modules, extra=("numpy", "yaml", "autotest.pipeline", "autotest.judge",
                                     "autotest.history", "autotest.inputs.case")) == []

@@ -11,13 +11,14 @@ from __future__ import annotations
 import pytest
 
 from autotest.inputs.case import load_case
-from autotest.pipeline import RunOptions, run_case
+from autotest.pipeline import LaunchOptions, PublishOptions, RunOptions, run_case
 
 SEED = 11  # not a calibration seed (0-4): a fresh run, as in CI
 
 
 def _run(tmp_path, fault: str | None):
-    options = RunOptions(results_root=tmp_path, seed=SEED, fault=fault, with_plots=False, poll_interval_s=1)
+    options = RunOptions(LaunchOptions(results_root=tmp_path, seed=SEED, fault=fault, poll_interval_s=1),
+                         publish=PublishOptions(with_plots=False))
     return run_case(load_case("tiny-grpo"), options).verdict
 
 

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from autotest.case_run import DRY_RUN, SKIP
 from autotest.inputs.case import load_case
-from autotest.pipeline import RunOptions, run_case
+from autotest.pipeline import DRY_RUN, SKIP, LaunchOptions, PublishOptions, RunOptions, run_case
 from autotest.run.infra import DEFAULT_POLICY, InfraKind, KindPolicy, RetryPolicy
 from tests.helpers import DATA
 
@@ -21,8 +20,9 @@ def case():
     return load_case(CASE)
 
 
-def options(tmp_path: Path, **kw) -> RunOptions:
-    return RunOptions(results_root=tmp_path / "results", with_plots=False, poll_interval_s=0.2, **kw)
+def options(tmp_path: Path, **launch) -> RunOptions:
+    return RunOptions(LaunchOptions(results_root=tmp_path / "results", poll_interval_s=0.2, **launch),
+                      publish=PublishOptions(with_plots=False))
 
 
 def _alive(pid: int) -> bool:
@@ -67,7 +67,7 @@ def test_policy_off_never_requests(case, tmp_path):
 def test_fail_fast_stops_the_run_at_the_first_decided_breach(case, tmp_path):
     slow = replace(case, launch=replace(case.launch, command=tuple(
         "1.0" if a == "0.2" else a for a in case.launch.command)))
-    run = run_case(slow, options(tmp_path, fault="mismatch-from:2", fail_fast=True))
+    run = run_case(slow, options(tmp_path, fault="mismatch-from:2").changed(judge={"fail_fast": True}))
     assert run.status == "FAIL"
     completion = next(r for r in run.verdict.results if r.check_id == "run[completion]")
     assert completion.status == "INFO"

@@ -29,7 +29,7 @@ RANKS = {
     "run": 2,
     "judge": 3, "readers": 3,
     "report": 4,
-    "case_run": 5, "pipeline": 5, "run_replicates": 5,
+    "pipeline": 5,
     "calibration": 6, "history": 6, "consistency": 6, "bisect": 6, "ab": 6,
     "cli": 7, "plugin": 7, "suites": 8,
 }
@@ -110,8 +110,8 @@ def _type_checking_only(tree: ast.Module) -> set[int]:
 def test_core_stages_import_the_package_at_module_top():
     hidden = []
     for module, path in _modules():
-        if _stage(module) not in ("inputs", "run", "judge", "readers", "report", "case_run", "pipeline",
-                                  "run_replicates", "calibration") or _is_shell(module):
+        if _stage(module) not in ("inputs", "run", "judge", "readers", "report", "pipeline",
+                                  "calibration") or _is_shell(module):
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         top = {id(node) for node in tree.body} | _type_checking_only(tree)

@@ -242,7 +242,7 @@ def test_runs_as_ray_tasks_on_a_given_cluster(fake_case, tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_tiny_grpo_from_three_runs_passes_a_fresh_seed_and_fails_an_unsynced_layer(tmp_path, request):
     """End to end on the embedded GRPO workload (minutes): calibrate N=3 into a temp folder, promote, check."""
-    from autotest.pipeline import RunOptions, run_case
+    from autotest.pipeline import LaunchOptions, PublishOptions, RunOptions, run_case
     from autotest.suites.test_calibration import calibration_selected
 
     if not calibration_selected(request.config):
@@ -258,8 +258,9 @@ def test_tiny_grpo_from_three_runs_passes_a_fresh_seed_and_fails_an_unsynced_lay
     fresh = max(case.seed.calibration) + 1  # a seed no calibration run used
     runs = {}
     for label, seed, fault in (("fresh", fresh, None), ("unsynced", case.seed.default, "unsynced-layer")):
-        runs[label] = run_case(checked, RunOptions(results_root=tmp_path / "checks", seed=seed, fault=fault,
-                                                   with_plots=False, label=label))
+        runs[label] = run_case(checked, RunOptions(LaunchOptions(results_root=tmp_path / "checks", seed=seed,
+                                                                 fault=fault),
+                                                   publish=PublishOptions(with_plots=False)))
     fresh_run, unsynced = runs["fresh"], runs["unsynced"]
     assert fresh_run.status == PASS, [r.message for r in fresh_run.verdict.failing()]
     assert unsynced.status == FAIL
@@ -272,16 +273,16 @@ def test_from_history_takes_only_trusted_runs(fake_case, tmp_path):
     are in the history, shown, but never in a golden built from it."""
     from autotest.history.drift import history_recorder
     from autotest.history.trust import mark_run
-    from autotest.pipeline import RunOptions, run_case
+    from autotest.pipeline import JudgeOptions, LaunchOptions, PublishOptions, RunOptions, run_case
 
     case, baselines, _ = fake_case
     url = f"sqlite:///{tmp_path / 'history.sqlite'}"
     assert calibrate_case(case, options(tmp_path, baselines, runs=3, promote=True)).promoted_to is not None
 
     def gate_run(seed: int, fault: str | None):
-        return run_case(case, RunOptions(results_root=tmp_path / "results", seed=seed, fault=fault,
-                                         baseline_path=baselines / f"{case.name}.yaml",
-                                         after_results=history_recorder(url)))
+        return run_case(case, RunOptions(LaunchOptions(results_root=tmp_path / "results", seed=seed, fault=fault),
+                                         JudgeOptions(baseline_path=baselines / f"{case.name}.yaml"),
+                                         PublishOptions(after_results=history_recorder(url))))
 
     clean = [gate_run(seed, None) for seed in (4, 5, 6)]
     faulty = [gate_run(seed, "mild") for seed in (7, 8)]  # after the clean ones: the latest passing runs

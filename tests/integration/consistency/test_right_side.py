@@ -12,7 +12,7 @@ import pytest
 
 from autotest.consistency.job import run_consistency_job
 from autotest.inputs.case import load_case
-from autotest.pipeline import RunOptions, run_case
+from autotest.pipeline import JudgeOptions, LaunchOptions, PublishOptions, RunOptions, run_case
 from autotest.workloads.faults import MISMATCH
 from autotest.workloads.regressions import REGRESSIONS
 
@@ -25,8 +25,8 @@ PERFORMANCE = ("performance", "performance-only")
 def _accuracy_run(tmp_path: Path, fault: str, fail_fast: bool):
     case = load_case("tiny-grpo")
     case = replace(case, launch=replace(case.launch, timeout_s=1500))
-    run = run_case(case, RunOptions(results_root=tmp_path, fault=fault, with_plots=False, poll_interval_s=1,
-                                    fail_fast=fail_fast))
+    run = run_case(case, RunOptions(LaunchOptions(results_root=tmp_path, fault=fault, poll_interval_s=1),
+                                    JudgeOptions(fail_fast=fail_fast), PublishOptions(with_plots=False)))
     verdict = run.verdict
     detail = "\n".join(f"{r.status} {r.check_id}: {r.message}" for r in verdict.results)
     failing = {r.metric for r in verdict.results if r.status == "FAIL" and r.is_gate} - {"time/step"}

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from autotest.inputs.case import load_case
-from autotest.pipeline import RunOptions, run_case
+from autotest.pipeline import LaunchOptions, PublishOptions, RunOptions, run_case
 from autotest.run.infra import DEFAULT_POLICY, InfraKind, KindPolicy, RetryPolicy
 from tests.helpers import DATA
 
@@ -33,9 +33,9 @@ def busy_runner():
         proc.wait()
 
 
-def _run(tmp_path: Path, fault: str, **kw):
-    return run_case(load_case(CASE), RunOptions(results_root=tmp_path, fault=fault, with_plots=False,
-                                                poll_interval_s=0.1, **kw))
+def _run(tmp_path: Path, fault: str, **launch):
+    return run_case(load_case(CASE), RunOptions(LaunchOptions(results_root=tmp_path, fault=fault, poll_interval_s=0.1,
+                                                              **launch), publish=PublishOptions(with_plots=False)))
 
 
 def _gate(run):

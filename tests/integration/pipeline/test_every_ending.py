@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from autotest import pipeline
+from autotest.pipeline import single
 from autotest.inputs.case import load_case
-from autotest.pipeline import RunOptions, run_case
+from autotest.pipeline import LaunchOptions, PublishOptions, RunOptions, run_case
 from tests.helpers import DATA
 
 CASE = DATA / "cases" / "scripted.yaml"
@@ -26,7 +26,7 @@ def _results(run) -> dict:
 def test_a_launch_that_cannot_start_is_an_error_verdict(tmp_path: Path) -> None:
     case = load_case(CASE)
     broken = replace(case, launch=replace(case.launch, command=("/no/such/trainer", "--work-dir", "{work_dir}")))
-    run = run_case(broken, RunOptions(results_root=tmp_path, with_plots=False))
+    run = run_case(broken, RunOptions(LaunchOptions(results_root=tmp_path), publish=PublishOptions(with_plots=False)))
     assert run.status == "ERROR"
     data = _results(run)
     (harness,) = [r for r in data["results"] if r["check_id"] == "run[harness]"]
@@ -38,8 +38,9 @@ def test_an_exception_in_the_harness_is_an_error_verdict_with_its_traceback(tmp_
     def broken_start(*args, **kwargs):
         raise RuntimeError("follower lost its mind")
 
-    monkeypatch.setattr(pipeline, "start", broken_start)
-    run = run_case(load_case(CASE), RunOptions(results_root=tmp_path, with_plots=False))
+    monkeypatch.setattr(single, "start", broken_start)
+    run = run_case(load_case(CASE), RunOptions(LaunchOptions(results_root=tmp_path),
+                                               publish=PublishOptions(with_plots=False)))
     assert run.status == "ERROR"
     (harness,) = [r for r in _results(run)["results"] if r["check_id"] == "run[harness]"]
     assert harness["message"].startswith("the harness failed: RuntimeError: follower lost its mind (traceback: ")
@@ -62,7 +63,8 @@ def test_a_run_without_training_rows_gets_its_report_even_where_warnings_are_err
     silent = replace(case, launch=replace(case.launch, command=("{python}", "-c", EVAL_ONLY, "{work_dir}")))
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # as the harness's own pytest.ini does
-        run = run_case(silent, RunOptions(results_root=tmp_path, with_plots=True))
+        run = run_case(silent, RunOptions(LaunchOptions(results_root=tmp_path),
+                                          publish=PublishOptions(with_plots=True)))
     assert run.status == "ERROR"
     report = (run.results_dir / "report.md").read_text()
     assert "logged no training step" in report
@@ -73,8 +75,8 @@ def test_a_run_without_training_rows_gets_its_report_even_where_warnings_are_err
 def test_each_ending_publishes_the_same_files(tmp_path: Path, monkeypatch, ending: str) -> None:
     case = load_case(CASE)
     if ending == "harness":
-        monkeypatch.setattr(pipeline, "start", lambda *a, **k: (_ for _ in ()).throw(OSError("disk gone")))
+        monkeypatch.setattr(single, "start", lambda *a, **k: (_ for _ in ()).throw(OSError("disk gone")))
     else:
         case = replace(case, launch=replace(case.launch, command=("/no/such/trainer",)))
-    run = run_case(case, RunOptions(results_root=tmp_path, with_plots=False))
+    run = run_case(case, RunOptions(LaunchOptions(results_root=tmp_path), publish=PublishOptions(with_plots=False)))
     assert {"results.json", "report.md", "card.md", "preflight.json"} <= {p.name for p in run.results_dir.iterdir()}

@@ -18,7 +18,7 @@ import pytest
 
 from autotest.errors import UsageError
 from autotest.inputs.case import load_case
-from autotest.pipeline import RunOptions, run_case
+from autotest.pipeline import JudgeOptions, LaunchOptions, PublishOptions, RunOptions, run_case
 from tests.filesystems import fill, leftovers, read_only, tmpfs
 from tests.helpers import DATA, ROOT
 
@@ -77,8 +77,9 @@ def test_a_run_that_fills_its_disk_still_prints_its_verdict_in_one_line(tmp_path
 def test_a_tracker_copy_without_room_is_removed_and_the_verdict_files_record_it(tmp_path: Path) -> None:
     with tmpfs(tmp_path / "disk", size_kib=1024) as disk:
         # a ~600 KB tracker, then 128 KiB left on the disk
-        run = run_case(load_case(CASE), RunOptions(results_root=disk, fault="fill-disk:128:2000", with_plots=False,
-                                                   step_summary=False, env={"RL_AUTOTEST_MIN_FREE_MIB": "0"}))
+        run = run_case(load_case(CASE), RunOptions(
+            LaunchOptions(results_root=disk, fault="fill-disk:128:2000", env={"RL_AUTOTEST_MIN_FREE_MIB": "0"}),
+            publish=PublishOptions(with_plots=False, step_summary=False)))
         folder = run.results_dir
         assert run.status == "PASS"  # judged from the run's own log
         (line,) = run.unsaved
@@ -148,7 +149,8 @@ def test_under_pytest_a_full_or_read_only_disk_fails_the_case_in_one_line(pytest
 def test_replicates_need_room_for_every_seed_before_any_starts(tmp_path: Path) -> None:
     with tmpfs(tmp_path / "disk", size_kib=2048) as disk:
         with pytest.raises(UsageError) as caught:
-            run_case(load_case(CASE), RunOptions(results_root=disk, replicates=3, env={"RL_AUTOTEST_MIN_FREE_MIB": "1"}))
+            run_case(load_case(CASE), RunOptions(
+                LaunchOptions(results_root=disk, env={"RL_AUTOTEST_MIN_FREE_MIB": "1"}), JudgeOptions(replicates=3)))
         assert list(disk.iterdir()) == []
     assert str(caught.value).startswith(f"preflight: results folder: {disk}: only 2.0 MiB free on its disk, below the "
                                         "3 MiB needed; ")

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from autotest.inputs.case import load_case
-from autotest.pipeline import RunOptions, run_case
+from autotest.pipeline import LaunchOptions, PublishOptions, RunOptions, run_case
 from autotest.run.infra import DEFAULT_POLICY, InfraKind, KindPolicy, RetryPolicy
 
 CASE = Path(__file__).resolve().parents[3] / "tests" / "data" / "cases" / "scripted.yaml"
@@ -19,8 +19,9 @@ def case():
     return load_case(CASE)
 
 
-def options(tmp_path: Path, **kw) -> RunOptions:
-    return RunOptions(results_root=tmp_path / "results", with_plots=False, poll_interval_s=0.2, **kw)
+def options(tmp_path: Path, **launch) -> RunOptions:
+    return RunOptions(LaunchOptions(results_root=tmp_path / "results", poll_interval_s=0.2, **launch),
+                      publish=PublishOptions(with_plots=False))
 
 
 def test_a_dead_server_of_the_runs_own_making_stays_an_error(case, tmp_path: Path) -> None:

@@ -17,20 +17,21 @@ from autotest.inputs.case import REPO_ROOT, load_case
 from autotest.readers.reading import read_trace
 from autotest.judge.power import calibration_runs
 from autotest.judge.replicate_mean import pooled_threshold_scale
-from autotest.pipeline import RunOptions, run_case
+from autotest.pipeline import JudgeOptions, LaunchOptions, PublishOptions, RunOptions, run_case
 
 pytestmark = pytest.mark.slow
 
 REWARDS = "response/rewards/mean"
 
 
-def _options(tmp_path: Path, **kw) -> RunOptions:
-    return RunOptions(results_root=tmp_path / "results", poll_interval_s=0.2, **kw)
+def _options(tmp_path: Path, judge: JudgeOptions = JudgeOptions(), publish: PublishOptions = PublishOptions()
+             ) -> RunOptions:
+    return RunOptions(LaunchOptions(results_root=tmp_path / "results", poll_interval_s=0.2), judge, publish)
 
 
 def test_two_replicates_are_judged_on_their_mean_with_scaled_pooled_thresholds(tmp_path: Path) -> None:
     case = load_case("tiny-grpo")
-    run = run_case(case, _options(tmp_path, replicates=2))
+    run = run_case(case, _options(tmp_path, JudgeOptions(replicates=2)))
     # two replicates fill both cores: on a loaded machine step time (the machine's noise) may breach, nothing else
     failing = [r.check_id for r in run.verdict.failing() if r.is_gate]
     assert failing in ([], ["time/step[percentile]"]), [r.message for r in run.verdict.failing()]
@@ -74,7 +75,7 @@ def test_a_crashing_replicate_makes_the_verdict_an_error_naming_it(tmp_path: Pat
     path.write_text("".join(lines) + "replicates: 2\n")
     case = load_case(path)
     assert case.replicates == 2
-    run = run_case(case, _options(tmp_path, with_plots=False))
+    run = run_case(case, _options(tmp_path, publish=PublishOptions(with_plots=False)))
     data = json.loads((run.results_dir / "results.json").read_text())
     assert [(r["seed"], r["exit"], r["averaged"]) for r in data["replicates"]] == [(0, "0", True), (10, "1", False)]
     # ERROR, or FAIL as for a single run when one of its own gates failed before the crash (step time on a
@@ -149,7 +150,8 @@ def test_an_interrupt_stops_every_replicate_and_each_ending_leaves_a_verdict(tmp
 def test_adaptive_replicates_stop_after_one_run_far_from_every_threshold(tmp_path: Path) -> None:
     """The scripted run lands on its golden: the first look decides, no more seeds run."""
     case = load_case(REPO_ROOT / "tests" / "data" / "cases" / "scripted.yaml")
-    run = run_case(case, RunOptions(results_root=tmp_path, with_plots=False, adaptive_max=3))
+    run = run_case(case, RunOptions(LaunchOptions(results_root=tmp_path), JudgeOptions(adaptive_max=3),
+                                    PublishOptions(with_plots=False)))
     assert run.status == "PASS" and run.replicates == 1
     assert run.verdict is not None and run.verdict.context["adaptive"] == {"runs": 1, "of": 3, "look": 1}
     assert [p.name for p in (run.results_dir / "replicates").iterdir()] == ["r1-seed0"]
@@ -181,7 +183,8 @@ def test_fail_fast_decides_on_the_mean_of_the_replicates(tmp_path: Path, shifted
     path = tmp_path / "offset.yaml"
     path.write_text(OFFSET_CASE.replace("SEEDS", shifted).replace("REPO_ROOT", str(REPO_ROOT)))
     lines: list[str] = []
-    run = run_case(load_case(path), _options(tmp_path, fail_fast=True, with_plots=False, progress=lines.append))
+    run = run_case(load_case(path), _options(tmp_path, JudgeOptions(fail_fast=True),
+                                             PublishOptions(with_plots=False, progress=lines.append)))
     data = json.loads((run.results_dir / "results.json").read_text())
     stopped = [line for line in lines if "FAIL decided" in line]
     last_steps = [read_trace(run.results_dir / r["folder"] / "tracker.jsonl").last_train_step

@@ -8,14 +8,15 @@ import json
 import pytest
 
 from autotest.inputs.case import load_case
-from autotest.pipeline import RunOptions, run_case
+from autotest.pipeline import LaunchOptions, PublishOptions, RunOptions, run_case
 
 from ..workloads.test_faults import _processes_mentioning
 
 
 @pytest.mark.slow
 def test_a_clean_run_resumes_bitwise_and_keeps_the_resumed_logs(tmp_path):
-    run = run_case(load_case("tiny-grpo"), RunOptions(results_root=tmp_path, with_plots=False, poll_interval_s=1))
+    run = run_case(load_case("tiny-grpo"), RunOptions(LaunchOptions(results_root=tmp_path, poll_interval_s=1),
+                                                      publish=PublishOptions(with_plots=False)))
     verdict = run.verdict
     resume = {r.check_id: r for r in verdict.results if r.check_id.startswith("resume[")}
     detail = "\n".join(f"{r.status} {r.check_id}: {r.message}" for r in verdict.results if r.status != "PASS")
@@ -38,8 +39,9 @@ def test_a_clean_run_resumes_bitwise_and_keeps_the_resumed_logs(tmp_path):
 
 
 def test_a_run_that_did_not_complete_is_not_resumed(tmp_path):
-    run = run_case(load_case("tiny-grpo"), RunOptions(results_root=tmp_path, fault="crash-at:2", with_plots=False,
-                                                       poll_interval_s=0.5))
+    run = run_case(load_case("tiny-grpo"), RunOptions(LaunchOptions(results_root=tmp_path, fault="crash-at:2",
+                                                                    poll_interval_s=0.5),
+                                                      publish=PublishOptions(with_plots=False)))
     verdict = run.verdict
     completion = next(r for r in verdict.results if r.check_id == "resume[completion]")
     assert completion.status == "INFO"

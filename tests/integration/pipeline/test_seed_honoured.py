@@ -7,7 +7,7 @@ from pathlib import Path
 
 from autotest.inputs.case import load_case
 from autotest.judge.model import ERROR
-from autotest.pipeline import RunOptions, run_case
+from autotest.pipeline import LaunchOptions, PublishOptions, RunOptions, run_case
 from tests.helpers import DATA, ROOT
 
 CASE = f"""name: seedless
@@ -30,11 +30,13 @@ consistency: {{policy: "off"}}
 def test_a_run_whose_config_names_another_seed_is_an_error(tmp_path: Path) -> None:
     path = tmp_path / "seedless.yaml"
     path.write_text(CASE)
-    run = run_case(load_case(path), RunOptions(results_root=tmp_path / "results", seed=11, with_plots=False))
+    run = run_case(load_case(path), RunOptions(LaunchOptions(results_root=tmp_path / "results", seed=11),
+                                               publish=PublishOptions(with_plots=False)))
     assert run.verdict is not None and run.status == ERROR
     seed = next(r for r in run.verdict.results if r.check_id == "run[seed]")
     assert seed.status == ERROR
     assert seed.message.startswith("seed not honoured: seed 11 was asked for but the run's saved config says 0")
     # the same launcher at the seed it hard-codes is fine
-    fine = run_case(load_case(path), RunOptions(results_root=tmp_path / "results", seed=0, with_plots=False))
+    fine = run_case(load_case(path), RunOptions(LaunchOptions(results_root=tmp_path / "results", seed=0),
+                                                publish=PublishOptions(with_plots=False)))
     assert fine.status == "PASS", fine.summary_line()

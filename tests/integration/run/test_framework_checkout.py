@@ -15,7 +15,7 @@ import pytest
 
 from autotest.errors import UsageError
 from autotest.inputs.case import load_case
-from autotest.pipeline import RunOptions, run_case
+from autotest.pipeline import JudgeOptions, LaunchOptions, PublishOptions, RunOptions, run_case
 from autotest.run.framework import REF_ENV, FrameworkRequest, checkout
 from tests.helpers import write_yaml
 
@@ -86,9 +86,10 @@ checks:
     return load_case(case), baseline
 
 
-def _run(case, baseline, tmp_path, **kw):
-    options = RunOptions(results_root=tmp_path / "results", baseline_path=baseline, with_plots=False,
-                         env={"RL_AUTOTEST_FRAMEWORK_CACHE": str(tmp_path / "cache")}, **kw)
+def _run(case, baseline, tmp_path, **launch):
+    options = RunOptions(LaunchOptions(results_root=tmp_path / "results",
+                                       env={"RL_AUTOTEST_FRAMEWORK_CACHE": str(tmp_path / "cache")}, **launch),
+                         JudgeOptions(baseline_path=baseline), PublishOptions(with_plots=False))
     return run_case(case, options)
 
 

@@ -17,7 +17,7 @@ import pytest
 from autotest.cli import main
 from autotest.consistency.job import write_wrapper
 from autotest.inputs.case import load_case
-from autotest.pipeline import RunOptions, run_case
+from autotest.pipeline import JudgeOptions, LaunchOptions, PublishOptions, RunOptions, run_case
 from autotest.run.launch import LaunchSpec, launch_spec
 from autotest.run.preflight import commit_under_test
 from autotest.run.ray_job import entrypoint
@@ -71,7 +71,8 @@ def test_a_results_root_with_shell_text_reaches_a_string_command_quoted(echo_cas
     marker = tmp_path / "PWNED"
     for i, value in enumerate(_shell_values(marker)[:4]):
         root = tmp_path / f"r{i}" / value.replace("/", "_")
-        run = run_case(case, RunOptions(results_root=root, baseline_path=baseline, with_plots=False))
+        run = run_case(case, RunOptions(LaunchOptions(results_root=root), JudgeOptions(baseline_path=baseline),
+                                        PublishOptions(with_plots=False)))
         assert run.status == "PASS", run.reason
         stdout = (run.results_dir / "logs" / "stdout.log").read_text()
         assert str(run.results_dir / "work") in stdout  # printed as one literal word

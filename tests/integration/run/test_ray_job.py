@@ -305,10 +305,11 @@ def test_sigkill_of_the_harness_stops_the_job(ray_head: str, tmp_path: Path) -> 
 def test_tiny_grpo_runs_as_a_ray_job(ray_head: str, tmp_path: Path) -> None:
     from autotest.inputs.case import load_case
     from autotest.readers.reading import read_trace
-    from autotest.pipeline import RunOptions, run_case
+    from autotest.pipeline import LaunchOptions, PublishOptions, RunOptions, run_case
 
     case = load_case("tiny-grpo")
-    run = run_case(case, RunOptions(results_root=tmp_path / "results", ray_address=ray_head, with_plots=False))
+    run = run_case(case, RunOptions(LaunchOptions(results_root=tmp_path / "results", ray_address=ray_head),
+                                    publish=PublishOptions(with_plots=False)))
     assert run.results_dir is not None and run.verdict is not None, run.summary_line()
     record = json.loads((run.results_dir / "logs" / "launch.json").read_text())
     assert record["ray"]["status"] == "SUCCEEDED", record["ray"]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from autotest.inputs.case import load_case
-from autotest.pipeline import RunOptions, run_case
+from autotest.pipeline import JudgeOptions, LaunchOptions, PublishOptions, RunOptions, run_case
 from autotest.workloads.faults import MISMATCH, catalogue
 
 ARGS = {"crash-at": "10", "hang-at": "10", "nan-at": "10", "truncated-tracker": "10"}
@@ -41,8 +41,8 @@ def test_fault_gives_its_documented_verdict(name, expected, tmp_path):
     if name == "hang-at":
         case = replace(case, launch=replace(case.launch, timeout_s=30))
     fault = f"{name}:{ARGS[name]}" if name in ARGS else name
-    run = run_case(case, RunOptions(results_root=tmp_path, fault=fault, with_plots=False, poll_interval_s=1,
-                                    fail_fast=name in STOPPED_EARLY))
+    run = run_case(case, RunOptions(LaunchOptions(results_root=tmp_path, fault=fault, poll_interval_s=1),
+                                    JudgeOptions(fail_fast=name in STOPPED_EARLY), PublishOptions(with_plots=False)))
     verdict = run.verdict
     failing = {r.metric for r in verdict.results if r.status == "FAIL" and r.is_gate}
     detail = "\n".join(f"{r.status} {r.check_id}: {r.message}" for r in verdict.results)
@@ -62,8 +62,9 @@ def test_fault_gives_its_documented_verdict(name, expected, tmp_path):
 
 @pytest.mark.slow
 def test_fail_fast_stops_a_never_synced_layer_within_a_few_steps(tmp_path):
-    run = run_case(load_case("tiny-grpo"), RunOptions(results_root=tmp_path, fault="unsynced-layer",
-                                                       fail_fast=True, with_plots=False, poll_interval_s=0.5))
+    run = run_case(load_case("tiny-grpo"), RunOptions(LaunchOptions(results_root=tmp_path, fault="unsynced-layer",
+                                                                    poll_interval_s=0.5),
+                                                      JudgeOptions(fail_fast=True), PublishOptions(with_plots=False)))
     verdict = run.verdict
     assert verdict.status == "FAIL" and verdict.triage[0].rule == "mismatch"
     stepwise = next(r for r in verdict.results if r.check_id == "mismatch/mismatch_k3_kl[stepwise]")

@@ -6,12 +6,13 @@ from __future__ import annotations
 import pytest
 
 from autotest.inputs.case import load_case
-from autotest.pipeline import RunOptions, run_case
+from autotest.pipeline import LaunchOptions, PublishOptions, RunOptions, run_case
 
 
 def _run(tmp_path, fault: str):
-    run = run_case(load_case("tiny-grpo"), RunOptions(results_root=tmp_path, fault=fault, with_plots=False,
-                                                      poll_interval_s=1))
+    run = run_case(load_case("tiny-grpo"), RunOptions(LaunchOptions(results_root=tmp_path, fault=fault,
+                                                                    poll_interval_s=1),
+                                                      publish=PublishOptions(with_plots=False)))
     return run, run.verdict, (run.results_dir / "report.md").read_text()
 
 

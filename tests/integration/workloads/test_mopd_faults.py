@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from autotest.case_run import CaseRun  # noqa: E402
 from autotest.inputs.case import load_case  # noqa: E402
-from autotest.pipeline import RunOptions, run_case  # noqa: E402
+from autotest.pipeline import CaseRun, JudgeOptions, LaunchOptions, PublishOptions, RunOptions, run_case  # noqa: E402
 from autotest.run.infra import RetryPolicy  # noqa: E402
 from autotest.workloads.mopd_launch import FAULTS  # noqa: E402
 from autotest.workloads.teachers import Fixture  # noqa: E402
@@ -31,8 +30,9 @@ def run(tmp_path: Path, fault: str | None = None, timeout_s: float | None = None
         case = dataclasses.replace(case, launch=dataclasses.replace(case.launch, timeout_s=timeout_s))
     # no relaunch: a dead teacher is a known infra signature the default policy would retry; one run, not
     # the case's replicates: a fault's verdict is one run's plumbing (replicates are tested on their own)
-    options = RunOptions(results_root=tmp_path, fault=fault, with_plots=False, replicates=1,
-                         retry_policy=RetryPolicy(per_kind={}, max_total_relaunches=0))
+    options = RunOptions(LaunchOptions(results_root=tmp_path, fault=fault,
+                                       retry_policy=RetryPolicy(per_kind={}, max_total_relaunches=0)),
+                         JudgeOptions(replicates=1), PublishOptions(with_plots=False))
     outcome = run_case(case, options)
     assert outcome.results_dir is not None and outcome.verdict is not None
     assert_nothing_left(outcome.results_dir / "work")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from autotest.bisect.probe import ambiguous, probe
 from autotest.judge.model import FAIL, CheckResult, Verdict
 from autotest.inputs.case import load_case
-from autotest.case_run import SKIP, CaseRun, RunOptions
+from autotest.pipeline import SKIP, CaseRun, JudgeOptions, LaunchOptions, PublishOptions, RunOptions
 from tests.helpers import DATA
 
 
@@ -17,9 +17,10 @@ def test_a_probe_runs_as_kind_bisect_and_records_nothing(tmp_path) -> None:
         seen.append(options)
         return CaseRun(case_.name, SKIP, None, reason="not here")
 
-    probe(case, "abc123", "/repo", tmp_path, RunOptions(after_results=lambda folder: []), run=run)
-    assert [(o.kind, o.after_results) for o in seen] == [("bisect", None)]
-    assert RunOptions(fault="lr-scale:0.1", purpose="bisect").kind == "fault"
+    probe(case, "abc123", "/repo", tmp_path, RunOptions(publish=PublishOptions(after_results=lambda folder: [])),
+          run=run)
+    assert [(o.kind, o.publish.after_results) for o in seen] == [("bisect", None)]
+    assert RunOptions(LaunchOptions(fault="lr-scale:0.1"), JudgeOptions(purpose="bisect")).kind == "fault"
 
 
 def _verdict(*gates: tuple[str, str, float]) -> Verdict:

@@ -11,7 +11,7 @@ from autotest.cli import main
 from autotest.errors import UsageError
 from autotest.inputs.case import load_case
 from autotest.inputs.replicate_limits import REPLICATE_CAPS, replicates_cost
-from autotest.pipeline import RunOptions, run_case
+from autotest.pipeline import JudgeOptions, LaunchOptions, RunOptions, run_case
 from tests.unit.cli.test_bad_flags import _one_error_line
 from tests.unit.inputs.test_case import write_case
 
@@ -49,7 +49,8 @@ def test_the_cost_is_runs_times_the_expected_wall_time() -> None:
 def test_the_cost_is_printed_before_launch_from_the_case_wall_time(tmp_path: Path) -> None:
     case = write_case(tmp_path, command='["{python}", -c, "print(1)", "{seed}"]')
     case.write_text(case.read_text().replace("expected: {steps: 3}", "expected: {steps: 3, wall_time_s: 5}"))
-    run = run_case(load_case(case), RunOptions(results_root=tmp_path / "r", replicates=3, dry_run=True))
+    run = run_case(load_case(case), RunOptions(LaunchOptions(results_root=tmp_path / "r", dry_run=True),
+                                               JudgeOptions(replicates=3)))
     assert "Cost: 3 runs x 5 s = 15 s of runner time" in run.card
 
 
@@ -68,7 +69,7 @@ def test_the_pipeline_refuses_for_every_shell(tmp_path: Path) -> None:
     """The plugin and calibration call run_case: the same refusal reaches them (the plugin fails the test
     with the line)."""
     with pytest.raises(UsageError, match=f"^--replicates: 50 is above the cap of {CAP} replicates"):
-        run_case(load_case("tiny-grpo"), RunOptions(results_root=tmp_path, replicates=50))
+        run_case(load_case("tiny-grpo"), RunOptions(LaunchOptions(results_root=tmp_path), JudgeOptions(replicates=50)))
     assert not any(tmp_path.iterdir())
 
 

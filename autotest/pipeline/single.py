@@ -1,13 +1,11 @@
-"""Run one case: platform → preflight → card → launch → artifacts → verdict → published results.
+"""One run of a case: platform → preflight → card → launch → artifacts → verdict → published results.
 
-``rl-autotest run``, the pytest suites and calibration (N times) all call :func:`run_case`, so GPU
-slicing, retries, the results root and the step summary behave the same everywhere. Every ending
-— pass, fail, crash, timeout, fail-fast stop, preflight error — is judged by
-:func:`autotest.judge.verdict.judge` and published by :func:`autotest.report.publish.publish`.
-Everything the run produced is kept in its results folder whatever happened. A case with
-``replicates: K`` runs K seeds side by side, each one such run in ``replicates/r<i>-seed<S>/``, and
-one verdict judges their mean (:mod:`autotest.run_replicates`). What a run is asked and what it answers
-are :class:`~autotest.case_run.RunOptions` and :class:`~autotest.case_run.CaseRun`.
+:func:`autotest.pipeline.run_case` sends a case with one seed here (and each seed of a case with replicates,
+:mod:`autotest.pipeline.replicated`), so ``rl-autotest run``, the pytest suites, calibration, bisect and A/B
+runs slice GPUs, relaunch, pick the results root and write the step summary the same way. Every ending — pass,
+fail, crash, timeout, fail-fast stop, preflight error — is judged by :func:`autotest.judge.verdict.judge` and
+published by :func:`autotest.report.publish.publish`; everything the run produced is kept in its results folder
+whatever happened.
 """
 
 from __future__ import annotations
@@ -18,24 +16,12 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-# RunOptions, SKIP and DRY_RUN are imported from here by the shells, calibration, bisect and the tests
-from autotest.case_run import (
-    DRY_RUN,
-    SKIP,
-    CaseRun,
-    RunOptions,
-    finished,
-    harness_error_log,
-    power_ask,
-    save,
-)
 from autotest.errors import UsageError, WriteFailed
 from autotest.files import make_folder, write_atomic
 from autotest.inputs.baseline import load_baseline
 from autotest.inputs.baseline_model import Baseline, for_hardware
 from autotest.inputs.case import Case
 from autotest.inputs.detect import check_detect_targets
-from autotest.inputs.replicate_limits import replicates_problem
 from autotest.inputs.tracker_layout import COPY_NAMES
 from autotest.judge.live import Follower
 from autotest.readers.reading import read_trace
@@ -45,6 +31,8 @@ from autotest.judge.structural import LogFinding, RunFacts
 from autotest.judge.trace import Trace
 from autotest.judge.performance import MachineContext
 from autotest.judge.verdict import Comparison, checked_metrics, golden_trace, judge
+from autotest.pipeline.options import RunOptions
+from autotest.pipeline.outcome import DRY_RUN, SKIP, CaseRun, finished, harness_error_log, power_ask, save
 from autotest.report.consistency_request import write_consistency_request
 from autotest.report.cost import run_cost
 from autotest.report.markdown import relaunches_of
@@ -80,9 +68,6 @@ from autotest.run.recipe_guard import tracker_problem
 from autotest.run.results_dir import default_results_root, new_results_dir, require_room
 from autotest.run.resume_launch import RESUME_FOLDER, checkpoint_args, launch_resumed
 from autotest.judge.resume import judge_resume, main_run_problem
-from autotest.run_replicates import run_replicates
-
-__all__ = ["DRY_RUN", "SKIP", "CaseRun", "RunOptions", "run_case"]
 
 
 @dataclass(frozen=True)
@@ -100,38 +85,30 @@ class _Prepared:
     context: dict
 
 
-def run_case(case: Case, options: RunOptions) -> CaseRun:
-    """One attempt of ``case`` (relaunched only on a known infrastructure failure), judged and published;
-    with replicates, one such attempt per seed and a verdict on their mean."""
-    count = options.adaptive_max or options.replicates or case.replicates
-    flag = "--adaptive" if options.adaptive_max is not None else "--replicates" if options.replicates else None
-    problem = replicates_problem(count, gpus=case.platform.gpus, takes_seed=case.takes_seed,
-                                 force=options.force_replicates, in_case=flag is None)
-    if problem:  # refused before any folder, card or run
-        raise UsageError(f"{flag or f'{case.source}: replicates'}: {problem[0]}; {problem[1]}")
-    if options.adaptive_max is not None:
-        return run_replicates(case, replace(options, adaptive_max=None), count, run_case, adaptive=True)
-    if count > 1:
-        return run_replicates(case, options, count, run_case)
-    environ = {**os.environ, **options.env}
-    request = framework_request(case, environ, repo=options.framework_repo, ref=options.framework_ref)
+def run_single(case: Case, options: RunOptions) -> CaseRun:
+    """One attempt of ``case`` with one seed (relaunched only on a known infrastructure failure), judged and
+    published; ``options.judge``'s replicates are :func:`autotest.pipeline.run_case`'s to dispatch."""
+    launch = options.launch
+    environ = {**os.environ, **launch.env}
+    request = framework_request(case, environ, repo=launch.framework_repo, ref=launch.framework_ref)
     platform = check_platform(case, environ, checkout_pending=request is not None)
     if not platform.runnable:
         return CaseRun(case.name, SKIP, None, reason=platform.skip_reason or "")
-    check_fault(case, options.fault)  # a misspelt fault must not cost a launch
+    check_fault(case, launch.fault)  # a misspelt fault must not cost a launch
     # a verdict needs somewhere to go: a read-only or full results disk stops here, before any checkout
-    require_room(options.results_dir or options.results_root or default_results_root(), environ)
+    require_room(launch.results_dir or launch.results_root or default_results_root(), environ)
     framework = None
-    if request is not None and not options.dry_run:
+    if request is not None and not launch.dry_run:
         framework = checkout(request, default_cache_dir(environ))
         # the case's ${XTUNER_ROOT} (inputs, cwd, command) and the launched run both see the checkout
-        options = replace(options, env={**options.env, request.env: framework.path})
+        options = options.changed(launch={"env": {**launch.env, request.env: framework.path}})
+        launch = options.launch
     prep = _prepare(case, options, framework)
     command_line = prep.spec.command_line if prep.spec else ""
     shown = CaseRun(case.name, DRY_RUN, prep.results_dir, card=prep.card, command_line=command_line)
-    if options.dry_run:
+    if launch.dry_run:
         return replace(shown, reason="dry run: nothing launched", problems=tuple(prep.problems))
-    if options.confirm is not None and not options.confirm(prep.card):
+    if launch.confirm is not None and not launch.confirm(prep.card):
         return replace(shown, reason="not confirmed: nothing launched")
     if prep.problems:
         # fail fast: inputs or baseline missing on a platform that should run the case
@@ -139,12 +116,12 @@ def run_case(case: Case, options: RunOptions) -> CaseRun:
                          launched=False)
         comparison = judge(prep.baseline, None, golden=prep.golden, facts=facts, case=case.name,
                            context=prep.context)
-        verdict, unsaved = save(comparison, prep.results_dir, options)
+        verdict, unsaved = save(comparison, prep.results_dir, options.publish)
         return replace(shown, status=verdict.status, reason="; ".join(prep.problems), verdict=verdict,
                        unsaved=unsaved)
-    slots_root = options.results_root or default_results_root()
+    slots_root = launch.results_root or default_results_root()
     try:
-        with case_slice(case.platform.gpus, slots_root, options.gpu_wait_s, case.name) as env:
+        with case_slice(case.platform.gpus, slots_root, launch.gpu_wait_s, case.name) as env:
             spec = replace(prep.spec, env={**env, **prep.spec.env})
             comparison, interrupt = _attempts(case, options, spec, prep)
     except Exception as exc:  # noqa: BLE001 - every ending, the harness's own failure included, leaves a verdict
@@ -155,12 +132,12 @@ def run_case(case: Case, options: RunOptions) -> CaseRun:
         request_path = write_consistency_request(case, comparison.verdict, prep.results_dir, prep.work_dir)
     except WriteFailed as exc:
         lost.append(str(exc))
-    verdict, unsaved = save(comparison, prep.results_dir, options, lost)
+    verdict, unsaved = save(comparison, prep.results_dir, options.publish, lost)
     if interrupt is not None:
         # the run is stopped and its ERROR verdict published; the interrupt still ends the session
-        if options.progress:
-            options.progress(f"[{case.name}] interrupted ({interrupt.reason}): ERROR verdict in "
-                             f"{prep.results_dir / 'report.md'}")
+        if options.publish.progress:
+            options.publish.progress(f"[{case.name}] interrupted ({interrupt.reason}): ERROR verdict in "
+                                     f"{prep.results_dir / 'report.md'}")
         raise interrupt
     return finished(shown, verdict, unsaved=unsaved, consistency_request=request_path,
                     relaunches=tuple(relaunches_of(verdict.context)))
@@ -179,17 +156,18 @@ def _harness_failure(case: Case, prep: _Prepared, exc: Exception) -> Comparison:
 
 
 def _prepare(case: Case, options: RunOptions, framework: Checkout | None) -> _Prepared:
-    results_dir = options.results_dir or new_results_dir(case, options.results_root, fault=options.fault)
+    launch = options.launch
+    results_dir = launch.results_dir or new_results_dir(case, launch.results_root, fault=launch.fault)
     results_dir = Path(results_dir).resolve()
     work_dir = make_folder(results_dir / "work")
-    environ = {**os.environ, **options.env}
+    environ = {**os.environ, **launch.env}
     preflight = run_preflight(case, Path(framework.path) if framework else None, environ,
                               framework=framework.to_dict() if framework else None)
     write_atomic(results_dir / "preflight.json", json.dumps(preflight.to_dict(), indent=2) + "\n")
     baseline, golden, baseline_error = None, None, None
     try:
         # per-hardware thresholds (time/step, wall time) picked by this node's GPU fingerprint
-        baseline = for_hardware(load_baseline(options.baseline_path or case.baseline_path),
+        baseline = for_hardware(load_baseline(options.judge.baseline_path or case.baseline_path),
                                 preflight.environment.get("gpu"))
         golden = golden_trace(baseline)
     except UsageError as exc:
@@ -202,18 +180,18 @@ def _prepare(case: Case, options: RunOptions, framework: Checkout | None) -> _Pr
         detect_error = str(exc)
     spec, spec_error = None, None
     try:
-        spec = launch_spec(case, work_dir, seed=options.seed, fault=options.fault,
-                           extra_args=checkpoint_args(case, work_dir, seed=options.seed, fault=options.fault,
+        spec = launch_spec(case, work_dir, seed=launch.seed, fault=launch.fault,
+                           extra_args=checkpoint_args(case, work_dir, seed=launch.seed, fault=launch.fault,
                                                       environ=environ),  # the resume phase's checkpoint
                            environ=environ)
-        spec = replace(spec, env={**options.env, **spec.env})
+        spec = replace(spec, env={**launch.env, **spec.env})
     except UsageError as exc:
         spec_error = str(exc)
     card = render_card(case, preflight, card_criteria(baseline, baseline_error), spec=spec)
     write_atomic(results_dir / "card.md", card)
     context = {"results_dir": str(results_dir), "work_dir": str(work_dir), "card": str(results_dir / "card.md"),
                "commit": preflight.commit.to_dict(), "harness_commit": preflight.harness.to_dict(),
-               "seed": options.seed if options.seed is not None else case.seed.default, "fault": options.fault,
+               "seed": launch.seed if launch.seed is not None else case.seed.default, "fault": launch.fault,
                "kind": options.kind, "framework": framework.to_dict() if framework else None,
                "hardware_thresholds": hardware_thresholds(baseline)}
     problems = [m for m in (baseline_error, detect_error, spec_error) if m] + preflight.requirement_problems(case)
@@ -240,7 +218,8 @@ def _attempts(case: Case, options: RunOptions, spec: LaunchSpec,
             if trail.attempts:
                 verdict.context["retries"] = trail.to_dict()
             return comparison, interrupt
-        trail, decision = trail.record(Classification(verdict.status, infra, infra_log), options.retry_policy)
+        trail, decision = trail.record(Classification(verdict.status, infra, infra_log),
+                                       options.launch.retry_policy)
         if len(trail.attempts) > 1 or decision.retry:
             verdict.context["retries"] = trail.to_dict()
         if not decision.retry:
@@ -253,8 +232,8 @@ def _attempts(case: Case, options: RunOptions, spec: LaunchSpec,
         # the trail points at the kept copy of the attempt's log, not at the next attempt's
         trail = trail.relocated(len(trail.attempts), prep.results_dir, kept)
         prep.work_dir.mkdir(parents=True)
-        if options.progress:
-            options.progress(f"[{case.name}] relaunching in {decision.wait_s:g} s: {decision.reason}")
+        if options.publish.progress:
+            options.publish.progress(f"[{case.name}] relaunching in {decision.wait_s:g} s: {decision.reason}")
         time.sleep(decision.wait_s)
 
 
@@ -262,23 +241,24 @@ def _attempt(case: Case, options: RunOptions, spec: LaunchSpec,
              prep: _Prepared) -> tuple[Comparison, InfraFailure | None, str, RunInterrupted | None]:
     """One launch, its artifacts and its verdict (an interrupted run is judged too: ERROR)."""
     assert prep.baseline is not None and prep.golden is not None
-    environ = {**os.environ, **options.env}
+    launch, judging, progress = options.launch, options.judge, options.publish.progress
+    environ = {**os.environ, **launch.env}
     # runner contention before, during and after the run: performance gates are judged against the machine
     device = "gpu" if case.platform.gpus > 0 else "cpu"
     machine_before = snapshot({**environ, **spec.env}, device=device)
     record_in_preflight(prep.results_dir / "preflight.json", machine_before)
     sampler = ContentionSampler()
-    follower = Follower(case, prep.baseline, prep.golden, prep.work_dir, fail_fast=options.fail_fast,
-                        progress=options.progress, environ=environ, group=options.replicate_group,
-                        label=options.replicate_label, contention=sampler)
+    follower = Follower(case, prep.baseline, prep.golden, prep.work_dir, fail_fast=judging.fail_fast,
+                        progress=progress, environ=environ, group=judging.replicate_group,
+                        label=judging.replicate_label, contention=sampler)
     started = time.time()
     interrupt = None
-    if options.with_plots:
+    if options.publish.with_plots:
         plot_worker.prepare()  # its matplotlib import while the run goes, when a core is idle
     try:
-        result = start(spec, prep.results_dir, poll=follower.poll, poll_interval_s=options.poll_interval_s,
-                       ray_address=options.ray_address, num_gpus=case.platform.gpus,
-                       ray_resources=options.ray_resources, on_start=sampler.attach)
+        result = start(spec, prep.results_dir, poll=follower.poll, poll_interval_s=launch.poll_interval_s,
+                       ray_address=launch.ray_address, num_gpus=case.platform.gpus,
+                       ray_resources=launch.ray_resources, on_start=sampler.attach)
     except RunInterrupted as exc:  # the run is already stopped and cleaned up
         result, interrupt = exc.result, exc
     finally:
@@ -288,7 +268,7 @@ def _attempt(case: Case, options: RunOptions, spec: LaunchSpec,
         before=machine_before, after=snapshot({**environ, **spec.env}, device=device), samples=samples,
         step_seen_at=dict(follower.step_seen_at),
         unmeasured="" if samples else ("a Ray job on a cluster: its processes are not this machine's children"
-                                       if options.ray_address else "the run's threads could not be read (/proc)"))
+                                       if launch.ray_address else "the run's threads could not be read (/proc)"))
     artifacts = artifacts_for(case, prep.work_dir, prep.results_dir, since=started - 2,
                               environ=environ)
     trace, tracker_problem = None, None
@@ -306,7 +286,7 @@ def _attempt(case: Case, options: RunOptions, spec: LaunchSpec,
         timed_out=result.timed_out, timeout_s=result.timeout_s, wall_s=result.wall_s,
         stopped_reason=result.stopped_reason, interrupted=result.interrupted, fail_fast=follower.stop(),
         tracker_problem=tracker_problem, infra=_log_finding(infra, infra_log),
-        requested_seed=_seed_asked(case, options), logged_seed=logged_seed(artifacts.run_config))
+        requested_seed=_seed_asked(case, launch.seed), logged_seed=logged_seed(artifacts.run_config))
     context = {**prep.context, "stdout_log": str(result.stdout_log), "stderr_log": str(result.stderr_log),
                "launch": result.to_dict(), "artifacts": [str(p) for p in artifacts.run_config],
                "cost": run_cost(case.platform.gpus, result.wall_s, {**environ, **spec.env}).to_dict(),
@@ -319,19 +299,19 @@ def _attempt(case: Case, options: RunOptions, spec: LaunchSpec,
     resume_checks: list = []
     if case.resume is not None:
         resumed = launch_resumed(
-            case, spec, prep.work_dir, prep.results_dir, seed=options.seed, fault=options.fault, environ=environ,
+            case, spec, prep.work_dir, prep.results_dir, seed=launch.seed, fault=launch.fault, environ=environ,
             skip=main_run_problem(case.expected.steps, case.expected.exact_steps, result, trace,
                                   interrupted=interrupt is not None),
-            start=start, start_kwargs={"poll_interval_s": options.poll_interval_s, "ray_address": options.ray_address,
-                                       "num_gpus": case.platform.gpus, "ray_resources": options.ray_resources},
-            progress=options.progress)
+            start=start, start_kwargs={"poll_interval_s": launch.poll_interval_s, "ray_address": launch.ray_address,
+                                       "num_gpus": case.platform.gpus, "ray_resources": launch.ray_resources},
+            progress=progress)
         resume_checks = judge_resume(case.resume, prep.baseline, artifacts.judged_tracker, resumed,
                                      case.tracker.format)
         interrupt = interrupt or resumed.interrupt
         context["resume"] = resumed.context
     # -- end of the resume phase
     comparison = judge(prep.baseline, trace, golden=prep.golden, facts=facts, case=case.name, context=context,
-                       power=power_ask(case, options), structural=resume_checks,
+                       power=power_ask(case, judging), structural=resume_checks,
                        machine=MachineContext(case.performance, machine, prep.baseline.provenance.get("machine_probe")))
     if infra is None and comparison.verdict.environment_only:  # the retry policy decides on contention too
         infra = contention_failure([r.message for r in comparison.verdict.results if r.is_environment])
@@ -339,11 +319,11 @@ def _attempt(case: Case, options: RunOptions, spec: LaunchSpec,
     return comparison, infra, infra_log, interrupt
 
 
-def _seed_asked(case: Case, options: RunOptions) -> int | None:
-    """The seed this run was given, when its launch takes one."""
+def _seed_asked(case: Case, seed: int | None) -> int | None:
+    """The seed this run was given (``seed``: the launch option), when its launch takes one."""
     if not case.takes_seed:
         return None
-    return case.seed.default if options.seed is None else options.seed
+    return case.seed.default if seed is None else seed
 
 
 def _infra_failure(result: LaunchResult) -> tuple[InfraFailure | None, str]:

@@ -1,7 +1,7 @@
 """Several seeds of one case side by side, judged on their mean; adaptively, one seed first.
 
 A case with ``replicates: K`` (or ``--replicates K``) runs K seeds, each a normal single run
-(:func:`autotest.pipeline.run_case`) in ``replicates/r<i>-seed<S>/``, and one verdict judges their mean
+(:func:`autotest.pipeline.single.run_single`) in ``replicates/r<i>-seed<S>/``, and one verdict judges their mean
 (:mod:`autotest.judge.replicate_mean`). ``--adaptive N`` runs one seed first and the others only when it
 lands in the grey zone near a threshold (:mod:`autotest.judge.sequential`). Which seeds, which folders and
 how many at once is :mod:`autotest.run.replicates`.
@@ -16,7 +16,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
-from autotest.case_run import SKIP, CaseRun, RunOptions, finished, harness_error_log, power_ask, save
 from autotest.files import write_atomic
 from autotest.inputs.baseline import Baseline
 from autotest.inputs.case import Case
@@ -26,6 +25,9 @@ from autotest.judge.model import ERROR, CheckResult
 from autotest.judge.replicate_mean import judge_replicate_runs
 from autotest.judge.sequential import ALPHA_SHARE, CONTINUE_BELOW, STOP, decide_first_look, requantile
 from autotest.judge.verdict import Comparison, judge
+from autotest.pipeline.options import RunOptions
+from autotest.pipeline.outcome import SKIP, CaseRun, finished, harness_error_log, power_ask, save
+from autotest.pipeline.single import run_single
 from autotest.report.cost import summed
 from autotest.report.publish import NotRecorded
 from autotest.run.interrupts import describe
@@ -33,21 +35,22 @@ from autotest.run.replicates import default_jobs, replicate_folder, replicate_se
 from autotest.run.results_dir import default_results_root, require_room
 
 
-def run_replicates(case: Case, options: RunOptions, count: int, run_case: Callable[[Case, RunOptions], CaseRun],
-                   adaptive: bool = False) -> CaseRun:
+def run_replicates(case: Case, options: RunOptions, count: int, adaptive: bool = False) -> CaseRun:
     """``count`` seeds side by side, each a normal run in ``replicates/r<i>-seed<S>/``, judged on their mean.
 
     ``adaptive``: one seed first, judged at the first look of :mod:`autotest.judge.sequential`; the other seeds
     run only when its pooled statistics sit in the grey zone, and the mean of all is the second look.
 
-    ``run_case`` is the pipeline's single run (:func:`autotest.pipeline.run_case`): it makes the folder, the
-    preflight and the card (as a dry run), and runs each replicate."""
-    first = options.seed if options.seed is not None else case.seed.default
+    The single run (:func:`autotest.pipeline.single.run_single`) makes the folder, the preflight and the card (as a
+    dry run), and runs each replicate."""
+    launch = options.launch
+    first = launch.seed if launch.seed is not None else case.seed.default
     seeds = replicate_seeds(case, count, first)
-    require_room(options.results_dir or options.results_root or default_results_root(), {**os.environ, **options.env},
+    require_room(launch.results_dir or launch.results_root or default_results_root(), {**os.environ, **launch.env},
                  runs=count)
     # the single run's own dry run makes the folder, its preflight and card (and skips where it skips)
-    shown = run_case(case, replace(options, replicates=1, seed=first, dry_run=True, confirm=None))
+    shown = run_single(case, options.changed(launch={"seed": first, "dry_run": True, "confirm": None},
+                                             judge={"replicates": 1}))
     if shown.status == SKIP or shown.results_dir is None:
         return shown
     folder = shown.results_dir
@@ -64,11 +67,12 @@ def run_replicates(case: Case, options: RunOptions, count: int, run_case: Callab
                  "over the two looks (autotest.judge.sequential)\n")
     write_atomic(folder / "card.md", card)
     shown = replace(shown, card=card, replicates=count)
-    if options.dry_run:
+    if launch.dry_run:
         return shown
-    if options.confirm is not None and not options.confirm(card):
+    if launch.confirm is not None and not launch.confirm(card):
         return replace(shown, reason="not confirmed: nothing launched")
-    say = options.progress or (lambda line: None)
+    after_results = options.publish.after_results
+    say = options.publish.progress or (lambda line: None)
 
     # the history records each replicate (a single run with its tracker, what drift and calibration from
     # history read); the mean's report shows the drift lines of the last one recorded
@@ -77,7 +81,7 @@ def run_replicates(case: Case, options: RunOptions, count: int, run_case: Callab
 
     def record(results_dir: Path) -> list[str]:
         try:
-            drift[:] = list(options.after_results(results_dir)) if options.after_results is not None else []
+            drift[:] = list(after_results(results_dir)) if after_results is not None else []
         except NotRecorded as exc:
             not_recorded.append(exc)
             raise
@@ -93,11 +97,12 @@ def run_replicates(case: Case, options: RunOptions, count: int, run_case: Callab
 
     def replicate(index: int, seed: int, group: ReplicateGroup | None) -> Callable[[], CaseRun]:
         label = f"r{index}-seed{seed}"
-        one = replace(options, replicates=1, seed=seed, results_dir=replicate_folder(folder, index, seed),
-                      confirm=None, after_results=record if options.after_results is not None else None,
-                      with_plots=False, step_summary=False, progress=lambda line: say(f"{label}: {line}"),
-                      replicate_group=group, replicate_label=label)
-        return lambda: run_case(case, one)
+        one = options.changed(
+            launch={"seed": seed, "results_dir": replicate_folder(folder, index, seed), "confirm": None},
+            judge={"replicates": 1, "replicate_group": group, "replicate_label": label},
+            publish={"after_results": record if after_results is not None else None, "with_plots": False,
+                     "step_summary": False, "progress": lambda line: say(f"{label}: {line}")})
+        return lambda: run_single(case, one)
 
     say(f"[{case.name}] {count} replicates (seeds {', '.join(map(str, seeds))}) in {folder}; cost: {cost}")
     runs: list[CaseRun] = []
@@ -105,7 +110,7 @@ def run_replicates(case: Case, options: RunOptions, count: int, run_case: Callab
     # under fail-fast the replicates judged together decide together: on their mean (autotest.judge.live); an
     # adaptive first look judges its one seed alone, the second look the mean of all
     labels = [f"r{i + 1}-seed{s}" for i, s in enumerate(seeds)]
-    group = ReplicateGroup(labels, alone=labels[:1] if adaptive else ()) if options.fail_fast else None
+    group = ReplicateGroup(labels, alone=labels[:1] if adaptive else ()) if options.judge.fail_fast else None
     tasks = [replicate(i + 1, s, group) for i, s in enumerate(seeds)]
     looks = [(0, len(tasks), None)]
     if adaptive:
@@ -124,7 +129,7 @@ def run_replicates(case: Case, options: RunOptions, count: int, run_case: Callab
         say(f"[{case.name}] adaptive: seed {seeds[0]} is in the grey zone near a threshold: "
             f"{count - 1} more seed(s)")
     verdict, unsaved = save(comparison, folder, replace(
-        options, after_results=mean_after if options.after_results is not None else None),
+        options.publish, after_results=mean_after if after_results is not None else None),
         lost=[line for run in runs for line in run.unsaved])  # the mean's results.json names the replicates' too
     if interrupt is not None:
         raise interrupt
@@ -132,22 +137,21 @@ def run_replicates(case: Case, options: RunOptions, count: int, run_case: Callab
                     consistency_request=next((r.consistency_request for r in runs if r.consistency_request), None))
 
 
-
 def judge_replicates(case: Case, options: RunOptions, folder: Path, seeds: tuple[int, ...], runs: list[CaseRun],
                      interrupt: KeyboardInterrupt | None,
                      adjust: Callable[[Baseline], Baseline] | None = None) -> Comparison:
     """The mean's verdict; the harness failing here is an ERROR verdict too (traceback in logs/)."""
     context = {"results_dir": str(folder), "card": str(folder / "card.md"), "seed": list(seeds),
-               "fault": options.fault, "kind": options.kind,
+               "fault": options.launch.fault, "kind": options.kind,
                "cost": summed(run.verdict.context.get("cost") for run in runs if run.verdict is not None)}
     first = runs[0].verdict.context if runs and runs[0].verdict is not None else {}
     context.update({k: first[k] for k in ("commit", "harness_commit", "framework") if k in first})
     try:
         gpu = json.loads((folder / "preflight.json").read_text(encoding="utf-8"))["environment"].get("gpu")
-        return judge_replicate_runs(case, options.baseline_path or case.baseline_path,
+        return judge_replicate_runs(case, options.judge.baseline_path or case.baseline_path,
                                     [(seed, run.results_dir, run.verdict) for seed, run in zip(seeds, runs)],
                                     context=context, gpu=gpu, interrupted=describe(interrupt) if interrupt else None,
-                                    power=power_ask(case, options), adjust=adjust)
+                                    power=power_ask(case, options.judge), adjust=adjust)
     except Exception as exc:  # noqa: BLE001 - every ending leaves a verdict
         log = harness_error_log(folder, exc)
         failure = CheckResult("run[harness]", ERROR, f"the harness failed judging the replicates: "

@@ -35,15 +35,19 @@ def tokens_of(request_id: str, vocab: int = 16, length: int = 12) -> list[int]:
 
 
 def dump_side(side: str, out: Path, *, tp: int = 1, pp: int = 1, fault: str = "", requests: str = "r0,r1",
-              task: str = "tensor", step: int = 1, timeout_s: float = 300.0) -> Path:
+              task: str = "tensor", step: int = 1, timeout_s: float = 300.0, scale: tuple[int, int, int] | None = None
+              ) -> Path:
     """Run the side's processes to the end; the dump root (``out/dump``). A rank that fails raises RuntimeError
-    with its log's tail (every rank's log stays in ``out/logs``)."""
+    with its log's tail (every rank's log stays in ``out/logs``). ``scale`` (layers, hidden, tokens) builds a larger
+    model than the embedded one (the benchmark's), 8 query and 4 kv heads."""
     world = tp if side == "rollout" else pp
     out.mkdir(parents=True, exist_ok=True)
     (out / "logs").mkdir(exist_ok=True)
     base = [sys.executable, "-m", "autotest.workloads.sharded_dump", "--side", side, "--out", str(out),
             "--tp", str(tp), "--pp", str(pp), "--fault", fault, "--requests", requests, "--task", task,
             "--step", str(step), "--rank-process"]
+    if scale:
+        base += ["--scale", ",".join(map(str, scale))]
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     env.update(OMP_NUM_THREADS="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
     procs = []
@@ -90,7 +94,12 @@ def _rank_main(args: argparse.Namespace) -> None:
 
         dist.init_process_group("gloo")
         rank = dist.get_rank()
-    hf = build_model(TinyLMConfig(), seed=0).eval()
+    config, length = TinyLMConfig(), 12
+    if args.scale:
+        layers, hidden, length = (int(v) for v in args.scale.split(","))
+        config = TinyLMConfig(hidden_size=hidden, intermediate_size=2 * hidden, num_layers=layers, num_heads=8,
+                              num_kv_heads=4, head_dim=hidden // 8, max_positions=2 * length)
+    hf = build_model(config, seed=0).eval()
     if args.side == "rollout":
         from autotest.workloads.engine_tp import apply_shard_fault, shard_model
 
@@ -114,7 +123,7 @@ def _rank_main(args: argparse.Namespace) -> None:
     debugger = PrecisionDebugger(config_path=str(config))
     debugger.set_init_step(args.step)
     for rid in args.requests.split(","):
-        ids = torch.tensor([tokens_of(rid)])
+        ids = torch.tensor([tokens_of(rid, length=length)])
         debugger.start(model=model)
         with torch.no_grad():
             forward(ids)
@@ -171,13 +180,15 @@ def main() -> None:
     p.add_argument("--requests", default="r0,r1")
     p.add_argument("--task", choices=("tensor", "statistics"), default="tensor")
     p.add_argument("--step", type=int, default=1)
+    p.add_argument("--scale", help="LAYERS,HIDDEN,TOKENS: a larger model than the embedded one")
     p.add_argument("--rank-process", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.rank_process:
         _rank_main(args)
         return
+    scale = tuple(int(v) for v in args.scale.split(",")) if args.scale else None
     dump_side(args.side, Path(args.out), tp=args.tp, pp=args.pp, fault=args.fault, requests=args.requests,
-              task=args.task, step=args.step)
+              task=args.task, step=args.step, scale=scale)  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from autotest.consistency.analyze import analyze_dumps
+from autotest.consistency.layout import parse_layout
 from autotest.consistency.config import parse_diagnostic_config
 from autotest.consistency.logprob_compare import NOT_PROVIDED
 from autotest.consistency.logprob_records import FOLDER as LOGPROB_FOLDER
@@ -210,7 +211,9 @@ def run_consistency_job(results_dir: str | Path, *, execute: bool = True,
                    "diagnostic_overrides": {k: v for k, v in stats_config.items() if k != "output_dir"},
                    "not_executed": reasons_not_run, "statistics_pass": _launch_summary(stats_run),
                    # what the accuracy run breached: aligned modules then put the divergence after the model
-                   "breached_metrics": sorted({b["metric"] for b in request["breaches"] if b.get("metric")})}
+                   "breached_metrics": sorted({b["metric"] for b in request["breaches"] if b.get("metric")}),
+                   # each side's parallel layout (the case's consistency.layout): per-rank dumps are reassembled
+                   "layout": [list(pair) for pair in case.consistency.layout]}
     report = _analyze(analyze_dumps, paths, out / "statistics" / "analysis", wrapper, job_context, use_tensors=False)
 
     final_dir, final_wrapper = out / "statistics" / "analysis", wrapper
@@ -255,9 +258,11 @@ def _analyze(analyze_dumps: Callable[..., Any], paths: dict[str, Path], out: Pat
     """The same analysis ``consistency analyze`` runs, on this job's collection (its logs pair the sides)."""
     # the workload writes the per-token log-prob records beside its dumps; a framework may write none
     logprobs = [paths["logprobs"]] if paths["logprobs"].is_dir() else None
+    layouts = {side: parse_layout(text, f"{context['case']}: consistency.layout.{side}")
+               for side, text in context.get("layout", ())}
     return analyze_dumps(paths["actor_dump"], paths["rollout_dump"], out, train_correlation=paths["actor_log"],
                          rollout_correlation=paths["rollout_log"], wrapper_path=wrapper, context=context,
-                         use_tensors=use_tensors, logprobs=logprobs)
+                         use_tensors=use_tensors, logprobs=logprobs, layouts=layouts)
 
 
 def _summary(report, reasons_not_run: list[str], breached: list[str] | None = None) -> str:

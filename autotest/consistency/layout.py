@@ -5,7 +5,8 @@ A side's layout is declared (``consistency analyze --rollout-layout tp=4``; the 
 comma-separated ``key=value``:
 
 - ``tp=N`` tensor parallel, ``pp=N`` pipeline stages (ranks numbered tensor-parallel first, as Megatron and vLLM
-  number them); data-parallel replicas are what is left of the rank count;
+  number them); data-parallel replicas are what is left of the rank count; ``ep=N`` expert parallel (with ``tp=1``:
+  each rank holds whole copies of the dense modules and its own experts, numbered by global id);
 - ``heads=N``, ``kv_heads=N`` the model's attention heads, for a fused qkv projection's split (otherwise read off
   the ``q_norm`` / ``k_norm`` dumps of either side);
 - ``partial=GLOB[|GLOB]`` row-parallel modules whose dumped output is the partial sum before the all-reduce
@@ -42,7 +43,7 @@ _COLUMN_CLASSES = ("ColumnParallelLinear", "QKVParallelLinear", "MergedColumnPar
 #: fused column projections and their parts in the order they are concatenated per rank
 FUSED_PARTS = {"qkv_proj": ("q", "k", "v"), "linear_qkv": ("q", "k", "v"), "gate_up_proj": ("gate", "up"),
                "linear_fc1": ("gate", "up")}
-_KEYS = ("tp", "pp", "heads", "kv_heads", "partial")
+_KEYS = ("tp", "pp", "ep", "heads", "kv_heads", "partial")
 
 
 @dataclass(frozen=True)
@@ -51,19 +52,20 @@ class SideLayout:
 
     tp: int | None = None
     pp: int | None = None
+    ep: int | None = None
     heads: int | None = None
     kv_heads: int | None = None
     partial: tuple[str, ...] = ()
 
     @property
     def declared(self) -> bool:
-        return self.tp is not None or self.pp is not None
+        return self.tp is not None or self.pp is not None or self.ep is not None
 
     def is_partial(self, module_path: str) -> bool:
         return any(fnmatch.fnmatchcase(module_path, g) for g in self.partial)
 
     def text(self) -> str:
-        parts = [f"{k}={getattr(self, k)}" for k in ("tp", "pp", "heads", "kv_heads") if getattr(self, k)]
+        parts = [f"{k}={getattr(self, k)}" for k in ("tp", "pp", "ep", "heads", "kv_heads") if getattr(self, k)]
         return ",".join(parts + ([f"partial={'|'.join(self.partial)}"] if self.partial else [])) or "inferred"
 
 

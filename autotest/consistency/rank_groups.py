@@ -21,6 +21,7 @@ from autotest.consistency.layout import SideLayout
 #: relative tolerance within which two ranks' copies of one tensor count as the same
 REPLICA_RTOL = 1e-5
 _BLOCK = re.compile(r"(?:^|\.)layers\.(\d+)$")
+_EXPERT = re.compile(r"(?:^|\.)experts\.\d+(?:\.|$)")
 
 
 @dataclass(frozen=True)
@@ -47,15 +48,17 @@ class ShardFinding:
 
 @dataclass(frozen=True)
 class Group:
-    """The ranks of one model replica: ``stages[s]`` lists stage s's tensor-parallel ranks in tp order."""
+    """The ranks of one model replica: ``stages[s]`` lists stage s's tensor-parallel (or expert-parallel) ranks."""
 
     stages: tuple[tuple[int, ...], ...]
     how: str
     """``declared`` or ``inferred``."""
+    expert_parallel: bool = False
+    """The ranks of a stage hold different experts and the same whole copy of everything else."""
 
     @property
     def tp(self) -> int:
-        return len(self.stages[0])
+        return 1 if self.expert_parallel else len(self.stages[0])
 
     @property
     def leader(self) -> int:
@@ -63,26 +66,32 @@ class Group:
 
     def describe(self) -> str:
         ranks = [r for s in self.stages for r in s]
-        return f"tp={self.tp}, pp={len(self.stages)} over ranks {', '.join(map(str, ranks))} ({self.how})"
+        ep = f", ep={len(self.stages[0])}" if self.expert_parallel else ""
+        return f"tp={self.tp}{ep}, pp={len(self.stages)} over ranks {', '.join(map(str, ranks))} ({self.how})"
 
 
 def plan_groups(dumps: Mapping[int, Dump], layout: SideLayout) -> tuple[list[Group], str]:
     """The model replicas among these ranks, and a note when the ranks cannot be placed (no groups then)."""
     ranks = sorted(dumps)
     if layout.declared:
-        tp, pp = layout.tp or 1, layout.pp or 1
+        ep = layout.ep or 1
+        tp, pp = (layout.tp or 1) * ep, layout.pp or 1
+        if ep > 1 and (layout.tp or 1) > 1:
+            return [], (f"layout {layout.text()}: expert parallel together with tensor parallel is not reassembled "
+                        "(each rank's experts would also be split); not reassembled")
         if len(ranks) % (tp * pp):
             return [], (f"layout {layout.text()} does not fit {len(ranks)} rank folders ({', '.join(map(str, ranks))}):"
-                        f" tp x pp must divide the rank count; not reassembled")
+                        f" tp x ep x pp must divide the rank count; not reassembled")
         if tp * pp == 1:
             return [], ""
         dp = len(ranks) // (tp * pp)
         # Megatron's order: tensor-parallel fastest, then data-parallel, then pipeline stage
         return [Group(tuple(tuple(ranks[s * tp * dp + d * tp + t] for t in range(tp)) for s in range(pp)),
-                      "declared") for d in range(dp)], ""
+                      "declared", expert_parallel=ep > 1) for d in range(dp)], ""
     stage_of: dict[frozenset[str], list[int]] = {}
-    for r in ranks:
-        stage_of.setdefault(frozenset(e.path for e in dumps[r].entries.values()), []).append(r)
+    for r in ranks:  # experts live on one rank each: a stage is what the ranks hold besides them
+        stage_of.setdefault(frozenset(e.path for e in dumps[r].entries.values() if not is_expert(e.path)),
+                            []).append(r)
     stages = sorted(stage_of.values(), key=lambda rs: (_first_layer(dumps[rs[0]]), rs[0]))
     width = len(stages[0])
     if any(len(s) != width for s in stages):
@@ -90,10 +99,18 @@ def plan_groups(dumps: Mapping[int, Dump], layout: SideLayout) -> tuple[list[Gro
         return [], (f"{len(stages)} module sets over {len(ranks)} ranks with {sizes} ranks each: the layout cannot be "
                     "inferred; declare it (--train-layout / --rollout-layout tp=N,pp=N)")
     sharded = width > 1 and _parameters_differ(dumps[stages[0][0]], dumps[stages[0][1]])
+    experts = [{e.path for e in dumps[r].entries.values() if is_expert(e.path)} for r in stages[0]]
+    if width > 1 and not sharded and any(held != experts[0] for held in experts):
+        return [Group(tuple(tuple(s) for s in stages), "inferred", expert_parallel=True)], ""
     if len(stages) == 1 and not sharded:
         return [], ""  # data-parallel replicas: each rank is a unit of its own
     tp = width if sharded else 1
     return [Group(tuple(tuple(s[d * tp:(d + 1) * tp]) for s in stages), "inferred") for d in range(width // tp)], ""
+
+
+def is_expert(module_path: str) -> bool:
+    """One expert of a mixture-of-experts layer, numbered by its global id (``mlp.experts.5``, ``experts.5.w1``)."""
+    return _EXPERT.search(module_path) is not None
 
 
 def _first_layer(dump: Dump) -> int:

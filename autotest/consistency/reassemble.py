@@ -37,6 +37,7 @@ from autotest.consistency.rank_groups import (
     ShardFinding,
     boundary_findings,
     close,
+    is_expert,
     plan_groups,
     relative,
     stats_close,
@@ -131,21 +132,20 @@ def _write_group(folder: Path, dumps: Mapping[int, Dump], group: Group, side: st
     seen: set[str] = set()
     first = dumps[group.leader]
     for stage in group.stages:
-        lead = dumps[stage[0]]
-        for key, entry in lead.entries.items():
+        for key in _merged_keys([dumps[r] for r in stage]):
             if key in seen:
                 continue  # a module every stage runs (the rotary embedding): the first stage's copy
             seen.add(key)
-            per_rank = [dumps[r].entries.get(key) for r in stage]
-            if any(e is None for e in per_rank):
-                missing = [r for r, e in zip(stage, per_rank) if e is None]
-                assembly.findings.append(ShardFinding(side, entry.path, tuple(missing), "not_placed",
-                                                      f"{key} is not in these ranks' dumps; taken from rank "
-                                                      f"{stage[0]} alone", len(seen)))
-                per_rank = [entry]
-            joiner = _Joiner(side, entry, tuple(stage[:len(per_rank)]), layout, facts, tensor_dir, assembly,
-                             order=len(seen), use_tensors=use_tensors)
-            data[key] = joiner.body(per_rank)
+            holders = tuple(r for r in stage if key in dumps[r].entries)
+            entry = dumps[holders[0]].entries[key]
+            if len(holders) < len(stage) and not is_expert(entry.path):
+                missing = tuple(r for r in stage if r not in holders)
+                assembly.findings.append(ShardFinding(side, entry.path, missing, "not_placed",
+                                                      f"{key} is not in these ranks' dumps; taken from rank(s) "
+                                                      f"{', '.join(map(str, holders))} alone", len(seen)))
+            joiner = _Joiner(side, entry, holders, layout, facts, tensor_dir, assembly, order=len(seen),
+                             use_tensors=use_tensors, whole=group.expert_parallel)
+            data[key] = joiner.body([dumps[r].entries[key] for r in holders])
             if entry.parent:
                 construct[key] = entry.parent
     if len(group.stages) > 1:
@@ -155,15 +155,37 @@ def _write_group(folder: Path, dumps: Mapping[int, Dump], group: Group, side: st
     (folder / "construct.json").write_text(json.dumps(construct), encoding="utf-8")
 
 
+def _merged_keys(dumps: Sequence[Dump]) -> list[str]:
+    """Every module key of these ranks in completion order: the first rank's order, with keys only another rank
+    holds (its experts) placed just before the next key both hold (the layer that gathers the experts' outputs)."""
+    merged = list(dumps[0].entries)
+    known = set(merged)
+    for dump in dumps[1:]:
+        pending: list[str] = []
+        for key in dump.entries:
+            if key not in known:
+                pending.append(key)
+                continue
+            at = merged.index(key)
+            merged[at:at] = pending
+            known.update(pending)
+            pending = []
+        merged += pending
+        known.update(pending)
+    return merged
+
+
 class _Joiner:
     """Joins one module call's tensors over the tensor-parallel ranks of a stage."""
 
     def __init__(self, side: str, entry: ModuleEntry, ranks: tuple[int, ...], layout: SideLayout, facts: _Heads,
-                 tensor_dir: Path, assembly: SideAssembly, order: int, use_tensors: bool = True) -> None:
+                 tensor_dir: Path, assembly: SideAssembly, order: int, use_tensors: bool = True,
+                 whole: bool = False) -> None:
         self.side, self.entry, self.ranks, self.layout = side, entry, ranks, layout
         self.use_tensors = use_tensors
         self.facts, self.tensor_dir, self.assembly, self.order = facts, tensor_dir, assembly, order
-        self.role = module_role(entry.path, entry.cls)
+        # expert-parallel ranks hold whole copies of everything but their experts
+        self.role = "replicated" if whole else module_role(entry.path, entry.cls)
 
     def body(self, per_rank: Sequence[ModuleEntry]) -> dict[str, Any]:
         body: dict[str, Any] = {}

@@ -89,6 +89,8 @@ class Consistency:
     policy: str
     #: appended to the launch command for a consistency dump re-run; must contain {diagnostic_config}
     diagnostic_args: tuple[str, ...] = ()
+    #: each side's parallel layout (``rollout`` / ``train`` -> ``tp=4,pp=2``), for reassembling per-rank dumps
+    layout: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,8 @@ from pathlib import Path
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
+from autotest.consistency.layout import parse_layout
+from autotest.errors import UsageError
 from autotest.inputs.case_model import (
     CONFIG_CHECKED_FORMATS,
     MARKERS,
@@ -258,16 +260,35 @@ def parse_seed(sec: Section | None) -> Seed:
 def parse_consistency(sec: Section | None) -> Consistency:
     if sec is None:
         return Consistency(policy="off")
-    sec.check_keys(required=("policy",), optional=("diagnostic_args",))
+    sec.check_keys(required=("policy",), optional=("diagnostic_args", "layout"))
     args = sec.str_list("diagnostic_args", ())
+    layout = _consistency_layout(sec.section("layout", optional=True))
     for i, arg in enumerate(args):
         check_template(sec, f"diagnostic_args[{i}]", arg, (*PLACEHOLDERS, "diagnostic_config"), shell=False)
     if args and not any("{diagnostic_config}" in a for a in args):
         sec.fail("diagnostic_args", "does not pass {diagnostic_config}",
                  "add e.g. [--diagnostic-config, '{diagnostic_config}']")
     if sec.get("policy") is False:  # YAML 1.1 reads a bare `off` as false
-        return Consistency(policy="off", diagnostic_args=args)
+        return Consistency(policy="off", diagnostic_args=args, layout=layout)
     if sec.get("policy") is True:
         sec.fail("policy", "true is not a policy (YAML reads a bare on/yes as true)",
                  "write on-breach or always")
-    return Consistency(policy=sec.choice("policy", POLICIES), diagnostic_args=args)
+    return Consistency(policy=sec.choice("policy", POLICIES), diagnostic_args=args, layout=layout)
+
+
+def _consistency_layout(sec: Section | None) -> tuple[tuple[str, str], ...]:
+    """``layout: {rollout: "tp=4", train: "pp=2"}``: each side's text checked as ``consistency analyze`` reads it."""
+    if sec is None:
+        return ()
+    sec.check_keys(required=(), optional=("rollout", "train"))
+    found = []
+    for side in ("rollout", "train"):
+        text = sec.text(side, default=None)
+        if text is None:
+            continue
+        try:
+            parse_layout(str(text), side)
+        except UsageError as exc:
+            sec.fail(side, str(exc).removeprefix(f"{side}: "), "e.g. tp=4,pp=2 (keys tp, pp, heads, kv_heads, partial)")
+        found.append((side, str(text)))
+    return tuple(found)

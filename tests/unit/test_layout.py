@@ -33,8 +33,10 @@ RANKS = {
     "calibration": 6, "history": 6, "consistency": 6, "bisect": 6, "ab": 6,
     "cli": 7, "plugin": 7, "suites": 8,
 }
-#: modules ranked apart from their stage: the readers' records and patterns, read by the inputs and the launcher
-MODULE_RANKS = {"autotest.readers.registry": 1, "autotest.readers.console_pattern": 1}
+#: modules ranked apart from their stage: the readers' records and patterns, read by the inputs and the launcher;
+#: a consistency layout's grammar, checked where a case declares it
+MODULE_RANKS = {"autotest.readers.registry": 1, "autotest.readers.console_pattern": 1,
+                "autotest.consistency.layout": 1}
 #: what the workloads (a separate program launched by the harness) may import from the harness
 WORKLOAD_IMPORTS = ("autotest.errors", "autotest.workloads", "autotest.consistency.collect",
                     "autotest.consistency.config", "autotest.consistency.correlation", "autotest.consistency.hook",

@@ -150,3 +150,19 @@ def test_a_layout_that_does_not_fit_the_rank_folders_is_one_line(dumps: Path, tm
     assert done.returncode == 2 and done.stdout == ""
     [line] = done.stderr.strip().splitlines()
     assert "--rollout-layout tp=4: " in line and "does not fit 2 rank folders" in line
+
+
+def test_tensor_parallel_peers_that_logged_other_requests_are_named(dumps: Path, tmp_path: Path) -> None:
+    lines = [json.loads(line) for line in (dumps / "rollout-tp2" / "correlation.jsonl").read_text().splitlines()]
+    for line in lines:
+        if line["rank"] == 1:
+            line["requests"][0]["request_id"] += "-elsewhere"
+    log = tmp_path / "rollout.jsonl"
+    log.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    report = analyze_dumps(dumps / "train" / "dump", dumps / "rollout-tp2" / "dump", tmp_path,
+                           train_correlation=dumps / "train" / "correlation.jsonl", rollout_correlation=log,
+                           strict=True)
+    found = [f for f in report.sharding["rollout"]["findings"] if f["kind"] == "requests_differ"]
+    assert [f["ranks"] for f in found] == [[0, 1]]  # one per step: the requests each rank logged there
+    assert "rank 1 logged requests ['r0-elsewhere', 'r1-elsewhere']" in found[0]["detail"]
+    assert report.verdict == "no_divergence"  # rank 0's records pair the reassembled dump as before

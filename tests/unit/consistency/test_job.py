@@ -76,3 +76,33 @@ def test_summary_names_each_path_and_never_says_no_divergence_under_a_breach():
     aligned = _summary_of("no_divergence", {"recorded": base, "recomputed": base, "trainer": base})
     assert aligned.startswith("the window does not reproduce the breach")
     assert not any("no divergence" in s for s in (module, partial, sampling, aligned))
+
+
+def test_the_cases_layout_reaches_the_analysis(tmp_path, monkeypatch):
+    """``consistency.layout`` in the case is how the job's analysis reassembles each side's per-rank dumps."""
+    case_file = tmp_path / "grpo-gsm8k-qwen3-8b-lmdeploy.yaml"
+    text = (ROOT / "autotest/cases/grpo-gsm8k-qwen3-8b-lmdeploy.yaml").read_text()
+    case_file.write_text(text.replace("consistency:\n", "consistency:\n  layout: {rollout: 'tp=2', train: 'pp=2'}\n", 1))
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "tracker.jsonl").write_text(json.dumps({"mismatch/mismatch_k3_kl": 3e-3, "step": 1}) + "\n")
+    (results / REQUEST_FILE).write_text(json.dumps({
+        "case": "grpo-gsm8k-qwen3-8b-lmdeploy", "case_file": str(case_file),
+        "breaches": [{"metric": "mismatch/mismatch_k3_kl", "first_breach_step": 1}],
+        "tracker": str(results / "tracker.jsonl"), "results_dir": str(results)}))
+    for name in ("CI_SHARE_MODEL", "CI_SHARE_DATA"):
+        monkeypatch.setenv(name, str(tmp_path / "share"))
+    monkeypatch.setenv("XTUNER_ROOT", str(tmp_path))
+    seen = {}
+    import autotest.consistency.job as job
+
+    real = job.analyze_dumps
+
+    def spy(*args, **kwargs):
+        seen.update(kwargs["layouts"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(job, "analyze_dumps", spy)
+    outcome = run_consistency_job(results)
+    assert {side: layout.text() for side, layout in seen.items()} == {"rollout": "tp=2", "train": "pp=2"}
+    assert json.loads(outcome.report_json.read_text())["context"]["layout"] == [["rollout", "tp=2"], ["train", "pp=2"]]

@@ -216,6 +216,11 @@ def test_declared_groups_number_ranks_tensor_parallel_first() -> None:
     dumps = dict.fromkeys(range(8))
     groups, note = plan_groups(dumps, SideLayout(tp=2, pp=2))  # type: ignore[arg-type]
     assert note == "" and [g.stages for g in groups] == [((0, 1), (4, 5)), ((2, 3), (6, 7))]
+    groups, note = plan_groups(dumps, SideLayout(ep=4))  # type: ignore[arg-type]
+    assert [(g.stages, g.expert_parallel, g.tp) for g in groups] == [(((0, 1, 2, 3),), True, 1),
+                                                                     (((4, 5, 6, 7),), True, 1)]
+    groups, note = plan_groups(dumps, SideLayout(ep=2, tp=2))  # type: ignore[arg-type]
+    assert groups == [] and "expert parallel together with tensor parallel" in note
 
 
 def test_a_malformed_shards_field_is_one_line(tmp_path: Path) -> None:
@@ -225,3 +230,25 @@ def test_a_malformed_shards_field_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "rank0" / "dump.json").write_text(json.dumps(doc))
     with pytest.raises(UsageError, match=r"dump.json: .*shards \[\[0, 0, 0\]\] is not a list of \[rank, dim"):
         read_dump(tmp_path / "rank0")
+
+
+def test_expert_parallel_ranks_join_their_experts_by_id_in_completion_order(tmp_path: Path) -> None:
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(1, 4, HIDDEN, generator=gen)
+    w = [torch.randn(HIDDEN, HIDDEN, generator=gen) for _ in range(4)]
+    attn = "Module.model.layers.0.self_attn.o_proj.Linear.forward.0"
+    expert = "Module.model.layers.0.mlp.experts.{}.Linear.forward.0"
+    moe = "Module.model.layers.0.mlp.Qwen3MoeSparseMoeBlock.forward.0"
+    shared = {attn: {"input": x, "output": x @ w[0].T, "weight": w[0]}}
+    for rank in range(2):  # rank r holds experts 2r and 2r+1, and the same attention as the other rank
+        held = dict(shared)
+        held.update({expert.format(e): {"input": x, "output": x @ w[e].T, "weight": w[e]} for e in (2 * rank, 2 * rank + 1)})
+        held[moe] = {"input": x, "output": x}
+        write_rank(tmp_path / "dump" / "step3" / f"rank{rank}", held)
+    assembly = assemble_side(tmp_path / "dump", "rollout", SideLayout(), tmp_path / "out")
+    assert [g.describe() for g in assembly.groups] == ["tp=1, ep=2, pp=1 over ranks 0, 1 (inferred)"]
+    assert assembly.findings == []
+    got = _reassembled(assembly)
+    assert list(got) == [attn, *(expert.format(e) for e in range(4)), moe]
+    assert torch.equal(load_tensor(got[expert.format(3)]["weight"]), w[3].double())
+    assert torch.equal(load_tensor(got[attn]["weight"]), w[0].double())  # whole on each rank, not concatenated

@@ -103,6 +103,14 @@ def test_unreadable_file_is_one_line(tmp_path: Path) -> None:
         load_case(path)
 
 
+def test_a_consistency_layout_is_kept_per_side(tmp_path: Path) -> None:
+    tail = "consistency: {policy: on-breach, layout: {rollout: 'tp=4,kv_heads=2', train: 'pp=2'}}\n"
+    case = load_case(write_case(tmp_path, tail=tail))
+    assert case.consistency.layout == (("rollout", "tp=4,kv_heads=2"), ("train", "pp=2"))
+    with pytest.raises(UsageError, match=r"consistency\.layout\.actor: unknown key; allowed: rollout, train"):
+        load_case(write_case(tmp_path, tail="consistency: {policy: on-breach, layout: {actor: 'tp=2'}}\n"))
+
+
 def test_defaults_and_yaml_off(tmp_path: Path) -> None:
     case = load_case(write_case(tmp_path, tail="consistency: {policy: off}\n"))
     assert case.consistency.policy == "off"  # YAML's bare off is false: read as "off"

@@ -328,7 +328,7 @@ def calibrate(spec: Baseline, traces: Sequence[Trace], *, settings: CalibrationS
                     noise_table=MappingProxyType({m: MappingProxyType(v) for m, v in noise.items()}) if noise
                     else None)
     golden = golden_trace(draft)
-    gates = sum(c.severity == "gate" for c in noisy)
+    gates = sum(c.gating for c in noisy)  # a shadow gate is a gate-in-waiting: its share of the budget too
     checks = tuple(_calibrate_check(c, draft, golden, runs, settings, sizes, gates) for c in judged)
     useless = {u.check_id: u for u in useless_checks(replace(draft, checks=tuple(c.check for c in checks)),
                                                      runs, sizes)}

@@ -38,6 +38,7 @@ def compare(args: argparse.Namespace) -> int:
     from autotest.files import require_writable
     from autotest.judge.model import PASS
     from autotest.judge.power import caught_phrase, power_warnings
+    from autotest.judge.shadow import SHADOW, shadow_alarms, shadow_line
     from autotest.judge.verdict import compare_paths
 
     if args.wall_time_s is not None and not (args.wall_time_s >= 0 and math.isfinite(args.wall_time_s)):
@@ -66,9 +67,12 @@ def compare(args: argparse.Namespace) -> int:
             print(f"report: {published.report_md}")
     for warning in (*verdict.warnings, *power_warnings(verdict)):
         print(f"warning: {warning}", file=sys.stderr)
+    shadows = shadow_alarms(verdict.results)
     for result in verdict.results:
-        if result.status != PASS:
+        if result.status != PASS and result.severity != SHADOW:
             print(f"{result.status:5} {result.check_id}: {result.message}")
+    for result in shadows:  # never the job's status: a gate-in-waiting says what it would have done
+        print(shadow_line(result))
     for finding in verdict.triage:
         if finding.primary:
             print(f"next step: {finding.suggestion}")

@@ -77,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
     from autotest.files import require_folder
     from autotest.inputs.case import load_case
     from autotest.judge.power import power_warnings
+    from autotest.judge.shadow import SHADOW, shadow_alarms, shadow_line
     from autotest.pipeline import DRY_RUN, SKIP, JudgeOptions, LaunchOptions, PublishOptions, RunOptions, run_case
 
     if args.results_dir is not None:
@@ -107,8 +108,12 @@ def run(args: argparse.Namespace) -> int:
     if outcome.status == DRY_RUN and args.dry_run:
         print(outcome.card)
     if outcome.verdict is not None:
+        shadows = shadow_alarms(outcome.verdict.results)
         for result in outcome.verdict.failing():
-            print(f"{result.status:5} {result.check_id}: {result.message}")
+            if result.severity != SHADOW:
+                print(f"{result.status:5} {result.check_id}: {result.message}")
+        for result in shadows:  # never the job's status: a gate-in-waiting says what it would have done
+            print(shadow_line(result))
         for warning in power_warnings(outcome.verdict):
             print(f"warning: {warning}", file=sys.stderr)
     print(outcome.summary_line())

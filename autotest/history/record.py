@@ -26,7 +26,7 @@ from autotest.readers.reading import read_trace
 
 #: a run's verdict (a check may also be INFO)
 RUN_STATUSES = ("PASS", "FAIL", "ERROR")
-SEVERITIES = ("gate", "reference")
+SEVERITIES = ("gate", "reference", "shadow")
 #: a case name as case files spell it (the file's stem)
 CASE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 #: how results.json writes a non-finite number (autotest.judge.model)

@@ -20,7 +20,7 @@ Schema::
       - metric, method (absolute|relative|slowdown|value), operator (< <= > >=), threshold (a number,
         or ``placeholder``: written by ``rl-autotest init``, ERROR until ``calibrate`` sets it),
         scope (a check kind of autotest.scopes: stepwise|percentile|final|points|window|pooled|slope, or a
-        plugin's; default stepwise), severity (gate|reference),
+        plugin's; default stepwise), severity (gate|reference|shadow: judged like a gate, never failing the run),
         percentile (scope percentile), points: [int] (scope points), window: [first, last] (scope
         window; optional for pooled and slope), statistic (scope pooled: mean|trend; default mean),
         split_at: [int] (scope slope: steps where a segment starts, e.g. resume points; method slowdown,

@@ -17,7 +17,11 @@ from autotest.scopes import scope_kind
 SCHEMA_VERSION = 1
 METHODS = ("absolute", "relative", "slowdown", "value")
 OPERATORS = ("<", "<=", ">", ">=")
-SEVERITIES = ("gate", "reference")
+SEVERITIES = ("gate", "reference", "shadow")
+#: a gate-in-waiting: judged exactly like a gate and recorded, its FAIL never deciding the run (docs/baselines.md)
+SHADOW = "shadow"
+#: the severities judged as gates (calibration and power measure both alike)
+GATING = ("gate", SHADOW)
 #: the threshold ``rl-autotest init`` writes: never a number, so a spec cannot pass before it is calibrated
 PLACEHOLDER = "placeholder"
 #: |base| below this is treated as this value in the relative error (explicit, reported)
@@ -66,9 +70,15 @@ class CheckSpec:
     def check_id(self) -> str:
         return scope_kind(self.scope).check_id(self)
 
+    @property
+    def gating(self) -> bool:
+        """Judged as a gate: a gate, or a shadow gate (whose FAIL is recorded but never fails the run)."""
+        return self.severity in GATING
+
     def describe(self) -> str:
         scope = scope_kind(self.scope).describe(self)
-        severity = "" if self.severity == "gate" else " (reference only, never fails)"
+        severity = {"gate": "", SHADOW: " (shadow: judged and recorded, never fails)"}.get(
+            self.severity, " (reference only, never fails)")
         hardware = f" (threshold for {self.hardware})" if self.hardware else ""
         return f"{self.metric}: {self.method} {self.operator} {self.shown_threshold}{hardware}, {scope}{severity}"
 
@@ -186,6 +196,13 @@ class Baseline:
             if full == metric:
                 return f"{short} ({metric})"
         return metric
+
+
+def in_shadow(baseline: Baseline) -> Baseline:
+    """``baseline`` with every gate a shadow gate: a case in shadow (``shadow: true``) is judged and recorded, its
+    checks never failing the run (reference checks stay reference)."""
+    return replace(baseline, checks=tuple(replace(c, severity=SHADOW) if c.severity == "gate" else c
+                                          for c in baseline.checks))
 
 
 def for_hardware(baseline: Baseline, gpu: Mapping[str, Any] | None) -> Baseline:

@@ -84,6 +84,8 @@ Schema::
                            (autotest.judge.replicate_mean); `--replicates K` overrides it; at most
                            the platform's cap (autotest.inputs.replicate_limits), and > 1 only when
                            the launch takes the seed
+    shadow: bool           optional (default false): every gate of the baseline is a shadow gate, judged and
+                           recorded, never failing the run (autotest.judge.shadow; docs/cases.md)
 
 Substitutions, done when a run is resolved (not on load, so listing cases needs no share):
 ``${NAME}`` is the harness's environment variable NAME (unset: a UsageError naming file, key

@@ -126,6 +126,8 @@ class Case:
     variants: tuple[Variant, ...] = ()
     #: how the launch keeps its rollouts and trains on kept ones (``replay:``; autotest.inputs.case_replay)
     replay: Replay | None = None
+    #: every gate of its baseline judged as a shadow gate: recorded, never failing the run (``shadow: true``)
+    shadow: bool = False
 
     @property
     def packaged(self) -> bool:

@@ -48,7 +48,7 @@ def parse_case(path: Path, project: Project | None) -> Case:
     needed = ("name", "description", "markers", "goal", "minimal_scale", "platform", "launch", "tracker",
               "expected")
     optional = ("inputs", "seed", "consistency", "replicates", "detect", "performance", "resume", "equivalence",
-                "replay")
+                "replay", "shadow")
     top = load_section(path, what="a case", doc="docs/cases.md", required=needed if project else (*needed, "baseline"),
                        optional=(*optional, "baseline") if project else optional)
     name = top.text("name")
@@ -82,7 +82,8 @@ def parse_case(path: Path, project: Project | None) -> Case:
                 detect=parse_detect(top),
                 performance=parse_performance(top.section("performance", optional=True)),
                 resume=parse_resume(top.section("resume", optional=True), PLACEHOLDERS, expected.steps, tracker.path),
-                variants=parse_variants(top), replay=parse_replay(top.section("replay", optional=True)))
+                variants=parse_variants(top), replay=parse_replay(top.section("replay", optional=True)),
+                shadow=top.boolean("shadow", default=False))
     if len(set(seed.calibration)) > 1 and not case.takes_seed:
         top.fail("seed.calibration", f"{len(seed.calibration)} seeds but the launch takes no seed",
                  "use {seed} in launch.command or set seed.env")

@@ -11,6 +11,7 @@ none of the checked metrics, nothing else is judged against it (its steps are no
 from __future__ import annotations
 
 from autotest.inputs.baseline import Baseline
+from autotest.inputs.baseline_model import SHADOW
 from autotest.judge.model import ERROR, CheckResult
 from autotest.judge.trace import Trace
 
@@ -64,7 +65,9 @@ def name_results(baseline: Baseline, current: Trace, golden: Trace | None = None
         message += (f"; if these are the same quantities under other names, map them in the baseline's "
                     f"metric_aliases (canonical: as logged), e.g. metric_aliases: {{{example[0]}: {example[1]}}}")
     message += "; if this is another run's or another case's log, pass the right one"
-    return [CheckResult(CHECK_ID, ERROR, message, kind="structural",
+    # metrics only shadow gates check never decide the run, absent or not: the finding is a shadow one then
+    shadow_only = all(c.severity == SHADOW for c in baseline.checks if c.metric in missing)
+    return [CheckResult(CHECK_ID, ERROR, message, kind="structural", severity=SHADOW if shadow_only else "gate",
                         parameters={"missing": missing, "not_in_baseline": logged[:50]})]
 
 

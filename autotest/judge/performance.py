@@ -30,6 +30,7 @@ from types import MappingProxyType
 from typing import Any
 
 from autotest.inputs.baseline import Baseline
+from autotest.inputs.baseline_model import GATING
 from autotest.inputs.performance_policy import ContentionBudget, PerformancePolicy
 from autotest.inputs.roles import group_of
 from autotest.judge.checks import evaluate_check
@@ -192,7 +193,7 @@ def is_performance(result: CheckResult, baseline: Baseline) -> bool:
 def judge_performance(results: Sequence[CheckResult], baseline: Baseline, golden: Trace, current: Trace,
                       machine: MachineContext) -> list[CheckResult]:
     """``results`` with every performance gate decided against the machine (the table in the module docstring)."""
-    gates = [r for r in results if is_performance(r, baseline) and r.severity == "gate"]
+    gates = [r for r in results if is_performance(r, baseline) and r.severity in GATING]
     if not gates:
         return list(results)
     policy = machine.policy

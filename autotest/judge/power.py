@@ -125,7 +125,7 @@ def calibration_runs(baseline: Baseline) -> int:
 
 
 def pooled_gates(baseline: Baseline) -> list[CheckSpec]:
-    return [c for c in baseline.checks if scope_kind(c.scope).uses_noise and c.severity == "gate"]
+    return [c for c in baseline.checks if scope_kind(c.scope).uses_noise and c.gating]
 
 
 class _Powering:
@@ -161,7 +161,7 @@ class _Powering:
 def gate_power(baseline: Baseline, check: CheckSpec) -> GatePower | None:
     """The MDE of ``check`` (a gate) from ``baseline``: its kind's (``Scope.power``; by default the per-step rule);
     None for a bound or an uncalibrated gate."""
-    if check.severity != "gate" or check.method == "value" or not math.isfinite(check.threshold):
+    if not check.gating or check.method == "value" or not math.isfinite(check.threshold):
         return None
     kind = scope_kind(check.scope)
     found = ask(kind, "power", check, _Powering(baseline, check))

@@ -39,7 +39,7 @@ from typing import Any
 
 from autotest.errors import UsageError
 from autotest.inputs.baseline import load_baseline
-from autotest.inputs.baseline_model import Baseline, for_hardware
+from autotest.inputs.baseline_model import Baseline, for_hardware, in_shadow
 from autotest.inputs.case import Case
 from autotest.inputs.roles import RoleMap, resolve_roles
 from autotest.inputs.tracker_layout import tracker_copy
@@ -219,6 +219,8 @@ def judge_replicate_runs(case: Case, baseline_path: Path, runs: Sequence[tuple[i
     baseline, golden = None, None
     try:
         baseline = for_hardware(load_baseline(baseline_path), gpu)
+        if case.shadow:  # a case in shadow: judged and recorded, never failing the job
+            baseline = in_shadow(baseline)
         if adjust is not None:
             baseline = adjust(baseline)
         golden = golden_trace(baseline)

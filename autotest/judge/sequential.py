@@ -43,7 +43,7 @@ def requantile(baseline: Baseline, share: float) -> Baseline:
     factor = t_quantile(1 - alpha * share / 2, n - 1) / t_quantile(1 - alpha / 2, n - 1)
     note = f"; adaptive replicates: x {factor:.3f} = t quantile at {share:g} of the budget (alpha spending)"
     checks = tuple(replace(c, threshold=c.threshold * factor, derivation=c.derivation + note)
-                   if scope_kind(c.scope).uses_noise and c.severity == "gate" else c for c in baseline.checks)
+                   if scope_kind(c.scope).uses_noise and c.gating else c for c in baseline.checks)
     return replace(baseline, checks=checks)
 
 

@@ -21,6 +21,7 @@ from autotest.inputs.roles import ROLES, base_role
 from autotest.judge.checks import fmt
 from autotest.judge.model import ERROR, FAIL, INFO, PASS, CheckResult, Verdict
 from autotest.judge.power import caught_phrase
+from autotest.judge.shadow import shadow_alarms, shadow_line
 from autotest.redaction import mask_known
 from autotest.report.md_safe import md_code, md_text
 from autotest.scopes import find
@@ -261,7 +262,9 @@ def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, histo
     problems = [r for r in verdict.results if r.status in (FAIL, ERROR) and r.is_gate]
     for r in problems:
         lines.append(f"- **{r.status}** {r.message}")
-    if problems:
+    shadows = shadow_alarms(verdict.results)  # judged like gates, never deciding the run
+    lines += [f"- {shadow_line(r)}" for r in shadows]
+    if problems or shadows:
         lines.append("")
     if history:
         lines += ["## History (earlier runs of this case)", "", *[f"- {line}" for line in history], ""]
@@ -331,6 +334,7 @@ def render_step_summary(verdict: Verdict, report_path: Path | None = None, histo
     failing = [r for r in verdict.results if r.status in (FAIL, ERROR) and r.is_gate]
     lines = [f"### {md_text(verdict.case)}: {md_text(_headline(verdict))}", ""]
     lines += [f"- {r.status}: {md_text(r.message)}" for r in failing[:10]]
+    lines += [f"- {md_text(shadow_line(r))}" for r in shadow_alarms(verdict.results)[:10]]
     lines += [f"- attempt {a['attempt']}: {md_text(a['verdict'])}, {md_text(a['decision']['reason'])}; log "
               f"{md_code(a['log_path'])}" for a in verdict.context.get("retries") or () if a["decision"]["retry"]]
     lines += [f"- {md_text(line)}" for line in history]

@@ -49,7 +49,7 @@ class Points(Scope):
         if missing:
             return job.error(f"{display}: current run has no value at steps {steps_text(missing)}; "
                              f"cannot decide{note}", **extra)
-        if uncalibrated and (spec.severity == "gate" or not len(points)):
+        if uncalibrated and (spec.gating or not len(points)):
             # a declared point with no golden value is a gate that checks less than it says
             return job.uncalibrated(f"{display} has no golden value at steps {steps_text(uncalibrated)}", **extra)
         return job.passed(f"{display}: all {len(points)} points within {error_name(spec)} "

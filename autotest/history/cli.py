@@ -1,4 +1,5 @@
-"""``rl-autotest history ingest|show|drift|dashboard|untrust|trust``: a thin shell over the history functions.
+"""``rl-autotest history ingest|show|drift|dashboard|untrust|trust|promote-ready``: a thin shell over the history
+functions.
 
 Exit codes as everywhere: 0 fine, 1 drift found (``drift``), 2 bad input (one line, no traceback),
 and 2 for ``show``/``drift``/``dashboard`` on a history with no runs ("no runs in <url>": nothing to judge).
@@ -162,6 +163,38 @@ def _dashboard(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _count(text: str, flag: str, minimum: int) -> int:
+    """A whole number >= ``minimum`` given to ``flag``; anything else is one line (exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise UsageError(f"{flag}: {text!r} is not a whole number; give e.g. {flag} {max(minimum, 7)}") from None
+    if value < minimum:
+        raise UsageError(f"{flag}: must be at least {minimum}, got {value}")
+    return value
+
+
+def _promote_ready(args: argparse.Namespace) -> int:
+    from autotest.history.shadow_ready import shadow_standings
+
+    nights = _count(args.nights, "--nights", 1)
+    allowed = _count(args.allowed, "--allowed", 0)
+    with _open(args) as store:
+        if args.case:
+            _check_case(store, args.case)
+        standings = [s for case in ([args.case] if args.case else store.cases())
+                     for s in shadow_standings(store, case, nights, allowed)]
+    if not standings:
+        where = f"case {args.case!r}" if args.case else "any case"
+        print(f"no shadow gates in the last {nights} trusted gate run(s) of {where}")
+        return EXIT_OK
+    print("\n".join(render_table([s.row() for s in standings])))
+    ready = sum(s.ready for s in standings)
+    print(f"{ready} of {len(standings)} shadow gate(s) ready to block (held {nights} trusted night(s), at most "
+          f"{allowed} false alarm(s)); promote with rl-autotest baseline promote CASE --shadow CHECK")
+    return EXIT_OK
+
+
 def _mark(args: argparse.Namespace, trusted: bool) -> int:
     from autotest.history.trust import mark_run
 
@@ -208,6 +241,15 @@ def add_history_parser(subparsers: argparse._SubParsersAction,
     p.add_argument("--out", type=Path, required=True, help="folder to write index.html into")
     common(p, f"results root holding history.sqlite (default: {DEFAULT_ROOT_HELP})")
 
+    p = sub.add_parser("promote-ready", help="shadow gates that held for K trusted nights, with their observed "
+                       "false-alarm rate (docs/history.md)")
+    p.add_argument("--nights", default="7", metavar="K",
+                   help="the last K trusted gate runs a shadow gate must have held (default 7)")
+    p.add_argument("--allowed", default="0", metavar="N",
+                   help="false alarms (a shadow FAIL on a night the run passed) a ready gate may have had (default 0)")
+    p.add_argument("--case", help="only this case (default: every case in the history)")
+    common(p, f"results root holding history.sqlite (default: {DEFAULT_ROOT_HELP})")
+
     p = sub.add_parser("untrust", help="keep a run out of calibrate --from-history, drift and the dashboard's bands")
     p.add_argument("run", metavar="RUN", help="run id (history show lists them) or its results folder")
     p.add_argument("--why", required=True, help="why the run is not to be trusted (recorded with when and who)")
@@ -219,5 +261,5 @@ def add_history_parser(subparsers: argparse._SubParsersAction,
     common(p, f"results root holding history.sqlite (default: {DEFAULT_ROOT_HELP})")
 
     actions = {"ingest": _ingest, "show": _show, "drift": _drift, "dashboard": _dashboard,
-               "untrust": _untrust, "trust": _trust}
+               "untrust": _untrust, "trust": _trust, "promote-ready": _promote_ready}
     commands["history"] = lambda args: actions[args.history_command](args)

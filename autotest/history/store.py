@@ -281,15 +281,17 @@ class HistoryStore:
         return [self._run_row(m) for m in self._read(
             self._runs_query().where(tables()["runs"].c.results_dir == results_dir))]
 
-    def check_points(self, case: str, *, gates_only: bool = True, trusted_only: bool = False) -> list[CheckPoint]:
-        """Every check statistic of a case's runs, oldest run first."""
+    def check_points(self, case: str, *, gates_only: bool = True, trusted_only: bool = False,
+                     severity: str = "gate") -> list[CheckPoint]:
+        """Every check statistic of a case's runs, oldest run first (``gates_only``: those of ``severity``, gate
+        by default; ``shadow`` for the shadow gates ``history promote-ready`` counts)."""
         runs, checks = tables()["runs"], tables()["checks"]
         query = (self._runs_query(checks.c.check_id, checks.c.metric, checks.c.status.label("check_status"),
                                   checks.c.operator, checks.c.observed, checks.c.threshold)
                  .join(checks, checks.c.run_id == runs.c.id).where(runs.c.case_name == case)
                  .order_by(runs.c.started_at, runs.c.id, checks.c.check_id))
         if gates_only:
-            query = query.where(checks.c.severity == "gate")
+            query = query.where(checks.c.severity == severity)
         points = []
         for r in self._read(query):
             where = f"run {r['id']} check {r['check_id']!r}"

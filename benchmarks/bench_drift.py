@@ -14,6 +14,11 @@ drift is first reported, and "start ±1" is the share whose reported start is wi
 Then the same monitoring for changes in spread (``spread_change``): on the same noises without a change (false
 alarms), and with the noise's sd multiplied from ``--shift-night`` on (detected by the last night, median delay),
 and on a mean shift of 1.0 threshold with the noise unchanged (a mean change must not read as one in spread).
+
+Then changes in the spread between replicates (``replicate_spread_change``), for a case run with ``--replicates K``
+seeds a night: night means scatter with sd 0.1 of the threshold, replicates around them with sd 0.05; no change
+(false alarms), the replicates' sd multiplied from ``--shift-night`` on, and the nights' sd multiplied instead (a
+change between nights must not read as one among replicates).
 """
 
 from __future__ import annotations
@@ -28,7 +33,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from autotest.history.changepoint import DriftParams, latest_change, spread_change  # noqa: E402
+from autotest.history.changepoint import (  # noqa: E402
+    DriftParams,
+    latest_change,
+    replicate_spread_change,
+    spread_change,
+)
 
 FIRST_LOOK = 10
 NOISES = {"normal sd 0.1": ("normal", 0.1), "normal sd 0.2": ("normal", 0.2), "t3 sd 0.1": ("t3", 0.1)}
@@ -64,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nights", type=int, default=40)
     parser.add_argument("--shift-night", type=int, default=25)
     parser.add_argument("--spread-only", action="store_true", help="only the changes in spread")
+    parser.add_argument("--replicates", type=int, default=3, help="replicates a night for the between-replicates part")
     args = parser.parse_args(argv)
     params = DriftParams()
     looks = args.nights - FIRST_LOOK + 1
@@ -124,8 +135,40 @@ def main(argv: list[str] | None = None) -> int:
             detected = "-" if change == "none" else f"{found / args.histories:.0%}"
             median = f"{np.median(delays):.0f}" if delays else "-"
             print(f"| {label} | {change} | {early / args.histories:.1%} | {detected} | {median} |")
+    replicate_table(args, params)
     print(f"\n{time.perf_counter() - began:.0f} s")
     return 0
+
+
+def replicate_table(args: argparse.Namespace, params: DriftParams) -> None:
+    k = args.replicates
+    print(f"\nChanges in spread between the {k} replicates of each night (alpha {params.spread_alpha}, at least "
+          f"x{params.min_spread_ratio} either way):\n")
+    print(f"| change from night {args.shift_night} | histories with a report before it | detected by night "
+          f"{args.nights} | median delay (nights) |")
+    print("|---|---|---|---|")
+    for change in ("none", *(f"replicate sd x{r:g}" for r in SD_RATIOS), "night sd x3"):
+        rng = np.random.default_rng(zlib.crc32(f"replicates {k} {change}".encode()))
+        early = found = 0
+        delays = []
+        for _ in range(args.histories):
+            ratio = float(change.rsplit("x", 1)[1]) if change != "none" else 1.0
+            shifted = np.arange(1, args.nights + 1) >= args.shift_night
+            night_sd = np.where(shifted & change.startswith("night"), 0.1 * ratio, 0.1)
+            rep_sd = np.where(shifted & change.startswith("replicate"), 0.05 * ratio, 0.05)
+            means = 0.3 + rng.normal(0, 1, args.nights) * night_sd
+            nights = [list(m + rng.normal(0, s, k)) for m, s in zip(means, rep_sd)]
+            alarms = [n for n in range(FIRST_LOOK, args.nights + 1)
+                      if replicate_spread_change(nights[:n], params) is not None]
+            before = [n for n in alarms if n < args.shift_night] if change.startswith("replicate") else alarms
+            early += bool(before)
+            after = [n for n in alarms if n >= args.shift_night]
+            if change.startswith("replicate") and after:
+                found += 1
+                delays.append(after[0] - args.shift_night + 1)
+        detected = f"{found / args.histories:.0%}" if change.startswith("replicate") else "-"
+        median = f"{np.median(delays):.0f}" if delays else "-"
+        print(f"| {change} | {early / args.histories:.1%} | {detected} | {median} |")
 
 
 if __name__ == "__main__":

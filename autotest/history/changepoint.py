@@ -246,3 +246,53 @@ def spread_change(values: Sequence[float], params: DriftParams = DriftParams()) 
     exceed = int((variance_split_statistics(shuffled, size)[0] >= observed[0] * (1 - 1e-12)).sum())
     p_value = (1 + exceed) / (1 + params.permutations)
     return SpreadChange(split + offset, before, after, p_value) if p_value <= params.spread_alpha else None
+
+
+def replicate_spread_change(nights: Sequence[Sequence[float]], params: DriftParams = DriftParams()
+                            ) -> SpreadChange | None:
+    """The change into the current between-replicate spread regime: how far a night's replicates scatter around
+    their own mean, whatever the nights' means do.
+
+    Each replicate less its night's mean (scaled by sqrt(k / (k - 1)), so nights of different sizes weigh alike) is
+    a residual; one change in their variance is searched for at night boundaries only (the normal likelihood ratio,
+    at least ``min_runs_after`` nights each side) and tested by permuting whole nights, the search included (a
+    night's residuals sum to zero, so they are not exchangeable one by one: shuffling them singly makes the test
+    too eager). Nights with fewer than 2 replicates say nothing about it and are left out. ``index`` is the first
+    night (of ``nights``) of the new regime."""
+    kept = [(i, np.asarray(v, dtype=float)) for i, v in enumerate(nights) if len(v) >= 2]
+    kept = kept[-params.window_runs:]
+    size = params.min_runs_after
+    if len(kept) < 2 * size or not all(np.all(np.isfinite(v)) for _, v in kept):
+        return None
+    squares = np.array([float(np.sum((v - v.mean()) ** 2)) * len(v) / (len(v) - 1) for _, v in kept])
+    counts = np.array([len(v) for _, v in kept], dtype=float)
+    observed, at = _night_variance_split(squares[None, :], counts[None, :], size)
+    first_new = size + int(at[0])  # index into kept of the first night of the new regime
+    if first_new < len(kept) - params.lookback_runs:
+        return None
+    before = math.sqrt(float(squares[:first_new].sum() / counts[:first_new].sum()))
+    after = math.sqrt(float(squares[first_new:].sum() / counts[first_new:].sum()))
+    ratio = after / before if before > 0 else math.inf
+    if max(ratio, 1 / ratio if ratio > 0 else math.inf) < params.min_spread_ratio:
+        return None
+    rng = np.random.default_rng(params.seed)
+    order = rng.permuted(np.broadcast_to(np.arange(len(kept)), (params.permutations, len(kept))), axis=1)
+    exceed = int((_night_variance_split(squares[order], counts[order], size)[0] >= observed[0] * (1 - 1e-12)).sum())
+    p_value = (1 + exceed) / (1 + params.permutations)
+    return SpreadChange(kept[first_new][0], before, after, p_value) if p_value <= params.spread_alpha else None
+
+
+def _night_variance_split(squares: np.ndarray, counts: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of nights (each night's residual sum of squares and count), the largest variance-change likelihood
+    ratio over the cuts leaving ``size`` nights each side, and which cut (0: after the first ``size`` nights)."""
+    tiny = 1e-300
+    ss, nn = np.cumsum(squares, axis=1), np.cumsum(counts, axis=1)
+    cut = np.arange(size - 1, squares.shape[1] - size)
+    n = nn[:, -1:]
+    k = nn[:, cut]
+    total = np.maximum(ss[:, -1:] / n, tiny)
+    left = np.maximum(ss[:, cut] / k, tiny)
+    right = np.maximum((ss[:, -1:] - ss[:, cut]) / (n - k), tiny)
+    stat = n * np.log(total) - k * np.log(left) - (n - k) * np.log(right)
+    best = stat.argmax(axis=1)
+    return stat[np.arange(len(squares)), best], best

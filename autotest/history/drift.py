@@ -19,12 +19,14 @@ from autotest.history.changepoint import (
     DriftParams,
     change_points,
     latest_change,
+    replicate_spread_change,
     spread_change,
 )
 from autotest.history.database import describe, resolve_url
 from autotest.history.record import read_results_folder
 from autotest.history.store import HistoryStore, default_root_of
 from autotest.report.publish import NotRecorded
+from autotest.run.replicates import REPLICATES_FOLDER
 
 if TYPE_CHECKING:
     from autotest.history.store import CheckPoint, RunRow
@@ -80,6 +82,8 @@ class SpreadFinding:
     threshold: float
     p_value: float
     permutations: int
+    #: whose scatter changed: between ``nights`` (run to run) or between the ``replicates`` of each night
+    among: str = "nights"
 
     @property
     def ratio(self) -> float:
@@ -125,19 +129,38 @@ def drift_in(store: "HistoryStore", case: str, params: DriftParams = DriftParams
 
 
 def spread_in(store: "HistoryStore", case: str, params: DriftParams = DriftParams()) -> list[SpreadFinding]:
-    """Gated statistics whose scatter around their mean changed recently (``spread_change``)."""
+    """Gated statistics whose scatter changed recently: around their mean from run to run (``spread_change``), and
+    between the replicates of each night (``replicate_spread_change``) for a case run with replicates."""
     findings = []
     for history in statistic_histories(store, case):
-        change = spread_change(history.normalised, params)
-        if change is None:
-            continue
         threshold = history.points[-1].threshold or 1.0
-        findings.append(SpreadFinding(
-            case=history.case, check_id=history.check_id, metric=history.metric, since=history.points[change.index].run,
-            runs_since=len(history.points) - change.index, before_spread=change.before_spread * threshold,
-            after_spread=change.after_spread * threshold, threshold=threshold, p_value=change.p_value,
-            permutations=params.permutations))
+        change = spread_change(history.normalised, params)
+        if change is not None:
+            findings.append(SpreadFinding(
+                case=history.case, check_id=history.check_id, metric=history.metric,
+                since=history.points[change.index].run, runs_since=len(history.points) - change.index,
+                before_spread=change.before_spread * threshold, after_spread=change.after_spread * threshold,
+                threshold=threshold, p_value=change.p_value, permutations=params.permutations))
+        nights = nights_of(history.points)
+        among = replicate_spread_change([[p.observed / p.threshold for p in night] for night in nights], params)
+        if among is not None:
+            findings.append(SpreadFinding(
+                case=history.case, check_id=history.check_id, metric=history.metric,
+                since=nights[among.index][0].run, runs_since=len(nights) - among.index,
+                before_spread=among.before_spread * threshold, after_spread=among.after_spread * threshold,
+                threshold=threshold, p_value=among.p_value, permutations=params.permutations, among="replicates"))
     return findings
+
+
+def nights_of(points: "tuple[CheckPoint, ...]") -> list[list["CheckPoint"]]:
+    """The points grouped by the run they belong to: a run of replicates records each replicate's folder
+    (``<run>/replicates/<r>``), which share their run's folder; a single run is a night of one."""
+    nights: dict[str, list[CheckPoint]] = {}
+    for point in points:
+        folder = point.run.results_dir.replace("\\", "/")
+        night = folder.split(f"/{REPLICATES_FOLDER}/")[0] if f"/{REPLICATES_FOLDER}/" in folder else folder
+        nights.setdefault(night, []).append(point)
+    return list(nights.values())
 
 
 def all_change_points(history: StatisticHistory, params: DriftParams = DriftParams()) -> list[ChangePoint]:
@@ -151,11 +174,15 @@ def render_drift_lines(findings: list[DriftFinding | SpreadFinding]) -> list[str
     for f in findings:
         commit = f" (commit {f.since.framework_sha[:10]})" if f.since.framework_sha else ""
         if isinstance(f, SpreadFinding):
+            among = "between replicates " if f.among == "replicates" else ""
+            unit = "nights" if f.among == "replicates" else "runs"
             lines.append(
-                f"noise: {f.case} {f.check_id}: scatter {f.before_spread:.3g} -> {f.after_spread:.3g} rms "
+                f"noise: {f.case} {f.check_id}: scatter {among}{f.before_spread:.3g} -> {f.after_spread:.3g} rms "
                 f"(x{f.ratio:.2g}; threshold {f.threshold:.4g}) since run {f.since.started_at}{commit} at "
-                f"{f.since.results_dir}, {f.runs_since} runs; p = {f.p_value:.3g} (permutation test, "
-                f"{f.permutations} permutations): the mean did not move, how much it varies did")
+                f"{f.since.results_dir}, {f.runs_since} {unit}; p = {f.p_value:.3g} (permutation test, "
+                f"{f.permutations} permutations): "
+                + ("the replicates of one night agree less (or more) than they did" if f.among == "replicates"
+                   else "the mean did not move, how much it varies did"))
             continue
         lines.append(
             f"drift: {f.case} {f.check_id}: {f.before_observed:.4g} -> {f.after_observed:.4g} "

@@ -17,6 +17,7 @@ from autotest.history.changepoint import (
     permutation_p_value,
     robust_sigma,
     split_statistics,
+    replicate_spread_change,
     spread_change,
 )
 
@@ -157,3 +158,35 @@ def test_a_long_history_reports_its_spread_change_where_it_began_in_the_whole_hi
     x[85:] = 0.3 + rng.normal(0, 0.5, 15)  # the noise x5 over the last 15 runs
     found = spread_change(x)
     assert found is not None and 83 <= found.index <= 87 and found.ratio > 3
+
+
+def _replicate_nights(rng: np.random.Generator, sd_ratio: float = 1.0, night_sd: float = 0.1, k: int = 3,
+                      nights: int = 40, from_night: int = 25) -> list[list[float]]:
+    """Night means scattering with ``night_sd``; k replicates around each with sd 0.05, x ``sd_ratio`` from
+    ``from_night`` (1-based) on."""
+    means = 0.3 + rng.normal(0, night_sd, nights)
+    return [list(m + rng.normal(0, 0.05 * (sd_ratio if n + 1 >= from_night else 1.0), k))
+            for n, m in enumerate(means)]
+
+
+def test_replicates_that_agree_as_before_stay_quiet_whatever_the_nights_do() -> None:
+    rng = np.random.default_rng(0)
+    assert sum(replicate_spread_change(_replicate_nights(rng)) is not None for _ in range(100)) <= 2
+    rng = np.random.default_rng(1)  # nights jumping by 5x the replicate scatter is between nights, not among them
+    assert sum(replicate_spread_change(_replicate_nights(rng, night_sd=0.25)) is not None for _ in range(50)) <= 1
+
+
+def test_a_doubled_replicate_noise_is_found_at_the_night_it_began() -> None:
+    rng = np.random.default_rng(0)
+    hits = [f for f in (replicate_spread_change(_replicate_nights(rng, sd_ratio=2.0)) for _ in range(50)) if f]
+    assert len(hits) >= 20, len(hits)  # 27 of 50 at one look after 16 noisier nights of 3 replicates
+    assert all(1.5 <= f.ratio <= 3.5 and f.p_value <= 0.002 for f in hits)
+    assert 23 <= sorted(f.index for f in hits)[len(hits) // 2] <= 26  # night 25 is index 24
+
+
+def test_nights_with_one_replicate_say_nothing_about_the_replicates() -> None:
+    rng = np.random.default_rng(0)
+    nights = _replicate_nights(rng, sd_ratio=3.0)
+    assert replicate_spread_change([n[:1] for n in nights]) is None
+    found = replicate_spread_change([n if i % 2 else n[:1] for i, n in enumerate(nights)])
+    assert found is None or found.index % 2 == 1  # only nights with replicates can start a regime

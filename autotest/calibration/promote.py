@@ -5,6 +5,8 @@ candidate must load (schema), be the same case's (its ``name``), come from ``rl-
 (provenance) and have a clean leave-one-out self-check. ``force`` (a reason) skips the last two and
 records the reason in the installed file. The replaced baseline is kept as ``<name>.yaml.bak-<time>``
 and the new one is written durably (fsync), so a crash mid-promotion leaves one whole file.
+
+``promote_shadow`` (``baseline promote --shadow``) makes shadow gates that held in the history gates, in place.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import datetime as dt
 import math
 import os
 import shutil
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +23,7 @@ from autotest.calibration.thresholds import golden_shifts
 from autotest.errors import UsageError
 from autotest.files import write_bytes_atomic
 from autotest.inputs.baseline import Baseline, load_baseline
+from autotest.inputs.baseline_model import SHADOW
 from autotest.judge.verdict import golden_trace
 
 PRODUCED_BY = "rl-autotest calibrate"
@@ -124,3 +128,60 @@ def promote(baseline: Path, *, force: str | None = None) -> Promotion:
         review = baseline.with_name(f"{baseline.name.rsplit('.', 1)[0]}.review.md")
         os.replace(report_path, review)
     return Promotion(baseline, backup, changes, force if soft else None, review)
+
+
+def _severity_spans(text: str, indices: Sequence[int]) -> dict[int, tuple[int, int]]:
+    """Where the value of ``checks[i].severity`` is written in ``text`` (character offsets), for each index."""
+    import yaml
+
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    checks = next(v for k, v in root.value if k.value == "checks")
+    spans = {}
+    for i in indices:
+        value = next(v for k, v in checks.value[i].value if k.value == "severity")
+        spans[i] = (value.start_mark.index, value.end_mark.index)
+    return spans
+
+
+def promote_shadow(baseline: Path, check_ids: Sequence[str], standing: Mapping[str, str], *,
+                   force: str | None = None, case_in_shadow: Path | None = None) -> Promotion:
+    """Make the named shadow checks of ``baseline`` gates, in place: only each ``severity: shadow`` value is
+    rewritten (the rest of the file, its provenance and comments, stays byte for byte), a comment line records
+    what was promoted, when and on what evidence, and the previous file is kept as ``<name>.yaml.bak-<time>``.
+
+    ``standing``: check id -> ``yes`` or ``no: <why>`` (``autotest.history.shadow_ready``); a check that is not
+    ready is refused unless ``force`` (a reason, recorded). A check that is not a shadow check is always refused;
+    so is any when ``case_in_shadow`` (the case file whose ``shadow: true`` keeps every gate in shadow)."""
+    baseline = Path(baseline)
+    current = load_baseline(baseline)
+    by_id = {c.check_id: i for i, c in enumerate(current.checks)}
+    if case_in_shadow is not None:
+        raise UsageError(f"{case_in_shadow}: shadow: true keeps every gate of the case in shadow; remove that key "
+                         "to make its gates block (the baseline's checks are gates already)")
+    unknown = [c for c in check_ids if c not in by_id]
+    if unknown:
+        raise UsageError(f"{baseline}: checks: no check {', '.join(unknown)} (its checks: {', '.join(by_id)})")
+    not_shadow = [c for c in check_ids if current.checks[by_id[c]].severity != SHADOW]
+    if not_shadow:
+        shown = ", ".join(f"{c} is severity: {current.checks[by_id[c]].severity}" for c in not_shadow)
+        raise UsageError(f"{baseline}: not promoted: {shown}, not shadow; only a shadow gate is promoted to gate")
+    unready = [f"{c} {standing.get(c, 'no: never judged in the history')}" for c in check_ids
+               if standing.get(c) != "yes"]
+    if unready and not force:
+        raise UsageError(f"{baseline}: not promoted: {'; '.join(unready)}; let it hold more nights "
+                         "(rl-autotest history promote-ready), or pass --force REASON after review")
+    text = baseline.read_text(encoding="utf-8")
+    spans = _severity_spans(text, [by_id[c] for c in check_ids])
+    for start, end in sorted(spans.values(), reverse=True):
+        text = text[:start] + "gate" + text[end:]
+    when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    evidence = "; ".join(f"{c} ({standing.get(c, 'not judged')})" for c in check_ids)
+    forced = f"; forced: {' '.join(force.split())}" if unready and force else ""
+    text = f"# shadow promoted to gate {when} (rl-autotest baseline promote --shadow): {evidence}{forced}\n" + text
+    backup = _backup_path(baseline)
+    shutil.copy2(baseline, backup)
+    write_bytes_atomic(baseline, text.encode("utf-8"), durable=True)
+    promoted = load_baseline(baseline)  # what was written reads back, each named check a gate
+    assert all(promoted.checks[by_id[c]].severity == "gate" for c in check_ids)
+    return Promotion(baseline, backup, tuple(f"shadow -> gate: {c}" for c in check_ids),
+                     force if unready else None)

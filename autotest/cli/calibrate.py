@@ -69,7 +69,18 @@ def add_baseline_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--baselines-dir", "--out", dest="baselines_dir", type=Path,
                    help="folder holding the baseline and its candidate (default: beside the case's baseline)")
     p.add_argument("--force", metavar="REASON", help="promote a candidate without calibrate provenance or with "
-                   "self-check false alarms; REASON is recorded in the baseline")
+                   "self-check false alarms (or a shadow gate not ready); REASON is recorded in the baseline")
+    p.add_argument("--shadow", action="append", metavar="CHECK", default=[],
+                   help="make this shadow gate a gate, in place, when it held in the history (history "
+                   "promote-ready); repeatable; no candidate is read")
+    p.add_argument("--shadow-ready", action="store_true",
+                   help="make every shadow gate that history promote-ready lists as ready a gate")
+    p.add_argument("--nights", type=int, default=7, metavar="K",
+                   help="with --shadow: the last K trusted gate runs it must have held (default 7)")
+    p.add_argument("--allowed", type=int, default=0, metavar="N",
+                   help="with --shadow: false alarms it may have had (default 0)")
+    p.add_argument("--history", metavar="URL", help="with --shadow: " + HISTORY_HELP)
+    p.add_argument("--results-dir", type=Path, help="with --shadow: results root holding history.sqlite")
 
 
 def calibrate(args: argparse.Namespace) -> int:
@@ -179,7 +190,10 @@ def baseline(args: argparse.Namespace) -> int:
     if args.baselines_dir is not None:
         require_folder(args.baselines_dir, "--baselines-dir")
     target, _, _ = baseline_files(load_case(args.case), args.baselines_dir)
-    promotion = promote(target, force=args.force)
+    if args.shadow or args.shadow_ready:
+        promotion = _promote_shadow(args, target)
+    else:
+        promotion = promote(target, force=args.force)
     for line in promotion.changes:
         print(f"  {line}")
     if promotion.backup is not None:
@@ -193,6 +207,35 @@ def baseline(args: argparse.Namespace) -> int:
     for line in target_misses(baseline_power(load_baseline(promotion.path)), case.detect):
         print(f"warning: power: {line}", file=sys.stderr)
     return EXIT_PASS
+
+
+def _promote_shadow(args: argparse.Namespace, target: Path):
+    """``baseline promote --shadow``: the named (or every ready) shadow gate made a gate, on the history's evidence."""
+    from autotest.calibration.promote import promote_shadow
+    from autotest.history.shadow_ready import shadow_standings
+    from autotest.history.store import open_for_reading
+    from autotest.inputs.case import load_case
+    from autotest.run.results_dir import default_results_root
+
+    if args.nights < 1 or args.allowed < 0:
+        raise UsageError(f"--nights must be at least 1 and --allowed at least 0 (got {args.nights}, {args.allowed})")
+    if args.shadow and args.shadow_ready:
+        raise UsageError("--shadow and --shadow-ready contradict each other; name the checks or take every ready one")
+    case = load_case(args.case)
+    standing: dict[str, str] = {}
+    try:
+        with open_for_reading(args.history, args.results_dir or default_results_root()) as store:
+            if case.name in store.cases():
+                standing = {s.check_id: s.why for s in shadow_standings(store, case.name, args.nights, args.allowed)}
+    except UsageError:
+        if not args.force:  # no evidence: only a reviewed, forced promotion goes ahead
+            raise
+    names = args.shadow or [c for c, why in standing.items() if why == "yes"]
+    if not names:
+        raise UsageError(f"{case.name}: no shadow gate is ready to block over the last {args.nights} trusted "
+                         "night(s) (rl-autotest history promote-ready lists them)")
+    return promote_shadow(target, names, standing, force=args.force,
+                          case_in_shadow=case.source if case.shadow else None)
 
 
 def power(args: argparse.Namespace) -> int:

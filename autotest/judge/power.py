@@ -66,6 +66,8 @@ class GatePower:
     #: the unit the MDE is in: the metric's, or a share (relative methods)
     relative: bool = False
     notes: tuple[str, ...] = field(default=())
+    #: the MDE is a growth per step (the kind's ``per_step_growth``: a leak gate), not a level
+    per_step: bool = False
 
     def mde(self, replicates: int = 1) -> float:
         if replicates in self.by_replicates:
@@ -168,7 +170,7 @@ def gate_power(baseline: Baseline, check: CheckSpec) -> GatePower | None:
     if found is not None and not isinstance(found, GatePower):
         raise UsageError(f"check kind plugin {plugin_of(kind)}: power returned {found!r} for {check.check_id}; "
                          "return job.gate_power(...), job.default() or None")
-    return found
+    return replace(found, per_step=kind.per_step_growth) if found is not None else None
 
 
 def baseline_power(baseline: Baseline) -> list[GatePower]:
@@ -226,7 +228,7 @@ def describe_mde(power: GatePower, replicates: int = 1) -> str:
     value = power.mde(replicates)
     if power.relative:
         return f"±{value:.2g} of golden"
-    if power.check_id.endswith("[slope]") or "[slope " in power.check_id:
+    if power.per_step:
         return f"+{value:.2g}/step"  # a leak gate: extra growth per step
     share = power.share(replicates)
     shown = share is not None and share < 10  # against a near-zero golden (k3 ~ 1e-14) a share says nothing

@@ -21,7 +21,7 @@ from autotest.errors import UsageError
 from autotest.inputs.baseline import Baseline, CalibrationSpec, CheckSpec
 from autotest.judge.checks import evaluate_check
 from autotest.judge.model import FAIL
-from autotest.judge.power import gate_power, half_power_shift, measured_shift
+from autotest.judge.power import describe_mde, gate_power, half_power_shift, measured_shift
 from autotest.judge.trace import Trace
 from autotest.judge.verdict import golden_trace
 from autotest.scopes.kind import Scope, in_range, passes
@@ -106,6 +106,23 @@ def test_calibration_and_power_use_the_kinds_own_rules_and_leave_the_built_in_ki
     assert kind.asked == ["calibrate", "power", "power"]
     # a bound has no MDE: power never asks the kind
     assert gate_power(baseline, replace(check, method="value")) is None and len(kind.asked) == 3
+
+
+class Growth(MeanError):
+    """A leak gate of its own: its MDE reads as extra growth per step, whatever its check id says."""
+
+    name = "growth"
+    per_step_growth = True
+
+
+def test_a_per_step_kind_reads_its_mde_per_step_by_its_kind_not_its_name(registry) -> None:
+    registry(Growth())
+    check = CheckSpec("reward", "absolute", "<", 1e9, scope="growth")
+    made = calibrate(_spec(check), [_run(np.random.default_rng(2), name=f"r{i}") for i in range(4)])
+    baseline = replace(made.baseline, provenance=MappingProxyType({"runs": 4}))
+    power = gate_power(baseline, baseline.checks[0])
+    assert power.per_step and describe_mde(power).endswith("/step") and "[slope" not in power.check_id
+    assert not gate_power(baseline, replace(baseline.checks[0], scope="stepwise")).per_step
 
 
 class Raising(MeanError):

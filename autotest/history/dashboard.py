@@ -165,12 +165,23 @@ def _findings_lines(findings: "list[BisectFinding]", out_dir: Path) -> list[str]
     return lines
 
 
+def _shadow_lines(store: "HistoryStore", case: str, runs: list["RunRow"]) -> list[str]:
+    """The shadow gates that would have failed in the latest runs (judged like gates, they decided no verdict)."""
+    latest = {r.run_id for r in runs[-LATEST_VERDICTS:]}
+    failed = [p for p in store.check_points(case, severity="shadow") if p.status == "FAIL" and p.run.run_id in latest]
+    shown = lambda value: "-" if value is None else _fmt(value)  # noqa: E731
+    return [f'<div class="shadow">shadow: {escape(p.check_id)} would have failed in run {p.run.run_id} '
+            f"({escape(p.run.started_at)}, verdict {escape(p.run.status)}; observed {shown(p.observed)}, threshold "
+            f"{shown(p.threshold)})</div>" for p in reversed(failed)]
+
+
 def _case_section(store: "HistoryStore", case: str, out_dir: Path) -> str:
     histories = statistic_histories(store, case)
     drift = render_drift_lines([*drift_in(store, case), *spread_in(store, case)])
     findings = store.findings(case)
+    runs = store.runs(case)
     parts = [f'<section class="case" id="case-{escape(case)}" data-case="{escape(case)}">',
-             f"<h2>{escape(case)}</h2>", _verdicts_table(store.runs(case), out_dir)]
+             f"<h2>{escape(case)}</h2>", _verdicts_table(runs, out_dir), *_shadow_lines(store, case, runs)]
     parts += [f'<div class="drift">{escape(line)}</div>' for line in drift]
     parts += _findings_lines(findings, out_dir)
     if not histories:

@@ -96,3 +96,13 @@ def test_bad_inputs_are_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFi
     capsys.readouterr()
     assert run_cli("history", "promote-ready", *argv, "--history", url(tmp_path)) == 2
     assert capsys.readouterr().out == f"rl-autotest: error: {message}\n"
+
+
+def test_the_dashboard_says_which_shadow_gates_would_have_failed(tmp_path: Path) -> None:
+    from autotest.history.dashboard import write_dashboard
+
+    assert [night(tmp_path, 1), night(tmp_path, 2, kl=0.01)] == [0, 0]
+    with HistoryStore.open(url(tmp_path), read_only=True) as store:
+        page = write_dashboard(store, tmp_path / "site").read_text(encoding="utf-8")
+    [line] = [line for line in page.splitlines() if 'class="shadow"' in line]
+    assert f"shadow: {KL_CHECK} would have failed in run 2 (" in line and "verdict PASS; observed 0.009" in line

@@ -262,4 +262,7 @@ def add_history_parser(subparsers: argparse._SubParsersAction,
 
     actions = {"ingest": _ingest, "show": _show, "drift": _drift, "dashboard": _dashboard,
                "untrust": _untrust, "trust": _trust, "promote-ready": _promote_ready}
+    from autotest.history.fleet_cli import add_fleet_parser
+
+    actions["fleet"] = add_fleet_parser(sub, common)
     commands["history"] = lambda args: actions[args.history_command](args)

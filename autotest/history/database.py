@@ -233,7 +233,34 @@ def _metadata(version: int):
                  sa.Column("confidence", sa.String(16), nullable=False),
                  sa.Column("bisect_dir", sa.Text, nullable=False),
                  sa.Column("found_at", sa.String(32), nullable=False),
+                 *([sa.Column("near_window", sa.Text)] if version >= 5 else []),
                  sa.Index("ix_bisect_findings_case", "case_name", "id"))
+    if version >= 5:
+        # fleet triage: several cases that changed at one nightly, explained once (autotest/history/fleet.py)
+        sa.Table("fleet_findings", md,
+                 sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+                 sa.Column("finding_key", sa.String(64), nullable=False, unique=True),
+                 sa.Column("kind", sa.String(16), nullable=False),
+                 sa.Column("window_start", sa.String(32), nullable=False),
+                 sa.Column("window_end", sa.String(32), nullable=False),
+                 sa.Column("changes", sa.Text, nullable=False),
+                 sa.Column("good_sha", sa.String(64)),
+                 sa.Column("bad_sha", sa.String(64)),
+                 sa.Column("representative", sa.String(200)),
+                 sa.Column("found_at", sa.String(32), nullable=False))
+        # each case's event marked as caused by its fleet finding
+        sa.Table("fleet_finding_cases", md,
+                 sa.Column("fleet_finding_id", sa.Integer, sa.ForeignKey("fleet_findings.id", ondelete="CASCADE"),
+                           primary_key=True),
+                 sa.Column("case_name", sa.String(200), primary_key=True),
+                 sa.Column("event", sa.String(16), nullable=False),
+                 sa.Column("good_run_id", sa.Integer, nullable=False),
+                 sa.Column("bad_run_id", sa.Integer, nullable=False),
+                 sa.Column("good_sha", sa.String(64)),
+                 sa.Column("bad_sha", sa.String(64)),
+                 sa.Column("check_ids", sa.Text, nullable=False),
+                 sa.Column("changes", sa.Text, nullable=False),
+                 sa.Index("ix_fleet_finding_cases_case", "case_name"))
     return md
 
 
@@ -279,17 +306,28 @@ def _v4_bisect_findings(conn: "Connection") -> None:
     _metadata(4).tables["bisect_findings"].create(conn)
 
 
+def _v5_fleet_findings(conn: "Connection") -> None:
+    sa = _require_sqlalchemy()
+    conn.execute(sa.text("ALTER TABLE bisect_findings ADD COLUMN near_window TEXT"))
+    md = _metadata(5)
+    md.tables["fleet_findings"].create(conn)
+    md.tables["fleet_finding_cases"].create(conn)
+
+
 #: (version, description, apply): append only; a released migration never changes
 MIGRATIONS: tuple[tuple[int, str, Callable[["Connection"], None]], ...] = (
     (1, "runs, checks and per-metric summaries", _v1_create_tables),
     (2, "run kind (gate, calibration, fault, dry-run, bisect) and trust marks", _v2_kind_and_trust),
     (3, "device-seconds per run (wall x GPUs, or wall x cores on CPU)", _v3_device_seconds),
     (4, "bisect findings: the first bad commit a bisect named for a case", _v4_bisect_findings),
+    (5, "fleet findings (cases that changed together, explained once) and a bisect finding's drift window",
+     _v5_fleet_findings),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 
-_OURS = ("schema_migrations", "runs", "checks", "metric_summaries", "trust_marks", "bisect_findings")
+_OURS = ("schema_migrations", "runs", "checks", "metric_summaries", "trust_marks", "bisect_findings",
+         "fleet_findings", "fleet_finding_cases")
 
 
 def found_version(conn: "Connection", url: str) -> int:

@@ -96,6 +96,14 @@ class BisectFinding:
     confidence: str
     bisect_dir: str
     found_at: str = ""
+    #: a bisect started from a drift: its window (``2026-01-24 .. 2026-01-27, 3 nights``); the commit is "near"
+    near_window: str | None = None
+
+    def describe(self) -> str:
+        """``first bad commit X`` (a flip), ``near commit X (window …)`` (a drift)."""
+        if self.near_window:
+            return f"near commit {self.first_bad_sha[:12]} (window {self.near_window})"
+        return f"first bad commit {self.first_bad_sha[:12]}"
 
 
 @dataclass(frozen=True)
@@ -224,9 +232,11 @@ class HistoryStore:
         import sqlalchemy as sa
 
         t = tables()["bisect_findings"]
-        rows = self._read(sa.select(t).where(t.c.case_name == case).order_by(t.c.id))
+        columns = [c for c in t.c if self.version >= 5 or c.name != "near_window"]  # v5 added the drift window
+        rows = self._read(sa.select(*columns).where(t.c.case_name == case).order_by(t.c.id))
         return [BisectFinding(r["case_name"], r["good_sha"], r["bad_sha"], r["first_bad_sha"], r["subject"],
-                              r["author"], r["confidence"], r["bisect_dir"], r["found_at"]) for r in rows]
+                              r["author"], r["confidence"], r["bisect_dir"], r["found_at"], r.get("near_window"))
+                for r in rows]
 
     def _read(self, query) -> list:
         """Rows of a query; a database error while reading is one line."""

@@ -1,0 +1,140 @@
+"""Issue 34, items 2 and 3, on a synthetic fleet: 8 cases x 40 nightlies built from recorded noise (the builders'
+results folders, gate statistics at 0.3 of the threshold with run-to-run noise of 0.1 of it) in a real SQLite
+history, then the nightly bisect. The bisect's search itself is stubbed here as in tests/unit/bisect (it is tested
+for real in tests/integration/bisect): these tests count the bisects the night starts and check their ends.
+
+1. an environment change on one night (torch in every case's recorded environment, the code as every night) ->
+   one fleet finding naming it, one batch recalibration (8 candidates, one review), no bisect;
+2. a code change across the fleet (the same commit breaks all 8) -> one bisect, its answer recorded for all 8;
+3. a drift below the per-run thresholds in one case -> one bisect between the ends of a window that holds the
+   night the shift began, its finding "near commit X (window ...)".
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from autotest.bisect import nightly
+from autotest.bisect.commits import Commit
+from autotest.bisect.nightly import NightlyBudget, annotations, run_nightly_bisect, summary_lines
+from autotest.bisect.session import FOUND, BisectOutcome
+from autotest.calibration.batch import batch_proposal, write_batch
+from autotest.history.database import sqlite_url
+from autotest.history.fleet import CODE, ENVIRONMENT, FleetParams, recorded_fleet_findings, triage
+from autotest.history.store import HistoryStore, ingest
+from tests.unit.history.builders import REWARDS, STEP_TIME, THRESHOLDS, write_results_folder
+
+CASES = [f"case-{i}" for i in range(8)]
+NIGHTS, CHANGE = 40, 31
+
+
+def sha(night: int) -> str:
+    return f"{night:04d}" + "c" * 36
+
+
+def night_of(commit: str) -> int:
+    return int(commit[:4])
+
+
+def fleet(root: Path, *, shift: float = 0.0, torch_at: int | None = None, cases=CASES, seed: int = 0) -> str:
+    """Every case's 40 nightlies: one framework commit per night (the fleet's), statistics at 0.3 threshold plus
+    noise of 0.1 threshold, ``shift`` thresholds added to the rewards from night CHANGE on."""
+    rng = np.random.default_rng(seed)
+    for case in cases:
+        for n in range(1, NIGHTS + 1):
+            rewards = 0.3 + rng.normal(0, 0.1) + (shift if n >= CHANGE else 0.0)
+            observed = {REWARDS: max(rewards, 0.0) * THRESHOLDS[REWARDS],
+                        STEP_TIME: max(0.3 + rng.normal(0, 0.1), 0.0) * THRESHOLDS[STEP_TIME]}
+            folder = write_results_folder(root, case, n, observed, sha=sha(n))
+            preflight = json.loads((folder / "preflight.json").read_text())
+            torch = "2.5.0" if torch_at is not None and n >= torch_at else "2.4.0"
+            preflight["environment"]["packages"] = {"torch": torch, "numpy": "2.1.0"}
+            (folder / "preflight.json").write_text(json.dumps(preflight))
+    url = sqlite_url(root / "history.sqlite")
+    ingest([root], url)
+    return url
+
+
+def stub_bisect(monkeypatch, tmp_path: Path, culprit: str) -> list[tuple[str, str, str]]:
+    started: list[tuple[str, str, str]] = []
+
+    def bisected(case, options):
+        started.append((case, options.good, options.bad))
+        return BisectOutcome(FOUND, tmp_path / f"bisect-{case}", first_bad=Commit(culprit, "the change", "dev"),
+                             last_good=options.good, confidence="high")
+
+    monkeypatch.setattr(nightly, "bisect", bisected)
+    return started
+
+
+def test_an_environment_change_on_one_night_is_one_finding_and_one_batch(tmp_path, monkeypatch) -> None:
+    root = tmp_path / "results"
+    url = fleet(root, shift=1.0, torch_at=CHANGE)  # every case FAILs from the night torch moved
+    started = stub_bisect(monkeypatch, tmp_path, sha(CHANGE))
+    lines: list[str] = []
+    report = run_nightly_bisect(url, root, [], NightlyBudget(max_runs=8), lambda name: name, say=lines.append)
+    assert started == [] and report.outcomes == {}
+    (finding,) = report.fleet
+    assert finding.kind == ENVIRONMENT and finding.changes == ("torch 2.4.0 -> 2.5.0",)
+    assert [c.case for c in finding.cases] == CASES and finding.finding_id == 1
+    assert set(report.not_run) == set(CASES) and all(w.startswith("caused by fleet finding 1: environment changed")
+                                                      for w in report.not_run.values())
+    assert [a for a in annotations(report) if "bisect" in a] == []  # one fleet line, not 8 investigations
+    assert [a.split("::")[1] for a in annotations(report)] == ["warning title=fleet"]
+    with HistoryStore.open(url, read_only=True) as store:
+        (recorded,) = recorded_fleet_findings(store)
+        (looked,) = triage(store, params=FleetParams(nights=10))  # history fleet: the same cases, the same change
+        assert (looked.kind, looked.changes, [c.case for c in looked.cases]) == (ENVIRONMENT, recorded.changes, CASES)
+        proposal = batch_proposal(store, recorded)
+    review, script = write_batch(proposal, tmp_path / "batch")
+    assert [c.case for c in proposal.candidates] == CASES
+    assert script.read_text().count("rl-autotest calibrate ") == 8
+    text = review.read_text()
+    assert text.count("| `rl-autotest calibrate case-") == 8 and "`torch 2.4.0 -> 2.5.0`" in text
+
+
+def test_a_code_change_across_the_fleet_starts_one_bisect(tmp_path, monkeypatch) -> None:
+    root = tmp_path / "results"
+    url = fleet(root, shift=1.0)  # no environment change; the commit of night CHANGE breaks every case
+    started = stub_bisect(monkeypatch, tmp_path, sha(CHANGE))
+    report = run_nightly_bisect(url, root, [], NightlyBudget(max_runs=8), lambda name: name)
+    (finding,) = report.fleet
+    assert finding.kind == CODE and len(finding.cases) == 8
+    assert len(started) == 1
+    (case, good, bad) = started[0]
+    assert case == finding.representative and (good, bad) == (finding.good_sha, finding.bad_sha)
+    assert night_of(good) < CHANGE <= night_of(bad)
+    assert set(report.attributed) == set(CASES) - {case} and report.not_run == {}
+    with HistoryStore.open(url, read_only=True) as store:
+        assert all([f.first_bad_sha for f in store.findings(c)] == [sha(CHANGE)] for c in CASES)
+    errors = [a for a in annotations(report) if a.startswith("::error")]
+    assert len(errors) == 1 and "for the fleet: " in errors[0]
+    assert "One bisect for the fleet: " in "\n".join(summary_lines(report))
+
+
+def test_a_drift_below_the_thresholds_is_bisected_in_the_window_of_its_night(tmp_path, monkeypatch) -> None:
+    root = tmp_path / "results"
+    url = fleet(root, shift=0.4, cases=["drifting"], seed=3)  # 0.3 -> 0.7 of the threshold: every run PASSes
+    with HistoryStore.open(url, read_only=True) as store:
+        assert {r.status for r in store.runs("drifting")} == {"PASS"}
+    started = stub_bisect(monkeypatch, tmp_path, sha(CHANGE))
+    lines: list[str] = []
+    report = run_nightly_bisect(url, root, [], NightlyBudget(max_runs=8), lambda name: name, say=lines.append)
+    assert report.flips == [] and report.fleet == []
+    ((case, good, bad),) = started
+    (target,) = report.targets
+    assert case == "drifting" and target.source == "drift" and night_of(good) < CHANGE <= night_of(bad)
+    assert target.near_window is not None and target.near_window.endswith(f", {night_of(bad) - night_of(good)} nights")
+    with HistoryStore.open(url, read_only=True) as store:
+        (finding,) = store.findings("drifting")
+    assert finding.near_window == target.near_window
+    assert finding.describe() == f"near commit {sha(CHANGE)[:12]} (window {target.near_window})"
+    assert any(line.startswith(f"nightly: drifting: near commit {sha(CHANGE)[:12]} (window ") for line in lines)
+    assert f"near commit {sha(CHANGE)[:12]} (window {target.near_window})" in "\n".join(summary_lines(report))
+    # bisected once: the next night does not start it again
+    started.clear()
+    run_nightly_bisect(url, root, [], NightlyBudget(max_runs=8), lambda name: name)
+    assert started == []

@@ -1,4 +1,5 @@
-"""``rl-autotest nightly-bisect``: the nightly workflow's step that bisects tonight's PASS -> FAIL flips.
+"""``rl-autotest nightly-bisect``: the nightly workflow's step that bisects tonight's PASS -> FAIL flips and drifts
+(once for cases that changed together).
 The history, the search and its launches are imported when the command runs."""
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ DEFAULT_MAX_RUNS = 12
 def add_nightly_parser(subparsers: argparse._SubParsersAction,
                        commands: dict[str, Callable[[argparse.Namespace], int]]) -> None:
     p = subparsers.add_parser(
-        "nightly-bisect", help="bisect every case whose last two nightlies in the history went PASS -> FAIL",
+        "nightly-bisect", help="bisect every case whose last two nightlies in the history went PASS -> FAIL, or "
+        "whose gated statistic drifted toward its threshold; once for cases that changed together (docs/bisect.md)",
         epilog="exit 0: done (a culprit found or not is in the summary); 1: the night went over its "
                "--budget-device-s; 2: error. Annotations (::error / ::warning) go to stdout, the summary to "
                "$GITHUB_STEP_SUMMARY when set")

@@ -6,7 +6,9 @@ candidate must load (schema), be the same case's (its ``name``), come from ``rl-
 records the reason in the installed file. The replaced baseline is kept as ``<name>.yaml.bak-<time>``
 and the new one is written durably (fsync), so a crash mid-promotion leaves one whole file.
 
-``promote_shadow`` (``baseline promote --shadow``) makes shadow gates that held in the history gates, in place.
+``promote_shadow`` (``baseline promote --shadow``) makes shadow gates that held in the history gates, in place;
+``promote_to_shadow`` (``--to-shadow``) puts a candidate in shadow beside the baseline, and ``promote_from_shadow``
+(``--from-shadow``) makes it the baseline once its gates held.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from autotest.errors import UsageError
 from autotest.files import write_bytes_atomic
 from autotest.inputs.baseline import Baseline, load_baseline
 from autotest.inputs.baseline_model import SHADOW
+from autotest.judge.shadow import candidate_label, shadow_candidate_path
 from autotest.judge.verdict import golden_trace
 
 PRODUCED_BY = "rl-autotest calibrate"
@@ -185,3 +188,71 @@ def promote_shadow(baseline: Path, check_ids: Sequence[str], standing: Mapping[s
     assert all(promoted.checks[by_id[c]].severity == "gate" for c in check_ids)
     return Promotion(baseline, backup, tuple(f"shadow -> gate: {c}" for c in check_ids),
                      force if unready else None)
+
+
+def promote_to_shadow(baseline: Path, *, force: str | None = None) -> Promotion:
+    """Put ``baseline``'s reviewed candidate in shadow beside it (``<case>.shadow.yaml``) instead of replacing it:
+    the same checks as :func:`promote`, the baseline untouched; every run then judges the candidate's checks as
+    shadow gates until :func:`promote_from_shadow`. A candidate already in shadow is replaced (its nights restart:
+    a new file is a new ``candidate@<hash>`` in the history)."""
+    baseline = Path(baseline)
+    candidate_path, report_path = candidate_files(baseline)
+    if not candidate_path.is_file():
+        raise UsageError(f"{candidate_path}: no candidate to put in shadow; run `rl-autotest calibrate` for this case "
+                         "first")
+    candidate = load_baseline(candidate_path)
+    current = load_baseline(baseline) if baseline.is_file() else None
+    if current is None:
+        raise UsageError(f"{baseline}: no baseline to shadow; a first baseline is promoted directly "
+                         "(rl-autotest baseline promote CASE)")
+    hard, soft = _refusals(candidate, current.name)
+    if hard or (soft and not force):
+        fix = "fix the candidate" if hard else "recalibrate, or pass --force REASON after review"
+        raise UsageError(f"{candidate_path}: not put in shadow: {'; '.join(hard + soft)}; {fix}")
+    data = candidate_path.read_bytes()
+    if force and soft:
+        data = f"# put in shadow with --force: {' '.join(force.split())} (skipped: {'; '.join(soft)})\n".encode() + data
+    target = shadow_candidate_path(baseline)
+    write_bytes_atomic(target, data, durable=True)
+    candidate_path.unlink()
+    review = None
+    if report_path.is_file():
+        review = target.with_name(target.name.rsplit(".", 1)[0] + ".md")
+        os.replace(report_path, review)
+    changes = (f"in shadow as {candidate_label(target)}: its checks are judged beside the baseline's, never failing "
+               "a run", *diff_lines(current, candidate))
+    return Promotion(target, None, changes, force if soft else None, review)
+
+
+def promote_from_shadow(baseline: Path, standing: Mapping[str, str], *, force: str | None = None) -> Promotion:
+    """Replace ``baseline`` with the candidate in shadow beside it once each of its gates held (``standing``: check id
+    as recorded, ``candidate@<hash>:<id>``, -> ``yes`` or ``no: <why>``); not ready is refused unless ``force``."""
+    baseline = Path(baseline)
+    shadow = shadow_candidate_path(baseline)
+    if not shadow.is_file():
+        raise UsageError(f"{shadow}: no candidate in shadow; put one there with rl-autotest baseline promote CASE "
+                         "--to-shadow")
+    label = candidate_label(shadow)
+    candidate = load_baseline(shadow)
+    current = load_baseline(baseline) if baseline.is_file() else None
+    gates = [f"{label}:{c.check_id}" for c in candidate.checks if c.gating]
+    unready = [f"{g} {standing.get(g, 'no: never judged in the history')}" for g in gates if standing.get(g) != "yes"]
+    if unready and not force:
+        raise UsageError(f"{shadow}: not promoted: {'; '.join(unready)}; let it hold more nights "
+                         "(rl-autotest history promote-ready), or pass --force REASON after review")
+    when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    forced = f"; forced: {' '.join(force.split())}" if unready and force else ""
+    note = f"# promoted from shadow {when} ({label}, {len(gates)} gate(s) held){forced}\n"
+    changes = tuple(diff_lines(current, candidate))
+    backup = None
+    if current is not None:
+        backup = _backup_path(baseline)
+        shutil.copy2(baseline, backup)
+    write_bytes_atomic(baseline, note.encode("utf-8") + shadow.read_bytes(), durable=True)
+    shadow.unlink()
+    review = None
+    shadow_review = shadow.with_name(shadow.name.rsplit(".", 1)[0] + ".md")
+    if shadow_review.is_file():
+        review = baseline.with_name(f"{baseline.name.rsplit('.', 1)[0]}.review.md")
+        os.replace(shadow_review, review)
+    return Promotion(baseline, backup, changes, force if unready else None, review)

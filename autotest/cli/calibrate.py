@@ -75,6 +75,12 @@ def add_baseline_parser(sub: argparse._SubParsersAction) -> None:
                    "promote-ready); repeatable; no candidate is read")
     p.add_argument("--shadow-ready", action="store_true",
                    help="make every shadow gate that history promote-ready lists as ready a gate")
+    p.add_argument("--to-shadow", action="store_true",
+                   help="put the reviewed candidate in shadow beside the baseline (<case>.shadow.yaml): judged on "
+                   "every run, never failing one, until --from-shadow")
+    p.add_argument("--from-shadow", action="store_true",
+                   help="replace the baseline with the candidate in shadow once each of its gates held (history "
+                   "promote-ready)")
     p.add_argument("--nights", type=int, default=7, metavar="K",
                    help="with --shadow: the last K trusted gate runs it must have held (default 7)")
     p.add_argument("--allowed", type=int, default=0, metavar="N",
@@ -190,8 +196,18 @@ def baseline(args: argparse.Namespace) -> int:
     if args.baselines_dir is not None:
         require_folder(args.baselines_dir, "--baselines-dir")
     target, _, _ = baseline_files(load_case(args.case), args.baselines_dir)
+    if sum(map(bool, (args.shadow or args.shadow_ready, args.to_shadow, args.from_shadow))) > 1:
+        raise UsageError("--shadow/--shadow-ready, --to-shadow and --from-shadow are different promotions; give one")
     if args.shadow or args.shadow_ready:
         promotion = _promote_shadow(args, target)
+    elif args.to_shadow:
+        from autotest.calibration.promote import promote_to_shadow
+
+        promotion = promote_to_shadow(target, force=args.force)
+    elif args.from_shadow:
+        from autotest.calibration.promote import promote_from_shadow
+
+        promotion = promote_from_shadow(target, _standing(args, load_case(args.case).name), force=args.force)
     else:
         promotion = promote(target, force=args.force)
     for line in promotion.changes:
@@ -200,7 +216,7 @@ def baseline(args: argparse.Namespace) -> int:
         print(f"previous baseline kept: {promotion.backup}")
     if promotion.forced:
         print(f"forced: {promotion.forced} (recorded in the baseline)")
-    print(f"promoted: {promotion.path}")
+    print(f"{'in shadow' if args.to_shadow else 'promoted'}: {promotion.path}")
     if promotion.review is not None:
         print(f"review report: {promotion.review} (commit it with the baseline)")
     case = load_case(args.case)
@@ -209,27 +225,33 @@ def baseline(args: argparse.Namespace) -> int:
     return EXIT_PASS
 
 
-def _promote_shadow(args: argparse.Namespace, target: Path):
-    """``baseline promote --shadow``: the named (or every ready) shadow gate made a gate, on the history's evidence."""
-    from autotest.calibration.promote import promote_shadow
+def _standing(args: argparse.Namespace, case: str) -> dict[str, str]:
+    """Each shadow check of ``case`` -> ``yes`` or ``no: <why>`` over the last --nights trusted gate runs."""
     from autotest.history.shadow_ready import shadow_standings
     from autotest.history.store import open_for_reading
-    from autotest.inputs.case import load_case
     from autotest.run.results_dir import default_results_root
 
     if args.nights < 1 or args.allowed < 0:
         raise UsageError(f"--nights must be at least 1 and --allowed at least 0 (got {args.nights}, {args.allowed})")
-    if args.shadow and args.shadow_ready:
-        raise UsageError("--shadow and --shadow-ready contradict each other; name the checks or take every ready one")
-    case = load_case(args.case)
-    standing: dict[str, str] = {}
     try:
         with open_for_reading(args.history, args.results_dir or default_results_root()) as store:
-            if case.name in store.cases():
-                standing = {s.check_id: s.why for s in shadow_standings(store, case.name, args.nights, args.allowed)}
+            if case in store.cases():
+                return {s.check_id: s.why for s in shadow_standings(store, case, args.nights, args.allowed)}
     except UsageError:
         if not args.force:  # no evidence: only a reviewed, forced promotion goes ahead
             raise
+    return {}
+
+
+def _promote_shadow(args: argparse.Namespace, target: Path):
+    """``baseline promote --shadow``: the named (or every ready) shadow gate made a gate, on the history's evidence."""
+    from autotest.calibration.promote import promote_shadow
+    from autotest.inputs.case import load_case
+
+    if args.shadow and args.shadow_ready:
+        raise UsageError("--shadow and --shadow-ready contradict each other; name the checks or take every ready one")
+    case = load_case(args.case)
+    standing = _standing(args, case.name)
     names = args.shadow or [c for c, why in standing.items() if why == "yes"]
     if not names:
         raise UsageError(f"{case.name}: no shadow gate is ready to block over the last {args.nights} trusted "

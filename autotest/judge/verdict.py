@@ -34,6 +34,7 @@ from autotest.judge.structural import (
 from autotest.judge.trace import EVAL_PREFIX, Trace
 from autotest.inputs.roles import resolve_roles
 from autotest.judge.evidence import hypothesis_evidence, role_evidence
+from autotest.judge.shadow import SHADOW, ShadowCandidate, load_shadow_candidate
 from autotest.judge.triage import triage
 
 
@@ -106,7 +107,8 @@ def _not_reached(results: list[CheckResult], facts: RunFacts) -> list[CheckResul
 def judge(baseline: Baseline | None, current: Trace | None, *, golden: Trace | None = None,
           facts: RunFacts | None = None, case: str | None = None, wall_time_s: float | None = None,
           context: dict[str, Any] | None = None, structural: Sequence[CheckResult] = (),
-          power: PowerAsk = PowerAsk(), machine: MachineContext | None = None) -> Comparison:
+          power: PowerAsk = PowerAsk(), machine: MachineContext | None = None,
+          candidate: ShadowCandidate | None = None) -> Comparison:
     """The one verdict for ``current`` against ``baseline`` given how the run went (``facts``).
 
     ``baseline`` may be None only when ``facts`` carries the preflight problem that explains it.
@@ -114,6 +116,9 @@ def judge(baseline: Baseline | None, current: Trace | None, *, golden: Trace | N
     ``power``: how many replicates the verdict judges and what the case must detect (each gate's MDE).
     ``machine``: the case's performance policy and the run's contention record; performance gates are then judged
     against the machine (:mod:`autotest.judge.performance`), accuracy gates never are.
+    ``candidate``: a recalibrated baseline in shadow beside this one
+    (:func:`autotest.judge.shadow.load_shadow_candidate`), its checks judged as ``candidate@<hash>:`` shadow
+    gates.
     """
     results: list[CheckResult] = list(structural)
     checked = baseline is not None and current is not None and not (facts and facts.preflight_problems)
@@ -136,6 +141,8 @@ def judge(baseline: Baseline | None, current: Trace | None, *, golden: Trace | N
         if not nothing_in_common(baseline, current):
             results += shape_results(baseline, current, wall_time_s)
             results += run_checks(baseline, golden, current, baseline.golden_table is not None)
+            if candidate is not None:
+                results += _candidate_results(candidate, current)
             if machine is not None:
                 results = judge_performance(results, baseline, golden, current, machine)
         results = with_power(results, baseline, power)
@@ -163,6 +170,19 @@ def judge(baseline: Baseline | None, current: Trace | None, *, golden: Trace | N
     return Comparison(verdict, baseline, golden, current)
 
 
+def _candidate_results(candidate: ShadowCandidate, current: Trace) -> list[CheckResult]:
+    """The shadow candidate's checks on the same run, each against the candidate's own golden values."""
+    try:
+        if candidate.baseline is None:
+            raise UsageError(candidate.problem)
+        golden = golden_trace(candidate.baseline)
+    except UsageError as exc:
+        return [CheckResult(candidate.check_id("baseline"), ERROR, f"the shadow candidate could not be judged: {exc}",
+                            kind="structural", severity=SHADOW)]
+    return [replace(r, check_id=candidate.check_id(r.check_id))
+            for r in run_checks(candidate.baseline, golden, current, candidate.baseline.golden_table is not None)]
+
+
 def _with_alignment(findings: Sequence[TriageFinding], alignment: Alignment | None) -> tuple[TriageFinding, ...]:
     """A step-accounting finding explains the verdict first; the breach-pattern rules follow as alternatives."""
     if alignment is None or alignment.finding is None:
@@ -181,7 +201,11 @@ def compare(baseline: Baseline, current: Trace, *, case: str | None = None, wall
 def compare_paths(baseline_path: str | Path, current_path: str | Path, *, fmt: str = "auto",
                   case: str | None = None, wall_time_s: float | None = None,
                   context: dict[str, Any] | None = None) -> Comparison:
-    """Load the baseline and the current run's tracker (a file or a work dir) and compare them."""
+    """Load the baseline and the current run's tracker (a file or a work dir) and compare them (and the baseline's
+    shadow candidate beside it, when there is one)."""
     baseline = load_baseline(baseline_path)
-    current = read_trace(current_path, fmt, dict(baseline.metric_aliases), metrics=checked_metrics(baseline))
-    return compare(baseline, current, case=case, wall_time_s=wall_time_s, context=context)
+    candidate = load_shadow_candidate(Path(baseline_path))
+    metrics = checked_metrics(baseline) | (checked_metrics(candidate.baseline) if candidate and candidate.baseline
+                                           else set())
+    current = read_trace(current_path, fmt, dict(baseline.metric_aliases), metrics=metrics)
+    return judge(baseline, current, case=case, wall_time_s=wall_time_s, context=context, candidate=candidate)

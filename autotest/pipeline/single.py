@@ -27,6 +27,7 @@ from autotest.judge.live import Follower
 from autotest.readers.reading import read_trace
 from autotest.report import plot_worker
 from autotest.judge.seed_use import logged_seed
+from autotest.judge.shadow import load_shadow_candidate
 from autotest.judge.structural import LogFinding, RunFacts
 from autotest.judge.trace import Trace
 from autotest.judge.performance import MachineContext
@@ -274,10 +275,14 @@ def _attempt(case: Case, options: RunOptions, spec: LaunchSpec,
     artifacts = artifacts_for(case, prep.work_dir, prep.results_dir, since=started - 2,
                               environ=environ)
     trace, tracker_problem = None, None
+    # a recalibrated candidate in shadow beside the baseline (<case>.shadow.yaml) is judged on the same run
+    candidate = load_shadow_candidate(options.judge.baseline_path or case.baseline_path,
+                                      prep.preflight.environment.get("gpu"))
     if artifacts.judged_tracker is not None:  # the copy, or the run's own log when the copy found no room
         try:
             trace = read_trace(artifacts.judged_tracker, case.tracker.format, dict(prep.baseline.metric_aliases),
-                               metrics=checked_metrics(prep.baseline))
+                               metrics=checked_metrics(prep.baseline) | (
+                                   checked_metrics(candidate.baseline) if candidate and candidate.baseline else set()))
         except UsageError as exc:
             tracker_problem = str(exc)
     else:
@@ -314,7 +319,8 @@ def _attempt(case: Case, options: RunOptions, spec: LaunchSpec,
     # -- end of the resume phase
     comparison = judge(prep.baseline, trace, golden=prep.golden, facts=facts, case=case.name, context=context,
                        power=power_ask(case, judging), structural=resume_checks,
-                       machine=MachineContext(case.performance, machine, prep.baseline.provenance.get("machine_probe")))
+                       machine=MachineContext(case.performance, machine, prep.baseline.provenance.get("machine_probe")),
+                       candidate=candidate)
     if infra is None and comparison.verdict.environment_only:  # the retry policy decides on contention too
         infra = contention_failure([r.message for r in comparison.verdict.results if r.is_environment])
         infra_log = context["contention_log"]

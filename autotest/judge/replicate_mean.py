@@ -56,6 +56,7 @@ from autotest.judge.power import PowerAsk, calibration_runs
 from autotest.readers.reading import read_trace
 from autotest.judge.resume import is_resume_result
 from autotest.judge.seed_use import identical_runs
+from autotest.judge.shadow import ShadowCandidate, load_shadow_candidate
 from autotest.judge.trace import Trace
 from autotest.judge.verdict import Comparison, checked_metrics, golden_trace, judge
 from autotest.scopes import scope_kind
@@ -179,8 +180,10 @@ def interrupted_result(reason: str, count: int) -> CheckResult:
 
 def judge_replicates(baseline: Baseline | None, golden: Trace | None, members: Sequence[Member], *,
                      case: str, context: Mapping[str, Any] | None = None,
-                     interrupted: str | None = None, power: PowerAsk = PowerAsk()) -> Comparison:
-    """The one verdict for the replicates' mean (see the module doc)."""
+                     interrupted: str | None = None, power: PowerAsk = PowerAsk(),
+                     candidate: ShadowCandidate | None = None) -> Comparison:
+    """The one verdict for the replicates' mean (see the module doc); ``candidate``: a recalibrated baseline in
+    shadow beside this one, judged on the same mean with its pooled thresholds scaled alike."""
     structural = replicate_results(members)
     structural += resume_of_replicates(members)
     if interrupted is not None:
@@ -197,9 +200,11 @@ def judge_replicates(baseline: Baseline | None, golden: Trace | None, members: S
     if baseline is not None and usable:
         power = replace(power, replicates=len(usable), calibrated=baseline)
         baseline, scale = for_the_mean(baseline, len(usable))
+        if candidate is not None and candidate.baseline is not None:
+            candidate = replace(candidate, baseline=for_the_mean(candidate.baseline, len(usable))[0])
     walls = sorted(_wall_s(m.verdict) for m in usable if _wall_s(m.verdict) is not None)
     comparison = judge(baseline, current, golden=golden, case=case, context=dict(context or {}),
-                       wall_time_s=_median(walls), structural=structural, power=power)
+                       wall_time_s=_median(walls), structural=structural, power=power, candidate=candidate)
     averaged = {m.index for m in usable}
     replicates = tuple(Replicate(m.index, m.seed, m.folder, m.verdict.status if m.verdict else ERROR,
                                  _exit(m.verdict), _wall_s(m.verdict), m.index in averaged,
@@ -226,19 +231,24 @@ def judge_replicate_runs(case: Case, baseline_path: Path, runs: Sequence[tuple[i
         golden = golden_trace(baseline)
     except UsageError:  # each replicate's own preflight result says why
         baseline = None
-    members = [Member(i + 1, seed, str(folder), verdict, _trace(case, baseline, folder))
+    candidate = load_shadow_candidate(baseline_path, gpu)  # a recalibrated baseline in shadow beside it, if any
+    if candidate is not None and candidate.baseline is not None and adjust is not None:
+        candidate = replace(candidate, baseline=adjust(candidate.baseline))
+    extra = checked_metrics(candidate.baseline) if candidate is not None and candidate.baseline is not None else set()
+    members = [Member(i + 1, seed, str(folder), verdict, _trace(case, baseline, folder, extra))
                for i, (seed, folder, verdict) in enumerate(runs)]
     return judge_replicates(baseline, golden, members, case=case.name, context=context, interrupted=interrupted,
-                            power=power)
+                            power=power, candidate=candidate)
 
 
-def _trace(case: Case, baseline: Baseline | None, folder: Path | None) -> Trace | None:
+def _trace(case: Case, baseline: Baseline | None, folder: Path | None, extra: set[str] = frozenset()) -> Trace | None:
     """The trace a replicate left in its folder (None when it has none: its own verdict says why)."""
     path = tracker_copy(folder) if folder is not None else None
     if baseline is None or path is None:
         return None
     try:
-        return read_trace(path, case.tracker.format, dict(baseline.metric_aliases), metrics=checked_metrics(baseline))
+        return read_trace(path, case.tracker.format, dict(baseline.metric_aliases),
+                          metrics=checked_metrics(baseline) | extra)
     except UsageError:
         return None
 

@@ -119,3 +119,20 @@ def test_a_case_file_takes_shadow_true(tmp_path: Path) -> None:
     case = load_case(write_yaml(tmp_path / "shadow_case.yaml", text.replace('shadow: "yes"', "shadow: true")))
     assert case.shadow is True
     assert load_case(write_yaml(tmp_path / "shadow_case.yaml", text.replace('shadow: "yes"\n', ""))).shadow is False
+
+
+def test_replicates_judge_a_candidate_in_shadow_on_their_mean_with_its_pooled_threshold_scaled() -> None:
+    from dataclasses import replace
+
+    from autotest.inputs.baseline_model import in_shadow as shadowed
+    from autotest.judge.replicate_mean import judge_replicates
+    from autotest.judge.shadow import ShadowCandidate
+    from tests.unit.judge.test_replicate_mean import POOLED, _baseline, _member
+
+    # the mean is 2.5 noise units off: the blocking 3.0 x 0.764 fails; the looser candidate (5.0 x 0.764) passes
+    candidate = ShadowCandidate("candidate@0000beef", shadowed(_baseline(replace(POOLED, threshold=5.0))))
+    verdict = judge_replicates(_baseline(POOLED), None, [_member(1, 0, 0.024), _member(2, 5, 0.026)], case="c",
+                               candidate=candidate).verdict
+    judged = next(r for r in verdict.results if r.check_id == f"candidate@0000beef:{POOLED.check_id}")
+    assert verdict.status == "FAIL" and (judged.status, judged.severity) == ("PASS", "shadow")
+    assert judged.threshold == pytest.approx(5.0 * verdict.pooled_threshold_scale)

@@ -15,6 +15,7 @@ from pathlib import Path
 from autotest.files import write_atomic
 from autotest.inputs.case import REPO_ROOT, Case
 from autotest.inputs.tracker_layout import tracker_copy
+from autotest.inputs.baseline_model import SHADOW
 from autotest.judge.model import FAIL, Verdict
 from autotest.judge.triage import is_consistency_metric
 
@@ -31,7 +32,8 @@ def consistency_request(case: Case, verdict: Verdict, results_dir: Path, work_di
     breached = [r for r in verdict.results if (verdict.metric_roles.get(r.metric or "") == "mismatch"
                                                if verdict.metric_roles else is_consistency_metric(r.metric))
                 and r.kind == "metric"  # a resume check's mismatch metric compares two runs, not train-inference
-                and r.status == FAIL and r.observed is not None and math.isfinite(r.observed)]
+                and r.status == FAIL and r.observed is not None and math.isfinite(r.observed)
+                and r.severity != SHADOW]  # a shadow gate's breach is recorded, never acted on
     if policy == "off" or (policy == "on-breach" and not breached):
         return None
     source = Path(case.source).resolve()

@@ -31,6 +31,7 @@ from types import MappingProxyType
 from typing import Mapping, Sequence
 
 from autotest.inputs.baseline import Baseline, CheckSpec
+from autotest.inputs.baseline_model import SHADOW
 from autotest.inputs.roles import base_role
 from autotest.judge.power import GatePower, baseline_power, range_factor
 from autotest.judge.trace import Trace
@@ -133,12 +134,14 @@ def useless_checks(baseline: Baseline, runs: Sequence[Trace], eval_set_size: Map
 
 def demote(check: CheckSpec, useless: UselessCheck) -> CheckSpec:
     """``check`` as reference only, its derivation saying why."""
-    note = (f"{DEMOTED}: MDE {useless.mde:.3g} > the metric's range {useless.span:.3g} ({useless.source}); "
+    was = f" (was {SHADOW})" if check.severity == SHADOW else ""  # restored as what it was
+    note = (f"{DEMOTED}{was}: MDE {useless.mde:.3g} > the metric's range {useless.span:.3g} ({useless.source}); "
             f"drop it, or {useless.way_out}")
     return replace(check, severity="reference", derivation=f"{note}; {check.derivation}")
 
 
 def restored(checks: Sequence[CheckSpec]) -> tuple[CheckSpec, ...]:
     """The spec's checks with those this rule demoted at the last calibration judged as gates again."""
-    return tuple(replace(c, severity="gate") if c.severity == "reference" and c.derivation.startswith(DEMOTED)
+    return tuple(replace(c, severity=SHADOW if c.derivation.startswith(f"{DEMOTED} (was {SHADOW})") else "gate")
+                 if c.severity == "reference" and c.derivation.startswith(DEMOTED)
                  else c for c in checks)

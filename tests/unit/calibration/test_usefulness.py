@@ -105,3 +105,13 @@ def test_a_useless_pooled_check_is_told_to_take_more_runs_not_to_be_pooled() -> 
 
     line = UselessCheck(f"{LENGTH}[pooled]", LENGTH, 35.0, 82.0, 105.0, "golden over steps 1-10", pooled=True).line()
     assert line.endswith("drop it, or calibrate from more runs (a pooled MDE shrinks with them)")
+
+
+def test_a_shadow_gate_that_cannot_fire_is_demoted_and_restored_as_shadow() -> None:
+    from autotest.calibration.usefulness import UselessCheck, demote, restored
+
+    shadow = CheckSpec("m", "absolute", "<", 1.0, severity="shadow", derivation="calibrated, N=5")
+    demoted = demote(shadow, UselessCheck("m[stepwise]", "m", 5.0, 0.0, 1.0, "golden over steps 1-10"))
+    assert demoted.severity == "reference" and demoted.derivation.startswith(f"{DEMOTED} (was shadow): ")
+    gate = demote(CheckSpec("m", "absolute", "<", 1.0), UselessCheck("m[stepwise]", "m", 5.0, 0.0, 1.0, "golden over steps 1-10"))
+    assert [c.severity for c in restored((demoted, gate))] == ["shadow", "gate"]

@@ -136,3 +136,11 @@ def test_replicates_judge_a_candidate_in_shadow_on_their_mean_with_its_pooled_th
     judged = next(r for r in verdict.results if r.check_id == f"candidate@0000beef:{POOLED.check_id}")
     assert verdict.status == "FAIL" and (judged.status, judged.severity) == ("PASS", "shadow")
     assert judged.threshold == pytest.approx(5.0 * verdict.pooled_threshold_scale)
+
+
+def test_the_step_summary_says_what_a_shadow_gate_would_have_done(tmp_path: Path) -> None:
+    from autotest.report.markdown import render_step_summary
+
+    summary = render_step_summary(judged(tmp_path, kl=0.01))
+    assert "PASS" in summary.splitlines()[0]
+    assert f"- shadow: {KL}[final] would have failed (" in summary

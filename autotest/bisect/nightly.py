@@ -21,6 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from autotest.bisect.probe import ProbeResult
+from autotest.bisect.search import BAD, GOOD, SKIPPED
 from autotest.bisect.session import BisectOptions, BisectOutcome, bisect
 from autotest.errors import UsageError
 from autotest.history.fleet import (
@@ -31,6 +33,7 @@ from autotest.history.fleet import (
     FleetFinding,
     FleetParams,
     drift_events,
+    merge_case_events,
     record_fleet_findings,
     split_fleet,
     window_text,
@@ -67,6 +70,9 @@ class Target:
     near_window: str | None = None
     #: every case the answer is attributed to (``case`` first)
     cases: tuple[str, ...] = ()
+    #: a drift's levels (check_id, mean before, mean after, threshold), the largest shift first: its probes answer
+    #: by which level the statistic is nearer (:func:`drift_answer`)
+    levels: tuple[tuple[str, float, float, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -124,7 +130,9 @@ def night_targets(store: HistoryStore, flips: Sequence[Flip], cases: Sequence[st
         done = {(b.good_sha, b.bad_sha) for b in store.findings(case)}
         events += [e for e in drift_events(store, case, params, worse_only=True)
                    if (e.good.framework_sha, e.bad.framework_sha) not in done]
+    events = merge_case_events(events)
     triaged = split_fleet(events, params)
+    by_ends = {(e.case, e.good.run_id, e.bad.run_id): e for e in events}
     targets: list[Target] = []
     not_run: dict[str, str] = {}
     for finding in triaged.findings:
@@ -134,11 +142,14 @@ def night_targets(store: HistoryStore, flips: Sequence[Flip], cases: Sequence[st
         rep = next(c for c in finding.cases if c.case == finding.representative)
         good, bad = store.run(rep.good_run_id), store.run(rep.bad_run_id)
         assert good is not None and bad is not None
-        targets.append(Target(rep.case, good, bad, "fleet", window_text(good, bad) if rep.event == DRIFT else None,
-                              (rep.case, *(c.case for c in finding.cases if c.case != rep.case))))
+        drift = rep.event == DRIFT
+        levels = by_ends[(rep.case, rep.good_run_id, rep.bad_run_id)].levels if drift else ()
+        targets.append(Target(rep.case, good, bad, "fleet", window_text(good, bad) if drift else None,
+                              (rep.case, *(c.case for c in finding.cases if c.case != rep.case)), levels))
     for event in triaged.alone:
         near = window_text(event.good, event.bad) if event.kind == DRIFT else None
-        targets.append(Target(event.case, event.good, event.bad, DRIFT if near else FLIP, near, (event.case,)))
+        targets.append(Target(event.case, event.good, event.bad, DRIFT if near else FLIP, near, (event.case,),
+                              event.levels if near else ()))
     return targets, triaged.findings, not_run
 
 
@@ -198,8 +209,9 @@ def run_nightly_bisect(history: str | None, results_root: Path, tonight: Sequenc
             say(f"nightly: {target.case}: drift toward a threshold; bisecting the window {target.near_window} "
                 f"({good_sha[:12]}..{bad_sha[:12]})")
         base = options or BisectOptions(good="", bad="")
+        answer = drift_answer(*target.levels[0]) if target.near_window and target.levels else base.answer
         outcome = bisect(load(target.case), replace(
-            base, good=good_sha, bad=bad_sha, max_runs=budget.max_runs,
+            base, good=good_sha, bad=bad_sha, max_runs=budget.max_runs, answer=answer,
             max_device_seconds=left, results_root=results_root, progress=say,
             after_round=lambda folders: _record_probes(folders, url, say)))
         report.outcomes[target.case] = outcome
@@ -218,6 +230,27 @@ def run_nightly_bisect(history: str | None, results_root: Path, tonight: Sequenc
         except UsageError as exc:  # the bisect's answer stands (bisect.json); only the dashboard's mark is lost
             say(f"nightly: warning: the finding for {target.case} is not in the history: {exc}")
     return report
+
+
+def drift_answer(check_id: str, before: float, after: float, threshold: float) -> Callable[[ProbeResult], ProbeResult]:
+    """A drift bisect's probe answer: ``bad`` when the drifted statistic lies nearer its new level than its old one.
+
+    The per-run gates pass on both sides of a drift below the thresholds, so they cannot split the window; the
+    midpoint of the two levels can. Confidence ``high`` when the statistic is a quarter of the shift or more from
+    the midpoint, else ``low``. A probe without that statistic is skipped."""
+    middle, shift = (before + after) / 2, after - before
+
+    def answer(found: ProbeResult) -> ProbeResult:
+        observed = found.gates.get(check_id, ("", None, None))[1]
+        if observed is None:
+            return replace(found, answer=SKIPPED, reason=f"{check_id} not judged; the drift's side is unknown")
+        new_side = (observed - middle) * shift > 0
+        sure = abs(observed - middle) >= abs(shift) / 4
+        return replace(found, answer=BAD if new_side else GOOD, confidence="high" if sure else "low",
+                       reason=f"{check_id} {observed:.4g} nearer the drift's {'new' if new_side else 'old'} level "
+                              f"({after:.4g} since, {before:.4g} before; threshold {threshold:.4g})")
+
+    return answer
 
 
 def _not_run(report: NightlyReport, target: Target, why: str) -> None:
@@ -251,6 +284,8 @@ def summary_lines(report: NightlyReport) -> list[str]:
         if report.attributed.get(flip.case, flip.case) != flip.case:
             lines += [f"Bisected once for the fleet, on {report.attributed[flip.case]}: its answer is this case's.", ""]
             continue
+        fleet = next((t.cases for t in report.targets if t.case == flip.case and len(t.cases) > 1), None)
+        lines += [f"One bisect for the fleet: {', '.join(fleet)}.", ""] if fleet else []
         lines += _outcome_lines(report, flip.case)
     flipped = {f.case for f in report.flips}
     for target in report.targets:

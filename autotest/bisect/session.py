@@ -60,6 +60,9 @@ class BisectOptions:
     run_options: RunOptions = field(default_factory=RunOptions)
     #: probe as Ray tasks on this cluster, each on a node with these resources (None: on this node)
     ray: RayPlacement | None = None
+    #: answers each judged probe again from its gates (a bisect from a drift: which side of the shift it lies on,
+    #: where the per-run gates pass on both); None: the gates' own answer
+    answer: Callable[[ProbeResult], ProbeResult] | None = None
 
 
 @dataclass
@@ -122,6 +125,8 @@ def bisect(case: Case, options: BisectOptions) -> BisectOutcome:
         else:
             tasks = [partial(probe, case, c, request.repo, f, _run_options(options)) for c, f in zip(targets, folders)]
             found = side_by_side(tasks, min(options.slots, len(tasks)))
+        if options.answer is not None:
+            found = [p if p.answer == SKIPPED else options.answer(p) for p in found]
         outcome.probes.extend(found)
         for p in found:
             moved = f"; re-ran on node {p.nodes[-1][:8]} after node {p.nodes[0][:8]} was lost" if len(p.nodes) > 1 else ""

@@ -67,6 +67,8 @@ class CaseEvent:
     runs: tuple[RunRow, ...]
     #: the gated checks that changed (failed at the flip, or drifted)
     check_ids: tuple[str, ...] = ()
+    #: a drift's levels per check: (check_id, mean before, mean after, threshold), the largest shift first
+    levels: tuple[tuple[str, float, float, float], ...] = ()
 
     @property
     def start(self) -> date:
@@ -198,7 +200,8 @@ def drift_events(store: HistoryStore, case: str, params: FleetParams = FleetPara
         if since is not None and night_of(bad) < since:
             continue
         event = CaseEvent(case, DRIFT, good, bad, tuple(runs[index[good.run_id]:index[bad.run_id] + 1]),
-                          (finding.check_id,))
+                          (finding.check_id,), ((finding.check_id, finding.before_observed, finding.after_observed,
+                                                 finding.threshold),))
         for k, other in enumerate(found):
             if _overlap(other, event):
                 found[k] = _merge(other, event)
@@ -213,6 +216,19 @@ def _overlap(a: CaseEvent, b: CaseEvent) -> bool:
     return a.start < b.end and b.start < a.end
 
 
+def merge_case_events(events: Sequence[CaseEvent]) -> list[CaseEvent]:
+    """A case's events that share or touch a night are one: a drift whose window ends the night a flip starts is
+    the flip seen early (the flipped run itself lifts the latest regime), and both are bisected once."""
+    merged: list[CaseEvent] = []
+    for event in sorted(events, key=lambda e: (e.case, e.start, e.end)):
+        last = merged[-1] if merged else None
+        if last is not None and last.case == event.case and event.start <= last.end:
+            merged[-1] = _merge(last, event)
+        else:
+            merged.append(event)
+    return merged
+
+
 def _merge(a: CaseEvent, b: CaseEvent) -> CaseEvent:
     """One case's two events in one window: a flip's exact ends win over a drift's wider ones."""
     kind = a.kind if a.kind == b.kind else FLIP_AND_DRIFT
@@ -220,13 +236,14 @@ def _merge(a: CaseEvent, b: CaseEvent) -> CaseEvent:
         narrow = a if a.kind == FLIP else b
     else:
         narrow = a if a.nights <= b.nights else b
-    return replace(narrow, kind=kind, check_ids=tuple(sorted({*a.check_ids, *b.check_ids})))
+    levels = sorted({*a.levels, *b.levels}, key=lambda x: -abs(x[2] - x[1]) / (x[3] or 1.0))
+    return replace(narrow, kind=kind, check_ids=tuple(sorted({*a.check_ids, *b.check_ids})), levels=tuple(levels))
 
 
 def case_events(store: HistoryStore, cases: Sequence[str] | None = None, params: FleetParams = FleetParams(),
                 worse_only: bool = False) -> list[CaseEvent]:
     """Every case's flip and drift events whose window ends within the latest ``params.nights`` nights; a case's
-    flip and drift in one window are one event (``flip+drift``)."""
+    flip and drift in one window, or in touching windows, are one event (``flip+drift``)."""
     names = list(cases or store.cases())
     latest = max((night_of(r) for c in names for r in store.runs(c, last_n=1)), default=None)
     if latest is None:
@@ -234,17 +251,10 @@ def case_events(store: HistoryStore, cases: Sequence[str] | None = None, params:
     since = latest - timedelta(days=params.nights - 1)
     events: list[CaseEvent] = []
     for case in names:
-        found = drift_events(store, case, params, since, worse_only)
+        events += drift_events(store, case, params, since, worse_only)
         flip = flip_event(store, case, since)
-        if flip is not None:
-            for k, other in enumerate(found):
-                if _overlap(other, flip):
-                    found[k] = _merge(flip, other)
-                    break
-            else:
-                found.append(flip)
-        events.extend(found)
-    return events
+        events += [flip] if flip is not None else []
+    return merge_case_events(events)
 
 
 def group_events(events: Sequence[CaseEvent], min_cases: int = 2) -> list[list[CaseEvent]]:

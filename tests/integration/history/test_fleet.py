@@ -5,7 +5,7 @@ for real in tests/integration/bisect): these tests count the bisects the night s
 
 1. an environment change on one night (torch in every case's recorded environment, the code as every night) ->
    one fleet finding naming it, one batch recalibration (8 candidates, one review), no bisect;
-2. a code change across the fleet (the same commit breaks all 8) -> one bisect, its answer recorded for all 8;
+2. a code change across the fleet (tonight's commit breaks all 8) -> one bisect, its answer recorded for all 8;
 3. a drift below the per-run thresholds in one case -> one bisect between the ends of a window that holds the
    night the shift began, its finding "near commit X (window ...)".
 """
@@ -20,6 +20,8 @@ import numpy as np
 from autotest.bisect import nightly
 from autotest.bisect.commits import Commit
 from autotest.bisect.nightly import NightlyBudget, annotations, run_nightly_bisect, summary_lines
+from autotest.bisect.probe import ProbeResult
+from autotest.bisect.search import BAD, GOOD
 from autotest.bisect.session import FOUND, BisectOutcome
 from autotest.calibration.batch import batch_proposal, write_batch
 from autotest.history.database import sqlite_url
@@ -39,13 +41,14 @@ def night_of(commit: str) -> int:
     return int(commit[:4])
 
 
-def fleet(root: Path, *, shift: float = 0.0, torch_at: int | None = None, cases=CASES, seed: int = 0) -> str:
+def fleet(root: Path, *, shift: float = 0.0, torch_at: int | None = None, cases=CASES, seed: int = 0,
+          change: int = CHANGE) -> str:
     """Every case's 40 nightlies: one framework commit per night (the fleet's), statistics at 0.3 threshold plus
-    noise of 0.1 threshold, ``shift`` thresholds added to the rewards from night CHANGE on."""
+    noise of 0.1 threshold, ``shift`` thresholds added to the rewards from night ``change`` on."""
     rng = np.random.default_rng(seed)
     for case in cases:
         for n in range(1, NIGHTS + 1):
-            rewards = 0.3 + rng.normal(0, 0.1) + (shift if n >= CHANGE else 0.0)
+            rewards = 0.3 + rng.normal(0, 0.1) + (shift if n >= change else 0.0)
             observed = {REWARDS: max(rewards, 0.0) * THRESHOLDS[REWARDS],
                         STEP_TIME: max(0.3 + rng.normal(0, 0.1), 0.0) * THRESHOLDS[STEP_TIME]}
             folder = write_results_folder(root, case, n, observed, sha=sha(n))
@@ -58,11 +61,12 @@ def fleet(root: Path, *, shift: float = 0.0, torch_at: int | None = None, cases=
     return url
 
 
-def stub_bisect(monkeypatch, tmp_path: Path, culprit: str) -> list[tuple[str, str, str]]:
-    started: list[tuple[str, str, str]] = []
+def stub_bisect(monkeypatch, tmp_path: Path, culprit: str) -> list[tuple]:
+    """Each bisect the night starts: (case, good, bad, how its probes are answered: None for the gates')."""
+    started: list[tuple] = []
 
     def bisected(case, options):
-        started.append((case, options.good, options.bad))
+        started.append((case, options.good, options.bad, options.answer))
         return BisectOutcome(FOUND, tmp_path / f"bisect-{case}", first_bad=Commit(culprit, "the change", "dev"),
                              last_good=options.good, confidence="high")
 
@@ -98,18 +102,19 @@ def test_an_environment_change_on_one_night_is_one_finding_and_one_batch(tmp_pat
 
 def test_a_code_change_across_the_fleet_starts_one_bisect(tmp_path, monkeypatch) -> None:
     root = tmp_path / "results"
-    url = fleet(root, shift=1.0)  # no environment change; the commit of night CHANGE breaks every case
-    started = stub_bisect(monkeypatch, tmp_path, sha(CHANGE))
+    url = fleet(root, shift=2.0, change=NIGHTS)  # no environment change; tonight's commit breaks every case
+    started = stub_bisect(monkeypatch, tmp_path, sha(NIGHTS))
     report = run_nightly_bisect(url, root, [], NightlyBudget(max_runs=8), lambda name: name)
     (finding,) = report.fleet
     assert finding.kind == CODE and len(finding.cases) == 8
     assert len(started) == 1
-    (case, good, bad) = started[0]
+    (case, good, bad, answer) = started[0]
+    assert answer is None  # a flip: the gates answer
     assert case == finding.representative and (good, bad) == (finding.good_sha, finding.bad_sha)
-    assert night_of(good) < CHANGE <= night_of(bad)
+    assert (night_of(good), night_of(bad)) == (NIGHTS - 1, NIGHTS)
     assert set(report.attributed) == set(CASES) - {case} and report.not_run == {}
     with HistoryStore.open(url, read_only=True) as store:
-        assert all([f.first_bad_sha for f in store.findings(c)] == [sha(CHANGE)] for c in CASES)
+        assert all([f.first_bad_sha for f in store.findings(c)] == [sha(NIGHTS)] for c in CASES)
     errors = [a for a in annotations(report) if a.startswith("::error")]
     assert len(errors) == 1 and "for the fleet: " in errors[0]
     assert "One bisect for the fleet: " in "\n".join(summary_lines(report))
@@ -124,8 +129,14 @@ def test_a_drift_below_the_thresholds_is_bisected_in_the_window_of_its_night(tmp
     lines: list[str] = []
     report = run_nightly_bisect(url, root, [], NightlyBudget(max_runs=8), lambda name: name, say=lines.append)
     assert report.flips == [] and report.fleet == []
-    ((case, good, bad),) = started
+    ((case, good, bad, answer),) = started
     (target,) = report.targets
+    # the gates pass on both sides of this drift: a probe answers by the side of the shift its statistic is on
+    old, new = (ProbeResult(c, GOOD, "high", 1, 0.0, {REWARDS: ("PASS", level * THRESHOLDS[REWARDS],
+                                                                 THRESHOLDS[REWARDS])}) for c, level in
+                (("old", 0.3), ("new", 0.7)))
+    assert (answer(old).answer, answer(new).answer) == (GOOD, BAD)
+    assert answer(new).reason.startswith(f"{REWARDS} 0.133 nearer the drift's new level")
     assert case == "drifting" and target.source == "drift" and night_of(good) < CHANGE <= night_of(bad)
     assert target.near_window is not None and target.near_window.endswith(f", {night_of(bad) - night_of(good)} nights")
     with HistoryStore.open(url, read_only=True) as store:

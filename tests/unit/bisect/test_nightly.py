@@ -141,3 +141,22 @@ def test_a_history_that_refuses_the_probes_and_the_finding_warns_and_keeps_the_a
     assert annotations(report)[0].startswith("::error title=bisect flipped::first bad commit cccccccccccc ")
     assert lines[1:] == [f"nightly: warning: the probe run {probe} is not in the history: {refused}",
                          f"nightly: warning: the finding for flipped is not in the history: {refused}"]
+
+
+def test_a_drift_bisect_answers_by_the_side_of_the_shift() -> None:
+    from autotest.bisect.nightly import drift_answer
+    from autotest.bisect.probe import ProbeResult
+    from autotest.bisect.search import BAD, GOOD, SKIPPED
+
+    answer = drift_answer(REWARDS, 0.057, 0.133, 0.19)  # toward a '<' threshold: higher is the new side
+
+    def probe(observed):
+        return ProbeResult("c" * 40, GOOD, "high", 1, 0.0, {} if observed is None else {REWARDS: ("PASS", observed, 0.19)})
+
+    assert [(p.answer, p.confidence) for p in map(answer, map(probe, (0.05, 0.14, 0.1)))] == [
+        (GOOD, "high"), (BAD, "high"), (BAD, "low")]
+    assert answer(probe(0.14)).reason == (f"{REWARDS} 0.14 nearer the drift's new level (0.133 since, 0.057 before; "
+                                          "threshold 0.19)")
+    assert answer(probe(None)).answer == SKIPPED
+    falling = drift_answer(REWARDS, 0.5, 0.2, 1.0)  # a '>' gate drifting down
+    assert (falling(probe(0.25)).answer, falling(probe(0.45)).answer) == (BAD, GOOD)

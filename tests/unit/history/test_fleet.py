@@ -221,3 +221,12 @@ def test_a_v4_history_reads_its_findings_and_the_next_writer_adds_the_fleet_tabl
                                         "2026-01-27, 3 nights"))
         assert store.findings("c")[-1].describe() == f"near commit {'c' * 12} (window 2026-01-24 .. 2026-01-27, 3 nights)"
     assert migrate(create_history_engine(url)) == 5
+
+
+def test_a_drift_that_ends_the_night_a_flip_starts_is_the_same_event() -> None:
+    from autotest.history.fleet import merge_case_events
+
+    merged = merge_case_events([event("a", 26, 29, DRIFT), event("a", 29, 30), event("b", 20, 23, DRIFT),
+                                event("b", 29, 30)])
+    assert [(e.case, e.kind, e.start.day, e.end.day) for e in merged] == [
+        ("a", FLIP_AND_DRIFT, 29, 30), ("b", DRIFT, 20, 23), ("b", FLIP, 29, 30)]

@@ -28,6 +28,7 @@ from autotest.errors import UsageError
 from autotest.history.fleet import (
     CODE,
     DRIFT,
+    ENVIRONMENT,
     FLIP,
     CaseEvent,
     FleetFinding,
@@ -95,6 +96,8 @@ class NightlyReport:
     targets: list[Target] = field(default_factory=list)
     #: cases that changed together (an environment finding starts no bisect; a code finding one)
     fleet: list[FleetFinding] = field(default_factory=list)
+    #: fleet finding id -> its batch recalibration's review (an environment finding)
+    batch_reviews: dict[int, Path] = field(default_factory=dict)
     #: case -> the case whose bisect answers for it (a fleet code change)
     attributed: dict[str, str] = field(default_factory=dict)
 
@@ -188,6 +191,10 @@ def run_nightly_bisect(history: str | None, results_root: Path, tonight: Sequenc
             say(f"nightly: {finding.describe()}")
             if finding.kind != CODE:  # with its recorded id now
                 report.not_run.update({c.case: f"caused by {finding.describe()}" for c in finding.cases})
+            if finding.kind == ENVIRONMENT and finding.finding_id is not None:
+                review = _write_batch(url, finding, results_root, say)
+                if review is not None:
+                    report.batch_reviews[finding.finding_id] = review
     for target in targets:
         good_sha, bad_sha = target.good.framework_sha, target.bad.framework_sha
         for case in target.cases[1:]:
@@ -253,6 +260,23 @@ def drift_answer(check_id: str, before: float, after: float, threshold: float) -
     return answer
 
 
+def _write_batch(url: str, finding: FleetFinding, results_root: Path, say: Callable[[str], None]) -> Path | None:
+    """An environment finding's batch recalibration proposal: ``<results root>/fleet/fleet-<id>/review.md`` and
+    ``recalibrate.sh`` (:mod:`autotest.calibration.batch`); one that cannot be written is a warning."""
+    from autotest.calibration.batch import batch_proposal, write_batch
+
+    try:
+        with open_for_reading(url, results_root) as store:
+            proposal = batch_proposal(store, finding)
+        review, _ = write_batch(proposal, results_root / "fleet" / f"fleet-{finding.finding_id}")
+    except (UsageError, OSError) as exc:
+        say(f"nightly: warning: the batch recalibration for fleet finding {finding.finding_id} was not written: {exc}")
+        return None
+    say(f"nightly: fleet finding {finding.finding_id}: batch recalibration of {len(proposal.candidates)} case(s) "
+        f"proposed: {review}")
+    return review
+
+
 def _not_run(report: NightlyReport, target: Target, why: str) -> None:
     for case in target.cases:
         report.not_run[case] = why
@@ -300,7 +324,9 @@ def summary_lines(report: NightlyReport) -> list[str]:
                   else _outcome_lines(report, target.case))
     if report.fleet:
         lines += ["## Cases that changed together", ""]
-        lines += [f"- {finding.describe()}" for finding in report.fleet] + [""]
+        lines += [f"- {finding.describe()}" + (f"; review: `{report.batch_reviews[finding.finding_id]}`"
+                                               if finding.finding_id in report.batch_reviews else "")
+                  for finding in report.fleet] + [""]
     budget = report.budget.device_seconds
     lines.append(f"Cost: tonight's runs {format_device_seconds(report.tonight_device_seconds)}, bisects "
                  f"{format_device_seconds(report.bisect_device_seconds)}, total "

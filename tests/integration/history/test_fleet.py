@@ -88,6 +88,10 @@ def test_an_environment_change_on_one_night_is_one_finding_and_one_batch(tmp_pat
                                                       for w in report.not_run.values())
     assert [a for a in annotations(report) if "bisect" in a] == []  # one fleet line, not 8 investigations
     assert [a.split("::")[1] for a in annotations(report)] == ["warning title=fleet"]
+    night_review = root / "fleet" / "fleet-1" / "review.md"  # the nightly proposes the batch itself
+    assert report.batch_reviews == {1: night_review} and night_review.read_text().count("rl-autotest calibrate") == 8
+    assert f"; review: `{night_review}`" in "\n".join(summary_lines(report))
+    assert f"nightly: fleet finding 1: batch recalibration of 8 case(s) proposed: {night_review}" in lines
     with HistoryStore.open(url, read_only=True) as store:
         (recorded,) = recorded_fleet_findings(store)
         (looked,) = triage(store, params=FleetParams(nights=10))  # history fleet: the same cases, the same change

@@ -1,6 +1,8 @@
 """A static HTML dashboard of the history: one self-contained page, no server, no network.
 
-Per case: the latest verdicts, drift lines, and per gated statistic an inline SVG trend over
+Above the cases, one banner per recorded fleet finding (several cases changed at once, one cause named: see
+:mod:`autotest.history.fleet`), each case it explains marked "caused by". Per case: the latest verdicts, shadow gates
+that would have failed, drift and noise lines, and per gated statistic an inline SVG trend over
 runs with the allowed band (up to the threshold, run by run), detected change points
 marked, the first bad commit a nightly bisect named (history ``bisect_findings``) marked between the last
 PASS and the first FAIL, and each point linking to its results folder's report.md. Rendering only: the
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from autotest.errors import UsageError
 from autotest.history.database import describe
+from autotest.history.fleet import FleetFinding, recorded_fleet_findings
 from autotest.history.drift import (
     LOWER_IS_BETTER,
     StatisticHistory,
@@ -43,6 +46,9 @@ table.verdicts td, table.verdicts th { border: 1px solid #d0d7de; padding: 2px 8
 .PASS { color: #1a7f37; font-weight: 600; } .FAIL { color: #cf222e; font-weight: 600; }
 .ERROR { color: #9a6700; font-weight: 600; }
 .drift { background: #fff8c5; border: 1px solid #d4a72c; padding: 6px 10px; margin: 8px 0; }
+.noise { background: #fbefff; border-color: #bf8700; }
+.fleet { background: #ddf4ff; border: 1px solid #54aeff; padding: 8px 12px; margin: 8px 0; font-weight: 600; }
+.fleet-cause { background: #ddf4ff; border: 1px solid #54aeff; padding: 6px 10px; margin: 8px 0; }
 .culprit { background: #ffebe9; border: 1px solid #ff8182; padding: 6px 10px; margin: 8px 0; }
 svg text.culprit { fill: #cf222e; }
 .plots { display: flex; flex-wrap: wrap; gap: 16px; }
@@ -175,14 +181,30 @@ def _shadow_lines(store: "HistoryStore", case: str, runs: list["RunRow"]) -> lis
             f"{shown(p.threshold)})</div>" for p in reversed(failed)]
 
 
-def _case_section(store: "HistoryStore", case: str, out_dir: Path) -> str:
+def _cause_of(finding: FleetFinding) -> str:
+    what = "; ".join(finding.changes) if finding.changes else "no recorded change"
+    return f"{finding.kind} change between {finding.window_start[:10]} and {finding.window_end[:10]} ({what})"
+
+
+def _fleet_banner(findings: list[FleetFinding]) -> list[str]:
+    """One banner per recorded fleet finding, above every case: one cause, many cases, one next step."""
+    return [f'<div class="fleet" id="fleet-{f.finding_id}" data-cases="{escape(" ".join(c.case for c in f.cases))}">'
+            f"{escape(f.describe())} — "
+            + ", ".join(f'<a href="#case-{escape(c.case)}">{escape(c.case)}</a>' for c in f.cases) + "</div>"
+            for f in findings]
+
+
+def _case_section(store: "HistoryStore", case: str, out_dir: Path, fleet: list[FleetFinding]) -> str:
     histories = statistic_histories(store, case)
     drift = render_drift_lines([*drift_in(store, case), *spread_in(store, case)])
     findings = store.findings(case)
     runs = store.runs(case)
     parts = [f'<section class="case" id="case-{escape(case)}" data-case="{escape(case)}">',
              f"<h2>{escape(case)}</h2>", _verdicts_table(runs, out_dir), *_shadow_lines(store, case, runs)]
-    parts += [f'<div class="drift">{escape(line)}</div>' for line in drift]
+    parts += [f'<div class="{"drift noise" if line.startswith("noise:") else "drift"}">{escape(line)}</div>'
+              for line in drift]
+    parts += [f'<div class="fleet-cause"><a href="#fleet-{f.finding_id}">caused by fleet finding {f.finding_id}'
+              f"</a>: {escape(_cause_of(f))}</div>" for f in fleet]
     parts += _findings_lines(findings, out_dir)
     if not histories:
         parts.append("<p>No gated statistic with a threshold recorded yet.</p>")
@@ -200,7 +222,9 @@ def render_dashboard(store: "HistoryStore", out_dir: Path) -> str:
     cases = store.cases()
     generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
     nav = " · ".join(f'<a href="#case-{escape(c)}">{escape(c)}</a>' for c in cases)
-    sections = [_case_section(store, case, out_dir) for case in cases]
+    fleet = recorded_fleet_findings(store)
+    sections = [_case_section(store, case, out_dir, [f for f in fleet if any(c.case == case for c in f.cases)])
+                for case in cases]
     return "\n".join([
         "<!doctype html>", '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
@@ -211,7 +235,7 @@ def render_dashboard(store: "HistoryStore", out_dir: Path) -> str:
         "bisect named, between the last PASS and the first FAIL; each point links to its report. "
         "Trends, bands and drift use trusted runs only (gate and calibration runs not marked untrusted); "
         "the others are listed, marked, in the verdicts table.</p>",
-        f"<nav>{nav}</nav>", *sections, "</body></html>", ""])
+        f"<nav>{nav}</nav>", *_fleet_banner(fleet), *sections, "</body></html>", ""])
 
 
 def write_dashboard(store: "HistoryStore", out_dir: str | Path) -> Path:

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from autotest.history.dashboard import write_dashboard
+from autotest.history.fleet import FleetParams, record_fleet_findings, triage
 from autotest.history.store import BisectFinding, HistoryStore, ingest
 from tests.integration.history.browser import Browser, find_chromium
-from tests.unit.history.builders import write_nightlies
+from tests.unit.history.builders import FLEET_CASES, fleet, write_nightlies, write_replicated_nightlies
 
 CASES_JS = """[...document.querySelectorAll('section.case')].map(s => ({
   case: s.dataset.case,
@@ -83,3 +84,33 @@ def test_the_browser_check_sees_console_errors_and_broken_resources(tmp_path, ch
         errors = browser.errors()
     assert any("boom" in e for e in errors)
     assert any("missing.png" in e or "ERR_FILE_NOT_FOUND" in e for e in errors), errors
+
+
+FLEET_JS = """({
+  banners: [...document.querySelectorAll('div.fleet')].map(b => ({
+    cases: b.dataset.cases.split(' '), links: b.querySelectorAll('a[href^="#case-"]').length,
+    text: b.textContent})),
+  causes: [...document.querySelectorAll('section.case')].filter(s => s.querySelector('.fleet-cause a[href^="#fleet-"]'))
+    .map(s => s.dataset.case),
+  noise: [...document.querySelectorAll('section.case')].map(s => [s.dataset.case,
+    s.querySelectorAll('.drift.noise').length]).filter(([, n]) => n > 0),
+  visible: [...document.querySelectorAll('div.fleet')].every(b => b.getBoundingClientRect().height > 10)})"""
+
+
+def test_one_fleet_banner_across_the_cases_it_explains_and_noise_lines_shown(tmp_path, chromium) -> None:
+    root = tmp_path / "results"
+    url = fleet(root, shift=1.0, torch_at=31)  # torch moved on night 31 in every case: every case FAILs from there
+    write_replicated_nightlies(tmp_path / "noisy")  # a ninth case whose replicates agree less from night 25
+    ingest([tmp_path / "noisy" / "c"], url)
+    with HistoryStore.open(url) as store:
+        record_fleet_findings(store, triage(store, params=FleetParams(nights=10)))  # the change was 10 nights ago
+        page = write_dashboard(store, tmp_path / "dashboard")
+    with Browser(chromium) as browser:
+        browser.load(page)
+        seen = browser.evaluate(FLEET_JS)
+        assert browser.errors() == []
+    [banner] = seen["banners"]
+    assert sorted(banner["cases"]) == sorted(FLEET_CASES) and banner["links"] == len(FLEET_CASES)
+    assert "environment changed" in banner["text"] and "torch" in banner["text"] and seen["visible"]
+    assert sorted(seen["causes"]) == sorted(FLEET_CASES)  # "c", the noisy case, is not part of it
+    assert ["c", 1] in seen["noise"]

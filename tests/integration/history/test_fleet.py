@@ -12,10 +12,7 @@ for real in tests/integration/bisect): these tests count the bisects the night s
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-
-import numpy as np
 
 from autotest.bisect import nightly
 from autotest.bisect.commits import Commit
@@ -24,41 +21,11 @@ from autotest.bisect.probe import ProbeResult
 from autotest.bisect.search import BAD, GOOD
 from autotest.bisect.session import FOUND, BisectOutcome
 from autotest.calibration.batch import batch_proposal, write_batch
-from autotest.history.database import sqlite_url
 from autotest.history.fleet import CODE, ENVIRONMENT, FleetParams, recorded_fleet_findings, triage
-from autotest.history.store import HistoryStore, ingest
-from tests.unit.history.builders import REWARDS, STEP_TIME, THRESHOLDS, write_results_folder
+from autotest.history.store import HistoryStore
+from tests.unit.history.builders import CHANGE, FLEET_CASES, NIGHTS, REWARDS, THRESHOLDS, fleet, night_of, sha
 
-CASES = [f"case-{i}" for i in range(8)]
-NIGHTS, CHANGE = 40, 31
-
-
-def sha(night: int) -> str:
-    return f"{night:04d}" + "c" * 36
-
-
-def night_of(commit: str) -> int:
-    return int(commit[:4])
-
-
-def fleet(root: Path, *, shift: float = 0.0, torch_at: int | None = None, cases=CASES, seed: int = 0,
-          change: int = CHANGE) -> str:
-    """Every case's 40 nightlies: one framework commit per night (the fleet's), statistics at 0.3 threshold plus
-    noise of 0.1 threshold, ``shift`` thresholds added to the rewards from night ``change`` on."""
-    rng = np.random.default_rng(seed)
-    for case in cases:
-        for n in range(1, NIGHTS + 1):
-            rewards = 0.3 + rng.normal(0, 0.1) + (shift if n >= change else 0.0)
-            observed = {REWARDS: max(rewards, 0.0) * THRESHOLDS[REWARDS],
-                        STEP_TIME: max(0.3 + rng.normal(0, 0.1), 0.0) * THRESHOLDS[STEP_TIME]}
-            folder = write_results_folder(root, case, n, observed, sha=sha(n))
-            preflight = json.loads((folder / "preflight.json").read_text())
-            torch = "2.5.0" if torch_at is not None and n >= torch_at else "2.4.0"
-            preflight["environment"]["packages"] = {"torch": torch, "numpy": "2.1.0"}
-            (folder / "preflight.json").write_text(json.dumps(preflight))
-    url = sqlite_url(root / "history.sqlite")
-    ingest([root], url)
-    return url
+CASES = FLEET_CASES
 
 
 def stub_bisect(monkeypatch, tmp_path: Path, culprit: str) -> list[tuple]:

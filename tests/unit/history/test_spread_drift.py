@@ -9,7 +9,7 @@ import pytest
 from autotest.cli import main
 from autotest.history.drift import SpreadFinding, record_and_detect, render_drift_lines, spread_in
 from autotest.history.store import HistoryStore, ingest
-from tests.unit.history.builders import REWARDS, STEP_TIME, THRESHOLDS, write_results_folder
+from tests.unit.history.builders import REWARDS, STEP_TIME, THRESHOLDS, write_replicated_nightlies, write_results_folder
 
 
 @pytest.fixture(autouse=True)
@@ -53,24 +53,8 @@ def test_the_noise_finding_comes_with_the_verdict_that_records_it(tmp_path) -> N
     assert recorded and [type(f).__name__ for f in findings] == ["SpreadFinding"]
 
 
-def _replicated_nightlies(root, nights: int = 40, from_night: int = 25, sd_ratio: float = 3.0, k: int = 3):
-    """Each night a run of ``k`` replicates (``night-NN/replicates/rK``): night means scatter by 0.1 threshold,
-    replicates around them by 0.04, ``sd_ratio`` times that from ``from_night`` on."""
-    rng = np.random.default_rng(5)
-    for night in range(1, nights + 1):
-        mean = 0.3 + rng.normal(0, 0.1)
-        sd = 0.04 * (sd_ratio if night >= from_night else 1.0)
-        run = root / "c" / f"night-{night:02d}"
-        for r in range(k):
-            values = {REWARDS: (mean + rng.normal(0, sd)) * THRESHOLDS[REWARDS],
-                      STEP_TIME: (0.3 + rng.normal(0, 0.02)) * THRESHOLDS[STEP_TIME]}
-            (run / "replicates").mkdir(parents=True, exist_ok=True)
-            write_results_folder(root / "staging", "c", night, values).rename(run / "replicates" / f"r{r}")
-        (run / "results.json").write_text((run / "replicates" / "r0" / "results.json").read_text())
-
-
 def test_replicates_that_agree_less_are_a_noise_finding_between_replicates(tmp_path) -> None:
-    _replicated_nightlies(tmp_path / "results")
+    write_replicated_nightlies(tmp_path / "results")
     url = f"sqlite:///{tmp_path / 'history.sqlite'}"
     ingest([tmp_path / "results" / "c"], url)
     with HistoryStore.open(url, read_only=True) as store:

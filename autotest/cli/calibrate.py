@@ -81,9 +81,9 @@ def add_baseline_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--from-shadow", action="store_true",
                    help="replace the baseline with the candidate in shadow once each of its gates held (history "
                    "promote-ready)")
-    p.add_argument("--nights", type=int, default=7, metavar="K",
+    p.add_argument("--nights", default="7", metavar="K",
                    help="with --shadow: the last K trusted gate runs it must have held (default 7)")
-    p.add_argument("--allowed", type=int, default=0, metavar="N",
+    p.add_argument("--allowed", default="0", metavar="N",
                    help="with --shadow: false alarms it may have had (default 0)")
     p.add_argument("--history", metavar="URL", help="with --shadow: " + HISTORY_HELP)
     p.add_argument("--results-dir", type=Path, help="with --shadow: results root holding history.sqlite")
@@ -227,16 +227,16 @@ def baseline(args: argparse.Namespace) -> int:
 
 def _standing(args: argparse.Namespace, case: str) -> dict[str, str]:
     """Each shadow check of ``case`` -> ``yes`` or ``no: <why>`` over the last --nights trusted gate runs."""
+    from autotest.history.cli import count_option
     from autotest.history.shadow_ready import shadow_standings
     from autotest.history.store import open_for_reading
     from autotest.run.results_dir import default_results_root
 
-    if args.nights < 1 or args.allowed < 0:
-        raise UsageError(f"--nights must be at least 1 and --allowed at least 0 (got {args.nights}, {args.allowed})")
+    nights, allowed = count_option(args.nights, "--nights", 1), count_option(args.allowed, "--allowed", 0)
     try:
         with open_for_reading(args.history, args.results_dir or default_results_root()) as store:
             if case in store.cases():
-                return {s.check_id: s.why for s in shadow_standings(store, case, args.nights, args.allowed)}
+                return {s.check_id: s.why for s in shadow_standings(store, case, nights, allowed)}
     except UsageError:
         if not args.force:  # no evidence: only a reviewed, forced promotion goes ahead
             raise

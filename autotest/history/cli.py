@@ -129,16 +129,22 @@ def _show(args: argparse.Namespace) -> int:
 
 def _drift(args: argparse.Namespace) -> int:
     from autotest.history.drift import drift_in, render_drift_lines, spread_in, statistic_histories
+    from autotest.history.fleet import recorded_fleet_findings
 
     with _open(args) as store:
         cases = [args.case] if args.case else store.cases()
         if args.case:
             _check_case(store, args.case)
         found = False
+        fleet = recorded_fleet_findings(store)
         for case in cases:
             findings = [*drift_in(store, case), *spread_in(store, case)]
             for line in render_drift_lines(findings):
                 print(line)
+            for cause in (f for f in fleet if findings and any(c.case == case for c in f.cases)):
+                # the same change in many cases is one finding: this case's drift is explained there
+                print(f"  {case}: caused by fleet finding {cause.finding_id} ({cause.kind}, "
+                      f"{cause.window_start[:10]} .. {cause.window_end[:10]}); history fleet shows it")
             if not findings:
                 histories = statistic_histories(store, case)
                 runs = max((len(h.points) for h in histories), default=0)
@@ -163,7 +169,7 @@ def _dashboard(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _count(text: str, flag: str, minimum: int) -> int:
+def count_option(text: str, flag: str, minimum: int) -> int:
     """A whole number >= ``minimum`` given to ``flag``; anything else is one line (exit 2)."""
     try:
         value = int(text)
@@ -177,8 +183,8 @@ def _count(text: str, flag: str, minimum: int) -> int:
 def _promote_ready(args: argparse.Namespace) -> int:
     from autotest.history.shadow_ready import shadow_standings
 
-    nights = _count(args.nights, "--nights", 1)
-    allowed = _count(args.allowed, "--allowed", 0)
+    nights = count_option(args.nights, "--nights", 1)
+    allowed = count_option(args.allowed, "--allowed", 0)
     with _open(args) as store:
         if args.case:
             _check_case(store, args.case)

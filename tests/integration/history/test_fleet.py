@@ -21,6 +21,7 @@ from autotest.bisect.probe import ProbeResult
 from autotest.bisect.search import BAD, GOOD
 from autotest.bisect.session import FOUND, BisectOutcome
 from autotest.calibration.batch import batch_proposal, write_batch
+from autotest.cli import main
 from autotest.history.fleet import CODE, ENVIRONMENT, FleetParams, recorded_fleet_findings, triage
 from autotest.history.store import HistoryStore
 from tests.unit.history.builders import CHANGE, FLEET_CASES, NIGHTS, REWARDS, THRESHOLDS, fleet, night_of, sha
@@ -41,7 +42,7 @@ def stub_bisect(monkeypatch, tmp_path: Path, culprit: str) -> list[tuple]:
     return started
 
 
-def test_an_environment_change_on_one_night_is_one_finding_and_one_batch(tmp_path, monkeypatch) -> None:
+def test_an_environment_change_on_one_night_is_one_finding_and_one_batch(tmp_path, monkeypatch, capsys) -> None:
     root = tmp_path / "results"
     url = fleet(root, shift=1.0, torch_at=CHANGE)  # every case FAILs from the night torch moved
     started = stub_bisect(monkeypatch, tmp_path, sha(CHANGE))
@@ -69,6 +70,10 @@ def test_an_environment_change_on_one_night_is_one_finding_and_one_batch(tmp_pat
     assert script.read_text().count("rl-autotest calibrate ") == 8
     text = review.read_text()
     assert text.count("| `rl-autotest calibrate case-") == 8 and "`torch 2.4.0 -> 2.5.0`" in text
+    # history drift names the cause beside each case's own drift line
+    assert main(["history", "drift", "--case", "case-3", "--history", url]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("drift: case-3 ") and "  case-3: caused by fleet finding 1 (environment, " in out
 
 
 def test_a_code_change_across_the_fleet_starts_one_bisect(tmp_path, monkeypatch) -> None:

@@ -101,3 +101,16 @@ def test_a_case_in_shadow_is_refused_naming_its_key(tmp_path: Path, capsys: pyte
     assert capsys.readouterr().out == (f"rl-autotest: error: {case}: shadow: true keeps every gate of the case in "
                                        "shadow; remove that key to make its gates block (the baseline's checks are "
                                        "gates already)\n")
+
+
+@pytest.mark.parametrize(("flag", "value", "message"), [
+    ("--nights", "seven", "--nights: 'seven' is not a whole number; give e.g. --nights 7"),
+    ("--nights", "0", "--nights: must be at least 1, got 0"),
+    ("--allowed", "-1", "--allowed: must be at least 0, got -1"),
+])
+def test_a_bad_count_of_nights_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture, flag: str, value: str,
+                                           message: str) -> None:
+    nights(tmp_path, 1)
+    capsys.readouterr()
+    assert promote(tmp_path, "--shadow", KL_CHECK, f"{flag}={value}") == 2
+    assert capsys.readouterr().out == f"rl-autotest: error: {message}\n"

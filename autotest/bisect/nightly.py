@@ -35,10 +35,10 @@ from autotest.history.fleet import (
     FleetParams,
     drift_events,
     merge_case_events,
-    record_fleet_findings,
     split_fleet,
     window_text,
 )
+from autotest.history.fleet_store import record_fleet_findings
 from autotest.history.record import find_results_folders
 from autotest.history.run_facts import device_seconds_of_folder
 from autotest.history.store import BisectFinding, HistoryStore, RunRow, open_for_reading, record_results

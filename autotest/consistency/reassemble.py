@@ -24,13 +24,13 @@ at one whole tensor whatever the rank count.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from autotest.consistency.dumps import Dump, ModuleEntry, TensorStat, load_tensor, read_dump
+from autotest.consistency.dump_leaves import combined_stats, leaf, put, stats_of
 from autotest.consistency.layout import FUSED_PARTS, SideLayout, module_role, split_dim
 from autotest.consistency.rank_groups import (
     Group,
@@ -196,7 +196,7 @@ class _Joiner:
                 continue
             leaf = self._join(stat, shards)  # type: ignore[arg-type]
             if leaf is not None:
-                _put(body, stat.path, leaf)
+                put(body, stat.path, leaf)
         return body
 
     def _finding(self, kind: str, ranks: Sequence[int], detail: str) -> None:
@@ -220,7 +220,7 @@ class _Joiner:
         if segments is None:
             return None
         if not tensors:
-            return self._stats_leaf(stat, shards, dim, segments)
+            return self._statsleaf(stat, shards, dim, segments)
         pieces = [load_tensor(s) for s in shards]
         used = self._check_replicas(stat, pieces, segments)
         import torch
@@ -246,7 +246,7 @@ class _Joiner:
                                   f"{stat.path} statistics differ between ranks that should hold the same tensor "
                                   f"({self._why_whole(stat)})")
         if stat.data_file is None or not tensors:
-            return _leaf(stat, stat.stats, stat.shape, None, [])
+            return leaf(stat, stat.stats, stat.shape, None, [])
         return self._write(stat, load_tensor(stat), [])
 
     def _why_whole(self, stat: TensorStat) -> str:
@@ -323,7 +323,7 @@ class _Joiner:
                               f"differs from rank {first}'s (replicated kv heads must be equal)")
         return used
 
-    def _stats_leaf(self, stat: TensorStat, shards: Sequence[TensorStat], dim: int,
+    def _statsleaf(self, stat: TensorStat, shards: Sequence[TensorStat], dim: int,
                     segments: list[tuple[int, int, int, int, int]]) -> dict[str, Any] | None:
         owner_of: dict[int, int] = {}
         replica_ranks, owner_ranks = set(), set()
@@ -340,20 +340,10 @@ class _Joiner:
             if not stats_close(by_rank[r].stats, by_rank[first].stats):
                 self._finding("replicas_disagree", (first, r), f"{stat.path}: rank {r}'s copy of a replicated slice "
                                                               f"has other statistics than rank {first}'s")
-        used = [by_rank[r] for r in self.ranks if r not in replica_ranks]
-        numel = [s.numel for s in used]
-        total = sum(numel) or 1
-        stats: dict[str, float | None] = {
-            "Max": _combine(max, [s.stats.get("Max") for s in used]),
-            "Min": _combine(min, [s.stats.get("Min") for s in used]),
-            "Mean": None if any(s.stats.get("Mean") is None for s in used) else
-            sum(s.stats["Mean"] * n for s, n in zip(used, numel)) / total,  # type: ignore[operator]
-            "Norm": None if any(s.stats.get("Norm") is None for s in used) else
-            math.sqrt(sum(s.stats["Norm"] ** 2 for s in used)),  # type: ignore[operator]
-        }
+        stats = combined_stats([by_rank[r] for r in self.ranks if r not in replica_ranks])
         shape = list(stat.shape)
         shape[dim] = max(full + length for _, _, full, length, _ in segments)
-        return _leaf(stat, stats, tuple(shape), None, segments)
+        return leaf(stat, stats, tuple(shape), None, segments)
 
     def _write(self, stat: TensorStat, tensor: Any, segments: list[tuple[int, int, int, int, int]]) -> dict[str, Any]:
         import torch
@@ -361,30 +351,7 @@ class _Joiner:
         tensor = tensor.to(getattr(torch, stat.dtype.removeprefix("torch."), torch.float64))
         name = f"{self.entry.key}.{stat.path}.pt"
         torch.save(tensor.contiguous(), self.tensor_dir / name)
-        return _leaf(stat, _stats_of(tensor), tuple(tensor.shape), name, segments)
-
-
-def _leaf(stat: TensorStat, stats: Mapping[str, float | None], shape: tuple[int, ...], data_name: str | None,
-          segments: list[tuple[int, int, int, int, int]]) -> dict[str, Any]:
-    leaf: dict[str, Any] = {"type": "torch.Tensor", "dtype": stat.dtype, "shape": list(shape), **stats}
-    if data_name:
-        leaf["data_name"] = data_name
-    if segments:
-        leaf["shards"] = [list(s) for s in segments]
-    return leaf
-
-
-def _stats_of(tensor: Any) -> dict[str, float | None]:
-    if tensor.numel() == 0:
-        return {"Max": None, "Min": None, "Mean": None, "Norm": None}
-    floating = tensor.is_floating_point()
-    t = tensor.double() if floating else tensor
-    return {"Max": float(t.max()), "Min": float(t.min()), "Mean": float(t.mean()) if floating else None,
-            "Norm": float(t.norm()) if floating else None}
-
-
-def _combine(fn: Any, values: Sequence[float | None]) -> float | None:
-    return None if any(v is None for v in values) else fn(values)
+        return leaf(stat, stats_of(tensor), tuple(tensor.shape), name, segments)
 
 
 def _sum(shards: Sequence[TensorStat]) -> Any:
@@ -393,30 +360,6 @@ def _sum(shards: Sequence[TensorStat]) -> Any:
         t = load_tensor(s)
         total = t if total is None else total + t
     return total
-
-
-def _put(body: dict[str, Any], path: str, leaf: dict[str, Any]) -> None:
-    """Place ``leaf`` at dotted ``path`` (``output.0``, ``parameters.weight``) in MSProbe's nested layout."""
-    parts = path.split(".")
-    node: Any = body
-    for i, part in enumerate(parts):
-        last = i == len(parts) - 1
-        nxt_is_index = not last and parts[i + 1].isdigit()
-        if isinstance(node, list):
-            index = int(part)
-            while len(node) <= index:
-                node.append(None)
-            if last:
-                node[index] = leaf
-            else:
-                if node[index] is None:
-                    node[index] = [] if nxt_is_index else {}
-                node = node[index]
-        else:
-            if last:
-                node[part] = leaf
-            else:
-                node = node.setdefault(part, [] if nxt_is_index else {})
 
 
 def require_fit(layout: SideLayout, side: str, assembly: SideAssembly) -> None:

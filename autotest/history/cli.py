@@ -129,7 +129,7 @@ def _show(args: argparse.Namespace) -> int:
 
 def _drift(args: argparse.Namespace) -> int:
     from autotest.history.drift import drift_in, render_drift_lines, spread_in, statistic_histories
-    from autotest.history.fleet import recorded_fleet_findings
+    from autotest.history.fleet_store import recorded_fleet_findings
 
     with _open(args) as store:
         cases = [args.case] if args.case else store.cases()

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 
 from autotest.errors import UsageError
 from autotest.history.database import describe
-from autotest.history.fleet import FleetFinding, recorded_fleet_findings
+from autotest.history.fleet import FleetFinding
+from autotest.history.fleet_store import recorded_fleet_findings
 from autotest.history.drift import (
     LOWER_IS_BETTER,
     StatisticHistory,

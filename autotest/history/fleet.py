@@ -13,8 +13,7 @@ Python's packages; ``image`` and ``runner`` when recorded) and framework commits
   (``good_sha``..``bad_sha`` on a representative case), attributed to every case;
 - ``unexplained``: neither moved: noise, or a change the runs do not record (data, a service).
 
-Pure logic over the store; :func:`record_fleet_findings` writes findings (schema v5: ``fleet_findings``, and
-``fleet_finding_cases``, the mark of each case's event as caused by its fleet finding).
+Pure logic over the store; :mod:`autotest.history.fleet_store` records the findings and reads them back.
 """
 
 from __future__ import annotations
@@ -28,7 +27,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from autotest.history.changepoint import DriftParams
-from autotest.history.database import tables, unwritable
 from autotest.history.drift import drift_in
 from autotest.history.run_facts import GATE
 from autotest.history.store import PASS, HistoryStore, RunRow
@@ -340,62 +338,6 @@ def triage(store: HistoryStore, cases: Sequence[str] | None = None, params: Flee
     """Fleet findings among the cases' recent events (or the ``events`` given), oldest window first."""
     found = case_events(store, cases, params) if events is None else events
     return [classify(group) for group in group_events(found, params.min_cases)]
-
-
-# ---------------------------------------------------------------- the store (schema v5)
-
-
-def record_fleet_findings(store: HistoryStore, findings: Sequence[FleetFinding]) -> list[FleetFinding]:
-    """Record each finding and mark its cases' events as caused by it; a finding already recorded (same key)
-    keeps its id. Returns the findings with their ids. A refused write is a UsageError."""
-    import sqlalchemy as sa
-
-    t = tables()
-    out = []
-    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    try:
-        with store.engine.begin() as conn:
-            for f in findings:
-                held = conn.execute(sa.select(t["fleet_findings"].c.id, t["fleet_findings"].c.found_at).where(
-                    t["fleet_findings"].c.finding_key == f.key)).first()
-                if held is not None:
-                    out.append(replace(f, finding_id=held[0], found_at=held[1]))
-                    continue
-                finding_id = conn.execute(t["fleet_findings"].insert().values(
-                    finding_key=f.key, kind=f.kind, window_start=f.window_start, window_end=f.window_end,
-                    changes=json.dumps(list(f.changes)), good_sha=f.good_sha, bad_sha=f.bad_sha,
-                    representative=f.representative, found_at=now)).inserted_primary_key[0]
-                conn.execute(t["fleet_finding_cases"].insert(), [
-                    dict(fleet_finding_id=finding_id, case_name=c.case, event=c.event, good_run_id=c.good_run_id,
-                         bad_run_id=c.bad_run_id, good_sha=c.good_sha, bad_sha=c.bad_sha,
-                         check_ids=json.dumps(list(c.check_ids)), changes=json.dumps(list(c.changes)))
-                    for c in f.cases])
-                out.append(replace(f, finding_id=finding_id, found_at=now))
-    except (sa.exc.SQLAlchemyError, OSError) as exc:
-        raise unwritable(store.url, exc) from None
-    return out
-
-
-def recorded_fleet_findings(store: HistoryStore, case: str | None = None) -> list[FleetFinding]:
-    """Recorded fleet findings, oldest first (those naming ``case`` only); none on a schema older than v5."""
-    if store.version < 5:
-        return []
-    import sqlalchemy as sa
-
-    t = tables()
-    with store.engine.connect() as conn:
-        rows = list(conn.execute(sa.select(t["fleet_findings"]).order_by(t["fleet_findings"].c.id)).mappings())
-        marks = list(conn.execute(sa.select(t["fleet_finding_cases"]).order_by(
-            t["fleet_finding_cases"].c.fleet_finding_id, t["fleet_finding_cases"].c.case_name)).mappings())
-    by_finding: dict[int, list[CaseCause]] = {}
-    for m in marks:
-        by_finding.setdefault(m["fleet_finding_id"], []).append(CaseCause(
-            m["case_name"], m["event"], m["good_run_id"], m["bad_run_id"], m["good_sha"], m["bad_sha"],
-            tuple(json.loads(m["check_ids"] or "[]")), tuple(json.loads(m["changes"] or "[]"))))
-    found = [FleetFinding(r["kind"], r["window_start"], r["window_end"], tuple(json.loads(r["changes"] or "[]")),
-                          tuple(by_finding.get(r["id"], ())), r["good_sha"], r["bad_sha"], r["representative"],
-                          r["id"], r["found_at"]) for r in rows]
-    return [f for f in found if case is None or any(c.case == case for c in f.cases)]
 
 
 @dataclass

@@ -39,7 +39,8 @@ def add_fleet_parser(sub: argparse._SubParsersAction,
 
 def _fleet(args: argparse.Namespace) -> int:
     from autotest.history.database import resolve_url
-    from autotest.history.fleet import ENVIRONMENT, FleetParams, record_fleet_findings, triage
+    from autotest.history.fleet import ENVIRONMENT, FleetParams, triage
+    from autotest.history.fleet_store import record_fleet_findings
     from autotest.history.store import HistoryStore, open_for_reading
     from autotest.run.results_dir import default_results_root
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from autotest.history.dashboard import write_dashboard
-from autotest.history.fleet import FleetParams, record_fleet_findings, triage
+from autotest.history.fleet import FleetParams, triage
+from autotest.history.fleet_store import record_fleet_findings
 from autotest.history.store import BisectFinding, HistoryStore, ingest
 from tests.integration.history.browser import Browser, find_chromium
 from tests.unit.history.builders import FLEET_CASES, fleet, write_nightlies, write_replicated_nightlies

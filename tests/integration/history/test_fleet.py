@@ -22,7 +22,8 @@ from autotest.bisect.search import BAD, GOOD
 from autotest.bisect.session import FOUND, BisectOutcome
 from autotest.calibration.batch import batch_proposal, write_batch
 from autotest.cli import main
-from autotest.history.fleet import CODE, ENVIRONMENT, FleetParams, recorded_fleet_findings, triage
+from autotest.history.fleet import CODE, ENVIRONMENT, FleetParams, triage
+from autotest.history.fleet_store import recorded_fleet_findings
 from autotest.history.store import HistoryStore
 from tests.unit.history.builders import CHANGE, FLEET_CASES, NIGHTS, REWARDS, THRESHOLDS, fleet, night_of, sha
 

@@ -19,7 +19,7 @@ import pytest
 from autotest.errors import UsageError
 from autotest.inputs.case import load_case
 from autotest.pipeline import JudgeOptions, LaunchOptions, PublishOptions, RunOptions, run_case
-from tests.filesystems import fill, leftovers, read_only, tmpfs
+from tests.filesystems import leftovers, read_only, tmpfs
 from tests.helpers import DATA, ROOT
 
 RL_AUTOTEST = [sys.executable, "-m", "autotest.cli"]

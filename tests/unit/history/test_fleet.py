@@ -23,11 +23,10 @@ from autotest.history.fleet import (
     classify,
     environment_changes_between,
     group_events,
-    record_fleet_findings,
-    recorded_fleet_findings,
     triage,
     window_text,
 )
+from autotest.history.fleet_store import record_fleet_findings, recorded_fleet_findings
 from autotest.history.store import HistoryStore, RunRow, ingest
 from tests.helpers import run_cli
 from tests.unit.history.builders import REWARDS, write_results_folder

@@ -26,7 +26,7 @@ from autotest.history.database import describe, resolve_url
 from autotest.history.record import read_results_folder
 from autotest.history.store import HistoryStore, default_root_of
 from autotest.report.publish import NotRecorded
-from autotest.run.replicates import REPLICATES_FOLDER
+from autotest.run.replicates import run_folder_of
 
 if TYPE_CHECKING:
     from autotest.history.store import CheckPoint, RunRow
@@ -155,11 +155,9 @@ def spread_in(store: "HistoryStore", case: str, params: DriftParams = DriftParam
 def nights_of(points: "tuple[CheckPoint, ...]") -> list[list["CheckPoint"]]:
     """The points grouped by the run they belong to: a run of replicates records each replicate's folder
     (``<run>/replicates/<r>``), which share their run's folder; a single run is a night of one."""
-    nights: dict[str, list[CheckPoint]] = {}
+    nights: dict[Path, list[CheckPoint]] = {}
     for point in points:
-        folder = point.run.results_dir.replace("\\", "/")
-        night = folder.split(f"/{REPLICATES_FOLDER}/")[0] if f"/{REPLICATES_FOLDER}/" in folder else folder
-        nights.setdefault(night, []).append(point)
+        nights.setdefault(run_folder_of(point.run.results_dir), []).append(point)
     return list(nights.values())
 
 

@@ -29,7 +29,7 @@ from autotest.history.record import RunRecord, find_results_folders, read_result
 from autotest.history.rows import PASS, BisectFinding, CheckPoint, IngestOutcome, PassingRun, RunRow
 from autotest.history.run_facts import GATE, TRUSTED_KINDS, kind_of_folder
 from autotest.inputs.tracker_layout import tracker_copy
-from autotest.run.replicates import REPLICATES_FOLDER
+from autotest.run.replicates import run_folder_of
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -256,8 +256,7 @@ class HistoryStore:
 def default_root_of(results_dir: Path, case: str) -> Path:
     """Results folders live at ``<root>/<case>/<run>``, a replicate's at ``<run>/replicates/<r>``; a folder
     elsewhere keeps its history beside it."""
-    if results_dir.parent.name == REPLICATES_FOLDER:
-        results_dir = results_dir.parent.parent
+    results_dir = run_folder_of(results_dir)
     return results_dir.parent.parent if results_dir.parent.name == case else results_dir.parent
 
 

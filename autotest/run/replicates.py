@@ -55,6 +55,12 @@ def replicate_folder(results_dir: Path, index: int, seed: int) -> Path:
     return Path(results_dir) / REPLICATES_FOLDER / f"r{index}-seed{seed}"
 
 
+def run_folder_of(results_dir: str | Path) -> Path:
+    """The run a replicate's folder belongs to (``<run>/replicates/<r>`` -> ``<run>``); any other folder itself."""
+    folder = Path(results_dir)
+    return folder.parent.parent if folder.parent.name == REPLICATES_FOLDER else folder
+
+
 def side_by_side(tasks: Sequence[Callable[[], T]], jobs: int) -> list[T]:
     """Run ``tasks`` in ``jobs`` threads; results in task order.
 

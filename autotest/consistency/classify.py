@@ -10,6 +10,9 @@ first rule that applies:
   parameters that differ only at warn level when the output diverges with non-divergent inputs:
   statistics of a weight barely move under a small random perturbation (a 5% perturbation
   moves the Norm by ~0.1%), while identical weights agree to within the dtype's noise floor.
+  And parameters at warn level whose dtype is the same on both sides, whatever the output: a
+  sync copies such weights bit for bit, so a stale one (a bucket never flushed) shows there
+  before its output has moved past the noise floor.
 - normal_aligned: output aligned or marginal.
 - upstream_propagation_or_amplification: output diverges and an earlier module (in forward
   completion order, children before parents) already diverged: a child, or the producer of its
@@ -113,12 +116,19 @@ def classify_modules(compares: Sequence[GroupCompare]) -> tuple[ModuleAnalysis, 
             bucket = "insufficient_output_evidence"
             if cmp.group.comparable:
                 notes.append("output not comparable (shape differs or missing)")
-        elif params == "divergent" or (params == "marginal" and output == "divergent" and inputs != "divergent"):
+        elif params == "divergent" or (params == "marginal" and inputs != "divergent"
+                                       and (output == "divergent" or _copied_exactly(cmp))):
             bucket = "parameter_sync_mismatch"
-            if params == "marginal":
+            if params == "marginal" and output == "divergent":
                 notes.append(
                     "parameter statistics differ beyond the dtype's noise floor (warn level); with aligned inputs "
                     "the divergent output points at the weights: confirm with the tensor pass"
+                )
+            elif params == "marginal":
+                notes.append(
+                    "parameters of the same dtype on both sides differ beyond the noise floor (warn level): a "
+                    "sync copies weights exactly, so the sides hold different weights, however little the output "
+                    "moved yet"
                 )
             if inputs == "divergent":
                 notes.append("inputs differ too (upstream divergence)")
@@ -172,6 +182,14 @@ def classify_modules(compares: Sequence[GroupCompare]) -> tuple[ModuleAnalysis, 
             )
         )
     return tuple(results)
+
+
+def _copied_exactly(cmp: GroupCompare) -> bool:
+    """Whether every parameter of the group has one floating dtype on both sides: a weight sync copies such a
+    tensor bit for bit, so statistics beyond the noise floor (warn) are other weights, not rounding. A bf16 copy of
+    an fp32 master is rounded, and its warn level is noise."""
+    params = [t for t in cmp.tensors if t.component == "parameter"]
+    return bool(params) and all(t.dtype_status == "same" and t.precision != "int" for t in params)
 
 
 def _aligned_ancestor(i: int, paths: list[str], levels: list[tuple[str, str, str]]) -> str | None:

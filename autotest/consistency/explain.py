@@ -65,6 +65,8 @@ def root_cause(module: ModuleAnalysis, boundary: Boundary, pair: ForwardPair) ->
         "evidence": module.compare.evidence(),
         "pair": pair.pair_id,
         "why": why,
+        # the trainer's weights are the source a sync copies from: the side holding others is the rollout's
+        **({"side": "rollout"} if module.bucket == "parameter_sync_mismatch" else {}),
     }
 
 

@@ -99,3 +99,31 @@ def test_a_dump_narrowed_to_self_attn_still_names_self_attn():
     alone = synthetic(("m.layers.0.self_attn.o_proj", 0.5, 0.5, 0.0), ("m.layers.0.self_attn", None, 0.5, 0.0))
     first = find_boundary(alone)
     assert first is not None and first.module.bucket == "systemic_misalignment"
+
+
+def _stale_norm(rollout_dtype: str, delta: float):
+    """A final norm whose rollout weight is ``delta`` off (a sync bucket never flushed, one update in), inputs
+    identical, output moved under the divergence threshold: fp32 trainer against a rollout of ``rollout_dtype``."""
+    def side(delta: float, dtype: str) -> ModuleEntry:
+        def stat(comp: str, name: str, scale: float) -> TensorStat:
+            base = {"Max": 1.0, "Min": 0.99, "Mean": 0.999, "Norm": 8.0}
+            return TensorStat(name, comp, dtype, (64,), {k: v * (1 + scale) for k, v in base.items()}, None)
+        return ModuleEntry("Module.m.norm.RMSNorm.forward.0", "m.norm", "RMSNorm", 0, 0, None,
+                           (stat("input", "input_args.0", 0.0), stat("output", "output.0", delta / 4),
+                            stat("parameter", "parameters.weight", delta)))
+    train, rollout = side(0.0, "torch.float32"), side(delta, rollout_dtype)
+    train, rollout = {train.key: train}, {rollout.key: rollout}
+    return classify_modules([compare_group(g, train, rollout) for g in map_modules(train, rollout)])
+
+
+def test_a_same_dtype_weight_off_by_warn_level_is_a_sync_mismatch_before_its_output_diverges():
+    (norm,) = _stale_norm("torch.float32", 4e-3)
+    assert (norm.parameters, norm.output, norm.inputs) == ("marginal", "marginal", "aligned")
+    assert norm.bucket == "parameter_sync_mismatch" and norm.credible
+    assert "copies weights exactly" in norm.notes[-1]
+
+
+def test_a_bf16_copy_of_an_fp32_weight_at_the_same_level_is_rounding_not_a_sync_mismatch():
+    (norm,) = _stale_norm("torch.bfloat16", 5e-2)
+    assert (norm.parameters, norm.output) == ("marginal", "aligned")
+    assert norm.bucket == "normal_aligned" and not norm.credible

@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Mapping, Sequence
 
-from autotest.calibration.pooled_noise import noise_table
+from autotest.calibration.pooled_noise import least_roughness, noise_table
 from autotest.calibration.usefulness import UselessCheck, demote, restored, useless_checks
 from autotest.errors import UsageError
 from autotest.inputs.baseline import Baseline, CalibrationSpec, CheckSpec
@@ -328,6 +328,8 @@ def calibrate(spec: Baseline, traces: Sequence[Trace], *, settings: CalibrationS
                     noise_table=MappingProxyType({m: MappingProxyType(v) for m, v in noise.items()}) if noise
                     else None)
     golden = golden_trace(draft)
+    if noise:
+        draft = replace(draft, roughness=MappingProxyType(least_roughness(noise, golden, runs)) or None)
     gates = sum(c.gating for c in noisy)  # a shadow gate is a gate-in-waiting: its share of the budget too
     checks = tuple(_calibrate_check(c, draft, golden, runs, settings, sizes, gates) for c in judged)
     useless = {u.check_id: u for u in useless_checks(replace(draft, checks=tuple(c.check for c in checks)),

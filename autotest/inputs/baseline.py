@@ -16,6 +16,7 @@ Schema::
       tracker_sha256: str      the reviewed tracker's sha256 (64 hex digits); a different file is an ERROR
       tracker_steps: int       the reviewed tracker's number of training steps (checked with the hash)
       noise: {metric: {step: sd}}  calibrated seed-to-seed standard deviation per step (scope pooled)
+      roughness: {metric: r}   the least step-to-step roughness of a calibration run, per metric with noise
     checks:                    a non-empty list of
       - metric, method (absolute|relative|slowdown|value), operator (< <= > >=), threshold (a number,
         or ``placeholder``: written by ``rl-autotest init``, ERROR until ``calibrate`` sets it),
@@ -206,7 +207,8 @@ def load_baseline(path: str | Path, env: dict[str, str] | None = None) -> Baseli
                  f"write {SCHEMA_VERSION}, or use the rl-autotest that wrote the file")
     golden = sec.section("golden")
     assert golden is not None
-    golden.check_keys(required=(), optional=("table", "tracker", "format", "tracker_sha256", "tracker_steps", "noise"))
+    golden.check_keys(required=(), optional=("table", "tracker", "format", "tracker_sha256", "tracker_steps", "noise",
+                                                    "roughness"))
     if ("table" in golden.data) == ("tracker" in golden.data):
         sec.fail("golden", f"has {'both' if 'table' in golden.data else 'neither'} 'table' and 'tracker'",
                  "give exactly one: table (metric -> {step: value}) or tracker (a path)")
@@ -217,6 +219,13 @@ def load_baseline(path: str | Path, env: dict[str, str] | None = None) -> Baseli
         noise_sec = golden.section("noise")
         assert noise_sec is not None
         noise = MappingProxyType(parse_step_table(noise_sec))
+    roughness = None
+    if "roughness" in golden.data:
+        rough_sec = golden.section("roughness")
+        assert rough_sec is not None
+        roughness = MappingProxyType({metric: rough_sec.number(metric, positive=True, fix="write the calibration "
+                                                               "runs' least roughness, e.g. 0.7")
+                                      for metric in rough_sec.data})
     if "table" in golden.data:
         table_sec = golden.section("table")
         assert table_sec is not None
@@ -279,6 +288,7 @@ def load_baseline(path: str | Path, env: dict[str, str] | None = None) -> Baseli
         description=sec.text("description", ""),
         calibration=_calibration(sec.section("calibration", optional=True), {c.metric for c in checks}),
         noise_table=noise,
+        roughness=roughness,
         preset=preset,
         roles=MappingProxyType(roles),
         paired=parse_paired(paired_sec, {c.metric for c in checks}) if paired_sec is not None else None,

@@ -179,6 +179,8 @@ class Baseline:
     calibration: CalibrationSpec | None = None
     #: metric -> step -> calibrated seed-to-seed standard deviation (what scope pooled divides by)
     noise_table: Mapping[str, Mapping[int, float]] | None = None
+    #: metric -> the least step-to-step roughness of a calibration run (autotest.judge.per_step_noise.roughness)
+    roughness: Mapping[str, float] | None = None
     #: the framework's log vocabulary (``preset:``), None: inferred from the checked metrics' names
     preset: str | None = None
     #: metric -> role declared in the baseline (``roles:``); see autotest.inputs.roles

@@ -102,6 +102,8 @@ def baseline_document(baseline: Baseline) -> dict[str, Any]:
     if baseline.noise_table:
         doc["golden"]["noise"] = {m: _FlowMap({s: float(f"{v:.4g}") for s, v in series.items()})
                                   for m, series in baseline.noise_table.items()}
+    if baseline.roughness:
+        doc["golden"]["roughness"] = _FlowMap({m: float(f"{v:.4g}") for m, v in baseline.roughness.items()})
     if baseline.metric_aliases:
         doc["metric_aliases"] = dict(baseline.metric_aliases)
     if baseline.short_names:

@@ -11,7 +11,10 @@ readings (:class:`Measured`) from the traces themselves: a unit change (one metr
 from the golden at every step, every other one in bounds) and a changed run shape (a clean exit after another
 number of steps, the steps it did within bounds) and a loss term (one training role moving away from the golden,
 one way, from the first update on, steps before the scores do, under its own gate's threshold or not) and the first
-step (which metrics were off the golden before any update: the initial policy, the data or the sampler).
+step (which metrics were off the golden before any update: the initial policy, the data or the sampler) and the
+teachers (:mod:`.teacher_evidence`: a teacher's KL that points at that teacher, or every teacher's moving together)
+and the training scores against the eval's (:mod:`.data_evidence`: opposite directions are other training data) and
+a smoothed log (:mod:`.smoothing_evidence`: every metric calmer than any calibration run, an average undone passing).
 report.md prints them as the hypothesis evidence table.
 """
 
@@ -27,6 +30,10 @@ from autotest.inputs.baseline import Baseline
 from autotest.inputs.roles import GROUPS, RoleMap
 from autotest.judge.checks import evaluate_check
 from autotest.judge.model import ERROR, FAIL, PASS, CheckResult, Measured, RoleEvidence, decide_status
+from autotest.judge.per_step_noise import ONSET_RUN, ONSET_Z, run_onset
+from autotest.judge.data_evidence import train_eval_evidence
+from autotest.judge.smoothing_evidence import EMA_WEIGHTS, smoothing_evidence
+from autotest.judge.teacher_evidence import teacher_evidence
 from autotest.judge.trace import Trace
 
 OTHER = "other"
@@ -98,7 +105,10 @@ def hypothesis_evidence(baseline: Baseline, golden: Trace, current: Trace, resul
     readings = (units_evidence(baseline, golden, current, results, roles),
                 shape_evidence(baseline, golden, current, results, roles),
                 onset_evidence(baseline, golden, current, results, roles),
-                first_step_evidence(baseline, golden, current, results, roles))
+                first_step_evidence(baseline, golden, current, results, roles),
+                teacher_evidence(baseline, golden, current, results, roles),
+                train_eval_evidence(baseline, golden, current, results, roles),
+                smoothing_evidence(baseline, golden, current, results, roles))
     return tuple(m for m in readings if m is not None)
 
 
@@ -176,7 +186,7 @@ def units_evidence(baseline: Baseline, golden: Trace, current: Trace, results: S
         ema = _ema(gold, weight)
         # within its per-step noise at every step, not only its gates: a trend's lag looks like an offset otherwise
         common = [s for s in steps if noise.get(s, 0) > 0]
-        if len(common) < MIN_SCALED_POINTS or _onset(cur, ema, noise, common) is not None:
+        if len(common) < MIN_SCALED_POINTS or run_onset(cur, ema, noise, common) is not None:
             continue
         smoothed = {**golden.series, metric: MappingProxyType(ema)}
         rechecked = _recheck(baseline, replace(golden, series=MappingProxyType(smoothed)), current, own)
@@ -199,10 +209,6 @@ def units_evidence(baseline: Baseline, golden: Trace, current: Trace, results: S
                     f"{readings[0][2]}; neither divided by a constant factor, less a constant offset nor against the "
                     "golden smoothed does it pass its gates, and the training moved too: the change is not one of "
                     "units")
-
-
-#: weights on the previous logged value tried for a logger that smooths each scalar at write time
-EMA_WEIGHTS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
 
 def _ema(series, weight: float) -> dict[int, float]:
@@ -231,7 +237,7 @@ def _moved_alone(metric: str, baseline: Baseline, golden: Trace, current: Trace)
         o_cur, o_gold, o_noise = current.get(other) or {}, golden.get(other) or {}, noise_table[other]
         o_steps = [s for s in sorted(set(o_cur) & set(o_gold) & set(o_noise))
                    if o_noise[s] > 0 and math.isfinite(o_cur[s]) and math.isfinite(o_gold[s])]
-        if not o_steps or _onset(o_cur, o_gold, o_noise, o_steps) is not None:
+        if not o_steps or run_onset(o_cur, o_gold, o_noise, o_steps) is not None:
             return None
     return (f"off the golden from its first logged step ({first_z:+.2g} sd at step {steps[0]}, before any update) while "
             f"{', '.join(sorted(others))} never left their per-step noise ({ONSET_RUN} steps at {ONSET_Z:g} sd): "
@@ -290,10 +296,6 @@ def shape_evidence(baseline: Baseline, golden: Trace, current: Trace, results: S
                     f"pass{beyond}", values)
 
 
-#: a step counts as moved when the current value is this many per-step noise sds from the golden
-ONSET_Z = 2.0
-#: consecutive moved steps, all on one side of the golden, that make an onset (one noisy step is not one)
-ONSET_RUN = 3
 #: steps a training role's onset must lead the scores' by to read as a loss term rather than the whole update
 ONSET_LEAD = 5
 #: rms of the leading role's step-to-step change in z (noise sds) up to the scores' onset, at most, for a steady drift:
@@ -302,20 +304,6 @@ ONSET_LEAD = 5
 #: 12/13 (lr-x10 2.2, 3.0): a thin margin, which is why the two rules are named together (triage.TIES)
 STEADY_RMS = 1.6
 _SCORES = ("reward", "eval")
-
-
-def _onset(cur: dict, gold: dict, noise: dict, steps: Sequence[int]) -> tuple[int, int] | None:
-    """(first step, sign) of the first ``ONSET_RUN`` consecutive logged steps that are all ``ONSET_Z`` noise sds off the
-    golden on the same side; None if there is none."""
-    signs = []
-    for step in steps:
-        z = (cur[step] - gold[step]) / noise[step]
-        signs.append((step, (z > 0) - (z < 0) if abs(z) >= ONSET_Z else 0))
-    for i in range(len(signs) - ONSET_RUN + 1):
-        window = {sign for _, sign in signs[i:i + ONSET_RUN]}
-        if len(window) == 1 and 0 not in window:
-            return signs[i][0], signs[i][1]
-    return None
 
 
 def onset_evidence(baseline: Baseline, golden: Trace, current: Trace, results: Sequence[CheckResult],
@@ -341,7 +329,7 @@ def onset_evidence(baseline: Baseline, golden: Trace, current: Trace, results: S
                  if noise[s] > 0 and math.isfinite(cur[s]) and math.isfinite(gold[s])]
         if not steps:
             return None
-        found = _onset(cur, gold, noise, steps)
+        found = run_onset(cur, gold, noise, steps)
         z = {st: (cur[st] - gold[st]) / noise[st] for st in steps}
         return (found[0], found[1], z[steps[0]], z) if found else None
 

@@ -14,23 +14,25 @@ framework's metric names.
 | 3 | ``metric-names`` | the log lacks checked metrics of the baseline (``metrics[names]`` ERROR) |
 | 4 | ``run-shape`` | the step count differs from the case's while the run exited 0 of its own accord, its log ends on a whole row and every gate passes again over the steps both runs did (``run shape`` reading) |
 | 5 | ``run-incomplete`` | the run ended early (a structural check could not decide); not shown when ``run-shape`` fits |
-| 6 | ``logging-units`` | one metric breached, not a score (reward, eval), a teacher's KL nor a mismatch metric, every other gate passed, and that metric divided by a constant factor (or less a constant offset, or against the golden smoothed by an EMA) passes its own gates, or it is off the golden from its first step while no other metric leaves its per-step noise (``logging/units`` reading, five common steps or more) |
-| 7 | ``eval-path`` | only eval breached; every checked training role within bounds at every step |
-| 8 | ``rewards-only`` | only reward breached; eval, rollout (length, entropy), training dynamics and teachers within bounds at every step (one of them checked), and none of them left the golden before the rewards did (``loss term`` reading: per-step noise, under their gates or not) |
-| 9 | ``rewards-only`` | reward breached at the run's first point; no other role breached there (the first-point form) |
-| 10 | ``logging-units`` | the ``logging/units`` reading holds for a score (reward, eval): a judger or grader scale fits as well, so it ranks below their rules |
-| 11 | ``sampling-changed`` | the ``first step`` reading: the response length 3+ noise sds off the golden at the first logged step while the entropy there is not (the sampler, before any update); no mismatch breach |
-| 12 | ``first-step`` | a non-reward, non-teacher role breached at the first training step or first eval point |
-| 13 | ``teacher-path`` | distillation KL breached; rewards checked, and within bounds or breached later (a failed bound on a teacher metric, the teacher probe, names the teacher to start with) |
-| 14 | ``loss-term`` | the ``loss term`` reading holds: a training role (entropy, length, a loss) left the golden one way for 3+ steps from step 2 or later, the first step the golden's, 5+ steps before the scores (per-step noise, under its gate's threshold or not), steadily (step-to-step change rms at most 1.6 sd); no mismatch breach |
-| 15 | ``sampling-changed`` | an accuracy breach; the mismatch role checked and within bounds; length and entropy within bounds, the entropy at half its threshold or more |
-| 16 | ``sampling-changed`` | the mismatch role within bounds; the breaches begin after the start; only reward, eval and entropy breached, all above the golden (scores rose while the entropy rose: a sampler narrower than what it reports) |
-| 17 | ``gradual`` | every accuracy breach begins after the start, and a training role breached (or none is checked) |
-| 18 | ``loss-term`` | the ``loss term`` reading holds but the leading role moved in jumps (step-to-step change rms above 1.6 sd): ranked after ``gradual``, both named |
-| 19 | ``resume`` | a resume check failed or could not decide (``resume[...]``: the run resumed from its checkpoint did not continue the uninterrupted one); primary when the main run's own gates pass |
-| 20 | ``performance-only`` | only step-time / throughput roles breached |
-| 21 | ``performance`` | step time breached as well as accuracy: a separate performance finding |
-| 22 | ``memory`` | a memory gate breached (growth per step or peak); beside any accuracy finding, never instead |
+| 6 | ``logging-units`` | the ``smoothed log`` reading: every metric logged at each step calmer (step-to-step roughness in noise sds) than the calmest calibration run, and with an exponential moving average undone on every metric every gate passes; no mismatch breach |
+| 7 | ``logging-units`` | one metric breached, not a score (reward, eval), a teacher's KL nor a mismatch metric, every other gate passed, and that metric divided by a constant factor (or less a constant offset, or against the golden smoothed by an EMA) passes its own gates, or it is off the golden from its first step while no other metric leaves its per-step noise (``logging/units`` reading, five common steps or more) |
+| 8 | ``eval-path`` | only eval breached; every checked training role within bounds at every step |
+| 9 | ``rewards-only`` | only reward breached; eval, rollout (length, entropy), training dynamics and teachers within bounds at every step (one of them checked), and none of them left the golden before the rewards did (``loss term`` reading: per-step noise, under their gates or not) |
+| 10 | ``rewards-only`` | reward breached at the run's first point; no other role breached there (the first-point form) |
+| 11 | ``logging-units`` | the ``logging/units`` reading holds for a score (reward, eval): a judger or grader scale fits as well, so it ranks below their rules |
+| 12 | ``sampling-changed`` | the ``first step`` reading: the response length 3+ noise sds off the golden at the first logged step while the entropy there is not (the sampler, before any update); no mismatch breach |
+| 13 | ``first-step`` | a non-reward, non-teacher role breached at the first training step or first eval point |
+| 14 | ``teacher-path`` | distillation KL breached; rewards checked; a failed bound on a teacher metric (the teacher probe, which names the teacher to start with), else the ``teachers`` reading where the KL has per-step noise (a teacher's KL off the golden at the first step, or the teachers' KL moving apart; every teacher's moving together after a golden first step is the student's update and leaves the breach to ``gradual``), else rewards within bounds or breached later |
+| 15 | ``training-data`` | the ``train against eval`` reading: a training score left the golden one way (3+ steps at 2 sd) while a failed eval gate is the other way (any change to how the policy learns moves both the same way); no mismatch breach |
+| 16 | ``loss-term`` | the ``loss term`` reading holds: a training role (entropy, length, a loss) left the golden one way for 3+ steps from step 2 or later, the first step the golden's, 5+ steps before the scores (per-step noise, under its gate's threshold or not), steadily (step-to-step change rms at most 1.6 sd); no mismatch breach |
+| 17 | ``sampling-changed`` | an accuracy breach; the mismatch role checked and within bounds; length and entropy within bounds, the entropy at half its threshold or more |
+| 18 | ``sampling-changed`` | the mismatch role within bounds; the breaches begin after the start; only reward, eval and entropy breached, all above the golden (scores rose while the entropy rose: a sampler narrower than what it reports) |
+| 19 | ``gradual`` | every accuracy breach begins after the start, and a training role breached (or none is checked) |
+| 20 | ``loss-term`` | the ``loss term`` reading holds but the leading role moved in jumps (step-to-step change rms above 1.6 sd): ranked after ``gradual``, both named |
+| 21 | ``resume`` | a resume check failed or could not decide (``resume[...]``: the run resumed from its checkpoint did not continue the uninterrupted one); primary when the main run's own gates pass |
+| 22 | ``performance-only`` | only step-time / throughput roles breached |
+| 23 | ``performance`` | step time breached as well as accuracy: a separate performance finding |
+| 24 | ``memory`` | a memory gate breached (growth per step or peak); beside any accuracy finding, never instead |
 
 A rule fits at most once (the first of its rows that fits); ``gradual`` is not shown when
 ``teacher-path`` fits (the same breach, explained more narrowly). When the primary and the runner-up are a pair the
@@ -39,7 +41,7 @@ logger; a training role that led the scores is a loss term as much as the step s
 ranked, with the check that tells them apart
 (``TriageFinding.uncertain_with``, ``to_tell``). A time-role metric is never read as an
 accuracy breach, and neither is a memory-role metric (``memory``: its own rule, never accuracy evidence). Where a
-breach begins (rows 9, 12, 15, 16, 17) is read from checks that locate breaches per step
+breach begins (rows 10, 13, 17, 18, 19) is read from checks that locate breaches per step
 (stepwise, points, percentile, final): a pooled or window check gates a mean over its window, and the step
 where one noisy point first crosses its bound is not where the change began.
 """
@@ -50,8 +52,10 @@ from dataclasses import dataclass, replace
 from typing import Callable, Iterable
 
 from autotest.inputs.roles import RoleMap, resolve_roles
+from autotest.judge.data_evidence import TRAIN_EVAL
 from autotest.judge.evidence import FIRST_STEP, LOSS_TERM, SHAPE, TRAINING_GROUPS, UNITS, first_points, role_evidence
 from autotest.judge.model import CheckResult, Measured, TriageFinding
+from autotest.judge.smoothing_evidence import SMOOTHED
 from autotest.judge.trace import Trace
 
 from autotest.judge.triage_conditions import (
@@ -158,6 +162,13 @@ RULES: tuple[Rule, ...] = (
     Rule("run-incomplete", (incomplete,),
          "the run did not complete (crash, hang, timeout or a truncated log): read the run's logs before judging "
          "accuracy", "the breaches above were measured on the steps the run did reach", unless=("run-shape",)),
+    Rule("logging-units", (measured_holds(SMOOTHED), not_breached("consistency")),
+         "logging: every metric logged at each step ({metrics}) is calmer than any calibration run, and with an "
+         "exponential moving average (weight {weight} on the previous logged value) undone on every metric, every gate "
+         "passes: the logger smooths the scalars it writes while the training is unchanged; check the tracker and "
+         "its writer (a smoothing or EMA option applied at write time), not the training",
+         "every curve calmer than the unchanged training ever was, and the average undone passes: what is logged "
+         "changed, not what the policy does", fills=SMOOTHED),
     Rule("logging-units", (measured_holds(UNITS), unscored_metric),
          UNITS_SUGGESTION, UNITS_RANK_REASON, fills=UNITS),
     Rule("eval-path", (only_breached("eval"), in_bounds(*TRAINING_GROUPS), not_breached("consistency")),
@@ -190,6 +201,13 @@ RULES: tuple[Rule, ...] = (
          "distillation KL breached with healthy rewards (or before them): check the teacher path (teacher "
          "endpoints, routing of samples to teachers, sampled tokens, distillation loss)",
          "the teacher path moves KL at once; rewards follow only through the update", caveat=teacher_bound_caveat),
+    Rule("training-data", (measured_holds(TRAIN_EVAL), not_breached("consistency")),
+         "the policy was trained on other prompts than the golden run's: {train} went {train_direction} the golden "
+         "from step {onset} while {eval} is {eval_direction} it; check what the trainer is fed (the sampler and its "
+         "shard / epoch index, data filters, the data mix and its weights, deduplication), then how the training "
+         "answers are graded (a lenient judger scores the same way)",
+         "any change to how the policy learns moves its training and eval scores the same way; opposite directions "
+         "are other training data", fills=TRAIN_EVAL),
     Rule("loss-term", (measured_holds(LOSS_TERM), reading_says(LOSS_TERM, "steady", "yes"), not_breached("consistency")),
          LOSS_TERM_SUGGESTION,
          "one training role led the scores by steps after a golden first step, steadily: what the update optimises "

@@ -12,6 +12,7 @@ from autotest.judge.evidence import ACCURACY_GROUPS, OTHER, TRAINING_GROUPS, UNI
 from autotest.judge.metric_names import CHECK_ID as NAMES_CHECK_ID
 from autotest.judge.model import ERROR, FAIL, CheckResult, Measured
 from autotest.judge.resume import is_resume_result
+from autotest.judge.teacher_evidence import TEACHERS
 from autotest.scopes import find
 
 
@@ -264,6 +265,11 @@ def teacher_first(ev: Evidence) -> str | None:
     # a teacher answering otherwise than its own checkpoint: the teacher path, whatever came first
     if bound is not None:
         return f"a teacher bound breached ({bound.metric})"
+    # per teacher, step by step: a KL off before any update or teachers moving apart point at a teacher; every
+    # teacher's KL leaving the golden together after a golden first step is the student's update
+    reading = ev.reading(TEACHERS)
+    if reading is not None:
+        return reading.finding if reading.holds else None
     first = teacher[0].first_breach_step if teacher[0].first_breach_step is not None else math.inf
     if not rewards:
         return "rewards within threshold"

@@ -211,8 +211,10 @@ class RepeatShard(FaultHooks):
     shard's prompts of the same step. The model never trains on two thirds of the eval targets."""
 
     name = "repeat-shard"
-    # a data change is there from the first step: the first-step rule names data order and config
-    expected = {"verdict": "FAIL", "breached": [REWARDS, EVAL], "triage": "first-step"}
+    # written before the run as first-step, the one rule then that named the data; its first step is the golden's
+    # (rewards near 0 on every target), and the evidence is a policy that scores higher on its training prompts
+    # and lower on eval: the training-data rule, whose next step is the sampler
+    expected = {"verdict": "FAIL", "breached": [REWARDS, EVAL], "triage": "training-data"}
 
     def on_prompts(self, prompts: list[Prompt], step: int) -> list[Prompt]:
         targets = sorted({p.target for p in prompts})

@@ -1,0 +1,54 @@
+"""A run's metric read step by step against the golden, in the baseline's per-step noise sds (``golden.noise``): where
+it first left the golden, one way, for several steps in a row. The hypothesis readings (:mod:`.evidence`,
+:mod:`.teacher_evidence`) are made of these."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from autotest.judge.trace import Trace
+
+#: a step counts as moved when the current value is this many per-step noise sds from the golden
+ONSET_Z = 2.0
+#: consecutive moved steps, all on one side of the golden, that make an onset (one noisy step is not one)
+ONSET_RUN = 3
+
+
+def run_onset(cur: Mapping[int, float], gold: Mapping[int, float], noise: Mapping[int, float],
+          steps: Sequence[int]) -> tuple[int, int] | None:
+    """(first step, sign) of the first ``ONSET_RUN`` consecutive logged steps that are all ``ONSET_Z`` noise sds off the
+    golden on the same side; None if there is none."""
+    signs = []
+    for step in steps:
+        z = (cur[step] - gold[step]) / noise[step]
+        signs.append((step, (z > 0) - (z < 0) if abs(z) >= ONSET_Z else 0))
+    for i in range(len(signs) - ONSET_RUN + 1):
+        window = {sign for _, sign in signs[i:i + ONSET_RUN]}
+        if len(window) == 1 and 0 not in window:
+            return signs[i][0], signs[i][1]
+    return None
+
+
+def z_scores(metric: str, golden: Trace, current: Trace, noise: Mapping[int, float]) -> dict[int, float]:
+    """``metric``'s (current - golden) / noise at every step both logged with a positive noise, finite values only."""
+    cur, gold = current.get(metric) or {}, golden.get(metric) or {}
+    return {s: (cur[s] - gold[s]) / noise[s] for s in sorted(set(cur) & set(gold) & set(noise))
+            if noise[s] > 0 and math.isfinite(cur[s]) and math.isfinite(gold[s])}
+
+
+#: the fewest logged steps a roughness is read from
+MIN_ROUGHNESS_STEPS = 10
+
+
+def roughness(z: Mapping[int, float]) -> float | None:
+    """How much a run's deviation from the golden changes from one logged step to the next: the rms of the
+    consecutive differences of its z scores (:func:`z_scores`); None under ``MIN_ROUGHNESS_STEPS`` steps.
+
+    A trend the run and the golden share cancels; a slower or faster learner's smooth deviation adds little; the
+    run's own step-to-step noise is what is left. A logger that smooths what it writes takes most of that away."""
+    if len(z) < MIN_ROUGHNESS_STEPS:
+        return None
+    values = [z[s] for s in sorted(z)]
+    jumps = [b - a for a, b in zip(values, values[1:])]
+    return math.sqrt(math.fsum(j * j for j in jumps) / len(jumps))

@@ -1,0 +1,94 @@
+"""The smoothed-log reading: did the logger smooth what it wrote, the training unchanged?
+
+A logger that writes an exponential moving average of each scalar (``logged = A x previous logged + (1 - A) x
+value``, a dashboard's smoothing applied at write time) makes every curve lag; a metric logged at a few points (eval)
+lags most and breaches alone, which looks like the eval path. Two readings tell it apart from a training change:
+
+- every metric logged at each step is smoother than any calibration run was: its roughness (:func:`.per_step_noise.
+  roughness`, the step-to-step change of its deviation from the golden in noise sds) under the least of the
+  calibration runs' (``golden.roughness``). No change to the training takes a run's own step-to-step noise away;
+  smoothing does, on every metric at once;
+- undoing the average (``value = (logged - A x previous logged) / (1 - A)``) on every metric, for some weight A,
+  makes every gate pass.
+
+Both must hold. The first alone is a run that happens to be calm; the second alone fits a low eval whose trend
+extrapolates back up. A baseline calibrated before ``golden.roughness`` existed gives no reading.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from types import MappingProxyType
+
+from autotest.inputs.baseline import Baseline
+from autotest.inputs.roles import RoleMap
+from autotest.judge.checks import evaluate_check
+from autotest.judge.model import PASS, CheckResult, Measured
+from autotest.judge.per_step_noise import roughness, z_scores
+from autotest.judge.trace import Trace
+
+SMOOTHED = "smoothed log"
+#: weights on the previous logged value tried when undoing the average
+EMA_WEIGHTS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+#: metrics with a roughness to read, at least: one calm metric is not every metric
+MIN_METRICS = 2
+
+
+def unsmoothed(series: Mapping[int, float], weight: float) -> dict[int, float]:
+    """What an exponential moving average of ``weight`` on the previous logged value was fed, from what it wrote."""
+    out, previous = {}, None
+    for step in sorted(series):
+        value = series[step]
+        out[step] = value if previous is None else (value - weight * previous) / (1 - weight)
+        previous = value
+    return out
+
+
+def smoothing_evidence(baseline: Baseline, golden: Trace, current: Trace, results: Sequence[CheckResult],
+                       roles: RoleMap) -> Measured | None:
+    """The smoothed-log reading where the baseline records its calibration runs' roughness; else None."""
+    least = baseline.roughness or {}
+    noise_table = baseline.noise_table or {}
+    ratios = {}
+    for metric, floor in least.items():
+        found = roughness(z_scores(metric, golden, current, noise_table.get(metric) or {}))
+        if found is not None and floor > 0:
+            ratios[metric] = found / floor
+    if len(ratios) < MIN_METRICS:
+        return None
+    measured = ("each per-step metric's roughness against the least of the calibration runs', and every gate with "
+                "an exponential moving average undone on every metric")
+    shown = ", ".join(f"{m} {r:.2f}x" for m, r in sorted(ratios.items()))
+    rough = sorted(m for m, r in ratios.items() if r >= 1)
+    if rough:
+        return Measured(SMOOTHED, measured, False, f"roughness against the calmest calibration run: {shown}; "
+                        f"{', '.join(rough)} as rough as a calibration run: not smoothed", {})
+    gates = {r.check_id for r in results if r.kind == "metric" and r.is_gate}
+    fits = []
+    for weight in EMA_WEIGHTS:
+        series = {m: MappingProxyType(unsmoothed(v, weight)) for m, v in current.series.items()}
+        undone = replace(current, series=MappingProxyType(series))
+        rechecked = [evaluate_check(spec, baseline, golden, undone, baseline.golden_table is not None)
+                     for spec in baseline.checks if spec.check_id in gates]
+        if rechecked and all(r.status == PASS for r in rechecked):
+            fits.append((_misfit(undone, golden, noise_table, ratios), weight, len(rechecked)))
+    if not fits:
+        return Measured(SMOOTHED, measured, False, f"every per-step metric smoother than the calmest calibration run "
+                        f"({shown}), but undoing an exponential moving average of no weight "
+                        f"({EMA_WEIGHTS[0]:g}-{EMA_WEIGHTS[-1]:g}) passes every gate", {})
+    _, weight, count = min(fits)
+    weights = sorted(w for _, w, _ in fits)
+    return Measured(SMOOTHED, measured, True,
+                    f"every per-step metric smoother than the calmest calibration run ({shown}), and with an exponential "
+                    f"moving average undone on every metric (weight {weight:g} on the previous logged value; "
+                    f"{', '.join(f'{w:g}' for w in weights)} pass) all {count} gate checks pass",
+                    {"metrics": ", ".join(sorted(ratios)), "weight": f"{weight:g}"})
+
+
+def _misfit(trace: Trace, golden: Trace, noise_table: Mapping[str, Mapping[int, float]],
+            metrics: Mapping[str, float]) -> float:
+    """Mean squared z of ``trace`` against the golden over ``metrics``: the weight that undoes the lag best."""
+    zs = [z for m in metrics for z in z_scores(m, golden, trace, noise_table.get(m) or {}).values()]
+    return math.fsum(z * z for z in zs) / len(zs) if zs else math.inf

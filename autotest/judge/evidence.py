@@ -98,17 +98,26 @@ _MOVED_GROUPS = (*ACCURACY_GROUPS, "consistency")
 
 
 def hypothesis_evidence(baseline: Baseline, golden: Trace, current: Trace, results: Sequence[CheckResult],
-                        roles: RoleMap) -> tuple[Measured, ...]:
-    """What was measured for the unit-change and run-shape hypotheses, where the results make them a question."""
+                        roles: RoleMap, noise_scale: float = 1.0) -> tuple[Measured, ...]:
+    """What was measured for the hypotheses the role rows cannot tell apart, where the results make them a question.
+
+    ``noise_scale``: the current trace's per-step noise as a share of one run's (a mean of K replicates,
+    :func:`.per_step_noise.mean_noise_scale`); the readings in noise sds use the noise table scaled by it, the gates
+    checked again use the baseline as it is (its pooled thresholds are scaled for the mean already)."""
     if decide_status(results) == PASS:
         return ()
+    per_step = baseline
+    if noise_scale != 1.0 and baseline.noise_table:
+        per_step = replace(baseline, noise_table=MappingProxyType({
+            m: MappingProxyType({s: v * noise_scale for s, v in series.items()})
+            for m, series in baseline.noise_table.items()}))
     readings = (units_evidence(baseline, golden, current, results, roles),
                 shape_evidence(baseline, golden, current, results, roles),
-                onset_evidence(baseline, golden, current, results, roles),
-                first_step_evidence(baseline, golden, current, results, roles),
-                teacher_evidence(baseline, golden, current, results, roles),
-                train_eval_evidence(baseline, golden, current, results, roles),
-                smoothing_evidence(baseline, golden, current, results, roles))
+                onset_evidence(per_step, golden, current, results, roles),
+                first_step_evidence(per_step, golden, current, results, roles),
+                teacher_evidence(per_step, golden, current, results, roles),
+                train_eval_evidence(per_step, golden, current, results, roles),
+                smoothing_evidence(baseline, golden, current, results, roles, noise_scale))
     return tuple(m for m in readings if m is not None)
 
 

@@ -37,6 +37,14 @@ def z_scores(metric: str, golden: Trace, current: Trace, noise: Mapping[int, flo
             if noise[s] > 0 and math.isfinite(cur[s]) and math.isfinite(gold[s])}
 
 
+def mean_noise_scale(replicates: int, calibration_runs: int) -> float:
+    """The noise of the mean of ``replicates`` runs against the golden (the mean of ``calibration_runs``), as a share of
+    one run's: sqrt((1/K + 1/N) / (1 + 1/N)); 1 for one run."""
+    assert replicates >= 1 and calibration_runs >= 1
+    k, n = replicates, calibration_runs
+    return math.sqrt((1 / k + 1 / n) / (1 + 1 / n))
+
+
 #: the fewest logged steps a roughness is read from
 MIN_ROUGHNESS_STEPS = 10
 

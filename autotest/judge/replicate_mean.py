@@ -30,7 +30,6 @@ as K grows: the golden's own noise stays). It assumes seeds outside the calibrat
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -43,6 +42,7 @@ from autotest.inputs.baseline_model import Baseline, for_hardware, in_shadow
 from autotest.inputs.case import Case
 from autotest.inputs.roles import RoleMap, resolve_roles
 from autotest.inputs.tracker_layout import tracker_copy
+from autotest.judge.per_step_noise import mean_noise_scale
 from autotest.judge.model import (
     ERROR,
     FAIL,
@@ -84,9 +84,7 @@ class Member:
 
 def pooled_threshold_scale(replicates: int, calibration_runs: int) -> float:
     """The factor on a pooled threshold when the mean of ``replicates`` runs is judged (module doc)."""
-    assert replicates >= 1 and calibration_runs >= 1
-    k, n = replicates, calibration_runs
-    return math.sqrt((1 / k + 1 / n) / (1 + 1 / n))
+    return mean_noise_scale(replicates, calibration_runs)
 
 
 def for_the_mean(baseline: Baseline, replicates: int) -> tuple[Baseline, float]:

@@ -9,10 +9,11 @@ lags most and breaches alone, which looks like the eval path. Two readings tell 
   calibration runs' (``golden.roughness``). No change to the training takes a run's own step-to-step noise away;
   smoothing does, on every metric at once;
 - undoing the average (``value = (logged - A x previous logged) / (1 - A)``) on every metric, for some weight A,
-  makes every gate pass.
+  gives back a run like the calibration runs: every per-step metric at least as rough as the calmest of them, and
+  every gate passing.
 
 Both must hold. The first alone is a run that happens to be calm; the second alone fits a low eval whose trend
-extrapolates back up. A baseline calibrated before ``golden.roughness`` existed gives no reading.
+extrapolates back up (undoing an average moves each point along the trend). A baseline calibrated before ``golden.roughness`` existed gives no reading.
 """
 
 from __future__ import annotations
@@ -47,15 +48,18 @@ def unsmoothed(series: Mapping[int, float], weight: float) -> dict[int, float]:
 
 
 def smoothing_evidence(baseline: Baseline, golden: Trace, current: Trace, results: Sequence[CheckResult],
-                       roles: RoleMap) -> Measured | None:
-    """The smoothed-log reading where the baseline records its calibration runs' roughness; else None."""
+                       roles: RoleMap, noise_scale: float = 1.0) -> Measured | None:
+    """The smoothed-log reading where the baseline records its calibration runs' roughness; else None.
+    ``noise_scale``: the current trace's noise as a share of one run's (a mean of replicates is calmer)."""
     least = baseline.roughness or {}
     noise_table = baseline.noise_table or {}
-    ratios = {}
-    for metric, floor in least.items():
-        found = roughness(z_scores(metric, golden, current, noise_table.get(metric) or {}))
-        if found is not None and floor > 0:
-            ratios[metric] = found / floor
+    noise = {m: {s: v * noise_scale for s, v in (noise_table.get(m) or {}).items()} for m in least}
+
+    def ratios_of(trace: Trace) -> dict[str, float]:
+        found = {m: roughness(z_scores(m, golden, trace, noise[m])) for m, floor in least.items() if floor > 0}
+        return {m: r / least[m] for m, r in found.items() if r is not None}
+
+    ratios = ratios_of(current)
     if len(ratios) < MIN_METRICS:
         return None
     measured = ("each per-step metric's roughness against the least of the calibration runs', and every gate with "
@@ -72,12 +76,15 @@ def smoothing_evidence(baseline: Baseline, golden: Trace, current: Trace, result
         undone = replace(current, series=MappingProxyType(series))
         rechecked = [evaluate_check(spec, baseline, golden, undone, baseline.golden_table is not None)
                      for spec in baseline.checks if spec.check_id in gates]
-        if rechecked and all(r.status == PASS for r in rechecked):
-            fits.append((_misfit(undone, golden, noise_table, ratios), weight, len(rechecked)))
+        # what the average was fed is a run like the calibration runs: as rough as the calmest, every gate passing
+        if (all(r >= 1 for r in ratios_of(undone).values()) and rechecked
+                and all(r.status == PASS for r in rechecked)):
+            fits.append((_misfit(undone, golden, noise, ratios), weight, len(rechecked)))
     if not fits:
         return Measured(SMOOTHED, measured, False, f"every per-step metric smoother than the calmest calibration run "
                         f"({shown}), but undoing an exponential moving average of no weight "
-                        f"({EMA_WEIGHTS[0]:g}-{EMA_WEIGHTS[-1]:g}) passes every gate", {})
+                        f"({EMA_WEIGHTS[0]:g}-{EMA_WEIGHTS[-1]:g}) gives a run as rough as the calibration runs that "
+                        "passes every gate", {})
     _, weight, count = min(fits)
     weights = sorted(w for _, w, _ in fits)
     return Measured(SMOOTHED, measured, True,

@@ -23,7 +23,8 @@ from autotest.judge.step_alignment import RULE as ALIGNMENT_RULE
 from autotest.judge.step_alignment import SUGGESTION as ALIGNMENT_SUGGESTION
 from autotest.judge.step_alignment import Alignment, align_steps
 from autotest.judge.performance import MachineContext, judge_performance
-from autotest.judge.power import PowerAsk, with_power
+from autotest.judge.per_step_noise import mean_noise_scale
+from autotest.judge.power import PowerAsk, calibration_runs, with_power
 from autotest.readers.reading import read_trace
 from autotest.judge.structural import (
     RunFacts,
@@ -150,7 +151,9 @@ def judge(baseline: Baseline | None, current: Trace | None, *, golden: Trace | N
         results = _not_reached(results, facts)
     frozen = tuple(results)
     roles = baseline.role_map if baseline is not None else resolve_roles({r.metric for r in frozen if r.metric})
-    measured = hypothesis_evidence(baseline, golden, current, frozen, roles) if checked else ()
+    measured = hypothesis_evidence(baseline, golden, current, frozen, roles,
+                                   mean_noise_scale(power.replicates, calibration_runs(power.calibrated or baseline))
+                                   ) if checked else ()
     verdict = Verdict(
         status=decide_status(frozen),
         case=case or (baseline.name if baseline is not None else "?"),

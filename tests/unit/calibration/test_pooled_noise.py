@@ -10,9 +10,11 @@ import pytest
 from scipy.stats import t as student_t
 
 from autotest.calibration.thresholds import calibrate, leave_one_out
-from autotest.inputs.baseline import Baseline, CalibrationSpec, CheckSpec
+from autotest.inputs.baseline import Baseline, CalibrationSpec, CheckSpec, load_baseline
+from autotest.inputs.baseline_writer import baseline_yaml
 from autotest.judge.checks import evaluate_check
 from autotest.judge.model import FAIL, PASS
+from autotest.judge.per_step_noise import roughness, z_scores
 from autotest.judge.trace import Trace
 from autotest.judge.verdict import golden_trace
 
@@ -108,3 +110,17 @@ def test_a_trend_check_is_calibrated_from_its_own_statistic_and_catches_a_tilt()
     tilted = [evaluate_check(baseline.checks[0], baseline, golden, _tilted(rng, 0.08), True).status
               for _ in range(50)]
     assert tilted.count(FAIL) / len(tilted) >= 0.9
+
+
+def test_calibration_records_the_calmest_runs_roughness_and_the_baseline_keeps_it(tmp_path: Path) -> None:
+    """golden.roughness: the least step-to-step roughness of a calibration run, what a smoothed log is read against;
+    written and read back with the baseline."""
+    rng = np.random.default_rng(2)
+    runs = [_run(rng, name=f"r{i}") for i in range(5)]
+    baseline = calibrate(SPEC, runs).baseline
+    golden = golden_trace(baseline)
+    each = [roughness(z_scores(METRIC, golden, r, baseline.noise_table[METRIC])) for r in runs]
+    assert baseline.roughness[METRIC] == pytest.approx(min(each)) and min(each) > 0.5  # per-step noise dominates
+    path = tmp_path / "b.yaml"
+    path.write_text(baseline_yaml(baseline), encoding="utf-8")
+    assert load_baseline(path).roughness[METRIC] == pytest.approx(min(each), rel=1e-3)

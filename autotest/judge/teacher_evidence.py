@@ -9,11 +9,15 @@ Read per teacher (``distill_kl/<teacher>`` roles with per-step noise) against th
 - teachers that moved apart: over the run's second half one teacher's KL above the golden and another's below it (a
   domain's share of the data or of the routing changed). One teacher moving while the others stay is what a slower
   student does too (the harder domain moves first), so that alone is not read as a teacher;
-- otherwise the teachers' KL left the golden later and one way: the student learns another way (its step size,
-  mini-batches, loss), and each teacher is scoring what it always did.
+- the KL above the golden over the second half while no score (reward, eval) fell: the student does the task as well
+  and sits further from its teachers, so what they answer or who answers changed (a fifth of the samples routed to
+  the other teacher moves the KL at step 1 by about one sd only, then steadily);
+- otherwise, when the scores fell with the KL, the student learns less of the task and of its teachers alike: its step
+  size, mini-batches or loss, and each teacher is scoring what it always did (``student``).
 
-The reading holds when a teacher points at itself (the first two); ``teacher-path`` reads it, and a reading that does
-not hold leaves the breach to the training-loop rules.
+The reading holds when a teacher points at itself (the first three); ``teacher-path`` reads it. A reading that names
+the student leaves the breach to the training-loop rules; one that names neither leaves it to the order of the
+breaches.
 """
 
 from __future__ import annotations
@@ -36,6 +40,13 @@ LATE_Z = 1.5
 _PER_TEACHER = "distill_kl/"
 
 
+def _second_half(z: dict[int, float]) -> float | None:
+    """Mean z over the second half of the steps (the last point alone for fewer than 2)."""
+    steps = list(z)
+    late = [z[s] for s in steps[len(steps) // 2:]]
+    return math.fsum(late) / len(late) if late else None
+
+
 def teacher_evidence(baseline: Baseline, golden: Trace, current: Trace, results: Sequence[CheckResult],
                      roles: RoleMap) -> Measured | None:
     """The teachers reading, where a teacher gate breached and per-teacher KL has per-step noise; else None."""
@@ -50,36 +61,47 @@ def teacher_evidence(baseline: Baseline, golden: Trace, current: Trace, results:
         if len(z) > 2 * ONSET_RUN:
             steps = list(z)
             found = run_onset(z, dict.fromkeys(steps, 0.0), dict.fromkeys(steps, 1.0), steps)
-            late = [z[st] for st in steps[len(steps) // 2:]]
-            readings.append(_Teacher(metric, steps, z[steps[0]], found, math.fsum(late) / len(late)))
+            readings.append(_Teacher(metric, steps, z[steps[0]], found, _second_half(z) or 0.0))
     if not readings:
         return None
+    scores = {m: late for m in sorted(noise_table) if roles.group_of(m) in ("reward", "eval")
+              and (late := _second_half(z_scores(m, golden, current, noise_table[m]))) is not None}
     measured = (f"each teacher's KL per step against the golden's noise: off at its first logged step ({FIRST_STEP_Z:g} "
                 f"sd), where it first left the golden ({ONSET_RUN} steps in a row at {ONSET_Z:g} sd, one way) and its "
-                "mean over the run's second half")
+                "mean over the run's second half, against the scores' (rewards, eval) second half")
     # at once: far off at the first step, or leaving the golden within the first few steps, before updates add up
     at_once = [t for t in readings if abs(t.first_z) >= FIRST_STEP_Z
                or (t.onset is not None and t.onset[0] in t.steps[:ONSET_RUN])]
-    # apart: one teacher's KL above the golden and another's below over the second half (a domain's share changed)
+    # apart: a domain's KL above the golden and another's below (or its eval above and another's below)
     above = [t.metric for t in readings if t.late >= LATE_Z]
     below = [t.metric for t in readings if t.late <= -LATE_Z]
-    apart = bool(above and below)
+    evals_up = [m for m, late in scores.items() if roles.group_of(m) == "eval" and late >= LATE_Z]
+    evals_down = [m for m, late in scores.items() if roles.group_of(m) == "eval" and late <= -LATE_Z]
+    apart = bool(above and below) or bool(evals_up and evals_down)
+    fell = [m for m, late in scores.items() if late <= -LATE_Z]
     described = "; ".join(t.describe() for t in readings)
+    if scores:
+        described += "; scores over the second half: " + ", ".join(f"{m} {v:+.2g} sd" for m, v in scores.items())
+    student = not at_once and not apart and bool(fell)
     values = {"at_once": ",".join(t.metric for t in at_once), "above": ",".join(above), "below": ",".join(below),
-              "together": "no" if apart or at_once else "yes"}
+              "scores_fell": ",".join(fell), "student": "yes" if student else "no"}
     if at_once:
         why = (f"{', '.join(t.metric for t in at_once)} off the golden from the first steps, before updates add up: what "
                "a teacher answered, or which teacher answered, changed")
     elif apart:
-        why = (f"over the second half {', '.join(above)} above the golden and {', '.join(below)} below it: the "
-               "domains moved apart (a teacher's path: its routing or its domain's share of the data), not the whole "
-               "student")
-    elif any(t.onset is not None for t in readings):
-        why = ("the teachers' KL left the golden later and one way, after first steps that were the golden's: the "
-               "student learns another way, not a teacher")
+        pairs = (above, below) if above and below else (evals_up, evals_down)
+        why = (f"over the second half {', '.join(pairs[0])} above the golden and {', '.join(pairs[1])} below it: the "
+               "domains moved apart (a teacher's routing or its domain's share of the data), not the whole student")
+    elif student:
+        why = (f"the scores fell with the KL ({', '.join(fell)} below the golden over the second half): the student "
+               "learns less of the task and of its teachers alike, a training-loop change, not a teacher")
+    elif above:
+        why = (f"{', '.join(above)} above the golden over the second half while no score fell: the student does the task "
+               "as well and sits further from its teachers, so what they answer (or who answers) changed")
     else:
-        why = "no teacher's KL left its per-step noise"
-    return Measured(TEACHERS, measured, bool(at_once or apart), f"{described}: {why}", values)
+        why = "no teacher's KL left its per-step noise and no score fell: the readings do not tell the teacher from the loop"
+    holds = bool(at_once or apart or (above and not fell))
+    return Measured(TEACHERS, measured, holds, f"{described}: {why}", values)
 
 
 @dataclass(frozen=True)

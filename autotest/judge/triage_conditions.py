@@ -265,11 +265,13 @@ def teacher_first(ev: Evidence) -> str | None:
     # a teacher answering otherwise than its own checkpoint: the teacher path, whatever came first
     if bound is not None:
         return f"a teacher bound breached ({bound.metric})"
-    # per teacher, step by step: a KL off before any update or teachers moving apart point at a teacher; every
-    # teacher's KL leaving the golden together after a golden first step is the student's update
+    # per teacher, step by step (.teacher_evidence): a teacher pointing at itself is the teacher path; the scores
+    # falling with the KL is the student's update; neither leaves it to which breached first
     reading = ev.reading(TEACHERS)
-    if reading is not None:
-        return reading.finding if reading.holds else None
+    if reading is not None and reading.holds:
+        return reading.finding
+    if reading is not None and reading.values.get("student") == "yes":
+        return None
     first = teacher[0].first_breach_step if teacher[0].first_breach_step is not None else math.inf
     if not rewards:
         return "rewards within threshold"

@@ -9,8 +9,8 @@ lags most and breaches alone, which looks like the eval path. Two readings tell 
   calibration runs' (``golden.roughness``). No change to the training takes a run's own step-to-step noise away;
   smoothing does, on every metric at once;
 - undoing the average (``value = (logged - A x previous logged) / (1 - A)``) on every metric, for some weight A,
-  gives back a run like the calibration runs: every per-step metric at least as rough as the calmest of them, and
-  every gate passing.
+  gives back a run like the calibration runs: no longer calmer than all of them on every per-step metric, and every
+  gate passing.
 
 Both must hold. The first alone is a run that happens to be calm; the second alone fits a low eval whose trend
 extrapolates back up (undoing an average moves each point along the trend). A baseline calibrated before ``golden.roughness`` existed gives no reading.
@@ -76,14 +76,15 @@ def smoothing_evidence(baseline: Baseline, golden: Trace, current: Trace, result
         undone = replace(current, series=MappingProxyType(series))
         rechecked = [evaluate_check(spec, baseline, golden, undone, baseline.golden_table is not None)
                      for spec in baseline.checks if spec.check_id in gates]
-        # what the average was fed is a run like the calibration runs: as rough as the calmest, every gate passing
-        if (all(r >= 1 for r in ratios_of(undone).values()) and rechecked
+        # what the average was fed is a run like the calibration runs (no longer calmer than all of them on every
+        # metric: a clean run is calmer than the calmest of N on one metric now and then) and passes every gate
+        if (max(ratios_of(undone).values(), default=0.0) >= 1 and rechecked
                 and all(r.status == PASS for r in rechecked)):
             fits.append((_misfit(undone, golden, noise, ratios), weight, len(rechecked)))
     if not fits:
         return Measured(SMOOTHED, measured, False, f"every per-step metric smoother than the calmest calibration run "
                         f"({shown}), but undoing an exponential moving average of no weight "
-                        f"({EMA_WEIGHTS[0]:g}-{EMA_WEIGHTS[-1]:g}) gives a run as rough as the calibration runs that "
+                        f"({EMA_WEIGHTS[0]:g}-{EMA_WEIGHTS[-1]:g}) gives a run as rough as a calibration run that "
                         "passes every gate", {})
     _, weight, count = min(fits)
     weights = sorted(w for _, w, _ in fits)

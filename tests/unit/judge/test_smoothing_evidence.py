@@ -103,7 +103,7 @@ def test_a_calm_run_whose_eval_dropped_is_not_a_smoothed_log(tmp_path: Path) -> 
     run = _run(103, calm=0.3)
     run[EVAL] = {s: v - 0.1 for s, v in run[EVAL].items()}
     reading = _reading(compare(_baseline(tmp_path), _trace(run)).verdict)
-    assert not reading.holds and "as rough as the calibration runs that passes every gate" in reading.finding
+    assert not reading.holds and "as rough as a calibration run that passes every gate" in reading.finding
 
 
 def test_a_replicate_mean_is_read_in_the_means_noise(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from the golden at every step, every other one in bounds) and a changed run shap
 number of steps, the steps it did within bounds) and a loss term (one training role moving away from the golden,
 one way, from the first update on, steps before the scores do, under its own gate's threshold or not) and the first
 step (which metrics were off the golden before any update: the initial policy, the data or the sampler) and the
-teachers (:mod:`.teacher_evidence`: a teacher's KL that points at that teacher, or every teacher's moving together)
+teachers (:mod:`.teacher_evidence`: a teacher's KL that points at that teacher, or the scores falling with it)
 and the training scores against the eval's (:mod:`.data_evidence`: opposite directions are other training data) and
 a smoothed log (:mod:`.smoothing_evidence`: every metric calmer than any calibration run, an average undone passing).
 report.md prints them as the hypothesis evidence table.
@@ -29,9 +29,9 @@ from typing import Iterable, Sequence
 from autotest.inputs.baseline import Baseline
 from autotest.inputs.roles import GROUPS, RoleMap
 from autotest.judge.checks import evaluate_check
+from autotest.judge.data_evidence import train_eval_evidence
 from autotest.judge.model import ERROR, FAIL, PASS, CheckResult, Measured, RoleEvidence, decide_status
 from autotest.judge.per_step_noise import ONSET_RUN, ONSET_Z, run_onset
-from autotest.judge.data_evidence import train_eval_evidence
 from autotest.judge.smoothing_evidence import EMA_WEIGHTS, smoothing_evidence
 from autotest.judge.teacher_evidence import teacher_evidence
 from autotest.judge.trace import Trace

@@ -24,9 +24,9 @@ framework's metric names.
 | 13 | ``first-step`` | a non-reward, non-teacher role breached at the first training step or first eval point |
 | 14 | ``teacher-path`` | distillation KL breached; rewards checked; a failed bound on a teacher metric (the teacher probe, which names the teacher to start with), else the ``teachers`` reading where the KL has per-step noise (a teacher's KL off the golden at once, the domains apart, or the KL up while no score fell; the scores falling with the KL is the student's update and leaves the breach to ``gradual``), else rewards within bounds or breached later |
 | 15 | ``training-data`` | the ``train against eval`` reading: a training score left the golden one way (3+ steps at 2 sd) while a failed eval gate is the other way (any change to how the policy learns moves both the same way); no mismatch breach |
-| 16 | ``loss-term`` | the ``loss term`` reading holds: a training role (entropy, length, a loss) left the golden one way for 3+ steps from step 2 or later, the first step the golden's, 5+ steps before the scores (per-step noise, under its gate's threshold or not), steadily (step-to-step change rms at most 1.6 sd); no mismatch breach |
-| 17 | ``sampling-changed`` | an accuracy breach; the mismatch role checked and within bounds; length and entropy within bounds, the entropy at half its threshold or more |
-| 18 | ``sampling-changed`` | the mismatch role within bounds; the breaches begin after the start; only reward, eval and entropy breached, all above the golden (scores rose while the entropy rose: a sampler narrower than what it reports) |
+| 16 | ``sampling-changed`` | the mismatch role within bounds; the breaches begin after the start; only reward, eval and entropy breached, all above the golden (scores rose while the entropy rose: a sampler narrower than what it reports) |
+| 17 | ``loss-term`` | the ``loss term`` reading holds: a training role (entropy, length, a loss) left the golden one way for 3+ steps from step 2 or later, the first step the golden's, 5+ steps before the scores (per-step noise, under its gate's threshold or not), steadily (step-to-step change rms at most 1.6 sd); no mismatch breach |
+| 18 | ``sampling-changed`` | an accuracy breach; the mismatch role checked and within bounds; length and entropy within bounds, the entropy at half its threshold or more |
 | 19 | ``gradual`` | every accuracy breach begins after the start, and a training role breached (or none is checked) |
 | 20 | ``loss-term`` | the ``loss term`` reading holds but the leading role moved in jumps (step-to-step change rms above 1.6 sd): ranked after ``gradual``, both named |
 | 21 | ``resume`` | a resume check failed or could not decide (``resume[...]``: the run resumed from its checkpoint did not continue the uninterrupted one); primary when the main run's own gates pass |
@@ -41,7 +41,7 @@ logger; a training role that led the scores is a loss term as much as the step s
 ranked, with the check that tells them apart
 (``TriageFinding.uncertain_with``, ``to_tell``). A time-role metric is never read as an
 accuracy breach, and neither is a memory-role metric (``memory``: its own rule, never accuracy evidence). Where a
-breach begins (rows 10, 13, 17, 18, 19) is read from checks that locate breaches per step
+breach begins (rows 10, 13, 16, 18, 19) is read from checks that locate breaches per step
 (stepwise, points, percentile, final): a pooled or window check gates a mean over its window, and the step
 where one noisy point first crosses its bound is not where the change began.
 """
@@ -208,6 +208,13 @@ RULES: tuple[Rule, ...] = (
          "answers are graded (a lenient judger scores the same way)",
          "any change to how the policy learns moves its training and eval scores the same way; opposite directions "
          "are other training data", fills=TRAIN_EVAL),
+    Rule("sampling-changed", (in_bounds("consistency"), starts_later, better_yet_less_certain),
+         "rollout sampling changed (the distribution, not the log-probs): rewards and eval rose while the entropy "
+         "of the sampled tokens rose too, which no update does; the rollout draws from a narrower distribution "
+         "than the one whose log-probs it reports: check top-p / top-k, the sampling temperature and logits "
+         "processors, and whether the reported log-probs come from the distribution that was sampled",
+         "a sampler that draws from a nucleus leaves the tail it never draws untrained: better scores, higher "
+         "entropy, and mismatch metrics that cannot see it"),
     Rule("loss-term", (measured_holds(LOSS_TERM), reading_says(LOSS_TERM, "steady", "yes"), not_breached("consistency")),
          LOSS_TERM_SUGGESTION,
          "one training role led the scores by steps after a golden first step, steadily: what the update optimises "
@@ -219,13 +226,6 @@ RULES: tuple[Rule, ...] = (
          "from the distribution that was sampled",
          "a change in what is sampled moves entropy first; the mismatch metrics cannot see it when the rollout "
          "reports unfiltered log-probs"),
-    Rule("sampling-changed", (in_bounds("consistency"), starts_later, better_yet_less_certain),
-         "rollout sampling changed (the distribution, not the log-probs): rewards and eval rose while the entropy "
-         "of the sampled tokens rose too, which no update does; the rollout draws from a narrower distribution "
-         "than the one whose log-probs it reports: check top-p / top-k, the sampling temperature and logits "
-         "processors, and whether the reported log-probs come from the distribution that was sampled",
-         "a sampler that draws from a nucleus leaves the tail it never draws untrained: better scores, higher "
-         "entropy, and mismatch metrics that cannot see it"),
     Rule("gradual", (starts_later, training_moved_or_unchecked),
          "gradual divergence points to the training loop (loss, advantage, KL, weight sync)",
          "a breach that grows after the start fits a training-loop change too; the rules above explain the same "

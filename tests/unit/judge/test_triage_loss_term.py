@@ -113,3 +113,30 @@ def test_no_role_that_left_the_golden_and_no_noise_table_say_so_or_nothing(tmp_p
 def test_a_passing_run_takes_no_reading(tmp_path: Path) -> None:
     verdict = compare(_baseline(tmp_path), _trace(lambda s: 0.0, rewards_from=99)).verdict
     assert verdict.status == "PASS" and not verdict.measured
+
+
+def test_entropy_leading_up_while_the_scores_rise_is_a_narrower_sampler_not_a_loss_term(tmp_path: Path) -> None:
+    """top-p on seed 11: entropy above the golden from step 4, steadily, the rewards above it later. A loss term that
+    raises entropy makes the policy explore, not score better; a sampler that never draws the tail leaves it
+    untrained: the narrower-sampler rule ranks first."""
+    mismatch = "mismatch/mismatch_k3_kl"  # checked and in bounds: the trainer and the rollout agree
+    golden = {m: v for m, v in _golden().items() if m != LENGTH}
+    checks = [{"metric": REWARD, "method": "absolute", "operator": "<", "threshold": 0.05},
+              {"metric": ENTROPY, "method": "absolute", "operator": "<", "threshold": 0.15},
+              {"metric": mismatch, "method": "value", "operator": "<=", "threshold": 1e-3}]
+    path = tmp_path / "b.yaml"
+    path.write_text(yaml.safe_dump({"golden": {"table": golden, "noise": {m: {s: NOISE for s in STEPS} for m in
+                                                                          (REWARD, ENTROPY)}}, "checks": checks}))
+    current = {**{m: dict(series) for m, series in golden.items()}, mismatch: {s: 1e-6 for s in STEPS}}
+    for s in STEPS:
+        current[ENTROPY][s] += 0.0 if s < 4 else NOISE * (2.5 + 0.7 * (s - 4))  # steadily up from step 4
+        if s >= 15:
+            current[REWARD][s] += 0.1
+    trace = Trace("current", MappingProxyType({m: MappingProxyType(v) for m, v in current.items()}),
+                  train_steps=tuple(STEPS))
+    verdict = compare(load_baseline(path), trace).verdict
+    reading = _reading(verdict)
+    assert reading.holds and reading.values["steady"] == "yes"  # the loss-term reading alone would rank it first
+    rules = [f.rule for f in verdict.triage]
+    assert rules[0] == "sampling-changed" and "narrower distribution" in verdict.triage[0].suggestion
+    assert "loss-term" in rules[1:]

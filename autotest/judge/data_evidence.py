@@ -1,11 +1,14 @@
 """The train-against-eval reading: did the training scores and the eval scores leave the golden in opposite
 directions?
 
-Every change to how the policy learns (learning rate, mini-batches, a loss term, weight sync) moves what it scores on
-its training prompts and on the eval set the same way: a policy that learns slower scores lower on both. A policy
-that scores better on its training prompts and worse on the eval set (or the reverse) was trained on other prompts
-than the golden's: a sampler that repeats one shard, a filter that drops part of the data, a changed data mix. A
-judger that grades training answers leniently does the same from the first step; its own rules come first.
+Most changes to how the policy learns (learning rate, mini-batches, weight sync) move what it scores on its training
+prompts and on the eval set the same way: a policy that learns slower scores lower on both. A policy that scores
+better on its training prompts and worse on the eval set (or the reverse) was trained on other prompts than the
+golden's: a sampler that repeats one shard, a filter that drops part of the data, a changed data mix. Other prompts
+change what is scored first and how the policy samples after; a policy its update sharpens too fast (a learning rate
+x 10, an entropy penalty) also scores higher on its training prompts and lower on eval, but its entropy leaves the
+golden first, so a training role (entropy, length) that moved before the training scores keeps the reading from
+holding. A judger that grades training answers leniently does the same from the first step; its own rules come first.
 
 Training scores are read per step against the golden's per-step noise (their first onset, :mod:`.per_step_noise`);
 eval scores, logged at a few points, from their failed gates (the mean of current - golden over the gate's points).
@@ -37,6 +40,13 @@ def _eval_shift(results: Sequence[CheckResult], roles: RoleMap) -> tuple[str, fl
     return None
 
 
+def _onset_of(metric: str, golden: Trace, current: Trace, noise_table) -> tuple[int, int] | None:
+    """(step, sign) where ``metric`` first left the golden in its per-step noise (:func:`.per_step_noise.run_onset`)."""
+    z = z_scores(metric, golden, current, noise_table.get(metric) or {})
+    steps = list(z)
+    return run_onset(z, dict.fromkeys(steps, 0.0), dict.fromkeys(steps, 1.0), steps) if steps else None
+
+
 def train_eval_evidence(baseline: Baseline, golden: Trace, current: Trace, results: Sequence[CheckResult],
                         roles: RoleMap) -> Measured | None:
     """The reading where an eval gate failed and a training score has per-step noise; else None."""
@@ -49,13 +59,8 @@ def train_eval_evidence(baseline: Baseline, golden: Trace, current: Trace, resul
                 "one way) against the direction of the failed eval gate")
     eval_metric, eval_shift = shift
     eval_side = "above" if eval_shift > 0 else "below"
-    found = []
-    for metric in rewards:
-        z = z_scores(metric, golden, current, noise_table[metric])
-        steps = list(z)
-        onset = run_onset(z, dict.fromkeys(steps, 0.0), dict.fromkeys(steps, 1.0), steps) if steps else None
-        if onset is not None:
-            found.append((metric, onset))
+    found = [(metric, onset) for metric in rewards
+             if (onset := _onset_of(metric, golden, current, noise_table)) is not None]
     values = {"eval": eval_metric, "eval_direction": eval_side}
     if not found:
         return Measured(TRAIN_EVAL, measured, False, f"{eval_metric} {eval_side} the golden ({eval_shift:+.3g} on "
@@ -69,5 +74,14 @@ def train_eval_evidence(baseline: Baseline, golden: Trace, current: Trace, resul
     if train_side == eval_side:
         return Measured(TRAIN_EVAL, measured, False, f"{finding}: both one way, as any change to the learning moves "
                         "them", values)
+    # other prompts change what is scored before they change how the policy samples; a policy sharpened by its
+    # update (a larger step, an entropy penalty) also fits its training prompts and fails eval, its entropy first
+    led = sorted((found[0], m) for m in noise_table if roles.group_of(m) in ("rollout", "dynamics")
+                 and (found := _onset_of(m, golden, current, noise_table)) is not None and found[0] < step)
+    if led:
+        first, role_metric = led[0]
+        return Measured(TRAIN_EVAL, measured, False, f"{finding}, but {role_metric} left the golden first (step "
+                        f"{first}): the policy's own distribution moved before what it scores, as a change to how it "
+                        "learns moves it", values)
     return Measured(TRAIN_EVAL, measured, True, f"{finding}: the policy scores {train_side} on its training prompts and "
                     f"{eval_side} on the eval set, so it was trained on other prompts than the golden run's", values)

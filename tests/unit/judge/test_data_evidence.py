@@ -61,3 +61,25 @@ def test_with_only_eval_breached_the_eval_path_ranks_first_and_the_data_second(t
     verdict, reading = _verdict(tmp_path, reward=lambda s: 0.005 * s, eval_=lambda s: -0.004 * s)
     assert reading.holds
     assert [f.rule for f in verdict.triage][:2] == ["eval-path", "training-data"]
+
+
+def test_a_policy_sharpened_first_is_how_it_learns_even_with_the_scores_apart(tmp_path: Path) -> None:
+    """A learning rate x 10: the entropy falls from step 2, the training rewards rise from step 7, eval ends lower.
+    The scores move apart as with other data, but the policy's own distribution moved first."""
+    entropy = "entropy/mean"
+    checks = [{"metric": REWARD, "method": "absolute", "operator": "<", "threshold": 0.2},
+              {"metric": entropy, "method": "absolute", "operator": "<", "threshold": 5.0},
+              {"metric": EVAL, "method": "absolute", "operator": "<", "threshold": 0.05, "scope": "final"}]
+    table = {**_golden(), entropy: {s: 2.0 - 0.03 * s for s in STEPS}}
+    golden = {"table": table, "noise": {REWARD: {s: 0.01 for s in STEPS}, entropy: {s: 0.01 for s in STEPS}}}
+    path = tmp_path / "b.yaml"
+    path.write_text(yaml.safe_dump({"golden": golden, "checks": checks}))
+    series = {REWARD: {s: v + (0.01 * s if s >= 7 else 0.0) for s, v in table[REWARD].items()},
+              entropy: {s: v - (0.05 * s if s >= 2 else 0.0) for s, v in table[entropy].items()},
+              EVAL: {s: v - 0.004 * s for s, v in table[EVAL].items()}}
+    trace = Trace("current", MappingProxyType({m: MappingProxyType(v) for m, v in series.items()}),
+                  train_steps=tuple(STEPS), eval_steps=EVALS)
+    verdict = compare(load_baseline(path), trace).verdict
+    reading = next(m for m in verdict.measured if m.hypothesis == TRAIN_EVAL)
+    assert not reading.holds and "entropy/mean left the golden first (step 2)" in reading.finding
+    assert "training-data" not in [f.rule for f in verdict.triage]

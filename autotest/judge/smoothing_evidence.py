@@ -13,7 +13,8 @@ lags most and breaches alone, which looks like the eval path. Two readings tell 
   gate passing.
 
 Both must hold. The first alone is a run that happens to be calm; the second alone fits a low eval whose trend
-extrapolates back up (undoing an average moves each point along the trend). A baseline calibrated before ``golden.roughness`` existed gives no reading.
+extrapolates back up (undoing an average moves each point along the trend). A baseline calibrated before
+``golden.roughness`` existed gives no reading.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The teachers reading (issue 30: per-teacher KL at every step): does a teacher's distillation KL point at that
-teacher, or did every teacher's KL move together as the student's update moves them?
+teacher, or did the scores fall with it, as a student that learns less moves them both?
 
 Read per teacher (``distill_kl/<teacher>`` roles with per-step noise) against the golden, in noise sds:
 

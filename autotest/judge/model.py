@@ -231,7 +231,7 @@ class Verdict:
     roles_note: str = ""
     #: checked metric -> its role (autotest.inputs.roles); metrics without a role are absent
     metric_roles: dict[str, str] = field(default_factory=dict)
-    #: what was measured for each hypothesis beyond the role rows (autotest.judge.evidence.hypothesis_evidence)
+    #: what was measured for each hypothesis beyond the role rows (autotest.judge.readings.hypothesis_evidence)
     measured: tuple[Measured, ...] = ()
 
     def failing(self) -> tuple[CheckResult, ...]:

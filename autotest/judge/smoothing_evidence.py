@@ -26,7 +26,7 @@ from types import MappingProxyType
 
 from autotest.inputs.baseline import Baseline
 from autotest.inputs.roles import RoleMap
-from autotest.judge.checks import evaluate_check
+from autotest.judge.evidence import recheck
 from autotest.judge.model import PASS, CheckResult, Measured
 from autotest.judge.per_step_noise import roughness, z_scores
 from autotest.judge.trace import Trace
@@ -75,8 +75,7 @@ def smoothing_evidence(baseline: Baseline, golden: Trace, current: Trace, result
     for weight in EMA_WEIGHTS:
         series = {m: MappingProxyType(unsmoothed(v, weight)) for m, v in current.series.items()}
         undone = replace(current, series=MappingProxyType(series))
-        rechecked = [evaluate_check(spec, baseline, golden, undone, baseline.golden_table is not None)
-                     for spec in baseline.checks if spec.check_id in gates]
+        rechecked = recheck(baseline, golden, undone, gates)
         # what the average was fed is a run like the calibration runs (no longer calmer than all of them on every
         # metric: a clean run is calmer than the calmest of N on one metric now and then) and passes every gate
         if (max(ratios_of(undone).values(), default=0.0) >= 1 and rechecked

@@ -53,10 +53,13 @@ from typing import Callable, Iterable
 
 from autotest.inputs.roles import RoleMap, resolve_roles
 from autotest.judge.data_evidence import TRAIN_EVAL
-from autotest.judge.evidence import FIRST_STEP, LOSS_TERM, SHAPE, TRAINING_GROUPS, UNITS, first_points, role_evidence
+from autotest.judge.evidence import TRAINING_GROUPS, first_points, role_evidence
 from autotest.judge.model import CheckResult, Measured, TriageFinding
+from autotest.judge.onset_evidence import FIRST_STEP, LOSS_TERM
+from autotest.judge.shape_evidence import SHAPE
 from autotest.judge.smoothing_evidence import SMOOTHED
 from autotest.judge.trace import Trace
+from autotest.judge.units_evidence import UNITS
 
 from autotest.judge.triage_conditions import (
     Condition,
@@ -255,7 +258,7 @@ RULES: tuple[Rule, ...] = (
 def triage(results: Iterable[CheckResult], current: Trace | None = None, roles: RoleMap | None = None,
            measured: Iterable[Measured] = ()) -> tuple[TriageFinding, ...]:
     """Every rule of :data:`RULES` that fits, ranked; ``roles`` default: inferred from the checked names;
-    ``measured``: the hypothesis readings (:func:`autotest.judge.evidence.hypothesis_evidence`)."""
+    ``measured``: the hypothesis readings (:func:`autotest.judge.readings.hypothesis_evidence`)."""
     results = tuple(results)
     if roles is None:
         roles = resolve_roles({r.metric for r in results if r.metric})

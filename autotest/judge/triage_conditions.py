@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from typing import Callable
 
 from autotest.inputs.roles import RoleMap
-from autotest.judge.evidence import ACCURACY_GROUPS, OTHER, TRAINING_GROUPS, UNITS, RoleEvidence, is_non_finite
+from autotest.judge.evidence import ACCURACY_GROUPS, OTHER, TRAINING_GROUPS, RoleEvidence, is_non_finite
 from autotest.judge.metric_names import CHECK_ID as NAMES_CHECK_ID
 from autotest.judge.model import ERROR, FAIL, CheckResult, Measured
 from autotest.judge.resume import is_resume_result
 from autotest.judge.teacher_evidence import TEACHERS
+from autotest.judge.units_evidence import UNITS
 from autotest.scopes import find
 
 
@@ -24,7 +25,7 @@ class Evidence:
     results: tuple[CheckResult, ...]
     roles: RoleMap
     firsts: frozenset[int]
-    #: readings taken for hypotheses beyond the role rows (autotest.judge.evidence.hypothesis_evidence)
+    #: readings taken for hypotheses beyond the role rows (autotest.judge.readings.hypothesis_evidence)
     measured: tuple[Measured, ...] = ()
 
     def reading(self, hypothesis: str) -> Measured | None:

@@ -25,6 +25,7 @@ from autotest.judge.step_alignment import Alignment, align_steps
 from autotest.judge.performance import MachineContext, judge_performance
 from autotest.judge.per_step_noise import mean_noise_scale
 from autotest.judge.power import PowerAsk, calibration_runs, with_power
+from autotest.judge.readings import hypothesis_evidence
 from autotest.readers.reading import read_trace
 from autotest.judge.structural import (
     RunFacts,
@@ -34,7 +35,7 @@ from autotest.judge.structural import (
 )
 from autotest.judge.trace import EVAL_PREFIX, Trace
 from autotest.inputs.roles import resolve_roles
-from autotest.judge.evidence import hypothesis_evidence, role_evidence
+from autotest.judge.evidence import role_evidence
 from autotest.judge.shadow import SHADOW, ShadowCandidate, load_shadow_candidate
 from autotest.judge.triage import triage
 

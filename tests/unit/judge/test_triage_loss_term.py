@@ -9,7 +9,7 @@ from types import MappingProxyType
 import yaml
 
 from autotest.inputs.baseline import load_baseline
-from autotest.judge.evidence import LOSS_TERM, ONSET_LEAD, STEADY_RMS
+from autotest.judge.onset_evidence import LOSS_TERM, ONSET_LEAD, STEADY_RMS
 from autotest.judge.trace import Trace
 from autotest.judge.verdict import compare
 

@@ -10,7 +10,8 @@ from types import MappingProxyType
 import yaml
 
 from autotest.inputs.baseline import load_baseline
-from autotest.judge.evidence import FIRST_STEP, UNITS, _ema
+from autotest.judge.onset_evidence import FIRST_STEP
+from autotest.judge.units_evidence import UNITS, _ema
 from autotest.judge.trace import Trace
 from autotest.judge.verdict import compare
 

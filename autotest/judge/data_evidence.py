@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from autotest.inputs.baseline import Baseline
 from autotest.inputs.roles import RoleMap
 from autotest.judge.model import FAIL, CheckResult, Measured
-from autotest.judge.per_step_noise import ONSET_RUN, ONSET_Z, run_onset, z_scores
+from autotest.judge.per_step_noise import ONSET_RUN, ONSET_Z, z_onset, z_scores
 from autotest.judge.trace import Trace
 
 TRAIN_EVAL = "train against eval"
@@ -42,9 +42,7 @@ def _eval_shift(results: Sequence[CheckResult], roles: RoleMap) -> tuple[str, fl
 
 def _onset_of(metric: str, golden: Trace, current: Trace, noise_table) -> tuple[int, int] | None:
     """(step, sign) where ``metric`` first left the golden in its per-step noise (:func:`.per_step_noise.run_onset`)."""
-    z = z_scores(metric, golden, current, noise_table.get(metric) or {})
-    steps = list(z)
-    return run_onset(z, dict.fromkeys(steps, 0.0), dict.fromkeys(steps, 1.0), steps) if steps else None
+    return z_onset(z_scores(metric, golden, current, noise_table.get(metric) or {}))
 
 
 def train_eval_evidence(baseline: Baseline, golden: Trace, current: Trace, results: Sequence[CheckResult],

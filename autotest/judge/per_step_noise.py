@@ -30,6 +30,12 @@ def run_onset(cur: Mapping[int, float], gold: Mapping[int, float], noise: Mappin
     return None
 
 
+def z_onset(z: Mapping[int, float]) -> tuple[int, int] | None:
+    """:func:`run_onset` of scores already in noise sds (:func:`z_scores`)."""
+    steps = list(z)
+    return run_onset(z, dict.fromkeys(steps, 0.0), dict.fromkeys(steps, 1.0), steps)
+
+
 def z_scores(metric: str, golden: Trace, current: Trace, noise: Mapping[int, float]) -> dict[int, float]:
     """``metric``'s (current - golden) / noise at every step both logged with a positive noise, finite values only."""
     cur, gold = current.get(metric) or {}, golden.get(metric) or {}

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from autotest.inputs.baseline import Baseline
 from autotest.inputs.roles import RoleMap
 from autotest.judge.model import FAIL, CheckResult, Measured
-from autotest.judge.per_step_noise import ONSET_RUN, ONSET_Z, run_onset, z_scores
+from autotest.judge.per_step_noise import ONSET_RUN, ONSET_Z, z_onset, z_scores
 from autotest.judge.trace import Trace
 
 TEACHERS = "teachers"
@@ -60,7 +60,7 @@ def teacher_evidence(baseline: Baseline, golden: Trace, current: Trace, results:
         z = z_scores(metric, golden, current, noise_table[metric])
         if len(z) > 2 * ONSET_RUN:
             steps = list(z)
-            found = run_onset(z, dict.fromkeys(steps, 0.0), dict.fromkeys(steps, 1.0), steps)
+            found = z_onset(z)
             readings.append(_Teacher(metric, steps, z[steps[0]], found, _second_half(z) or 0.0))
     if not readings:
         return None

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from autotest.judge.per_step_noise import mean_noise_scale, roughness, run_onset
+from autotest.judge.per_step_noise import mean_noise_scale, roughness, run_onset, z_onset
 
 
 def test_an_onset_is_the_first_run_of_steps_off_one_way() -> None:
@@ -15,6 +15,7 @@ def test_an_onset_is_the_first_run_of_steps_off_one_way() -> None:
     z = {1: 0.5, 2: 2.5, 3: -2.5, 4: 2.1, 5: 2.2, 6: 3.0, 7: 0.0, 8: 0.0, 9: 0.0, 10: 0.0}
     assert run_onset(z, dict.fromkeys(steps, 0.0), dict.fromkeys(steps, 1.0), steps) == (4, 1)
     assert run_onset({s: 1.9 for s in steps}, dict.fromkeys(steps, 0.0), dict.fromkeys(steps, 1.0), steps) is None
+    assert z_onset(z) == (4, 1) and z_onset({}) is None
 
 
 def test_roughness_is_the_rms_step_to_step_change_and_ignores_a_shared_offset() -> None:

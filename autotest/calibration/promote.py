@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from autotest.calibration.thresholds import golden_shifts
+from autotest.calibration.golden_shifts import golden_shifts
 from autotest.errors import UsageError
 from autotest.files import write_bytes_atomic
 from autotest.inputs.baseline import Baseline, load_baseline

@@ -9,11 +9,11 @@ import math
 from pathlib import Path
 from typing import Sequence
 
+from autotest.calibration.golden_shifts import GoldenShift
 from autotest.calibration.thresholds import (
     CALIBRATED,
     SIGNIFICANT_DIGITS,
     Calibration,
-    GoldenShift,
     SelfCheck,
     exceed_chance,
 )

@@ -20,6 +20,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from autotest.calibration.golden_shifts import golden_shifts
 from autotest.calibration.promote import PRODUCED_BY, promote
 from autotest.calibration.review import render_report
 from autotest.calibration.thresholds import (
@@ -27,7 +28,6 @@ from autotest.calibration.thresholds import (
     CalibrationError,
     SelfCheck,
     calibrate,
-    golden_shifts,
     leave_one_out,
     sample_size_warnings,
 )

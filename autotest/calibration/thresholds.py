@@ -378,30 +378,3 @@ def sample_size_warnings(num_runs: int, margin: float, self_check: SelfCheck | N
 def exceed_chance(num_runs: int) -> float:
     """Chance that a fresh run's deviation exceeds the largest of N exchangeable ones, before the margin."""
     return 1.0 / (num_runs + 1)
-
-
-@dataclass(frozen=True)
-class GoldenShift:
-    """How one metric's golden values moved between the current baseline and the candidate."""
-
-    metric: str
-    common_steps: int
-    added_steps: int
-    removed_steps: int
-    max_shift: float | None
-    max_shift_step: int | None
-    mean_shift: float | None
-
-
-def golden_shifts(old: Trace | None, new: Baseline) -> list[GoldenShift]:
-    """Per metric: largest |new - old| (and where), mean signed shift, steps gained and lost."""
-    shifts = []
-    for metric, series in (new.golden_table or {}).items():
-        before = (old.get(metric) if old is not None else None) or {}
-        common = [s for s in series if s in before and math.isfinite(before[s])]
-        deltas = [(abs(series[s] - before[s]), s) for s in common]
-        worst = max(deltas, key=lambda d: d[0], default=(None, None))  # the first step on a tie
-        mean = math.fsum(series[s] - before[s] for s in common) / len(common) if common else None
-        shifts.append(GoldenShift(metric, len(common), len(set(series) - set(before)), len(set(before) - set(series)),
-                                  worst[0], worst[1], mean))
-    return shifts

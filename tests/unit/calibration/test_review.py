@@ -6,7 +6,8 @@ from pathlib import Path
 from types import MappingProxyType
 
 from autotest.calibration.review import render_report
-from autotest.calibration.thresholds import calibrate, golden_shifts, leave_one_out
+from autotest.calibration.golden_shifts import golden_shifts
+from autotest.calibration.thresholds import calibrate, leave_one_out
 from autotest.inputs.baseline import load_baseline
 from autotest.inputs.baseline_model import Baseline, CalibrationSpec, CheckSpec, StepPolicy
 from autotest.inputs.baseline_writer import baseline_yaml

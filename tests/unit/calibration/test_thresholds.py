@@ -14,7 +14,6 @@ from autotest.calibration.thresholds import (
     CalibrationError,
     calibrate,
     exceed_chance,
-    golden_shifts,
     leave_one_out,
     round_up,
     sample_size_warnings,
@@ -213,15 +212,3 @@ def test_sample_size_warnings():
                             noisy_runs(2, sd=0.01) + [run("odd", {"m": {s: 3.0 for s in STEPS}})])
     assert any("leave-one-out" in w for w in sample_size_warnings(3, 1.5, flagged))
     assert exceed_chance(3) == 0.25
-
-
-def test_golden_shifts_against_the_current_baseline():
-    cal = calibrate(spec(chk()), [run("a", {"m": {1: 1.0, 2: 2.0, 3: 3.0}}), run("b", {"m": {1: 1.0, 2: 2.0, 3: 3.0}})],
-                    settings=CalibrationSpec(relative_floor=0.1))
-    old = run("old", {"m": {0: 5.0, 1: 1.5, 2: 1.0}})
-    (shift,) = golden_shifts(old, cal.baseline)
-    assert (shift.common_steps, shift.added_steps, shift.removed_steps) == (2, 1, 1)
-    assert (shift.max_shift, shift.max_shift_step) == (1.0, 2)
-    assert shift.mean_shift == pytest.approx(0.25)
-    (fresh,) = golden_shifts(None, cal.baseline)
-    assert (fresh.common_steps, fresh.added_steps, fresh.max_shift) == (0, 3, None)

@@ -8,7 +8,8 @@ from types import MappingProxyType
 import numpy as np
 
 from autotest.calibration.review import render_report
-from autotest.calibration.thresholds import calibrate, golden_shifts, leave_one_out
+from autotest.calibration.golden_shifts import golden_shifts
+from autotest.calibration.thresholds import calibrate, leave_one_out
 from autotest.calibration.usefulness import DEMOTED, metric_range
 from autotest.inputs.baseline_model import Baseline, CalibrationSpec, CheckSpec
 from autotest.judge.trace import Trace

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from autotest.calibration.runs import RunRecord, commit_the_runs_ran
+from autotest.calibration.provenance import commit_the_runs_ran
+from autotest.calibration.runs import RunRecord
 from autotest.cli import main
 from autotest.errors import UsageError
 from autotest.inputs.baseline import load_baseline

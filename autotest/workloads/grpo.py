@@ -31,7 +31,6 @@ import dataclasses
 import json
 import os
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +39,7 @@ from typing import Any
 from autotest.errors import UsageError
 from autotest.workloads.checkpoint import CheckpointPlan, check_plan, load_checkpoint, save_checkpoint
 from autotest.workloads.faults import FaultHooks, catalogue, make_fault
+from autotest.workloads.grpo_step import evaluate, train_step
 from autotest.workloads.perturb import describe, perturbation_from_env
 from autotest.workloads.regressions import listed
 from autotest.workloads.replay import RolloutPlan, RolloutSaver, load_replay
@@ -184,7 +184,7 @@ def run(config: GRPOConfig, work_dir: Path, diagnostic: dict[str, Any] | None = 
         prompt_gen = torch.Generator().manual_seed(config.seed)
         if resumed is None:
             engines.sync(0)
-            scores = _evaluate(config, engines, task, 0)
+            scores = evaluate(config, engines, task, 0)
             tracker.write({**scores, "step": 0})
             print(f"[tiny-grpo] step 0 eval/accuracy {scores['eval/accuracy']:.3f}", flush=True)
         else:  # the step-0 eval and the initial sync belong to the run that saved the checkpoint
@@ -193,7 +193,7 @@ def run(config: GRPOConfig, work_dir: Path, diagnostic: dict[str, Any] | None = 
                 prompt_gen.set_state(resumed["driver"]["rng"])
             print(f"[tiny-grpo] resumed from {plan.resume_from} after step {resumed['step']}", flush=True)
         for step in range(first_step, end_step + 1):
-            _train_step(config, engines, hooks, tracker, task, train_judge, prompt_gen, step, last_step,
+            train_step(config, engines, hooks, tracker, task, train_judge, prompt_gen, step, last_step,
                         replayed=replayed, saver=saver)
             if step == plan.save_at and plan.save_dir is not None:  # after the step's rows: its numbers are final
                 saved = save_checkpoint(plan.save_dir, step, config.to_json(), engines.checkpoint_state(),
@@ -203,85 +203,6 @@ def run(config: GRPOConfig, work_dir: Path, diagnostic: dict[str, Any] | None = 
         engines.close()
         tracker.close()
     return exp_dir
-
-
-def _train_step(
-    config: GRPOConfig,
-    engines: Any,
-    hooks: FaultHooks,
-    tracker: Any,
-    task: Any,
-    train_judge: Any,
-    prompt_gen: Any,
-    step: int,
-    last_step: int,
-    replayed: dict[int, Any] | None = None,
-    saver: RolloutSaver | None = None,
-) -> None:
-    """One iteration: rollout (or the replayed batch), reward, train, sync, maybe eval; writes its tracker rows."""
-    import torch
-
-    from autotest.workloads.memory import memory_metrics
-    from autotest.workloads.metrics import summary_stats
-
-    start = time.perf_counter()
-    hooks.on_step_start(step)
-    observe = step == config.window_step
-    if replayed is None:
-        prompts = hooks.on_prompts(task.sample_prompts(config.prompts_per_step, prompt_gen), step)
-        batch = engines.generate(prompts, config.samples_per_prompt, step)
-    else:  # frozen rollout: no generation, no grading; the saved batch and rewards
-        batch, rewards = replayed[step]
-    if observe:
-        engines.observe_prefill(batch, step)
-    t_generate = time.perf_counter()
-    if replayed is None:
-        responses = batch.responses()
-        rewards = torch.tensor([train_judge(p.target, r) for p, r in zip(batch.prompts, responses, strict=True)])
-    if saver is not None:
-        saver.save(step, batch, rewards)
-    t_reward = time.perf_counter()
-    result = engines.train_step(batch, rewards, step, observe)
-    t_train = time.perf_counter()
-    engines.sync(step)
-    t_sync = time.perf_counter()
-    summary: dict[str, Any] = {}
-    if step % config.eval_every == 0 or step == last_step:
-        summary.update(_evaluate(config, engines, task, step))
-        summary["time/eval"] = time.perf_counter() - t_sync
-    summary.update(
-        {
-            "time/generate": t_generate - start,
-            "time/reward": t_reward - t_generate,
-            "time/train": t_train - t_reward,
-            "time/sync": t_sync - t_train,
-        }
-    )
-    summary.update(summary_stats("response/rewards", rewards, with_std=False))
-    summary.update(summary_stats("response/response_len", batch.response_mask.sum(dim=1)))
-    summary.update(result.metrics)
-    for row in result.mini_batch_rows:
-        tracker.write({**{f"train_metrics/worker_0/{k}": v for k, v in row.items()}, "step": step})
-    summary.update(memory_metrics())  # after the step's work: a reference kept per step shows as growth
-    summary["time/step"] = time.perf_counter() - start
-    tracker.write({**dict(sorted(summary.items())), "step": step})
-    evaluated = f" eval {summary['eval/accuracy']:.3f}" if "eval/accuracy" in summary else ""
-    print(
-        f"[tiny-grpo] step {step}/{last_step} reward {summary['response/rewards/mean']:.3f}"
-        f" len {summary['response/response_len/mean']:.2f} k3 {summary['mismatch/mismatch_k3_kl']:.2e}"
-        f"{evaluated} time {summary['time/step']:.2f}s",
-        flush=True,
-    )
-
-
-def _evaluate(config: GRPOConfig, engines: Any, task: Any, step: int) -> dict[str, float]:
-    """``eval/accuracy`` (sampled pass@1, the gated one) and ``eval/greedy_accuracy`` (reference)."""
-    from autotest.workloads.rollout import eval_seed_of
-
-    prompts = task.eval_prompts()
-    return {"eval/accuracy": engines.evaluate_sampled(prompts, task.judge, config.eval_samples,
-                                                      eval_seed_of(config.seed, step)),
-            "eval/greedy_accuracy": engines.evaluate(prompts, task.judge)}
 
 
 def _check_fault_against_model(hooks: FaultHooks, model_config: TinyLMConfig) -> None:

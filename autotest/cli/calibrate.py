@@ -22,6 +22,7 @@ from autotest.cli.common import (
     results_help,
 )
 from autotest.errors import UsageError
+from autotest.terminal import echo
 
 
 def add_calibrate_parser(sub: argparse._SubParsersAction) -> None:
@@ -210,18 +211,18 @@ def baseline(args: argparse.Namespace) -> int:
         promotion = promote_from_shadow(target, _standing(args, load_case(args.case).name), force=args.force)
     else:
         promotion = promote(target, force=args.force)
-    for line in promotion.changes:
-        print(f"  {line}")
+    # check ids, paths and the --force reason are user text: echo shows their terminal escapes, never obeys them
+    echo(*(f"  {line}" for line in promotion.changes))
     if promotion.backup is not None:
-        print(f"previous baseline kept: {promotion.backup}")
+        echo(f"previous baseline kept: {promotion.backup}")
     if promotion.forced:
-        print(f"forced: {promotion.forced} (recorded in the baseline)")
-    print(f"{'in shadow' if args.to_shadow else 'promoted'}: {promotion.path}")
+        echo(f"forced: {promotion.forced} (recorded in the baseline)")
+    echo(f"{'in shadow' if args.to_shadow else 'promoted'}: {promotion.path}")
     if promotion.review is not None:
-        print(f"review report: {promotion.review} (commit it with the baseline)")
+        echo(f"review report: {promotion.review} (commit it with the baseline)")
     case = load_case(args.case)
-    for line in target_misses(baseline_power(load_baseline(promotion.path)), case.detect):
-        print(f"warning: power: {line}", file=sys.stderr)
+    echo(*(f"warning: power: {line}" for line in target_misses(baseline_power(load_baseline(promotion.path)),
+                                                                  case.detect)), file=sys.stderr)
     return EXIT_PASS
 
 

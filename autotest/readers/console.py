@@ -18,7 +18,6 @@ from autotest.judge.trace import Trace
 from autotest.readers.console_pattern import PRESETS, STEP_GROUP, LinePattern, compile_pattern
 from autotest.readers.registry import find
 from autotest.readers.trace_builder import Builder, step_of
-from autotest.terminal import printable
 
 FORMAT = "console"
 EVAL_PREFIXES = ("val", "eval")
@@ -39,7 +38,7 @@ def _step(where: str, match) -> int:
     """The ``step`` group's whole number; one error line when it matched something else (or nothing)."""
     text = match.group(STEP_GROUP)
     if text is None or not text.strip().isdecimal():  # None: an optional group that took no part; "", "1.5", "-1"
-        shown = "nothing" if text is None else repr(printable(text[:40]))
+        shown = "nothing" if text is None else repr(text[:40])  # repr escapes control characters
         raise UsageError(f"{where}: the console pattern's step group matched {shown}, not a whole number >= 0; make "
                          "(?P<step>...) match only digits, e.g. (?P<step>\\d+)")
     return step_of(where, int(text))
@@ -66,7 +65,7 @@ def read_console(path: Path, keep: frozenset[str] | None = None, option: str = "
                 try:
                     match = pattern.search(line.rstrip("\r\n"))
                 except TimeoutError:
-                    raise UsageError(f"{path}:{number}: the console pattern {printable(option)!r} did not finish on "
+                    raise UsageError(f"{path}:{number}: the console pattern {option!r} did not finish on "
                                      f"this line within {pattern.timeout_s:g} s (a nested quantifier such as (a+)+ "
                                      "backtracks without end); simplify tracker.pattern") from None
                 if match is None:

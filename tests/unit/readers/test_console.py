@@ -111,7 +111,7 @@ def test_compare_reads_a_verl_console_log_end_to_end(tmp_path: Path, capsys: pyt
     (r"step (?P<step>\S*) loss (?P<loss>\S+)", "step  loss 0.5", "''"),
     (r"step (?P<step>\S+) loss (?P<loss>\S+)", "step 1.5 loss 0.5", "'1.5'"),
     (r"step (?P<step>\S+) loss (?P<loss>\S+)", "step -1 loss 0.5", "'-1'"),
-    (r"step (?P<step>\S+) loss (?P<loss>\S+)", "step \x1b[2J loss 0.5", r"'\\x1b[2J'"),
+    (r"step (?P<step>\S+) loss (?P<loss>\S+)", "step \x1b[2J loss 0.5", r"'\x1b[2J'"),
     (r"(?:step (?P<step>\d+) )?loss (?P<loss>\S+)", "loss 0.5", "nothing"),
 ])
 def test_a_step_group_that_matched_no_whole_number_is_one_line(tmp_path: Path, pattern: str, line: str,

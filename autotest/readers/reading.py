@@ -156,7 +156,8 @@ def _read(tracker: Path, name: str, keep: frozenset[str] | None) -> Trace:
         raise UsageError(f"{record.describe_reader()} returned a {type(trace).__name__} for {tracker}, not an "
                          "autotest.judge.trace.Trace; fix or uninstall the plugin")
     if not trace.train_steps and not trace.eval_steps:
-        cut = " (its only line was cut short)" if any("truncated final line" in w for w in trace.warnings) else ""
+        cut = " (its only line was cut short)" if any("truncated final line" in w for w in trace.warnings) else \
+            " (its last record was cut short)" if any("truncated final record" in w for w in trace.warnings) else ""
         raise UsageError(f"{tracker}: metric log has no rows{cut}; did the run start?")
     return trace
 

@@ -20,7 +20,9 @@ def printable(text: str) -> str:
 
 
 def echo(*lines: object, file: TextIO | None = None) -> None:
-    """Print each of ``lines`` as one console line, its control characters (a newline too) escaped."""
+    """Print each of ``lines`` as one console line, its control characters (a newline too) escaped; flushed, so
+    progress lines reach a CI log as they happen."""
     out = sys.stdout if file is None else file
     for line in lines:
         print(printable(str(line)), file=out)
+    out.flush()

@@ -119,28 +119,28 @@ def calibrate(args: argparse.Namespace) -> int:
         results_root=args.results_dir, runs=args.runs, jobs=args.jobs, ray_address=args.ray_address,
         baselines_dir=args.baselines_dir, allow_dirty=args.allow_dirty, promote=args.promote,
         from_history=args.from_history, history=args.history, after_results=history_recorder(args.history),
-        command=_calibrate_command_line(args), progress=lambda line: print(line, flush=True),
+        command=_calibrate_command_line(args), progress=lambda line: echo(line),
         framework_repo=args.framework_repo, framework_ref=args.framework_ref)
     try:
         outcome = calibrate_case(load_case(args.case), options)
     except CalibrationError as exc:
-        print(f"rl-autotest: calibration failed: {exc}", file=sys.stderr)
+        echo(f"rl-autotest: calibration failed: {exc}", file=sys.stderr)
         return EXIT_ERROR
     for warning in outcome.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+        echo(f"warning: {warning}", file=sys.stderr)
     for c in outcome.calibration.checks:
-        print(f"{c.check.check_id}: {c.previous.shown_threshold} -> {c.check.shown_threshold} ({c.status})")
+        echo(f"{c.check.check_id}: {c.previous.shown_threshold} -> {c.check.shown_threshold} ({c.status})")
     for useless in outcome.calibration.useless:
-        print(useless.line())
+        echo(useless.line())
     rate = outcome.self_check.false_alarm_rate
-    print(f"self-check: leave-one-out false alarms {outcome.self_check.false_alarms}/"
+    echo(f"self-check: leave-one-out false alarms {outcome.self_check.false_alarms}/"
           f"{len(outcome.self_check.held_out)}" + ("" if rate is None else f" ({rate:.0%})"))
-    print(f"candidate: {outcome.candidate}")
-    print(f"report: {outcome.report}")
+    echo(f"candidate: {outcome.candidate}")
+    echo(f"report: {outcome.report}")
     if outcome.promoted_to is not None:
-        print(f"promoted: {outcome.promoted_to}")
+        echo(f"promoted: {outcome.promoted_to}")
     elif args.promote:
-        print("not promoted: the self-check raised false alarms; review the report, then promote explicitly")
+        echo("not promoted: the self-check raised false alarms; review the report, then promote explicitly")
     return outcome.exit_code
 
 
@@ -160,14 +160,14 @@ def _calibrate_paired(args: argparse.Namespace) -> int:
             require_folder(folder, flag)
     outcome = calibrate_paired(load_case(args.case), PairedCalibrationOptions(
         runs=args.runs, results_root=args.results_dir, baselines_dir=args.baselines_dir, promote=args.promote,
-        progress=lambda line: print(line, flush=True)))
+        progress=lambda line: echo(line)))
     for warning in outcome.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+        echo(f"warning: {warning}", file=sys.stderr)
     for line in outcome.lines:
-        print(line)
-    print(f"candidate: {outcome.candidate}")
+        echo(line)
+    echo(f"candidate: {outcome.candidate}")
     if outcome.promoted_to is not None:
-        print(f"promoted: {outcome.promoted_to}")
+        echo(f"promoted: {outcome.promoted_to}")
     return EXIT_PASS
 
 
@@ -278,7 +278,7 @@ def power(args: argparse.Namespace) -> int:
     check_detect_targets(case.detect, [c.metric for c in baseline.checks], case.source, path)
     powers = baseline_power(baseline)
     # judged at the replicates the case's verdicts use (its replicates:), as every run of it is
-    print(f"{case.name}: {path}" + (f" (verdicts on {case.replicates} replicates)" if case.replicates > 1 else ""))
+    echo(f"{case.name}: {path}" + (f" (verdicts on {case.replicates} replicates)" if case.replicates > 1 else ""))
     for line in [*power_report(powers, case.detect, case.replicates), "", *paired_power_rows(baseline.paired)]:
-        print(line)
+        echo(line)
     return EXIT_FAIL if target_misses(powers, case.detect, case.replicates) else EXIT_PASS

@@ -100,9 +100,9 @@ def test_a_metric_logged_for_a_dataset_is_read_and_two_datasets_in_one_metric_ar
 
 
 @pytest.mark.parametrize("text, message", [
-    ("1700000000000 1.0 1\n1700000000001 0.5\n", r"loss:2: an MLflow metric line without a step \('1700000000001 "
-                                                 r"0.5': 'timestamp value', as MLflow before 1.0 wrote it\); series are "
-                                                 r"aligned by step"),
+    ("1700000000000 1.0 1\n1700000000001 0.5\n",
+     r"loss:2: an MLflow metric line without a step \('1700000000001 0.5': 'timestamp value', as MLflow before 1.0 "
+     r"wrote it\); series are aligned by step"),
     ("1700000000000 1.0 1 x\n", r"loss:1: not an MLflow metric line \(expected 'timestamp value step', got "
                                 r"'1700000000000 1.0 1 x'\)"),
     ("1700000000000 1.0 1 a b c\n", r"loss:1: not an MLflow metric line"),

@@ -68,6 +68,15 @@ class BatchProposal:
     candidates: tuple[BatchCandidate, ...]
 
 
+def calibrate_argv(case: str, runs: int, *, from_history: bool) -> tuple[str, ...]:
+    """The command that makes ``case``'s candidate. The case name comes from the history (any writer's text): a
+    name starting with '-' goes after ``--``, so it is the case, never an option."""
+    options = ("--from-history", "--last", str(runs)) if from_history else ("--runs", str(runs))
+    if case.startswith("-"):
+        return ("rl-autotest", "calibrate", *options, "--", case)
+    return ("rl-autotest", "calibrate", case, *options)
+
+
 def batch_proposal(store: HistoryStore, finding: FleetFinding, runs: int = DEFAULT_RUNS) -> BatchProposal:
     """The batch for an environment finding, from the recorded runs before and since its change."""
     if finding.kind != ENVIRONMENT:
@@ -79,8 +88,7 @@ def batch_proposal(store: HistoryStore, finding: FleetFinding, runs: int = DEFAU
         split = ids.index(cause.bad_run_id) if cause.bad_run_id in ids else len(trusted)
         since = trusted[split:]
         reusable = [r for r in since if r.status == PASS and tracker_copy(Path(r.results_dir)) is not None]
-        argv = ("rl-autotest", "calibrate", cause.case,
-                *(("--from-history", "--last", str(runs)) if len(reusable) >= runs else ("--runs", str(runs))))
+        argv = calibrate_argv(cause.case, runs, from_history=len(reusable) >= runs)
         before_ids, after_ids = set(ids[:split]), {r.run_id for r in since}
         values: dict[str, tuple[list[float], list[float], float]] = {}
         for p in store.check_points(cause.case, trusted_only=True):

@@ -42,3 +42,17 @@ def test_the_dashboard_holds_no_raw_control_character(tmp_path: Path, capsys) ->
     page = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
     assert "\x1b" not in page and "\x07" not in page
     assert "m\\x1b]0;owned\\x07\\x1b[2J[percentile]" in page
+
+
+def test_history_fleet_escapes_a_recorded_image(tmp_path: Path, capsys) -> None:
+    for case in ("c1", "c2"):
+        for night in range(1, 4):
+            folder = write_results_folder(tmp_path, case, night, {REWARDS: 0.5 if night == 3 else 0.05})
+            preflight = json.loads((folder / "preflight.json").read_text())
+            preflight["environment"]["image"] = f"img:2{ESC}\nfleet finding 9: forged" if night == 3 else "img:1"
+            (folder / "preflight.json").write_text(json.dumps(preflight))
+    ingest([tmp_path], sqlite_url(tmp_path / "history.sqlite"))
+    assert main(["history", "fleet", "--results-dir", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "img:2\\x1b]0;owned\\x07\\x1b[2J\\nfleet finding 9" in out
+    assert not any(line.startswith("fleet finding 9") for line in out.splitlines())  # no forged line

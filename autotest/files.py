@@ -8,7 +8,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from autotest.errors import UsageError, WriteFailed
 from autotest.redaction import mask_known
@@ -35,12 +35,14 @@ def write_atomic(path: Path, text: str) -> None:
     write_bytes_atomic(path, text.encode("utf-8"))
 
 
-def write_bytes_atomic(path: Path, data: bytes, *, durable: bool = False) -> None:
+def write_bytes_atomic(path: Path, data: bytes, *, durable: bool = False,
+                       check: Callable[[Path], Any] | None = None) -> None:
     """Write bytes via a temp file in the same folder and rename: two concurrent writers leave one whole file.
 
     Registered secret values (``autotest.redaction``) are masked in UTF-8 text.
     ``durable`` also fsyncs the file and its folder, so a power loss leaves the old or the new file
-    (for files that are the record, like a promoted baseline).
+    (for files that are the record, like a promoted baseline). ``check`` reads the written temp file back (a
+    loader): a :class:`UsageError` from it leaves the file at ``path`` as it was and is one line naming ``path``.
     """
     path = Path(path)
     try:  # every text file the harness writes passes here: mask secret values once, at the writer
@@ -59,6 +61,12 @@ def write_bytes_atomic(path: Path, data: bytes, *, durable: bool = False) -> Non
             handle.flush()  # ENOSPC surfaces here at the latest, before the rename
             if durable:
                 os.fsync(handle.fileno())
+        if check is not None:
+            try:
+                check(Path(tmp))
+            except UsageError as exc:
+                raise UsageError(f"{path}: not written: the new file would not load ({str(exc).replace(tmp, str(path))}"
+                                 "); the file there is unchanged") from None
         os.replace(tmp, path)
     except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)

@@ -30,6 +30,7 @@ from autotest.inputs.baseline import load_baseline
 from autotest.inputs.case import Case
 from autotest.judge.model import FAIL, PASS
 from autotest.pipeline import RunOptions
+from autotest.report.md_safe import md_code, md_text
 from autotest.run.framework import check_ref, default_cache_dir, framework_request
 from autotest.run.ray_tasks import RayCall, RayPlacement, attempts, run_on_cluster
 from autotest.run.replicates import side_by_side
@@ -260,19 +261,24 @@ def _write(outcome: BisectOutcome, case: Case) -> None:
 
 
 def render_bisect(data: dict[str, Any]) -> str:
-    lines = [f"# Bisect {data['case']}: {data['status']}", "", data["message"] or "(in progress)", ""]
+    """bisect.md. A commit's subject and author are anyone's text (as are refs and messages quoting them): each is
+    markdown-inert (:mod:`autotest.report.md_safe`), never a heading, a link, HTML or a code span of its own."""
+    lines = [f"# Bisect {md_text(data['case'])}: {data['status']}", "", md_text(data["message"] or "(in progress)"), ""]
     first = data["first_bad"]
     if first:
-        lines += [f"- first bad commit: `{first['sha']}` {first['subject']} ({first['author']})",
-                  f"- last good: `{data['last_good']}`; confidence: {data['confidence']}"]
+        lines += [f"- first bad commit: {md_code(first['sha'])} {md_text(first['subject'])} "
+                  f"({md_text(first['author'])})",
+                  f"- last good: {md_code(data['last_good'])}; confidence: {data['confidence']}"]
     lines += [f"- rounds: {data['rounds']}, training runs: {data['runs']}, device-seconds: {data['device_seconds']}",
               ""]
     if data["flipped_gates"]:
         lines += ["## Gates that flip at the first bad commit", "", "| gate | threshold | last good | first bad |",
                   "|---|---|---|---|"]
-        lines += [f"| `{r['check']}` | {r['threshold']} | {r['good']} | {r['bad']} |" for r in data["flipped_gates"]]
+        lines += [f"| {md_code(r['check'])} | {r['threshold']} | {r['good']} | {r['bad']} |"
+                  for r in data["flipped_gates"]]
         lines.append("")
     lines += ["## Probes", "", "| commit | answer | confidence | runs | why |", "|---|---|---|---|---|"]
-    lines += [f"| `{p['commit'][:12]}` | {p['answer']} | {p['confidence']} | {p['runs']} | {p['reason']} |"
+    lines += [f"| {md_code(p['commit'][:12])} | {p['answer']} | {p['confidence']} | {p['runs']} | "
+              f"{md_text(p['reason'])} |"
               for p in data["probes"]]
     return "\n".join(lines) + "\n"

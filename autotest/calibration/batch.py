@@ -9,7 +9,9 @@ history recorded; it runs nothing:
   ``rl-autotest calibrate CASE --runs N`` (N new runs);
 - per case, each changed gated statistic before and after the change (regime means of the recorded trusted runs,
   in the statistic's units and in thresholds), so the reviewer sees what the new goldens will absorb;
-- one review report (markdown) and one script with every command, written side by side.
+- one review report (markdown) and one script with every command, written side by side. The script is built from
+  argument lists (:mod:`autotest.shell_script`): a recorded value in it (the changes in its header comment, a case
+  name) is a quoted word or escaped comment text, never a command.
 
 Each candidate is then reviewed and promoted as any other (``rl-autotest baseline promote CASE``).
 """
@@ -25,6 +27,8 @@ from autotest.files import make_folder, write_atomic
 from autotest.history.fleet import ENVIRONMENT, FleetFinding
 from autotest.history.store import PASS, HistoryStore
 from autotest.inputs.tracker_layout import tracker_copy
+from autotest.report.md_safe import md_code, md_text
+from autotest.shell_script import write_script
 
 DEFAULT_RUNS = 3
 
@@ -44,12 +48,17 @@ class StatisticShift:
 @dataclass(frozen=True)
 class BatchCandidate:
     case: str
-    #: the command that makes the case's candidate baseline in the new environment
-    command: str
+    #: the command that makes the case's candidate baseline in the new environment, word by word
+    argv: tuple[str, ...]
     #: trusted runs recorded since the change, and those passing with their tracker on disk
     runs_since: int
     reusable_runs: int
     shifts: tuple[StatisticShift, ...]
+
+    @property
+    def command(self) -> str:
+        """The command as one shell line (each word quoted)."""
+        return shlex.join(self.argv)
 
 
 @dataclass(frozen=True)
@@ -57,6 +66,15 @@ class BatchProposal:
     finding: FleetFinding
     runs: int
     candidates: tuple[BatchCandidate, ...]
+
+
+def calibrate_argv(case: str, runs: int, *, from_history: bool) -> tuple[str, ...]:
+    """The command that makes ``case``'s candidate. The case name comes from the history (any writer's text): a
+    name starting with '-' goes after ``--``, so it is the case, never an option."""
+    options = ("--from-history", "--last", str(runs)) if from_history else ("--runs", str(runs))
+    if case.startswith("-"):
+        return ("rl-autotest", "calibrate", *options, "--", case)
+    return ("rl-autotest", "calibrate", case, *options)
 
 
 def batch_proposal(store: HistoryStore, finding: FleetFinding, runs: int = DEFAULT_RUNS) -> BatchProposal:
@@ -70,8 +88,7 @@ def batch_proposal(store: HistoryStore, finding: FleetFinding, runs: int = DEFAU
         split = ids.index(cause.bad_run_id) if cause.bad_run_id in ids else len(trusted)
         since = trusted[split:]
         reusable = [r for r in since if r.status == PASS and tracker_copy(Path(r.results_dir)) is not None]
-        command = (f"rl-autotest calibrate {shlex.quote(cause.case)} --from-history --last {runs}"
-                   if len(reusable) >= runs else f"rl-autotest calibrate {shlex.quote(cause.case)} --runs {runs}")
+        argv = calibrate_argv(cause.case, runs, from_history=len(reusable) >= runs)
         before_ids, after_ids = set(ids[:split]), {r.run_id for r in since}
         values: dict[str, tuple[list[float], list[float], float]] = {}
         for p in store.check_points(cause.case, trusted_only=True):
@@ -82,7 +99,7 @@ def batch_proposal(store: HistoryStore, finding: FleetFinding, runs: int = DEFAU
         shifts = tuple(StatisticShift(c, sum(b) / len(b), sum(a) / len(a), t)
                        for c, (b, a, t) in sorted(values.items()) if b and a and (c in cause.check_ids or not
                                                                                   cause.check_ids))
-        candidates.append(BatchCandidate(cause.case, command, len(since), len(reusable), shifts))
+        candidates.append(BatchCandidate(cause.case, argv, len(since), len(reusable), shifts))
     return BatchProposal(finding, runs, tuple(candidates))
 
 
@@ -92,7 +109,7 @@ def render_batch_review(proposal: BatchProposal) -> str:
     label = f"fleet finding {f.finding_id}" if f.finding_id is not None else "fleet finding"
     lines = [f"# Batch recalibration: {label}", "",
              f"The environment changed between {f.window_start} and {f.window_end} ({f.nights} night(s)):", ""]
-    lines += [f"- `{change}`" for change in f.changes]
+    lines += [f"- {md_code(change)}" for change in f.changes]
     lines += ["", f"It explains the change in {len(proposal.candidates)} case(s); each is recalibrated in the new "
               "environment here, not investigated on its own. This report is a proposal made from the recorded "
               "runs: no calibration has run yet. Run the commands (also in `recalibrate.sh` beside this file), "
@@ -101,14 +118,15 @@ def render_batch_review(proposal: BatchProposal) -> str:
               "|---|---|---|---|---|"]
     events = {c.case: c.event for c in f.cases}
     for c in proposal.candidates:
-        lines.append(f"| {c.case} | {events.get(c.case, '-')} | {c.runs_since} | {c.reusable_runs} | `{c.command}` |")
+        lines.append(f"| {md_text(c.case)} | {md_text(events.get(c.case, '-'))} | {c.runs_since} | {c.reusable_runs} | "
+                     f"{md_code(c.command)} |")
     lines += ["", "## What the new goldens absorb", "",
               "Regime means of each changed gated statistic over the trusted runs before and since the change.", "",
               "| case | check | before | since | threshold | shift (x threshold) |", "|---|---|---|---|---|---|"]
     for c in proposal.candidates:
         for s in c.shifts:
-            lines.append(f"| {c.case} | `{s.check_id}` | {s.before:.4g} | {s.after:.4g} | {s.threshold:.4g} | "
-                         f"{s.shift_thresholds:+.2f} |")
+            lines.append(f"| {md_text(c.case)} | {md_code(s.check_id)} | {s.before:.4g} | {s.after:.4g} | "
+                         f"{s.threshold:.4g} | {s.shift_thresholds:+.2f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -117,10 +135,9 @@ def write_batch(proposal: BatchProposal, folder: Path) -> tuple[Path, Path]:
     make_folder(folder)
     review, script = folder / "review.md", folder / "recalibrate.sh"
     write_atomic(review, render_batch_review(proposal))
-    write_atomic(script, "#!/bin/sh\n# batch recalibration for "
-                 + (f"fleet finding {proposal.finding.finding_id}" if proposal.finding.finding_id else "a fleet finding")
-                 + f": {'; '.join(proposal.finding.changes)}\nset -e\n"
-                 + "".join(f"{c.command}\n" for c in proposal.candidates))
+    label = f"fleet finding {proposal.finding.finding_id}" if proposal.finding.finding_id else "a fleet finding"
+    write_script(script, [c.argv for c in proposal.candidates],
+                 comments=[f"batch recalibration for {label}: {'; '.join(proposal.finding.changes)}"])
     return review, script
 
 

@@ -11,6 +11,7 @@ from autotest.errors import UsageError
 from autotest.inputs.roles import PRESETS
 from autotest.readers.registry import BUILTIN
 from autotest.readers.registry import get as format_record
+from autotest.terminal import echo
 
 if TYPE_CHECKING:
     from autotest.calibration.init import InitOutcome
@@ -109,25 +110,25 @@ def _init(args: argparse.Namespace) -> int:
         name=args.name, command=command, cases_dir=cases, baselines_dir=baselines,
         results_root=(args.results_dir or default_results_root()).resolve(), log=args.log, format=args.format,
         preset=args.preset, marker=args.marker, timeout_s=args.timeout_s, baseline_key=baseline_key,
-        progress=lambda line: print(line, flush=True)))
+        progress=lambda line: echo(line)))
     if not outcome.written:
         return _already(args.name, outcome)
     _print_proposal(outcome)
-    print(f"wrote: {outcome.case_path}")
+    echo(f"wrote: {outcome.case_path}")
     checks = outcome.proposal.checks if outcome.proposal else ()
-    print(f"wrote: {outcome.baseline_path} ({len(checks)} checks; every threshold is a placeholder, so any run "
+    echo(f"wrote: {outcome.baseline_path} ({len(checks)} checks; every threshold is a placeholder, so any run "
           "against it is an ERROR until calibrated)")
-    print(f"next: rl-autotest calibrate {args.name}")
+    echo(f"next: rl-autotest calibrate {args.name}")
     return 0
 
 
 def _already(name: str, outcome: InitOutcome) -> int:
     from autotest.inputs.baseline import load_baseline
 
-    print(f"init: {name}: {outcome.case_path} and {outcome.baseline_path} already exist; nothing run or written "
+    echo(f"init: {name}: {outcome.case_path} and {outcome.baseline_path} already exist; nothing run or written "
           "(init never overwrites)")
     pending = any(c.placeholder for c in load_baseline(outcome.baseline_path).checks)
-    print(f"next: rl-autotest calibrate {name}" if pending else f"next: rl-autotest run {name}")
+    echo(f"next: rl-autotest calibrate {name}" if pending else f"next: rl-autotest run {name}")
     return 0
 
 
@@ -135,10 +136,10 @@ def _print_proposal(outcome: InitOutcome) -> None:
     proposal = outcome.proposal
     assert proposal is not None and outcome.log is not None
     ran = f", one run of {outcome.wall_s:.0f} s" if outcome.wall_s is not None else ""
-    print(f"log: {outcome.log} ({outcome.log_format}, {proposal.expected_steps} steps, {len(proposal.rows)} "
+    echo(f"log: {outcome.log} ({outcome.log_format}, {proposal.expected_steps} steps, {len(proposal.rows)} "
           f"metrics{ran})")
-    print(proposal.roles_line)
+    echo(proposal.roles_line)
     width = max(len(r.metric) for r in proposal.rows)
     for row in proposal.rows:
         what = "checks: " + ", ".join(row.checks) if row.checks else row.note
-        print(f"  {row.metric:{width}}  {row.role or '-':16}  {what}")
+        echo(f"  {row.metric:{width}}  {row.role or '-':16}  {what}")

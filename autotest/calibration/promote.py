@@ -3,12 +3,15 @@
 The golden baseline decides every verdict of its case, so promotion checks what it installs: the
 candidate must load (schema), be the same case's (its ``name``), come from ``rl-autotest calibrate``
 (provenance) and have a clean leave-one-out self-check. ``force`` (a reason) skips the last two and
-records the reason in the installed file. The replaced baseline is kept as ``<name>.yaml.bak-<time>``
-and the new one is written durably (fsync), so a crash mid-promotion leaves one whole file.
+records the reason in the installed file (a comment line, its control characters escaped: YAML forbids them, and a
+raw one would make the baseline unloadable). The replaced baseline is kept as ``<name>.yaml.bak-<time>``
+and the new one is written durably (fsync) and loaded before it replaces the old one, so a crash mid-promotion
+leaves one whole file and a file that would not load is never installed.
 
 ``promote_shadow`` (``baseline promote --shadow``) makes shadow gates that held in the history gates, in place;
-``promote_to_shadow`` (``--to-shadow``) puts a candidate in shadow beside the baseline, and ``promote_from_shadow``
-(``--from-shadow``) makes it the baseline once its gates held.
+``promote_to_shadow`` (``--to-shadow``) puts a candidate in shadow beside the baseline (refusing to replace one
+already there unless forced), and ``promote_from_shadow`` (``--from-shadow``) makes it the baseline once its gates
+held.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from autotest.inputs.baseline import Baseline, load_baseline
 from autotest.inputs.baseline_model import SHADOW
 from autotest.judge.shadow import candidate_label, shadow_candidate_path
 from autotest.judge.verdict import golden_trace
+from autotest.terminal import printable
 
 PRODUCED_BY = "rl-autotest calibrate"
 
@@ -42,6 +46,28 @@ class Promotion:
     forced: str | None = None
     #: the candidate's review report, kept beside the baseline it now describes (None: there was none)
     review: Path | None = None
+
+
+def comment_line(text: str) -> bytes:
+    """One YAML comment line recording ``text`` (a ``--force`` reason, check ids): whitespace runs made one space,
+    control characters escaped (``\\x1b``), so the line neither ends early nor makes the file unloadable."""
+    return f"# {printable(' '.join(text.split()))}\n".encode("utf-8")
+
+
+def _install(path: Path, data: bytes, *, backup: bool) -> Path | None:
+    """Write a baseline durably, installed only when it loads: a refused or failed write leaves the old file (and
+    no backup of it). ``backup``: keep the replaced file as ``<name>.bak-<time>``; returns that copy's path."""
+    copy = None
+    if backup and path.is_file():
+        copy = _backup_path(path)
+        shutil.copy2(path, copy)
+    try:
+        write_bytes_atomic(path, data, durable=True, check=load_baseline)
+    except BaseException:
+        if copy is not None:
+            copy.unlink(missing_ok=True)
+        raise
+    return copy
 
 
 def candidate_files(baseline: Path) -> tuple[Path, Path]:
@@ -116,13 +142,8 @@ def promote(baseline: Path, *, force: str | None = None) -> Promotion:
     changes = tuple(diff_lines(current, candidate))
     data = candidate_path.read_bytes()
     if force and soft:
-        note = f"# promoted with --force: {' '.join(force.split())} (skipped: {'; '.join(soft)})\n"
-        data = note.encode("utf-8") + data
-    backup = None
-    if current is not None:
-        backup = _backup_path(baseline)
-        shutil.copy2(baseline, backup)
-    write_bytes_atomic(baseline, data, durable=True)
+        data = comment_line(f"promoted with --force: {force} (skipped: {'; '.join(soft)})") + data
+    backup = _install(baseline, data, backup=current is not None)
     candidate_path.unlink()
     # the review report (the diff against the baseline just replaced, the self-check, the power table) is what
     # a reviewer reads with the commit: kept as <case>.review.md, never deleted
@@ -179,11 +200,9 @@ def promote_shadow(baseline: Path, check_ids: Sequence[str], standing: Mapping[s
         text = text[:start] + "gate" + text[end:]
     when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     evidence = "; ".join(f"{c} ({standing.get(c, 'not judged')})" for c in check_ids)
-    forced = f"; forced: {' '.join(force.split())}" if unready and force else ""
-    text = f"# shadow promoted to gate {when} (rl-autotest baseline promote --shadow): {evidence}{forced}\n" + text
-    backup = _backup_path(baseline)
-    shutil.copy2(baseline, backup)
-    write_bytes_atomic(baseline, text.encode("utf-8"), durable=True)
+    forced = f"; forced: {force}" if unready and force else ""
+    note = comment_line(f"shadow promoted to gate {when} (rl-autotest baseline promote --shadow): {evidence}{forced}")
+    backup = _install(baseline, note + text.encode("utf-8"), backup=True)
     promoted = load_baseline(baseline)  # what was written reads back, each named check a gate
     assert all(promoted.checks[by_id[c]].severity == "gate" for c in check_ids)
     return Promotion(baseline, backup, tuple(f"shadow -> gate: {c}" for c in check_ids),
@@ -193,8 +212,8 @@ def promote_shadow(baseline: Path, check_ids: Sequence[str], standing: Mapping[s
 def promote_to_shadow(baseline: Path, *, force: str | None = None) -> Promotion:
     """Put ``baseline``'s reviewed candidate in shadow beside it (``<case>.shadow.yaml``) instead of replacing it:
     the same checks as :func:`promote`, the baseline untouched; every run then judges the candidate's checks as
-    shadow gates until :func:`promote_from_shadow`. A candidate already in shadow is replaced (its nights restart:
-    a new file is a new ``candidate@<hash>`` in the history)."""
+    shadow gates until :func:`promote_from_shadow`. A candidate already in shadow is refused unless ``force`` (a
+    reason, recorded): replacing it restarts its nights (a new file is a new ``candidate@<hash>`` in the history)."""
     baseline = Path(baseline)
     candidate_path, report_path = candidate_files(baseline)
     if not candidate_path.is_file():
@@ -209,11 +228,18 @@ def promote_to_shadow(baseline: Path, *, force: str | None = None) -> Promotion:
     if hard or (soft and not force):
         fix = "fix the candidate" if hard else "recalibrate, or pass --force REASON after review"
         raise UsageError(f"{candidate_path}: not put in shadow: {'; '.join(hard + soft)}; {fix}")
-    data = candidate_path.read_bytes()
-    if force and soft:
-        data = f"# put in shadow with --force: {' '.join(force.split())} (skipped: {'; '.join(soft)})\n".encode() + data
     target = shadow_candidate_path(baseline)
-    write_bytes_atomic(target, data, durable=True)
+    replaced = candidate_label(target) if target.is_file() else None
+    if replaced is not None and not force:
+        raise UsageError(f"{target}: a candidate is already in shadow ({replaced}); not replaced: promote it "
+                         "(baseline promote CASE --from-shadow) or remove that file, or pass --force REASON to replace "
+                         "it (its nights restart)")
+    data = candidate_path.read_bytes()
+    if force and (soft or replaced):
+        skipped = [f"skipped: {'; '.join(soft)}"] if soft else []
+        skipped += [f"replaced {replaced}, its nights restart"] if replaced else []
+        data = comment_line(f"put in shadow with --force: {force} ({'; '.join(skipped)})") + data
+    _install(target, data, backup=False)
     candidate_path.unlink()
     review = None
     if report_path.is_file():
@@ -221,7 +247,7 @@ def promote_to_shadow(baseline: Path, *, force: str | None = None) -> Promotion:
         os.replace(report_path, review)
     changes = (f"in shadow as {candidate_label(target)}: its checks are judged beside the baseline's, never failing "
                "a run", *diff_lines(current, candidate))
-    return Promotion(target, None, changes, force if soft else None, review)
+    return Promotion(target, None, changes, force if soft or replaced else None, review)
 
 
 def promote_from_shadow(baseline: Path, standing: Mapping[str, str], *, force: str | None = None) -> Promotion:
@@ -241,14 +267,10 @@ def promote_from_shadow(baseline: Path, standing: Mapping[str, str], *, force: s
         raise UsageError(f"{shadow}: not promoted: {'; '.join(unready)}; let it hold more nights "
                          "(rl-autotest history promote-ready), or pass --force REASON after review")
     when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    forced = f"; forced: {' '.join(force.split())}" if unready and force else ""
-    note = f"# promoted from shadow {when} ({label}, {len(gates)} gate(s) held){forced}\n"
+    forced = f"; forced: {force}" if unready and force else ""
+    note = comment_line(f"promoted from shadow {when} ({label}, {len(gates)} gate(s) held){forced}")
     changes = tuple(diff_lines(current, candidate))
-    backup = None
-    if current is not None:
-        backup = _backup_path(baseline)
-        shutil.copy2(baseline, backup)
-    write_bytes_atomic(baseline, note.encode("utf-8") + shadow.read_bytes(), durable=True)
+    backup = _install(baseline, note + shadow.read_bytes(), backup=current is not None)
     shadow.unlink()
     review = None
     shadow_review = shadow.with_name(shadow.name.rsplit(".", 1)[0] + ".md")

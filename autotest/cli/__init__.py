@@ -19,6 +19,7 @@ from autotest.cli.common import (CASE_HELP, EXIT_ENVIRONMENT, EXIT_ERROR, EXIT_F
 from autotest.errors import UsageError
 from autotest.redaction import MaskedStream, collect_secrets
 from autotest.run.interrupts import describe, signals_as_interrupt
+from autotest.terminal import echo
 
 __all__ = ["CASE_HELP", "COMMANDS", "EXIT_ENVIRONMENT", "EXIT_ERROR", "EXIT_FAIL", "EXIT_NOT_COLLECTED", "EXIT_PASS", "build_parser",
            "exit_code_for", "main"]
@@ -90,10 +91,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         with signals_as_interrupt():  # SIGTERM/SIGHUP (CI cancelling) take Ctrl-C's path: cleanup, verdict
             return COMMANDS[args.command](args)
     except UsageError as exc:
-        print(f"rl-autotest: error: {exc}", file=sys.stderr)
+        echo(f"rl-autotest: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt as exc:
-        print(f"rl-autotest: interrupted ({describe(exc)})", file=sys.stderr)
+        echo(f"rl-autotest: interrupted ({describe(exc)})", file=sys.stderr)
         return EXIT_ERROR
     except BrokenPipeError:  # the reader left (`rl-autotest cases | head`): no traceback, nothing more to say
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.__stdout__.fileno())  # Python's own flush at exit fails quietly

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from autotest.cli.common import CASE_HELP, EXIT_ERROR, EXIT_FAIL, EXIT_PASS, results_help
 from autotest.errors import UsageError
+from autotest.terminal import echo
 
 DEFAULT_SEEDS = 3
 
@@ -60,17 +61,17 @@ def ab(args: argparse.Namespace) -> int:
     baseline_path = baseline_files(case, args.baselines_dir)[0] if args.baselines_dir else None
     outcome = run_ab(case, base, head, AbOptions(
         seeds=seeds, results_root=args.results_dir, env=env, baseline_path=baseline_path,
-        progress=lambda line: print(line, flush=True), with_plots=not args.no_plots, split=args.split,
+        progress=lambda line: echo(line), with_plots=not args.no_plots, split=args.split,
         aa_check=args.aa_check))
     for result in outcome.verdict.results:
-        print(f"{result.status}: {result.message}")
+        echo(f"{result.status}: {result.message}")
     if outcome.verdict.reason:
-        print(f"not judged: {outcome.verdict.reason}")
+        echo(f"not judged: {outcome.verdict.reason}")
     if outcome.split is not None:
-        print(f"split: {outcome.split.finding.summary}; next: {outcome.split.finding.next_step}")
+        echo(f"split: {outcome.split.finding.summary}; next: {outcome.split.finding.next_step}")
     elif args.split:
-        print(f"split: not run (the A/B is {outcome.status}: only a failed A/B is split)")
-    print(f"A/B {case.name}: {outcome.status}; report: {outcome.report}")
+        echo(f"split: not run (the A/B is {outcome.status}: only a failed A/B is split)")
+    echo(f"A/B {case.name}: {outcome.status}; report: {outcome.report}")
     return {"PASS": EXIT_PASS, "FAIL": EXIT_FAIL}.get(outcome.status, EXIT_ERROR)
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from autotest.cli.common import CASE_HELP, results_help
 from autotest.errors import UsageError
+from autotest.terminal import echo
 
 
 def add_bisect_parser(sub: argparse._SubParsersAction) -> None:
@@ -45,12 +46,12 @@ def bisect(args: argparse.Namespace) -> int:
     outcome = run_bisect(case, BisectOptions(
         good=args.good, bad=args.bad, repo=args.framework_repo, all_commits=args.all_commits,
         slots=args.jobs, max_runs=args.max_runs, results_root=args.results_dir, seed=args.seed,
-        progress=lambda line: print(line, flush=True), ray=_ray_placement(args, case.platform.gpus)))
-    print(f"bisect: {outcome.status}: {outcome.message}")
+        progress=lambda line: echo(line), ray=_ray_placement(args, case.platform.gpus)))
+    echo(f"bisect: {outcome.status}: {outcome.message}")
     for row in outcome.flipped:
-        print(f"  {row['check']}: last good {_number(row['good'])}, first bad {_number(row['bad'])} "
+        echo(f"  {row['check']}: last good {_number(row['good'])}, first bad {_number(row['bad'])} "
               f"(threshold {_number(row['threshold'])})")
-    print(f"bisect: {outcome.rounds} round(s), {outcome.runs} run(s), {format_device_seconds(outcome.device_seconds)}; "
+    echo(f"bisect: {outcome.rounds} round(s), {outcome.runs} run(s), {format_device_seconds(outcome.device_seconds)}; "
           f"report: {outcome.folder / 'bisect.md'}")
     return outcome.exit_code
 

@@ -22,6 +22,7 @@ from autotest.cli.common import (
     results_help,
 )
 from autotest.errors import UsageError
+from autotest.terminal import echo
 
 
 def add_calibrate_parser(sub: argparse._SubParsersAction) -> None:
@@ -118,28 +119,28 @@ def calibrate(args: argparse.Namespace) -> int:
         results_root=args.results_dir, runs=args.runs, jobs=args.jobs, ray_address=args.ray_address,
         baselines_dir=args.baselines_dir, allow_dirty=args.allow_dirty, promote=args.promote,
         from_history=args.from_history, history=args.history, after_results=history_recorder(args.history),
-        command=_calibrate_command_line(args), progress=lambda line: print(line, flush=True),
+        command=_calibrate_command_line(args), progress=lambda line: echo(line),
         framework_repo=args.framework_repo, framework_ref=args.framework_ref)
     try:
         outcome = calibrate_case(load_case(args.case), options)
     except CalibrationError as exc:
-        print(f"rl-autotest: calibration failed: {exc}", file=sys.stderr)
+        echo(f"rl-autotest: calibration failed: {exc}", file=sys.stderr)
         return EXIT_ERROR
     for warning in outcome.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+        echo(f"warning: {warning}", file=sys.stderr)
     for c in outcome.calibration.checks:
-        print(f"{c.check.check_id}: {c.previous.shown_threshold} -> {c.check.shown_threshold} ({c.status})")
+        echo(f"{c.check.check_id}: {c.previous.shown_threshold} -> {c.check.shown_threshold} ({c.status})")
     for useless in outcome.calibration.useless:
-        print(useless.line())
+        echo(useless.line())
     rate = outcome.self_check.false_alarm_rate
-    print(f"self-check: leave-one-out false alarms {outcome.self_check.false_alarms}/"
+    echo(f"self-check: leave-one-out false alarms {outcome.self_check.false_alarms}/"
           f"{len(outcome.self_check.held_out)}" + ("" if rate is None else f" ({rate:.0%})"))
-    print(f"candidate: {outcome.candidate}")
-    print(f"report: {outcome.report}")
+    echo(f"candidate: {outcome.candidate}")
+    echo(f"report: {outcome.report}")
     if outcome.promoted_to is not None:
-        print(f"promoted: {outcome.promoted_to}")
+        echo(f"promoted: {outcome.promoted_to}")
     elif args.promote:
-        print("not promoted: the self-check raised false alarms; review the report, then promote explicitly")
+        echo("not promoted: the self-check raised false alarms; review the report, then promote explicitly")
     return outcome.exit_code
 
 
@@ -159,14 +160,14 @@ def _calibrate_paired(args: argparse.Namespace) -> int:
             require_folder(folder, flag)
     outcome = calibrate_paired(load_case(args.case), PairedCalibrationOptions(
         runs=args.runs, results_root=args.results_dir, baselines_dir=args.baselines_dir, promote=args.promote,
-        progress=lambda line: print(line, flush=True)))
+        progress=lambda line: echo(line)))
     for warning in outcome.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+        echo(f"warning: {warning}", file=sys.stderr)
     for line in outcome.lines:
-        print(line)
-    print(f"candidate: {outcome.candidate}")
+        echo(line)
+    echo(f"candidate: {outcome.candidate}")
     if outcome.promoted_to is not None:
-        print(f"promoted: {outcome.promoted_to}")
+        echo(f"promoted: {outcome.promoted_to}")
     return EXIT_PASS
 
 
@@ -210,18 +211,18 @@ def baseline(args: argparse.Namespace) -> int:
         promotion = promote_from_shadow(target, _standing(args, load_case(args.case).name), force=args.force)
     else:
         promotion = promote(target, force=args.force)
-    for line in promotion.changes:
-        print(f"  {line}")
+    # check ids, paths and the --force reason are user text: echo shows their terminal escapes, never obeys them
+    echo(*(f"  {line}" for line in promotion.changes))
     if promotion.backup is not None:
-        print(f"previous baseline kept: {promotion.backup}")
+        echo(f"previous baseline kept: {promotion.backup}")
     if promotion.forced:
-        print(f"forced: {promotion.forced} (recorded in the baseline)")
-    print(f"{'in shadow' if args.to_shadow else 'promoted'}: {promotion.path}")
+        echo(f"forced: {promotion.forced} (recorded in the baseline)")
+    echo(f"{'in shadow' if args.to_shadow else 'promoted'}: {promotion.path}")
     if promotion.review is not None:
-        print(f"review report: {promotion.review} (commit it with the baseline)")
+        echo(f"review report: {promotion.review} (commit it with the baseline)")
     case = load_case(args.case)
-    for line in target_misses(baseline_power(load_baseline(promotion.path)), case.detect):
-        print(f"warning: power: {line}", file=sys.stderr)
+    echo(*(f"warning: power: {line}" for line in target_misses(baseline_power(load_baseline(promotion.path)),
+                                                                  case.detect)), file=sys.stderr)
     return EXIT_PASS
 
 
@@ -277,7 +278,7 @@ def power(args: argparse.Namespace) -> int:
     check_detect_targets(case.detect, [c.metric for c in baseline.checks], case.source, path)
     powers = baseline_power(baseline)
     # judged at the replicates the case's verdicts use (its replicates:), as every run of it is
-    print(f"{case.name}: {path}" + (f" (verdicts on {case.replicates} replicates)" if case.replicates > 1 else ""))
+    echo(f"{case.name}: {path}" + (f" (verdicts on {case.replicates} replicates)" if case.replicates > 1 else ""))
     for line in [*power_report(powers, case.detect, case.replicates), "", *paired_power_rows(baseline.paired)]:
-        print(line)
+        echo(line)
     return EXIT_FAIL if target_misses(powers, case.detect, case.replicates) else EXIT_PASS

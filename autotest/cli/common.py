@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from autotest.history import HISTORY_ENV
+from autotest.terminal import echo
 
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
 CASE_HELP = "a case: its name (the project's cases, then the packaged demo cases) or its YAML file"
@@ -64,6 +65,6 @@ def recorder(args: argparse.Namespace):
         from autotest.history.drift import history_recorder
 
         return history_recorder(args.history, strict=args.strict_history,
-                                warn=lambda line: print(f"warning: {line}", file=sys.stderr, flush=True))(results_dir)
+                                warn=lambda line: echo(f"warning: {line}", file=sys.stderr))(results_dir)
 
     return record

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from autotest.cli.common import EXIT_ERROR, HISTORY_HELP, exit_code_for, recorder
 from autotest.readers.registry import BUILTIN
+from autotest.terminal import echo
 
 
 def add_compare_parser(sub: argparse._SubParsersAction) -> None:
@@ -64,22 +65,22 @@ def compare(args: argparse.Namespace) -> int:
         verdict = published.verdict or verdict
         unsaved = published.unsaved
         if published.report_md is not None:
-            print(f"report: {published.report_md}")
+            echo(f"report: {published.report_md}")
     for warning in (*verdict.warnings, *power_warnings(verdict)):
-        print(f"warning: {warning}", file=sys.stderr)
+        echo(f"warning: {warning}", file=sys.stderr)
     shadows = shadow_alarms(verdict.results)
     for result in verdict.results:
         if result.status != PASS and result.severity != SHADOW:
-            print(f"{result.status:5} {result.check_id}: {result.message}")
+            echo(f"{result.status:5} {result.check_id}: {result.message}")
     for result in shadows:  # never the job's status: a gate-in-waiting says what it would have done
-        print(shadow_line(result))
+        echo(shadow_line(result))
     for finding in verdict.triage:
         if finding.primary:
-            print(f"next step: {finding.suggestion}")
+            echo(f"next step: {finding.suggestion}")
     caught = caught_phrase(verdict.results) if verdict.status == PASS else ""
     line = f"{verdict.case}: {verdict.status}" + (f" — {caught}" if caught else "")
     if unsaved:  # the verdict stands; its results folder is incomplete
-        print(f"{line} — results not saved: {unsaved[0]}")
+        echo(f"{line} — results not saved: {unsaved[0]}")
         return EXIT_ERROR
-    print(line)
+    echo(line)
     return exit_code_for(verdict.status, verdict.environment_only)

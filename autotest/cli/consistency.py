@@ -8,6 +8,7 @@ import argparse
 from pathlib import Path
 
 from autotest.cli.common import EXIT_ERROR, EXIT_NOT_COLLECTED, EXIT_PASS
+from autotest.terminal import echo
 
 
 def add_consistency_parser(sub: argparse._SubParsersAction) -> None:
@@ -26,8 +27,8 @@ def consistency(args: argparse.Namespace) -> int:
 
     outcome = run_consistency_job(args.results_dir, execute=not args.no_execute,
                                   max_forwards_per_side=args.max_forwards, progress=print)
-    print(f"root-cause report: {outcome.report_md}")
-    print(f"consistency: {outcome.summary}")
+    echo(f"root-cause report: {outcome.report_md}")
+    echo(f"consistency: {outcome.summary}")
     if outcome.not_collected:  # the framework has no hook: neither a pass nor an error of the job
         return EXIT_NOT_COLLECTED
     return EXIT_PASS if outcome.executed and outcome.verdict != "cannot_conclude" else EXIT_ERROR

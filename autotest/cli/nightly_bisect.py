@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from autotest.errors import UsageError
+from autotest.terminal import echo
 
 DEFAULT_MAX_RUNS = 12
 
@@ -59,11 +60,11 @@ def _nightly_bisect(args: argparse.Namespace) -> int:
         args.history, Path(args.results_dir or default_results_root()).resolve(), args.tonight,
         NightlyBudget(args.max_runs, None if args.budget_device_s in (None, math.inf) else args.budget_device_s),
         load_case, cases=args.case or None,
-        options=BisectOptions(good="", bad="", slots=args.jobs), say=lambda line: print(line, flush=True))
+        options=BisectOptions(good="", bad="", slots=args.jobs), say=lambda line: echo(line))
     lines = summary_lines(report)
-    print("\n".join(lines))
+    echo(*lines)
     for line in annotations(report):
-        print(line)
+        echo(line)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
         with open(summary, "a", encoding="utf-8") as out:

@@ -22,6 +22,7 @@ from autotest.cli.common import (
 )
 from autotest.errors import UsageError
 from autotest.inputs.replicate_limits import CAPS_HELP
+from autotest.terminal import echo
 
 
 def add_run_parser(sub: argparse._SubParsersAction) -> None:
@@ -111,14 +112,14 @@ def run(args: argparse.Namespace) -> int:
         shadows = shadow_alarms(outcome.verdict.results)
         for result in outcome.verdict.failing():
             if result.severity != SHADOW:
-                print(f"{result.status:5} {result.check_id}: {result.message}")
+                echo(f"{result.status:5} {result.check_id}: {result.message}")
         for result in shadows:  # never the job's status: a gate-in-waiting says what it would have done
-            print(shadow_line(result))
+            echo(shadow_line(result))
         for warning in power_warnings(outcome.verdict):
-            print(f"warning: {warning}", file=sys.stderr)
-    print(outcome.summary_line())
+            echo(f"warning: {warning}", file=sys.stderr)
+    echo(outcome.summary_line())
     if outcome.status == DRY_RUN and args.dry_run and outcome.problems:
-        print(f"rl-autotest: error: {case.name}: the run would not start: {'; '.join(outcome.problems)}",
+        echo(f"rl-autotest: error: {case.name}: the run would not start: {'; '.join(outcome.problems)}",
               file=sys.stderr)
         return EXIT_ERROR
     if outcome.status == DRY_RUN:
@@ -143,5 +144,5 @@ def cases(args: argparse.Namespace) -> int:
     for case in found:
         check = check_platform(case)
         where = "runnable here" if check.runnable else f"skips here: {check.skip_reason}"
-        print(f"{case.name:34} [{','.join(case.markers)}] {where}")
+        echo(f"{case.name:34} [{','.join(case.markers)}] {where}")
     return EXIT_PASS

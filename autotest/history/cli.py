@@ -16,8 +16,8 @@ from typing import Callable, Mapping, Sequence
 from autotest.errors import UsageError
 from autotest.history import HISTORY_ENV
 from autotest.history.database import SQLITE_NAME, describe, resolve_url, sqlite_url
-from autotest.inputs.schema import printable
 from autotest.run.results_dir import DEFAULT_ROOT_HELP, default_results_root
+from autotest.terminal import echo, printable
 
 # The store, drift, dashboard and trust modules (SQLAlchemy, NumPy, the judge) are imported inside the action
 # that needs them: `rl-autotest --help` and every other command build this parser.
@@ -31,9 +31,9 @@ def _ingest(args: argparse.Namespace) -> int:
     outcome = ingest(args.paths, args.history or (sqlite_url(args.results_dir / SQLITE_NAME)
                                                   if args.results_dir else None))
     for warning in outcome.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+        echo(f"warning: {warning}", file=sys.stderr)
 
-    print(f"history {describe(outcome.url)}: recorded {len(outcome.recorded)} run(s), "
+    echo(f"history {describe(outcome.url)}: recorded {len(outcome.recorded)} run(s), "
           f"{len(outcome.already_recorded)} already recorded")
     return EXIT_OK
 
@@ -65,6 +65,14 @@ def _check_case(store, case: str) -> None:
         raise UsageError(f"no runs of case {case!r} in the history (cases: {', '.join(cases) or 'none yet'})")
 
 
+def _only_case(args: argparse.Namespace) -> str | None:
+    """``--case``: None when not given (every case); an empty name is refused, never read as "every case"."""
+    if args.case is not None and not args.case.strip():
+        raise UsageError(f"--case: {args.case!r} is not a case name; give one (history show lists them), or leave "
+                         "--case out for every case")
+    return args.case
+
+
 def _cell(value: object) -> str:
     """One table cell: floats to 6 significant digits, nothing as '-', control characters escaped (a
     ``--why`` or a path is user text: a terminal escape in it must be shown, never obeyed)."""
@@ -78,14 +86,15 @@ def _cell(value: object) -> str:
 def render_table(rows: Sequence[Mapping[str, object]]) -> list[str]:
     """Rows of one shape as aligned text lines, a header first; numbers right-aligned."""
     columns = list(rows[0]) if rows else []
+    header = [printable(str(c)) for c in columns]  # a column may be a recorded check id: user text too
     cells = [[_cell(row.get(c)) for c in columns] for row in rows]
     numeric = [all(isinstance(row.get(c), (int, float)) and not isinstance(row.get(c), bool)
                    for row in rows if row.get(c) is not None) for c in columns]
-    widths = [max([len(c), *(len(line[i]) for line in cells)]) for i, c in enumerate(columns)]
+    widths = [max([len(c), *(len(line[i]) for line in cells)]) for i, c in enumerate(header)]
 
     def line(values: Sequence[str]) -> str:
         return "  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric)).rstrip()
-    return [line(columns), *(line(values) for values in cells)]
+    return [line(header), *(line(values) for values in cells)]
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -123,7 +132,7 @@ def _show(args: argparse.Namespace) -> int:
                 for r in runs]
     if args.last:
         rows = rows[-args.last:]
-    print("\n".join(render_table(rows)))
+    echo(*render_table(rows))
     return EXIT_OK
 
 
@@ -131,19 +140,19 @@ def _drift(args: argparse.Namespace) -> int:
     from autotest.history.drift import drift_in, render_drift_lines, spread_in, statistic_histories
     from autotest.history.fleet_store import recorded_fleet_findings
 
+    only = _only_case(args)
     with _open(args) as store:
-        cases = [args.case] if args.case else store.cases()
-        if args.case:
-            _check_case(store, args.case)
+        cases = [only] if only is not None else store.cases()
+        if only is not None:
+            _check_case(store, only)
         found = False
         fleet = recorded_fleet_findings(store)
         for case in cases:
             findings = [*drift_in(store, case), *spread_in(store, case)]
-            for line in render_drift_lines(findings):
-                print(line)
+            echo(*render_drift_lines(findings))
             for cause in (f for f in fleet if findings and any(c.case == case for c in f.cases)):
                 # the same change in many cases is one finding: this case's drift is explained there
-                print(f"  {case}: caused by fleet finding {cause.finding_id} ({cause.kind}, "
+                echo(f"  {case}: caused by fleet finding {cause.finding_id} ({cause.kind}, "
                       f"{cause.window_start[:10]} .. {cause.window_end[:10]}); history fleet shows it")
             if not findings:
                 histories = statistic_histories(store, case)
@@ -151,7 +160,7 @@ def _drift(args: argparse.Namespace) -> int:
                 untrusted = sum(not r.trusted for r in store.runs(case))
                 left_out = f" ({untrusted} untrusted run(s) left out; history show {case} lists them)" \
                     if untrusted else ""
-                print(f"no drift: {case}, {len(histories)} gated statistics over {runs} runs{left_out}")
+                echo(f"no drift: {case}, {len(histories)} gated statistics over {runs} runs{left_out}")
             found = found or bool(findings)
     return EXIT_DRIFT if found else EXIT_OK
 
@@ -165,7 +174,7 @@ def _dashboard(args: argparse.Namespace) -> int:
 
     with _open(args) as store:
         page = write_dashboard(store, args.out)
-    print(f"dashboard: {page}")
+    echo(f"dashboard: {page}")
     return EXIT_OK
 
 
@@ -185,18 +194,19 @@ def _promote_ready(args: argparse.Namespace) -> int:
 
     nights = count_option(args.nights, "--nights", 1)
     allowed = count_option(args.allowed, "--allowed", 0)
+    only = _only_case(args)
     with _open(args) as store:
-        if args.case:
-            _check_case(store, args.case)
-        standings = [s for case in ([args.case] if args.case else store.cases())
+        if only is not None:
+            _check_case(store, only)
+        standings = [s for case in ([only] if only is not None else store.cases())
                      for s in shadow_standings(store, case, nights, allowed)]
     if not standings:
-        where = f"case {args.case!r}" if args.case else "any case"
-        print(f"no shadow gates in the last {nights} trusted gate run(s) of {where}")
+        where = f"case {only!r}" if only is not None else "any case"
+        echo(f"no shadow gates in the last {nights} trusted gate run(s) of {where}")
         return EXIT_OK
-    print("\n".join(render_table([s.row() for s in standings])))
+    echo(*render_table([s.row() for s in standings]))
     ready = sum(s.ready for s in standings)
-    print(f"{ready} of {len(standings)} shadow gate(s) ready to block (held {nights} trusted night(s), at most "
+    echo(f"{ready} of {len(standings)} shadow gate(s) ready to block (held {nights} trusted night(s), at most "
           f"{allowed} false alarm(s)); promote with rl-autotest baseline promote CASE --shadow CHECK")
     return EXIT_OK
 
@@ -205,7 +215,7 @@ def _mark(args: argparse.Namespace, trusted: bool) -> int:
     from autotest.history.trust import mark_run
 
     marked = mark_run(resolve_url(args.history, _root(args)), args.run, trusted=trusted, why=args.why)
-    print(printable(marked.message))  # the reason is user text: its terminal escapes are shown, not obeyed
+    echo(marked.message)  # the reason is user text: its terminal escapes are shown, not obeyed
     return EXIT_OK
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 from datetime import datetime, timezone
-from html import escape
+from html import escape as escape_markup
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,9 +31,17 @@ from autotest.history.drift import (
     spread_in,
     statistic_histories,
 )
+from autotest.terminal import printable
 
 if TYPE_CHECKING:
     from autotest.history.store import BisectFinding, HistoryStore, RunRow
+
+
+def escape(value: str) -> str:
+    """A stored value as HTML text: markup escaped, control characters shown as ``\\x1b`` (never raw bytes in the
+    page: a terminal showing the file, or a browser's view-source, would act on them)."""
+    return escape_markup(printable(str(value)))
+
 
 LATEST_VERDICTS = 10
 WIDTH, HEIGHT = 560, 210

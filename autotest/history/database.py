@@ -341,10 +341,12 @@ def found_version(conn: "Connection", url: str) -> int:
     migrations = {c["name"] for c in sa.inspect(conn).get_columns("schema_migrations")} \
         if "schema_migrations" in names else set()
     if {"version", "description", "applied_at"} <= migrations and "runs" in names:
-        found = conn.execute(sa.text("SELECT MAX(version) FROM schema_migrations")).scalar() or 0
-        if not isinstance(found, int):
-            raise UsageError(f"{describe(url)}: table schema_migrations holds version {found!r}; "
-                             "not an rl-autotest history")
+        found = conn.execute(sa.text("SELECT MAX(version) FROM schema_migrations")).scalar()
+        found = 0 if found is None else found  # SQLite's MAX ranks any text above every number: one text row shows
+        if isinstance(found, bool) or not isinstance(found, int):
+            raise UsageError(f"{describe(url)}: table schema_migrations holds version {found!r}, not a whole number "
+                             "(rl-autotest writes whole numbers: another tool changed it?); restore the history from "
+                             "a backup, or give another --history")
         if found > SCHEMA_VERSION:
             raise UsageError(f"history database {describe(url)} has schema version {found}, "
                              f"newer than this rl-autotest's {SCHEMA_VERSION}; upgrade rl-autotest")

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from autotest.errors import UsageError
+from autotest.terminal import echo
 
 EXIT_OK, EXIT_FOUND = 0, 1
 
@@ -59,14 +60,14 @@ def _fleet(args: argparse.Namespace) -> int:
         with HistoryStore.open(resolve_url(args.history, root)) as store:
             findings = record_fleet_findings(store, findings)
     if not findings:
-        print(f"no fleet finding: no {args.min_cases} or more cases changed in one window of the latest "
+        echo(f"no fleet finding: no {args.min_cases} or more cases changed in one window of the latest "
               f"{args.nights} night(s)")
         return EXIT_OK
     for finding in findings:
-        print(finding.describe())
+        echo(finding.describe())  # recorded values (an image, a package version) are shown, never obeyed
         for cause in finding.cases:
             checks = f" ({', '.join(cause.check_ids)})" if cause.check_ids else ""
-            print(f"  {cause.case}: {cause.event}{checks} between runs {cause.good_run_id} and {cause.bad_run_id}: "
+            echo(f"  {cause.case}: {cause.event}{checks} between runs {cause.good_run_id} and {cause.bad_run_id}: "
                   f"caused by this finding" + (f"; its changes: {'; '.join(cause.changes)}" if cause.changes else ""))
         if finding.kind == ENVIRONMENT and args.batch_out is not None:
             from autotest.calibration.batch import batch_proposal, write_batch
@@ -76,6 +77,6 @@ def _fleet(args: argparse.Namespace) -> int:
             name = f"fleet-{finding.finding_id}" if finding.finding_id is not None else \
                 f"fleet-{finding.window_end[:10]}-{finding.key[:8]}"
             review, script = write_batch(proposal, args.batch_out / name)
-            print(f"  batch recalibration ({len(proposal.candidates)} candidate(s)): review {review}, "
+            echo(f"  batch recalibration ({len(proposal.candidates)} candidate(s)): review {review}, "
                   f"commands {script}")
     return EXIT_FOUND

@@ -19,6 +19,7 @@ from autotest.inputs.baseline_model import (
 )
 from autotest.inputs.hardware_overrides import HardwareOverride
 from autotest.inputs.paired_section import paired_document
+from autotest.terminal import printable
 
 GOLDEN_DIGITS = 6  # significant digits of a golden value
 
@@ -143,4 +144,6 @@ def _short_lists_flow(value: Any) -> Any:
 def baseline_yaml(baseline: Baseline, header: str = "") -> str:
     text = yaml.dump(baseline_document(baseline), Dumper=_dumper(), sort_keys=False, default_flow_style=False,
                      width=110, allow_unicode=True)
-    return (f"# {header}\n" if header else "") + text
+    # the header quotes user text (a case name, the calibrate command line with its paths): escaped, so a newline
+    # cannot end the comment and a control character cannot make the file unloadable (YAML forbids them)
+    return (f"# {printable(header)}\n" if header else "") + text

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from autotest.errors import UsageError
+from autotest.terminal import printable  # noqa: F401 - re-exported: the one escape of stored text
 
 #: ``${...}``; only a NAME inside is ours to expand, other forms (``${X:-d}``) belong to bash
 ENV = re.compile(r"\$\{([^{}]*)\}")
@@ -28,11 +29,6 @@ _MISSING = object()
 
 def fail(path: Path, key: str, problem: str, fix: str) -> NoReturn:
     raise UsageError(f"{path}: {printable(key)}: {problem}; {fix}")
-
-
-def printable(text: str) -> str:
-    """``text`` with control characters escaped (a key named "\\r" must not break the one-line error)."""
-    return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 # numbers YAML 1.1 leaves as strings: an exponent without a dot (5e-3, 1E6)

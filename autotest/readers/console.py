@@ -4,7 +4,9 @@ The format is ``console:<pattern>`` (a case writes ``tracker.format: console`` a
 line the pattern matches is a metrics row at its ``step``; every other line (warnings, progress bars, the
 framework's own chatter) is skipped. A value that is not a number (``nan`` and ``inf`` are numbers) is noted
 as text, never dropped silently; a metric named ``val*``/``eval*`` makes its step an eval step. Rows at one
-step merge as :mod:`autotest.readers.merge` says (a line printed twice counts once).
+step merge as :mod:`autotest.readers.merge` says (a line printed twice counts once). A user's pattern runs with a
+time bound per line (:data:`~autotest.readers.console_pattern.MATCH_TIMEOUT_S`); a line it cannot decide in time,
+or a ``step`` group that matched no whole number, is one error naming the line.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from pathlib import Path
 
 from autotest.errors import UsageError
 from autotest.judge.trace import Trace
-from autotest.readers.console_pattern import PRESETS, LinePattern, compile_pattern
+from autotest.readers.console_pattern import PRESETS, STEP_GROUP, LinePattern, compile_pattern
 from autotest.readers.registry import find
 from autotest.readers.trace_builder import Builder, step_of
 
@@ -30,6 +32,16 @@ def _number(text: str) -> float | str:
         return float(text.rstrip(","))
     except ValueError:
         return text
+
+
+def _step(where: str, match) -> int:
+    """The ``step`` group's whole number; one error line when it matched something else (or nothing)."""
+    text = match.group(STEP_GROUP)
+    if text is None or not text.strip().isdecimal():  # None: an optional group that took no part; "", "1.5", "-1"
+        shown = "nothing" if text is None else repr(text[:40])  # repr escapes control characters
+        raise UsageError(f"{where}: the console pattern's step group matched {shown}, not a whole number >= 0; make "
+                         "(?P<step>...) match only digits, e.g. (?P<step>\\d+)")
+    return step_of(where, int(text))
 
 
 def _values(pattern: LinePattern, match) -> dict[str, object]:
@@ -50,10 +62,15 @@ def read_console(path: Path, keep: frozenset[str] | None = None, option: str = "
         with path.open(encoding="utf-8", errors="replace") as handle:
             for number, line in enumerate(handle, 1):
                 lines = number
-                match = pattern.line.search(line.rstrip("\r\n"))
+                try:
+                    match = pattern.search(line.rstrip("\r\n"))
+                except TimeoutError:
+                    raise UsageError(f"{path}:{number}: the console pattern {option!r} did not finish on "
+                                     f"this line within {pattern.timeout_s:g} s (a nested quantifier such as (a+)+ "
+                                     "backtracks without end); simplify tracker.pattern") from None
                 if match is None:
                     continue
-                step = step_of(f"{path}:{number}", int(match.group("step")))
+                step = _step(f"{path}:{number}", match)
                 values = _values(pattern, match)
                 if not values or not builder.admit(step, values, number, hash(line.strip())):
                     continue

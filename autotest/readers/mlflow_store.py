@@ -2,8 +2,12 @@
 
 The layout (``mlflow/store/tracking/file_store.py``, ``FileStore``): ``mlruns/<experiment id>/<run id>/`` holds
 ``meta.yaml`` and ``metrics/<key>``, one file per metric (a key ``reward/mean`` is the file
-``metrics/reward/mean``), one line per ``log_metric``: ``<timestamp ms> <value> <step>`` (MLflow also reads
-two fields, step 0, and five, with a dataset name and digest after the step).
+``metrics/reward/mean``), one line per ``log_metric``: ``<timestamp ms> <value> <step>``, or five fields when the
+value was logged for a dataset (its name and digest after the step). MLflow's own reader also takes two fields
+(``timestamp value``, step 0, as MLflow before 1.0 wrote them); series are aligned by step here, so a line without
+its step is an error naming it, and so is a metric whose values name two datasets (they would merge into one series).
+MLflow appends each line whole with its newline, so a last line without one was cut short (a killed run): it is
+dropped with a warning naming it, as the JSONL readers drop a half-written last line.
 
 The log is a run folder; a store (``mlruns/``) or an experiment folder holding several runs is read at its
 newest run (by ``meta.yaml``'s modification time), and a warning names the others. A step logged twice with
@@ -19,6 +23,7 @@ from pathlib import Path
 from autotest.errors import UsageError
 from autotest.judge.trace import Trace
 from autotest.readers.trace_builder import Builder, step_of
+from autotest.terminal import printable
 
 FORMAT = "mlflow"
 METRICS = "metrics"
@@ -34,18 +39,36 @@ def run_folders(path: Path) -> list[Path]:
     return sorted(runs, key=lambda run: ((run / "meta.yaml").stat().st_mtime_ns, str(run)))
 
 
-def _line(file: Path, number: int, text: str) -> tuple[int, float]:
-    """(step, value) of one metric line."""
+def _line(file: Path, number: int, text: str) -> tuple[int, float, tuple[str, str] | None]:
+    """(step, value, the dataset's (name, digest) or None) of one metric line."""
     parts = text.split()
+    if len(parts) == 2:
+        raise UsageError(f"{file}:{number}: an MLflow metric line without a step ({text.strip()[:60]!r}: "
+                         "'timestamp value', as MLflow before 1.0 wrote it); series are aligned by step, so log the "
+                         "metric with its step (mlflow.log_metric(key, value, step=N))")
     try:
-        if len(parts) not in (2, 3, 5):
+        if len(parts) not in (3, 5):
             raise ValueError
         int(parts[0])
-        step, value = int(parts[2]) if len(parts) > 2 else 0, float(parts[1])
+        step, value = int(parts[2]), float(parts[1])
     except ValueError:
         raise UsageError(f"{file}:{number}: not an MLflow metric line (expected 'timestamp value step', got "
                          f"{text.strip()[:60]!r}); is this an MLflow file store?") from None
-    return step_of(f"{file}:{number}", step), value
+    return step_of(f"{file}:{number}", step), value, (parts[3], parts[4]) if len(parts) == 5 else None
+
+
+def _lines(file: Path, builder: Builder) -> list[tuple[int, str]]:
+    """(line number, text) of each line with content; a last line without its newline is dropped with a warning."""
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{file}: cannot read MLflow metric file ({exc}); restore it or rerun") from None
+    lines = [(n, line) for n, line in enumerate(text.split("\n"), 1) if line.strip()]
+    if lines and not text.endswith("\n") and lines[-1][0] == text.count("\n") + 1:
+        builder.file_warnings.append(f"{file}:{lines[-1][0]}: truncated final line dropped (the run was probably "
+                                     "killed)")
+        lines.pop()
+    return lines
 
 
 def read_mlflow(path: Path, keep: frozenset[str] | None = None) -> Trace:
@@ -66,14 +89,17 @@ def read_mlflow(path: Path, keep: frozenset[str] | None = None) -> Trace:
     for file in sorted(p for p in (run / METRICS).rglob("*") if p.is_file()):
         key = file.relative_to(run / METRICS).as_posix()
         builder.names.add(key)
-        try:
-            text = file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"{file}: cannot read MLflow metric file ({exc}); restore it or rerun") from None
-        for number, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            step, value = _line(file, number, line)
+        first: tuple[int, tuple[str, str] | None] | None = None  # the file's first line and its dataset
+        for number, line in _lines(file, builder):
+            step, value, dataset = _line(file, number, line)
+            if first is None:
+                first = (number, dataset)
+            elif dataset != first[1]:
+                shown = [f"dataset {d[0]!r} (digest {printable(d[1])})" if d else "no dataset"
+                         for d in (dataset, first[1])]
+                raise UsageError(f"{file}:{number}: metric {key!r} logged for {shown[0]} here and for {shown[1]} at "
+                                 f"line {first[0]}; one series per metric is read, so log each dataset's values under "
+                                 "a key of its own")
             relogged += key in rows[step]
             rows[step][key] = value
             lines.setdefault(step, number)
@@ -85,5 +111,6 @@ def read_mlflow(path: Path, keep: frozenset[str] | None = None) -> Trace:
         builder.mark(step, (k.startswith(EVAL_PREFIXES) for k in values))
         builder.put_row(step, values, lines[step])
     if not rows:
-        raise UsageError(f"{run}: MLflow run has no metric values (metrics/ is empty); did the run log any?")
+        what = "its only metric line was cut short" if builder.file_warnings else "metrics/ is empty"
+        raise UsageError(f"{run}: MLflow run has no metric values ({what}); did the run log any?")
     return builder.build()

@@ -49,6 +49,9 @@ def sniff_format(path: Path) -> str:
     for record in records:
         sniffer = None if record.fallback else record.load_sniffer()
         found = sniffer(row, line) if sniffer is not None else None
+        if found is not None and not isinstance(found, str):  # a plugin's sniffer answers a format name or None
+            raise UsageError(f"{record.origin or record.name}: its sniffer {record.sniff!r} returned a "
+                             f"{type(found).__name__}, not a format name or None; fix or uninstall the plugin")
         if found is not None:
             return found
     return next(r.name for r in records if r.fallback)  # a malformed line too: its reader names it
@@ -149,8 +152,12 @@ def _read(tracker: Path, name: str, keep: frozenset[str] | None) -> Trace:
         trace = reader(tracker, keep) if option is None else reader(tracker, keep, option)
     except UnicodeDecodeError:  # valid UTF-8 at the start, not further on
         raise _not_text(tracker) from None
+    if not isinstance(trace, Trace):  # a plugin's reader: what it returns is judged, so it must be a Trace
+        raise UsageError(f"{record.describe_reader()} returned a {type(trace).__name__} for {tracker}, not an "
+                         "autotest.judge.trace.Trace; fix or uninstall the plugin")
     if not trace.train_steps and not trace.eval_steps:
-        cut = " (its only line was cut short)" if any("truncated final line" in w for w in trace.warnings) else ""
+        cut = " (its only line was cut short)" if any("truncated final line" in w for w in trace.warnings) else \
+            " (its last record was cut short)" if any("truncated final record" in w for w in trace.warnings) else ""
         raise UsageError(f"{tracker}: metric log has no rows{cut}; did the run start?")
     return trace
 

@@ -15,7 +15,9 @@ names a :class:`ReaderFormat` object, e.g. in the plugin's ``pyproject.toml``::
     my-format = "my_plugin.reader:FORMAT"
 
 They are loaded once, the first time a format list is asked for (:func:`load_plugins`); a plugin that
-cannot be loaded is one error line naming it and its entry point.
+cannot be loaded (whatever it raises, ``SystemExit`` included: only Ctrl-C passes) is one error line naming it and
+its entry point, and so is a plugin's reader, sniffer or option check that raises, or a reader that returns
+something other than a Trace (:func:`autotest.readers.reading.read_trace` checks).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from importlib.metadata import entry_points
 from typing import Callable
 
 from autotest.errors import UsageError
+from autotest.terminal import printable
 
 ENTRY_POINT_GROUP = "rl_autotest.readers"
 #: "name:option" — a format that takes an option (the console reader's pattern) carries it after a colon
@@ -97,18 +100,30 @@ class ReaderFormat:
     def layouts_kinds(self) -> tuple[str, ...]:
         return tuple(layout.kind for layout in self.layouts)
 
+    @property
+    def origin(self) -> str | None:
+        """For a plugin's format, "reader plugin 'x' (entry point ...)"; None for a built-in one."""
+        return _origins.get(self.name) if self not in BUILTIN else None
+
+    def describe_reader(self) -> str:
+        """How an error names this format's reader: its plugin and entry point, or the built-in function."""
+        return self.origin or f"the {self.name} reader {self.reader!r}"
+
     def load_reader(self) -> Callable:
-        return _resolve(self.reader, self.name)
+        return _guarded(_resolve(self.reader, self.name, self.origin), self.origin, f"reader {self.reader!r}")
 
     def load_sniffer(self) -> Callable | None:
-        return _resolve(self.sniff, self.name) if self.sniff else None
+        if not self.sniff:
+            return None
+        return _guarded(_resolve(self.sniff, self.name, self.origin), self.origin, f"sniffer {self.sniff!r}")
 
     def option_error(self, option: str) -> str | None:
         """What is wrong with ``option`` (None: it can be used)."""
         if self.check_option is None:
             return None
+        check = _resolve(self.check_option, self.name, self.origin)
         try:
-            _resolve(self.check_option, self.name)(option)
+            _guarded(check, self.origin, f"option check {self.check_option!r}", passing=(ValueError,))(option)
         except ValueError as exc:
             return str(exc)
         return None
@@ -117,13 +132,43 @@ class ReaderFormat:
         return next((n for n in self.copy_names if suffix and n.endswith(suffix)), self.copy_names[0])
 
 
-def _resolve(target: str, name: str) -> Callable:
+def _resolve(target: str, name: str, origin: str | None = None) -> Callable:
     module, _, attr = target.partition(":")
     try:
         return getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as exc:
-        raise UsageError(f"the {name} reader {target!r} cannot be loaded ({type(exc).__name__}: {exc}); "
-                         "reinstall the package that provides it") from None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - a plugin's module may raise anything (SystemExit) on import
+        if origin is None and not isinstance(exc, (ImportError, AttributeError)):
+            raise  # a built-in reader's module failing so is a bug of ours: its traceback is the report
+        where = f"{origin}: its {target!r}" if origin else f"the {name} reader {target!r}"
+        raise UsageError(f"{where} cannot be loaded ({_raised(exc)}); "
+                         + ("fix or uninstall the plugin" if origin else "reinstall the package that provides it")
+                         ) from None
+
+
+def _raised(exc: BaseException) -> str:
+    """``Kind: message`` of an exception, on one line."""
+    return printable(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+
+
+def _guarded(function: Callable, origin: str | None, role: str,
+             passing: tuple[type[BaseException], ...] = ()) -> Callable:
+    """``function`` as called for a plugin (``origin``): whatever it raises but a UsageError (its own one line),
+    Ctrl-C or ``passing`` is one UsageError naming the plugin, its entry point and the function. A built-in
+    reader's function is returned as it is."""
+    if origin is None:
+        return function
+
+    def call(*args: object) -> object:
+        try:
+            return function(*args)
+        except (UsageError, KeyboardInterrupt, *passing):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - SystemExit too: a plugin never ends the harness
+            raise UsageError(f"{origin}: its {role} raised {_raised(exc)}; fix or uninstall the plugin") from None
+
+    return call
 
 
 _XTUNER_TRACKER = "logs/exp_tracking/tracker.jsonl"
@@ -176,6 +221,8 @@ BUILTIN: tuple[ReaderFormat, ...] = (
 )
 
 _plugins: tuple[ReaderFormat, ...] | None = None
+#: each plugin format's name -> how errors name it: "reader plugin 'x' (entry point ... = '...', from <dist>)"
+_origins: dict[str, str] = {}
 
 
 def load_plugins() -> tuple[ReaderFormat, ...]:
@@ -186,6 +233,7 @@ def load_plugins() -> tuple[ReaderFormat, ...]:
     """
     global _plugins
     if _plugins is None:
+        _origins.clear()
         found: list[ReaderFormat] = []
         taken = {f.name for f in BUILTIN}
         for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda p: p.name):
@@ -193,9 +241,10 @@ def load_plugins() -> tuple[ReaderFormat, ...]:
                 (f", from {point.dist.name}" if point.dist is not None else "") + ")"
             try:
                 record = point.load()
-            except Exception as exc:  # noqa: BLE001 - whatever a plugin raises, one line names it
-                raise UsageError(f"{where} cannot be loaded: {type(exc).__name__}: {exc}; fix or uninstall "
-                                 "the plugin") from None
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:  # noqa: BLE001 - whatever a plugin raises (SystemExit(0) too), one line
+                raise UsageError(f"{where} cannot be loaded: {_raised(exc)}; fix or uninstall the plugin") from None
             if not isinstance(record, ReaderFormat):
                 raise UsageError(f"{where} names a {type(record).__name__}, not an "
                                  "autotest.readers.registry.ReaderFormat; point the entry point at one")
@@ -207,6 +256,7 @@ def load_plugins() -> tuple[ReaderFormat, ...]:
                 raise UsageError(f"{where}: format name {record.name!r} {why}; rename it")
             taken.add(record.name)
             found.append(record)
+            _origins[record.name] = where
         _plugins = tuple(found)
     return _plugins
 

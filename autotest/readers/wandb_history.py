@@ -43,8 +43,14 @@ _FULL, _FIRST, _MIDDLE, _LAST = 1, 2, 3, 4
 _CRC_SEED = [zlib.crc32(bytes([kind])) for kind in range(_LAST + 1)]
 
 
-def _records(path: Path) -> Iterator[tuple[int, bytes]]:
-    """(record number, payload) of each record of a ``.wandb`` file; one error line for a corrupt one."""
+def _corrupt(path: Path, offset: int, number: int, why: str) -> UsageError:
+    return UsageError(f"{path}: W&B run file is corrupt at byte {offset} (record {number + 1} {why}; {number} records "
+                      "before it are intact); restore the file or rerun")
+
+
+def _records(path: Path, warnings: list[str]) -> Iterator[tuple[int, bytes]]:
+    """(record number, payload) of each record of a ``.wandb`` file; one error line for a corrupt one, a warning
+    for a cut-short last one (a killed run), which is dropped."""
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -58,28 +64,35 @@ def _records(path: Path) -> Iterator[tuple[int, bytes]]:
             continue
         crc, length, kind = _CHUNK.unpack_from(data, offset)
         payload = data[offset + _CHUNK.size:offset + _CHUNK.size + length]
-        if kind == 0 and length == 0:
+        if kind == 0 and length == 0 and crc == 0:
+            if data[offset:].strip(b"\0"):  # zeros, then data again: not a file's unwritten tail
+                raise _corrupt(path, offset, number, "is a zeroed header with data after it")
             break  # zero padding at the end of a file still being written
-        if len(payload) < length:
-            return  # a cut-short final record (a killed run)
+        if offset % _BLOCK + _CHUNK.size + length > _BLOCK:  # a chunk never crosses its block: the length is bad
+            raise _corrupt(path, offset, number, f"declares {length} bytes, past the end of its 32 KiB block")
+        if len(payload) < length:  # the file ends inside this chunk's own block: the run was killed mid-write
+            warnings.append(f"{path}: truncated final record dropped at byte {offset} (the run was probably killed)")
+            return
         if kind > _LAST or zlib.crc32(payload, _CRC_SEED[kind]) != crc:
-            raise UsageError(f"{path}: W&B run file is corrupt at byte {offset} (record {number + 1} fails its "
-                             f"checksum; {number} records before it are intact); restore the file or rerun")
+            raise _corrupt(path, offset, number, "fails its checksum")
         offset += _CHUNK.size + length
         pending = payload if kind in (_FULL, _FIRST) else pending + payload
         if kind in (_FULL, _LAST):
             number += 1
             yield number, pending
             pending = b""
+    else:  # the data ran out: a header cut short, or a record whose last chunk was never written
+        if pending or data[offset:].strip(b"\0"):
+            warnings.append(f"{path}: truncated final record dropped at byte {offset} (the run was probably killed)")
 
 
-def _offline_rows(path: Path) -> Iterator[tuple[int, dict]]:
+def _offline_rows(path: Path, warnings: list[str]) -> Iterator[tuple[int, dict]]:
     try:
         from wandb.proto import wandb_internal_pb2
     except ImportError:
         raise UsageError("reading a W&B offline run needs the wandb package: pip install 'rl-autotest[wandb]' (or "
                          "export the run's history to CSV and read that)") from None
-    for number, payload in _records(path):
+    for number, payload in _records(path, warnings):
         record = wandb_internal_pb2.Record()
         try:
             record.ParseFromString(payload)
@@ -130,6 +143,12 @@ def _csv_rows(path: Path) -> Iterator[tuple[int, dict]]:
             if header is None or STEP not in header:
                 raise UsageError(f"{path}: CSV has no {STEP} column (header: {', '.join((header or [])[:6])}); "
                                  "export the W&B history with its _step (run.history() keeps it)")
+            seen: dict[str, int] = {}
+            for column, name in enumerate(header, 1):
+                if name and name in seen:  # csv would keep the last column's value silently
+                    raise UsageError(f"{path}:1: column {name!r} appears twice in the header (columns {seen[name]} "
+                                     f"and {column}); export the history again, or rename one")
+                seen.setdefault(name, column)
             for number, cells in enumerate(reader, 2):
                 if len(cells) != len(header):
                     raise UsageError(f"{path}:{number}: {len(cells)} cells for {len(header)} columns; is the "
@@ -147,7 +166,7 @@ def read_wandb(path: Path, keep: frozenset[str] | None = None) -> Trace:
     builder = Builder(path, FORMAT, keep, ignored=BOOKKEEPING,
                       label="record {}".format if offline else "line {}".format)
     if offline:
-        rows: Iterator = ((n, r, b"") for n, r in _offline_rows(path))
+        rows: Iterator = ((n, r, b"") for n, r in _offline_rows(path, builder.file_warnings))
     elif path.suffix == ".csv":
         rows = ((n, r, b"") for n, r in _csv_rows(path))
     else:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from autotest.errors import UsageError, WriteFailed
-from autotest.files import append_text, copy_atomic, make_folder, require_writable, write_atomic
+from autotest.files import append_text, copy_atomic, make_folder, require_writable, write_atomic, write_bytes_atomic
 from tests.filesystems import PAGE, fill, free_bytes, leftovers, read_only, tmpfs
 
 FULL = "[Errno 28] No space left on device; free space on that disk or write elsewhere"
@@ -148,3 +148,19 @@ def test_a_written_file_gets_the_umask_s_mode_not_mkstemp_s_0600(tmp_path: Path)
         os.umask(old)
         new_file_mode.cache_clear()
     assert (tmp_path / "results.json").stat().st_mode & 0o777 == 0o644
+
+
+def test_a_write_whose_check_refuses_it_leaves_the_old_file_and_no_temp(tmp_path) -> None:
+    target = tmp_path / "b.yaml"
+    target.write_bytes(b"old\n")
+
+    def refuse(path):
+        assert path.read_bytes() == b"new\n" and path != target  # the check reads the written temp file
+        raise UsageError(f"{path}: bad")
+
+    with pytest.raises(UsageError, match=rf"^{target}: not written: the new file would not load \({target}: bad\); "
+                                         "the file there is unchanged$"):
+        write_bytes_atomic(target, b"new\n", check=refuse)
+    assert target.read_bytes() == b"old\n" and [p.name for p in tmp_path.iterdir()] == ["b.yaml"]
+    write_bytes_atomic(target, b"new\n", check=lambda path: None)
+    assert target.read_bytes() == b"new\n"

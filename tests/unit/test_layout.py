@@ -24,7 +24,7 @@ PACKAGE = Path(autotest.__file__).parent
 
 #: stage of each top-level module or subpackage; a module may import from stages of rank <= its own
 RANKS = {
-    "errors": 0, "files": 0, "redaction": 0,
+    "errors": 0, "files": 0, "redaction": 0, "terminal": 0, "shell_script": 0,
     "inputs": 1, "scopes": 1,
     "run": 2,
     "judge": 3, "readers": 3,

@@ -60,10 +60,18 @@ def test_a_cut_short_or_corrupt_run_file(work_dir: Path, tmp_path: Path) -> None
     data = found.path.read_bytes()
     cut = tmp_path / "run-cut.wandb"
     cut.write_bytes(data[: len(data) - 5])
-    assert read_trace(cut).train_steps  # the half-written last record is dropped
+    trace = read_trace(cut)
+    assert trace.train_steps  # the half-written last record is dropped, and said
+    assert [w for w in trace.warnings if "truncated final record dropped at byte" in w]
+    long = tmp_path / "run-long.wandb"  # a record length past its block: corrupt, never "no rows"
+    long.write_bytes(data[:11] + b"\xff\xff" + data[13:])
+    from autotest.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"run-long.wandb: W&B run file is corrupt at byte 7 \(record 1 declares "
+                                         r"65535 bytes, past the end of its 32 KiB block; 0 records before"):
+        read_trace(long)
     bad = tmp_path / "run-bad.wandb"
     bad.write_bytes(data[:200] + bytes([data[200] ^ 0xFF]) + data[201:])
-    from autotest.errors import UsageError
 
     with pytest.raises(UsageError, match=r"run-bad.wandb: W&B run file is corrupt at byte \d+ \(record \d+ fails"):
         read_trace(bad)

@@ -77,3 +77,21 @@ def test_report_shows_thresholds_shift_self_check_and_next_step():
     rows = [line for line in text.splitlines() if line.startswith("| `") and "[" in line.split("|")[1]]
     assert len(rows) == 5 and all(len(re.findall(r"(?<!\\)\|", row)) == 10 for row in rows)
     assert "max \\|golden\\|" in text
+
+
+def test_user_text_in_the_report_is_markdown_inert():
+    """A branch, a path, a warning quoting a log and a tracker name are anyone's text: no heading, HTML or link."""
+    runs = [run("a", 0.0), run("b", 0.01), run("c", 0.02)]
+    cal = calibrate(SPEC, runs)
+    prov = {"command": "rl-autotest calibrate full --results-dir '/tmp/a`b'", "date": "2026-11-30",
+            "seeds": [0, 1, 2], "trackers": ["r/a.jsonl", "r/b|x.jsonl", "r/<img src=x>.jsonl"],
+            "results_dir": "results\n# PASS", "commit": {"sha": "abc123", "branch": "<script>x</script>",
+                                                        "dirty": False}}
+    cal = replace(cal, baseline=replace(cal.baseline, provenance=prov))
+    text = render_report(cal, leave_one_out(SPEC, runs), [], None, "", ["metric [x](http://evil) logged\n## FAIL"],
+                         Path("b/full.candidate.yaml"), Path("b/full.yaml"), "rl-autotest baseline promote full")
+    assert "<script>" not in text and "[x](http" not in text
+    assert text.count("<img") == 1 and "| seed 2 | `r/<img src=x>.jsonl` |" in text  # in a code span: shown as text
+    assert not any(line.startswith(("# PASS", "## FAIL")) for line in text.splitlines())
+    assert "- command: ``rl-autotest calibrate full --results-dir '/tmp/a`b'`` on 2026-11-30" in text
+    assert "| seed 1 | `r/b\\|x.jsonl` |" in text  # a '|' in a cell is escaped, inside its code span too

@@ -171,3 +171,28 @@ def test_a_version_2_history_gets_each_run_s_cost_from_its_results(tmp_path) -> 
         costs = dict(conn.execute(sa.text("SELECT run_key, device_seconds FROM runs")).all())
     assert costs == {"a": 90.0, "b": None, "c": None}
     engine.dispose()
+
+
+@pytest.mark.parametrize("version", ["5", "", "five"])
+def test_a_schema_version_stored_as_text_is_refused_by_readers_and_writers(tmp_path, version: str) -> None:
+    """Our table keeps versions as integers; a table rebuilt by another tool may hold text (SQLite's MAX ranks it
+    above every number, so one text row is what MAX finds)."""
+    from autotest.history.store import HistoryStore
+
+    url = f"sqlite:///{tmp_path / 'h.sqlite'}"
+    engine = create_history_engine(url)
+    migrate(engine)
+    with engine.begin() as conn:
+        conn.execute(sa.text("ALTER TABLE schema_migrations RENAME TO old"))
+        conn.execute(sa.text("CREATE TABLE schema_migrations (version TEXT, description TEXT, applied_at TEXT)"))
+        conn.execute(sa.text("INSERT INTO schema_migrations SELECT version, description, applied_at FROM old "
+                             "WHERE version < 5"))
+        conn.execute(sa.text("INSERT INTO schema_migrations VALUES (:v, 'd', 'x')"), {"v": version})
+        conn.execute(sa.text("DROP TABLE old"))
+    engine.dispose()
+    shown = max(["1", "2", "3", "4", version])  # the copied rows are text too: MAX compares text
+    message = rf"table schema_migrations holds version '{shown}', not a whole number"
+    for read_only in (True, False):
+        with pytest.raises(UsageError, match=message) as info:
+            HistoryStore.open(url, read_only=read_only)
+        assert "\n" not in str(info.value)

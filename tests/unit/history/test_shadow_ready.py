@@ -106,3 +106,14 @@ def test_the_dashboard_says_which_shadow_gates_would_have_failed(tmp_path: Path)
         page = write_dashboard(store, tmp_path / "site").read_text(encoding="utf-8")
     [line] = [line for line in page.splitlines() if 'class="shadow"' in line]
     assert f"shadow: {KL_CHECK} would have failed in run 2 (" in line and "verdict PASS; observed 0.009" in line
+
+
+@pytest.mark.parametrize("action", [["promote-ready"], ["drift"]])
+@pytest.mark.parametrize("name", ["", "  "])
+def test_an_empty_case_name_is_refused_not_read_as_every_case(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                               action: list[str], name: str) -> None:
+    assert night(tmp_path, 1) == 0
+    capsys.readouterr()
+    assert run_cli("history", *action, "--case", name, "--history", url(tmp_path)) == 2
+    assert capsys.readouterr().out == (f"rl-autotest: error: --case: {name!r} is not a case name; give one (history "
+                                       "show lists them), or leave --case out for every case\n")

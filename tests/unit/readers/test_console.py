@@ -105,3 +105,42 @@ def test_compare_reads_a_verl_console_log_end_to_end(tmp_path: Path, capsys: pyt
     printed = capsys.readouterr().out
     assert code == 0, printed
     assert "PASS" in printed
+
+
+@pytest.mark.parametrize("pattern, line, shown", [
+    (r"step (?P<step>\S*) loss (?P<loss>\S+)", "step  loss 0.5", "''"),
+    (r"step (?P<step>\S+) loss (?P<loss>\S+)", "step 1.5 loss 0.5", "'1.5'"),
+    (r"step (?P<step>\S+) loss (?P<loss>\S+)", "step -1 loss 0.5", "'-1'"),
+    (r"step (?P<step>\S+) loss (?P<loss>\S+)", "step \x1b[2J loss 0.5", r"'\x1b[2J'"),
+    (r"(?:step (?P<step>\d+) )?loss (?P<loss>\S+)", "loss 0.5", "nothing"),
+])
+def test_a_step_group_that_matched_no_whole_number_is_one_line(tmp_path: Path, pattern: str, line: str,
+                                                               shown: str) -> None:
+    log = tmp_path / "run.log"
+    log.write_text(f"chatter\n{line}\n")
+    with pytest.raises(UsageError) as info:
+        read_trace(log, f"console:{pattern}")
+    assert str(info.value) == (f"{log}:2: the console pattern's step group matched {shown}, not a whole number >= 0; "
+                               r"make (?P<step>...) match only digits, e.g. (?P<step>\d+)")
+
+
+def test_a_pattern_that_backtracks_without_end_is_bounded_and_named(tmp_path: Path, capsys, monkeypatch) -> None:
+    """(a|aa)+ over 40 a's and a '!' tries about 2**28 ways on ``re`` (hours); the user's pattern runs on the
+    ``regex`` engine with a time bound per line. The bound is shortened here so the test waits under a second; that
+    the match cannot finish within it is the pattern's nature, not the machine's speed."""
+    from autotest.readers import console_pattern
+
+    monkeypatch.setattr(console_pattern, "MATCH_TIMEOUT_S", 0.2)
+    pattern = r"step (?P<step>\d+) loss (?P<loss>(a|aa)+)$"
+    log = tmp_path / "run.log"
+    log.write_text("step 1 loss aa\nstep 2 loss " + "a" * 40 + "!\n")
+    code = run_cli("compare", "--baseline", str(SCRIPTED), "--current", str(log), "--format", f"console:{pattern}",
+                   "--no-plots", "--no-history")
+    assert code == 2
+    assert capsys.readouterr().out == (
+        f"rl-autotest: error: {log}:2: the console pattern {pattern!r} did not finish on this line within 0.2 s (a "
+        "nested quantifier such as (a+)+ backtracks without end); simplify tracker.pattern\n")
+    # (a+)+$, the classic, needs no bound on this engine: the line is read (it does not match) at once
+    log.write_text("step 1 loss " + "a" * 40 + "b\n")
+    with pytest.raises(UsageError, match="no line of 1 matches the console pattern"):
+        read_trace(log, r"console:step (?P<step>\d+) loss (?P<loss>(a+)+)$")

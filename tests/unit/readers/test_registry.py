@@ -156,3 +156,107 @@ def test_readers_are_pure_logic() -> None:
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             found += [f"{path.name}:{node.lineno}: {n}" for n in names if n.split(".")[0] in banned]
     assert not found, found
+
+
+# -- a plugin that fails later: at import with SystemExit, in its reader or sniffer, or with the wrong return ----
+
+FAILING_PLUGIN = '''
+from autotest.readers.registry import Layout, ReaderFormat
+
+
+class Fatal(BaseException):
+    pass
+
+
+def raises(path, keep=None):
+    raise KeyError("score")
+
+
+def exits(path, keep=None):
+    raise SystemExit(0)
+
+
+def fatal(path, keep=None):
+    raise Fatal("multi\\\\nline")
+
+
+def wrong_type(path, keep=None):
+    return {"score": {1: 0.5}}
+
+
+def sniff_raises(row, line):
+    raise RuntimeError("sniffing")
+
+
+def sniff_number(row, line):
+    return 7
+
+
+def record(name, reader, sniff=None):
+    return ReaderFormat(name, "a broken reader", f"fake_reader_plugin:{reader}", (), (f"{name}.log",),
+                        sniff=f"fake_reader_plugin:{sniff}" if sniff else None)
+
+
+RAISES, EXITS, FATAL, WRONG = (record(n, r) for n, r in (("raises", "raises"), ("exits", "exits"),
+                                                          ("fatal", "fatal"), ("wrong", "wrong_type")))
+SNIFF_RAISES, SNIFF_NUMBER = record("sniff-raises", "raises", "sniff_raises"), record("sniff-number", "raises",
+                                                                                       "sniff_number")
+ELSEWHERE = ReaderFormat("elsewhere", "reader in a module that exits", "fake_reader_exits:read", (), ("e.log",))
+'''
+
+
+def _where(name: str, value: str) -> str:
+    return f"reader plugin {name!r} (entry point rl_autotest.readers = {value!r}, from fake-reader-plugin)"
+
+
+@pytest.mark.parametrize("module, exception", [("raise SystemExit(0)\n", "SystemExit: 0"),
+                                               ("class E(BaseException):\n    pass\nraise E()\n", "E"),
+                                               ("import sys\nsys.exit('bye')\n", "SystemExit: bye")])
+def test_a_plugin_that_exits_on_import_is_one_line_never_a_silent_pass(site: Path, capsys: pytest.CaptureFixture,
+                                                                      module: str, exception: str) -> None:
+    _distribution(site, "bad = fake_reader_plugin:FORMAT", module=module)
+    code = run_cli("compare", "--baseline", str(DATA / "baselines" / "scripted.yaml"), "--current",
+                   str(DATA / "baselines" / "scripted.yaml"))
+    assert (code, capsys.readouterr().out) == (2, f"rl-autotest: error: {_where('bad', 'fake_reader_plugin:FORMAT')} "
+                                                  f"cannot be loaded: {exception}; fix or uninstall the plugin\n")
+
+
+@pytest.mark.parametrize("name, record, problem", [
+    ("raises", "RAISES", "its reader 'fake_reader_plugin:raises' raised KeyError: 'score'"),
+    ("exits", "EXITS", "its reader 'fake_reader_plugin:exits' raised SystemExit: 0"),
+    ("fatal", "FATAL", r"its reader 'fake_reader_plugin:fatal' raised Fatal: multi\nline"),
+    ("wrong", "WRONG", None),
+    ("elsewhere", "ELSEWHERE", "its 'fake_reader_exits:read' cannot be loaded (SystemExit: 3)"),
+])
+def test_a_plugin_reader_that_fails_or_returns_no_trace_is_one_line(site: Path, tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture, name: str,
+                                                                    record: str, problem: str | None) -> None:
+    _distribution(site, f"{name} = fake_reader_plugin:{record}", module=FAILING_PLUGIN)
+    (site / "fake_reader_exits.py").write_text("raise SystemExit(3)\n")
+    log = tmp_path / "run.log"
+    log.write_text("1 0.5\n")
+    code = run_cli("compare", "--baseline", str(DATA / "baselines" / "scripted.yaml"), "--current", str(log),
+                   "--format", name, "--no-history")
+    out = capsys.readouterr().out
+    where = _where(name, f"fake_reader_plugin:{record}")
+    if problem is None:
+        problem = f"returned a dict for {log}, not an autotest.judge.trace.Trace"
+        assert out == f"rl-autotest: error: {where} {problem}; fix or uninstall the plugin\n"
+    else:
+        assert out == f"rl-autotest: error: {where}: {problem}; fix or uninstall the plugin\n"
+    assert code == 2
+
+
+@pytest.mark.parametrize("name, record, problem", [
+    ("sniff-raises", "SNIFF_RAISES", ": its sniffer 'fake_reader_plugin:sniff_raises' raised RuntimeError: sniffing"),
+    ("sniff-number", "SNIFF_NUMBER", ": its sniffer 'fake_reader_plugin:sniff_number' returned a int, not a format "
+                                     "name or None"),
+])
+def test_a_plugin_sniffer_that_fails_is_one_line(site: Path, tmp_path: Path, name: str, record: str,
+                                                 problem: str) -> None:
+    _distribution(site, f"{name} = fake_reader_plugin:{record}", module=FAILING_PLUGIN)
+    log = tmp_path / "tracker.jsonl"
+    log.write_text('{"step": 1, "score": 0.5}\n')
+    with pytest.raises(UsageError) as info:
+        read_trace(log)  # auto: every format's sniffer is asked
+    assert str(info.value) == f"{_where(name, f'fake_reader_plugin:{record}')}{problem}; fix or uninstall the plugin"

@@ -63,3 +63,62 @@ def test_compare_reads_an_exported_history_end_to_end(tmp_path: Path, capsys: py
     code = run_cli("compare", "--baseline", str(SCRIPTED), "--current", str(path), "--no-history")
     printed = capsys.readouterr().out
     assert code == 0 and "PASS" in printed, printed
+
+
+def test_a_csv_with_a_column_twice_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "history.csv"
+    frame = history()
+    twice = pandas.concat([frame, frame[["response/rewards/mean"]] * 2], axis=1)  # pandas keeps both columns
+    twice.to_csv(path, index=False)
+    with pytest.raises(UsageError) as info:
+        read_trace(path, "wandb")
+    assert str(info.value) == (f"{path}:1: column 'response/rewards/mean' appears twice in the header (columns 5 and "
+                               "7); export the history again, or rename one")
+    frame.to_csv(path)  # the index as an unnamed first column, beside... nothing else unnamed: read as before
+    assert read_trace(path, "wandb").get("eval/accuracy") == {0: 0.5, 10: 0.9}
+
+
+# -- the offline run file's framing (LevelDB log blocks), built here with empty records (the integration test reads
+# -- one wandb wrote)
+
+def _chunk(payload: bytes, kind: int = 1, length: int | None = None) -> bytes:
+    import struct
+    import zlib
+
+    crc = zlib.crc32(payload, zlib.crc32(bytes([kind])))
+    return struct.pack("<IHB", crc, len(payload) if length is None else length, kind) + payload
+
+
+def _run_file(path: Path, *chunks: bytes) -> Path:
+    import struct
+
+    path.write_bytes(b":W&B" + struct.pack("<HB", 0xBEE1, 0) + b"".join(chunks))
+    return path
+
+
+def test_a_corrupt_record_length_is_named_not_taken_for_a_run_that_never_started(tmp_path: Path) -> None:
+    pytest.importorskip("wandb")
+    path = _run_file(tmp_path / "run-x.wandb", _chunk(b""), _chunk(b""), _chunk(b"abc", length=40000), b"abc")
+    with pytest.raises(UsageError) as info:
+        read_trace(path)
+    assert str(info.value) == (f"{path}: W&B run file is corrupt at byte 21 (record 3 declares 40000 bytes, past the "
+                               "end of its 32 KiB block; 2 records before it are intact); restore the file or rerun")
+    _run_file(path, _chunk(b""), bytes(7), _chunk(b""))
+    with pytest.raises(UsageError, match=r"corrupt at byte 14 \(record 2 is a zeroed header with data after it; 1 "):
+        read_trace(path)
+
+
+def test_a_cut_short_last_record_is_dropped_with_a_warning(tmp_path: Path) -> None:
+    pytest.importorskip("wandb")
+    path = _run_file(tmp_path / "run-x.wandb", _chunk(b""), _chunk(b"abcdef")[:10])
+    with pytest.raises(UsageError, match=r"run-x.wandb: metric log has no rows \(its last record was cut short\); "
+                                         r"did the run start\?$"):
+        read_trace(path)
+    from autotest.readers.wandb_history import _records
+
+    warnings: list[str] = []
+    assert [n for n, _ in _records(path, warnings)] == [1]
+    assert warnings == [f"{path}: truncated final record dropped at byte 14 (the run was probably killed)"]
+    warnings.clear()
+    _run_file(path, _chunk(b""), _chunk(b"ab", kind=2))  # a FIRST chunk whose LAST never came
+    assert [n for n, _ in _records(path, warnings)] == [1] and len(warnings) == 1

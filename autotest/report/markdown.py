@@ -312,7 +312,7 @@ def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, histo
     lines += machine_lines(ctx.get("machine"))
     if ctx.get("hardware_thresholds"):
         lines += ["", "## Per-hardware thresholds applied", "", *[f"- {line}" for line in ctx["hardware_thresholds"]]]
-    for key in ("launch", "retries", "time_to_verdict_s"):
+    for key in ("launch", "retries", "time_to_verdict_s", "recipe"):
         if ctx.get(key):
             shown = portable(ctx[key], folder) if folder is not None else ctx[key]
             lines += ["", f"## {key.replace('_', ' ').capitalize()}", "", "```json",

@@ -133,6 +133,9 @@ def add_refs(repo: Path) -> tuple[str, str]:
     Returns (the recipe commit, the trunk commit); ``main`` is left where it was."""
     start = git(repo, "rev-parse", "HEAD")
     write_recipe(repo)
+    # xtuner's main has other recipes (recipe/trace, recipe/verl_agent): only the distillation one is missing
+    (repo / "recipe" / "verl_agent").mkdir(parents=True, exist_ok=True)
+    (repo / "recipe" / "verl_agent" / "README.md").write_text("another recipe\n")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "recipe: multi-teacher OPD (PR #1977 layout)")
     recipe = git(repo, "rev-parse", "HEAD")

@@ -66,6 +66,7 @@ from autotest.run.launch import (
 from autotest.run.platform import check_platform
 from autotest.run.preflight import Preflight, run_preflight
 from autotest.run.recipe_guard import hold_recipe
+from autotest.run.upload_budget import finalise_uploads
 from autotest.run.recipe_presence import REFUSE, place_recipe
 from autotest.run.recipe_presence import SKIP as RECIPE_ABSENT
 from autotest.run.results_dir import default_results_root, new_results_dir, require_room
@@ -137,6 +138,10 @@ def run_single(case: Case, options: RunOptions) -> CaseRun:
     except Exception as exc:  # noqa: BLE001 - every ending, the harness's own failure included, leaves a verdict
         comparison, interrupt = _harness_failure(case, prep, exc), None
     lost = mask_logs(prep.results_dir)
+    finalised = finalise_uploads(prep.results_dir)  # env.json redacted, Ray sockets and over-budget logs left out
+    lost += finalised.problems
+    if not finalised.empty:
+        comparison.verdict.context["left_out"] = finalised.to_dict()
     request_path = None
     try:
         request_path = write_consistency_request(case, comparison.verdict, prep.results_dir, prep.work_dir)

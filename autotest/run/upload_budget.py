@@ -46,6 +46,8 @@ BUDGET = UploadBudget()
 ENVIRONMENT_DUMPS = ("env.json",)
 #: xtuner's per-step trajectories: ``train_rollout_<step>.jsonl``, ``eval_rollout_<step>.jsonl``
 TRAJECTORY = re.compile(r"^(?P<kind>[a-z]+_rollout)_(?P<step>\d+)\.jsonl$")
+#: Ray's session folders: ``session_<date>_<time>_<pid>`` in its temp dir (``ray start --temp-dir``)
+RAY_SESSION = re.compile(r"^session_\d{4}-\d{2}-\d{2}_\d{2}-\d{2}-\d{2}_\d+$")
 #: text files masked by value once an env.json named more secrets (binary event files are left alone)
 TEXT_SUFFIXES = (".log", ".txt", ".json", ".jsonl", ".out", ".err", ".yaml", ".py", ".sh")
 
@@ -121,8 +123,8 @@ def _remove(root: Path, path: Path, why: str) -> LeftOut:
 
 
 def _ray_sessions(root: Path) -> list[Path]:
-    """Ray session folders (``session_<date>_<pid>`` holding ``logs/`` or ``sockets/``) below ``root``."""
-    return sorted(p for p in _walk(root) if p.name.startswith("session_") and not p.is_symlink() and p.is_dir()
+    """Ray session folders (``session_<date>_<time>_<pid>`` holding ``logs/`` or ``sockets/``) below ``root``."""
+    return sorted(p for p in _walk(root) if RAY_SESSION.match(p.name) and not p.is_symlink() and p.is_dir()
                   and ((p / "logs").is_dir() or (p / "sockets").is_dir()))
 
 

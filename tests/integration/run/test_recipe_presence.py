@@ -56,6 +56,17 @@ def test_a_recipe_not_merged_yet_is_a_skip_with_its_commit_and_ref(node):
     assert not (node["tmp"] / "results").exists() or not list((node["tmp"] / "results").rglob("results.json"))
 
 
+def test_a_local_checkout_without_the_recipe_is_a_skip_naming_its_branch(node):
+    # no ref asked: the run uses the clone $XTUNER_ROOT names, as it stands (here: trunk checked out)
+    subprocess.run(["git", "-C", str(node["repo"]), "checkout", "-q", "trunk"], check=True)
+    env = {**node["env"], "XTUNER_ROOT": str(node["repo"])}
+    argv = [sys.executable, "-m", "autotest.cli", "run", MOPD, "--results-dir", str(node["tmp"] / "results"),
+            "--yes", "--no-history"]
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert (f"{MOPD}: SKIP — recipe/on_policy_distillation/ is not in xtuner at {node['trunk']} (trunk): "
+            "not merged yet?") in done.stdout, done.stdout + done.stderr
+
+
 @pytest.mark.slow  # one real MOPD run on the simulated node (teacher servers, TensorBoard), 20-40 s on 2 cores
 def test_a_case_pinned_to_a_commit_with_the_recipe_runs_there(node):
     text = (ROOT / "autotest" / "cases" / f"{MOPD}.yaml").read_text()

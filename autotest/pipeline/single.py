@@ -66,11 +66,11 @@ from autotest.run.launch import (
 from autotest.run.platform import check_platform
 from autotest.run.preflight import Preflight, run_preflight
 from autotest.run.recipe_guard import hold_recipe
-from autotest.run.upload_budget import finalise_uploads
 from autotest.run.recipe_presence import REFUSE, place_recipe
 from autotest.run.recipe_presence import SKIP as RECIPE_ABSENT
 from autotest.run.results_dir import default_results_root, new_results_dir, require_room
 from autotest.run.resume_launch import RESUME_FOLDER, checkpoint_args, launch_resumed
+from autotest.run.upload_budget import finalise_uploads
 from autotest.judge.resume import judge_resume, main_run_problem
 
 

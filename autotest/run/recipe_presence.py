@@ -124,7 +124,8 @@ def place_recipe(case: Case, environ: Mapping[str, str], request: FrameworkReque
         if local is None:
             return framework, RecipeDecision(RUN)
         commit = commit_under_test(local)
-        root, at = local, FrameworkAt(fw.name, commit.sha, commit.branch or "detached HEAD", f"${fw.env}")
+        where = commit.branch or ("detached HEAD" if commit.sha else f"${fw.env}: {commit.reason}")
+        root, at = local, FrameworkAt(fw.name, commit.sha, where, f"${fw.env}")
     pinned = request is not None and request.origin == "case file"
     pin = fw.ref if request is not None and not pinned and fw.ref else None
     decision = decide(absent_inputs(case, {**environ, fw.env: str(root)}, root), at, pin, at_pin=pinned)

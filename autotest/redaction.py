@@ -146,6 +146,11 @@ class MaskedStream:
         return getattr(self._stream, name)
 
 
+def secret_shapes(text: str) -> list[str]:
+    """The token-shaped substrings of ``text`` (ghp_…, hf_…, sk-…, JWTs): what ``redact`` masks by shape."""
+    return [m.group(0) for pattern in _VALUE_PATTERNS for m in pattern.finditer(text)]
+
+
 def _redact_text(text: str) -> str:
     text = mask_known(text)
     for pattern in _VALUE_PATTERNS:

@@ -52,9 +52,12 @@ Schema::
                            the launch script picks its own folder
       work_dir: str        where the timestamped exp dirs appear when not in the work folder
       path: str            explicit tracker file; replaces the exp-dir search
-      config: str          the framework config whose resolved trainer.exp_tracker decides what the
-                           run logs (xtuner formats only); loaded before launch in the framework's
-                           Python, a mismatch with format is an ERROR (optional; ${ENV} allowed)
+    recipe:                optional: the framework config the run resolves, held to the case before launch
+                           (autotest.inputs.case_recipe, autotest.run.recipe_guard; needs platform.framework)
+      config: str          the config file (${ENV} and {repo} allowed), loaded in the framework's Python
+      train_batch_size: int, eval_interval: int, initial_eval: bool, teacher_replicas: int,
+      teacher_workers: int   each optional: the value the resolved config must have; expected.steps and
+                           tracker.format are held too (a tracker the harness reads is followed)
     expected:
       steps: int           the training step the run must reach
       exact_steps: bool    and not pass (default true: the shape is part of the contract)

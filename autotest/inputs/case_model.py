@@ -12,6 +12,7 @@ from typing import Any
 
 from autotest.inputs.performance_policy import PerformancePolicy
 from autotest.inputs.placeholders import REPO_ROOT
+from autotest.inputs.case_recipe import Recipe
 from autotest.inputs.case_replay import Replay
 from autotest.inputs.case_variants import Variant
 from autotest.inputs.resume_phase import Resume
@@ -21,8 +22,6 @@ CASES_DIR = REPO_ROOT / "autotest" / "cases"
 MARKERS = ("grpo", "mopd", "gpu", "calibration")
 #: the built-in formats (autotest.readers.registry; a case may also name a plugin's, registry.format_names())
 TRACKER_FORMATS = tuple(f.name for f in BUILTIN)
-#: formats an xtuner trainer config can choose (exp_tracker jsonl / tensorboard)
-CONFIG_CHECKED_FORMATS = ("xtuner", "tensorboard")
 POLICIES = ("off", "on-breach", "always")
 PLACEHOLDERS = ("python", "repo", "work_dir", "seed", "fault")
 
@@ -66,8 +65,6 @@ class Tracker:
     work_dir_env: str | None
     work_dir: str | None
     path: str | None
-    #: the framework config that decides which tracker the run writes (None: not checked)
-    config: str | None = None
 
 
 @dataclass(frozen=True)
@@ -128,6 +125,8 @@ class Case:
     replay: Replay | None = None
     #: every gate of its baseline judged as a shadow gate: recorded, never failing the run (``shadow: true``)
     shadow: bool = False
+    #: the framework config the run resolves and what it must resolve to (``recipe:``; autotest.inputs.case_recipe)
+    recipe: Recipe | None = None
 
     @property
     def packaged(self) -> bool:

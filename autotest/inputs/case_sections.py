@@ -13,7 +13,6 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from autotest.consistency.layout import parse_layout
 from autotest.errors import UsageError
 from autotest.inputs.case_model import (
-    CONFIG_CHECKED_FORMATS,
     MARKERS,
     PLACEHOLDERS,
     POLICIES,
@@ -31,6 +30,7 @@ from autotest.inputs.performance_policy import parse_performance
 from autotest.inputs.project import Project
 from autotest.readers import registry
 from autotest.inputs.replicate_limits import replicates_problem
+from autotest.inputs.case_recipe import parse_recipe
 from autotest.inputs.case_replay import parse_replay
 from autotest.inputs.case_variants import parse_variants
 from autotest.inputs.resume_phase import parse_resume
@@ -48,7 +48,7 @@ def parse_case(path: Path, project: Project | None) -> Case:
     needed = ("name", "description", "markers", "goal", "minimal_scale", "platform", "launch", "tracker",
               "expected")
     optional = ("inputs", "seed", "consistency", "replicates", "detect", "performance", "resume", "equivalence",
-                "replay", "shadow")
+                "replay", "shadow", "recipe")
     top = load_section(path, what="a case", doc="docs/cases.md", required=needed if project else (*needed, "baseline"),
                        optional=(*optional, "baseline") if project else optional)
     name = top.text("name")
@@ -83,7 +83,10 @@ def parse_case(path: Path, project: Project | None) -> Case:
                 performance=parse_performance(top.section("performance", optional=True)),
                 resume=parse_resume(top.section("resume", optional=True), PLACEHOLDERS, expected.steps, tracker.path),
                 variants=parse_variants(top), replay=parse_replay(top.section("replay", optional=True)),
-                shadow=top.boolean("shadow", default=False))
+                shadow=top.boolean("shadow", default=False), recipe=parse_recipe(top.section("recipe", optional=True)))
+    if case.recipe is not None and platform.framework is None:
+        top.fail("recipe", "holds a framework config, but the case runs no framework",
+                 "set platform.framework or remove recipe")
     if len(set(seed.calibration)) > 1 and not case.takes_seed:
         top.fail("seed.calibration", f"{len(seed.calibration)} seeds but the launch takes no seed",
                  "use {seed} in launch.command or set seed.env")
@@ -203,13 +206,9 @@ def parse_tracker(sec: Section) -> Tracker:
     for key, value in (("work_dir", work_dir), ("path", path)):
         if value is not None:
             check_template(sec, key, value, _PATH_PLACEHOLDERS, shell=False)
-    config = sec.text("config", default=None)
-    if config is not None:
-        if fmt not in CONFIG_CHECKED_FORMATS:
-            sec.fail("config", f"only xtuner configs are checked, and format is {fmt!r}",
-                     f"remove config or use format {' or '.join(CONFIG_CHECKED_FORMATS)}")
-        check_template(sec, "config", config, _INPUT_PLACEHOLDERS, shell=False)
-    return Tracker(format=fmt, work_dir_env=work_dir_env, work_dir=work_dir, path=path, config=config)
+    if "config" in sec.data:
+        sec.fail("config", "moved to recipe.config", "write it as recipe: {config: ...} (docs/cases.md)")
+    return Tracker(format=fmt, work_dir_env=work_dir_env, work_dir=work_dir, path=path)
 
 
 def _tracker_format(sec: Section) -> str:

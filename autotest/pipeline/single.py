@@ -65,9 +65,12 @@ from autotest.run.launch import (
 )
 from autotest.run.platform import check_platform
 from autotest.run.preflight import Preflight, run_preflight
-from autotest.run.recipe_guard import tracker_problem
+from autotest.run.recipe_guard import hold_recipe
+from autotest.run.recipe_presence import REFUSE, place_recipe
+from autotest.run.recipe_presence import SKIP as RECIPE_ABSENT
 from autotest.run.results_dir import default_results_root, new_results_dir, require_room
 from autotest.run.resume_launch import RESUME_FOLDER, checkpoint_args, launch_resumed
+from autotest.run.upload_budget import finalise_uploads
 from autotest.judge.resume import judge_resume, main_run_problem
 
 
@@ -75,6 +78,7 @@ from autotest.judge.resume import judge_resume, main_run_problem
 class _Prepared:
     """What the run needs before launching; ``problems`` stop it at preflight."""
 
+    case: Case
     results_dir: Path
     work_dir: Path
     preflight: Preflight
@@ -101,10 +105,16 @@ def run_single(case: Case, options: RunOptions) -> CaseRun:
     framework = None
     if request is not None and not launch.dry_run:
         framework = checkout(request, default_cache_dir(environ))
+    # a recipe the ref under test lacks: a skip, or a run at the case's pin (autotest.run.recipe_presence)
+    framework, recipe = place_recipe(case, environ, request, framework, default_cache_dir(environ))
+    if recipe.action == RECIPE_ABSENT:
+        return CaseRun(case.name, SKIP, None, reason=recipe.reason)
+    if framework is not None and request is not None:
         # the case's ${XTUNER_ROOT} (inputs, cwd, command) and the launched run both see the checkout
         options = options.changed(launch={"env": {**launch.env, request.env: framework.path}})
         launch = options.launch
-    prep = _prepare(case, options, framework)
+    prep = _prepare(case, options, framework, (recipe.reason,) if recipe.action == REFUSE else ())
+    case = prep.case  # the tracker format the config resolves to, when the harness reads it
     command_line = prep.spec.command_line if prep.spec else ""
     shown = CaseRun(case.name, DRY_RUN, prep.results_dir, card=prep.card, command_line=command_line)
     if launch.dry_run:
@@ -128,6 +138,10 @@ def run_single(case: Case, options: RunOptions) -> CaseRun:
     except Exception as exc:  # noqa: BLE001 - every ending, the harness's own failure included, leaves a verdict
         comparison, interrupt = _harness_failure(case, prep, exc), None
     lost = mask_logs(prep.results_dir)
+    finalised = finalise_uploads(prep.results_dir)  # env.json redacted, Ray sockets and over-budget logs left out
+    lost += finalised.problems
+    if not finalised.empty:
+        comparison.verdict.context["left_out"] = finalised.to_dict()
     request_path = None
     try:
         request_path = write_consistency_request(case, comparison.verdict, prep.results_dir, prep.work_dir)
@@ -156,7 +170,7 @@ def _harness_failure(case: Case, prep: _Prepared, exc: Exception) -> Comparison:
                  context={**prep.context, "harness_error_log": str(log)})
 
 
-def _prepare(case: Case, options: RunOptions, framework: Checkout | None) -> _Prepared:
+def _prepare(case: Case, options: RunOptions, framework: Checkout | None, refused: tuple[str, ...]) -> _Prepared:
     launch = options.launch
     results_dir = launch.results_dir or new_results_dir(case, launch.results_root, fault=launch.fault)
     results_dir = Path(results_dir).resolve()
@@ -197,11 +211,17 @@ def _prepare(case: Case, options: RunOptions, framework: Checkout | None) -> _Pr
                "seed": launch.seed if launch.seed is not None else case.seed.default, "fault": launch.fault,
                "kind": options.kind, "framework": framework.to_dict() if framework else None,
                "hardware_thresholds": hardware_thresholds(baseline)}
-    problems = [m for m in (baseline_error, detect_error, spec_error) if m] + preflight.requirement_problems(case)
-    if spec is not None:  # what the config will log, resolved in the framework's Python (no GPU time spent)
-        problems += [m for m in (tracker_problem(case, spec.cwd, {**environ, **spec.env}),) if m]
+    problems = [*refused, *(m for m in (baseline_error, detect_error, spec_error) if m)]
+    problems += preflight.requirement_problems(case)
+    if spec is not None and not refused:  # the config held against the case, resolved in the framework's Python
+        guard = hold_recipe(case, spec.cwd, {**environ, **spec.env})
+        problems += guard.problems
+        if case.recipe is not None:
+            context["recipe"] = guard.to_dict()
+        if guard.tracker_format is not None:
+            case = replace(case, tracker=replace(case.tracker, format=guard.tracker_format))
     problems += [f"input {s.name} is missing: {s.path or s.raw} ({s.reason})" for s in preflight.missing_inputs]
-    return _Prepared(results_dir, work_dir, preflight, baseline, golden, spec, card, tuple(problems), context)
+    return _Prepared(case, results_dir, work_dir, preflight, baseline, golden, spec, card, tuple(problems), context)
 
 
 def _attempts(case: Case, options: RunOptions, spec: LaunchSpec,

@@ -312,7 +312,7 @@ def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, histo
     lines += machine_lines(ctx.get("machine"))
     if ctx.get("hardware_thresholds"):
         lines += ["", "## Per-hardware thresholds applied", "", *[f"- {line}" for line in ctx["hardware_thresholds"]]]
-    for key in ("launch", "retries", "time_to_verdict_s"):
+    for key in ("launch", "retries", "time_to_verdict_s", "recipe"):
         if ctx.get(key):
             shown = portable(ctx[key], folder) if folder is not None else ctx[key]
             lines += ["", f"## {key.replace('_', ' ').capitalize()}", "", "```json",
@@ -322,6 +322,7 @@ def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, histo
                                          for metric, rel in sorted(plots.items(), key=_by_role(verdict))]
     if ctx.get("unsaved"):
         lines += ["", "## Not saved", ""] + [f"- {line}" for line in ctx["unsaved"]]
+    lines += left_out_lines(ctx.get("left_out"))
     if ctx.get("plots_error"):
         lines += ["", "## Plots", "", f"- {ctx['plots_error']}"]
     if verdict.warnings:
@@ -352,6 +353,22 @@ def render_step_summary(verdict: Verdict, report_path: Path | None = None, histo
     if report_path:
         lines.append(f"- report: {md_code(report_path)}")
     return "\n".join(lines) + "\n\n"
+
+
+def left_out_lines(left: Any) -> list[str]:
+    """What the results folder does not upload (autotest.run.upload_budget), grouped by why, and what it redacted."""
+    if not isinstance(left, dict):
+        return []
+    lines = ["", "## Left out of the upload", ""]
+    lines += [f"- redacted: `{path}` (secret values masked)" for path in left.get("redacted", ())]
+    by_why: dict[str, list[dict[str, Any]]] = {}
+    for item in left.get("left_out", ()):
+        by_why.setdefault(item["why"], []).append(item)
+    for why, items in by_why.items():
+        shown = ", ".join(f"`{i['path']}`" for i in items[:5]) + (f" and {len(items) - 5} more" if len(items) > 5 else "")
+        lines.append(f"- {len(items)} file(s), {sum(i['bytes'] for i in items)} bytes: {why}: {shown}")
+    lines += [f"- {line}" for line in left.get("problems", ())]
+    return lines + ["", "(every file left out is listed in results.json, context.left_out)"]
 
 
 def framework_line(framework: dict[str, Any]) -> str:

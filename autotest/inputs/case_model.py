@@ -12,6 +12,7 @@ from typing import Any
 
 from autotest.inputs.performance_policy import PerformancePolicy
 from autotest.inputs.placeholders import REPO_ROOT
+from autotest.inputs.case_framework_spec import FrameworkSpecRef
 from autotest.inputs.case_replay import Replay
 from autotest.inputs.case_variants import Variant
 from autotest.inputs.resume_phase import Resume
@@ -128,6 +129,8 @@ class Case:
     replay: Replay | None = None
     #: every gate of its baseline judged as a shadow gate: recorded, never failing the run (``shadow: true``)
     shadow: bool = False
+    #: the framework's own spec for this case and whether the case follows it (``framework_spec:``)
+    framework_spec: FrameworkSpecRef | None = None
 
     @property
     def packaged(self) -> bool:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import subprocess
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Mapping
 
 from autotest.errors import UsageError
 from autotest.inputs.baseline_model import Baseline
@@ -152,5 +151,18 @@ def follow_problem(reading: SpecReading | None) -> str | None:
     return f"{reading.error} (the case follows this spec: framework_spec.mode: follow)"
 
 
-def settings_line(env: Mapping[str, str]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in env.items())
+
+
+def import_spec(text: str, repo_dir: Path, flag: str = "--framework-spec") -> SpecReading:
+    """``PATH:CASE`` (``autotest/config.yaml:qwen3-rl-lmdeploy``) read at the commit checked out in ``repo_dir``, for
+    ``rl-autotest init`` to propose its checks; anything but a spec read is one UsageError naming ``flag``."""
+    path, _, name = text.rpartition(":")
+    if not path.strip() or not name.strip():
+        raise UsageError(f"{flag}: {text!r} is not PATH:CASE; write e.g. autotest/config.yaml:qwen3-rl-lmdeploy")
+    reading = read_spec(FrameworkSpecRef(path=path.strip(), case=name.strip(), mode="follow"), repo_dir)
+    if reading.error:
+        raise UsageError(reading.error)
+    if reading.spec is None:
+        raise UsageError(f"{flag}: {reading.absent} (read in {repo_dir}); run init from the framework's checkout, "
+                         "or check the path and the case name")
+    return reading

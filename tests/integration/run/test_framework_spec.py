@@ -110,7 +110,6 @@ def test_the_spec_is_read_at_the_commit_never_from_the_tree(repo):
         import_spec("nope.yaml:fw-rl", checkout)
 
 
-@pytest.mark.slow  # two calibration runs and a candidate (~25 s on 2 cores)
 def test_the_calibration_provenance_records_the_spec_commit(repo, tmp_path):
     from autotest.calibration.runs import CalibrationOptions, calibrate_case
     from autotest.inputs.case import load_case

@@ -2,8 +2,8 @@
 
 Pure: the spec as read at the commit under test (:class:`autotest.inputs.framework_spec.FrameworkSpec`) and the
 baseline's checks in, one :class:`SpecDifference` per difference out, each a sentence a maintainer reads in the
-verdict ("the framework's spec checks mismatch/mismatch_k3_kl: value < 0.001, per step; this baseline checks it:
-absolute <= 0.0001, per step"). :class:`SpecComparison` is what the verdict records (results.json
+verdict ("the framework's spec checks mismatch/mismatch_k3_kl: value < 0.001, stepwise; this baseline checks it:
+absolute <= 0.0001, stepwise"). :class:`SpecComparison` is what the verdict records (results.json
 ``framework_spec``, report.md's "The framework's own spec", the console line).
 """
 
@@ -16,6 +16,7 @@ from typing import Any, Mapping, Sequence
 from autotest.inputs.baseline_model import GATING, CheckSpec
 from autotest.inputs.framework_spec import FrameworkSpec
 from autotest.inputs.framework_spec_checks import as_check
+from autotest.scopes import scope_kind
 
 #: SpecComparison.state
 COMPARED, ABSENT, UNREAD = "compared", "absent", "unread"
@@ -76,12 +77,9 @@ class SpecComparison:
 
 
 def describe_check(check: CheckSpec) -> str:
-    """``absolute <= 0.0001, per step``: a harness check in the words :meth:`SpecCheck.describe` uses."""
-    scope = {"stepwise": "per step", "final": "at the final point"}.get(check.scope)
-    if check.scope == "percentile" and check.percentile is not None:
-        scope = f"p{check.percentile:g} of per-step errors"
+    """``absolute <= 0.0001, stepwise``: a check without its metric, its scope in its check kind's words."""
     hardware = f" (on {check.hardware})" if check.hardware else ""
-    return f"{check.method} {check.operator} {check.shown_threshold}{hardware}, {scope or check.scope}"
+    return f"{check.method} {check.operator} {check.shown_threshold}{hardware}, {scope_kind(check.scope).describe(check)}"
 
 
 def _same(a: CheckSpec, b: CheckSpec) -> bool:

@@ -43,13 +43,13 @@ def test_a_verdict_at_a_commit_whose_spec_differs_names_each_difference(repo, tm
     spec = _results(moved)["framework_spec"]
     assert (spec["commit"], spec["changed_in"]) == (repo["moved"], repo["moved"])
     assert [d["line"] for d in spec["differences"]] == [
-        "the framework's spec checks mismatch/mismatch_k3_kl: absolute <= 1e-05, per step; this baseline checks it: "
-        "value < 0.001, per step",
+        "the framework's spec checks mismatch/mismatch_k3_kl: absolute <= 1e-05, stepwise; this baseline checks it: "
+        "value < 0.001, stepwise",
         "the framework's spec gives the run 120 s; this case's launch.timeout_s is 60 s"]
     report = (moved.results_dir / "report.md").read_text()
     assert "## The framework's own spec" in report and f"at commit `{repo['moved']}`" in report
     assert "this case holds its own: the baseline's checks were the gate" in report
-    assert "absolute &lt;= 1e-05, per step; this baseline checks it: value &lt; 0.001, per step" in report
+    assert "absolute &lt;= 1e-05, stepwise; this baseline checks it: value &lt; 0.001, stepwise" in report
     line = moved.summary_line()
     assert f"framework spec autotest/config.yaml@{repo['moved'][:12]} (case fw-rl, own): 2 differences from the " \
            "baseline (check mismatch/mismatch_k3_kl, timeout timeout; the gate held the baseline's" in line

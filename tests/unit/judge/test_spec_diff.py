@@ -42,9 +42,9 @@ def test_the_seed_baseline_against_todays_spec_names_each_difference():
         ("check", "mismatch/mismatch_k3_kl"), ("check", "time/step"), ("env", "XTUNER_DETERMINISTIC"),
         ("timeout", "timeout"), ("golden", "base_metric")]
     assert [d.line for d in found] == [
-        "the framework's spec checks mismatch/mismatch_k3_kl: value < 0.001, per step; this baseline checks it: "
-        "absolute <= 0.0001, per step",
-        "this baseline checks time/step: absolute < 10, per step; the framework's spec does not check it",
+        "the framework's spec checks mismatch/mismatch_k3_kl: value < 0.001, stepwise; this baseline checks it: "
+        "absolute <= 0.0001, stepwise",
+        "this baseline checks time/step: absolute < 10, stepwise; the framework's spec does not check it",
         "the framework's spec runs with XTUNER_DETERMINISTIC=true; this case's launch sets XTUNER_DETERMINISTIC=false",
         "the framework's spec gives the run 2460 s; this case's launch.timeout_s is 3000 s",
         "the framework's spec compares against qwen3-rl-lmdeploy/tracker.jsonl in its baseline store; this "
@@ -65,7 +65,7 @@ def test_a_spec_check_the_baseline_lacks_a_percentile_and_an_unset_variable():
 
 def test_describe_check_names_the_hardware_whose_threshold_applies():
     check = CheckSpec("time/step", "absolute", "<", 15.0, hardware="8x H200")
-    assert describe_check(check) == "absolute < 15 (on 8x H200), per step"
+    assert describe_check(check) == "absolute < 15 (on 8x H200), stepwise"
 
 
 def _verdict(note: SpecComparison) -> Verdict:

@@ -307,8 +307,9 @@ def case_yaml(options: InitOptions, proposal: Proposal, log_format: str, tracker
     lines += [f"baseline: {baseline}"] if baseline else ["# baseline: the project's <baselines>/<name>.yaml"]
     if options.framework_spec:
         path, _, name = options.framework_spec.rpartition(":")
-        lines += ["# the framework's own spec the baseline's checks came from; once the case runs in the framework's",
-                  "# checkout (platform.framework, or the project's), let it follow that spec at each commit under test:",
+        lines += ["# the framework's own spec the baseline's checks came from; once the case runs in the",
+                  "# framework's checkout (platform.framework, or the project's), let it follow that spec at each",
+                  "# commit under test:",
                   f"# framework_spec: {{path: {path}, case: {name}, mode: follow}}"]
     if takes_seed:
         lines += ["seed:  # gating runs use a seed the calibration runs did not",

@@ -41,6 +41,8 @@ PERCENTILE_DEFAULTS: Mapping[str, int] = MappingProxyType({"response/response_le
 #: decimals check_rl_result rounds a per-step error to before comparing it
 ROUNDED_DECIMALS = 5
 _FIX = "fix it in the framework's spec, or set framework_spec.mode: own in the case"
+#: what was found of a spec at a commit (SpecReading.provenance, SpecComparison.state)
+COMPARED, ABSENT, UNREAD = "compared", "absent", "unread"
 
 
 @dataclass(frozen=True)

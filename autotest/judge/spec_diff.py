@@ -13,13 +13,16 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping, Sequence
 
-from autotest.inputs.baseline_model import GATING, CheckSpec
-from autotest.inputs.framework_spec import FrameworkSpec
+from autotest.inputs.baseline_model import GATING, Baseline, CheckSpec
+from autotest.inputs.case_model import Case
+from autotest.inputs.framework_spec import ABSENT, COMPARED, UNREAD, FrameworkSpec
 from autotest.inputs.framework_spec_checks import as_check
+from autotest.run.framework_spec_read import SpecReading
 from autotest.scopes import scope_kind
 
-#: SpecComparison.state
-COMPARED, ABSENT, UNREAD = "compared", "absent", "unread"
+# SpecComparison.state: COMPARED, ABSENT or UNREAD (autotest.inputs.framework_spec)
+__all__ = ["ABSENT", "COMPARED", "UNREAD", "SpecComparison", "SpecDifference", "compare_spec",
+           "spec_comparison"]
 
 
 @dataclass(frozen=True)
@@ -79,7 +82,8 @@ class SpecComparison:
 def describe_check(check: CheckSpec) -> str:
     """``absolute <= 0.0001, stepwise``: a check without its metric, its scope in its check kind's words."""
     hardware = f" (on {check.hardware})" if check.hardware else ""
-    return f"{check.method} {check.operator} {check.shown_threshold}{hardware}, {scope_kind(check.scope).describe(check)}"
+    scope = scope_kind(check.scope).describe(check)
+    return f"{check.method} {check.operator} {check.shown_threshold}{hardware}, {scope}"
 
 
 def _same(a: CheckSpec, b: CheckSpec) -> bool:
@@ -137,3 +141,23 @@ def compare_spec(spec: FrameworkSpec, checks: Sequence[CheckSpec], env: Mapping[
                                     f"the framework's spec compares against {spec.base_metric} in its baseline "
                                     f"store; this baseline's golden tracker is {golden}"))
     return tuple(found)
+
+
+def spec_comparison(reading: SpecReading, baseline: Baseline | None, own: Case) -> SpecComparison:
+    """The verdict's record: ``reading`` against the baseline's own checks and ``own`` case's launch (before the
+    spec was followed)."""
+    ref = reading.ref
+    common = dict(path=ref.path, case=ref.case, mode=ref.mode, commit=reading.commit, changed_in=reading.changed_in)
+    if reading.spec is None:
+        return SpecComparison(**common, state=UNREAD if reading.error else ABSENT,
+                              note=reading.error or _absent_note(reading))
+    if baseline is None:
+        return SpecComparison(**common, state=UNREAD, note="not compared: the baseline could not be loaded")
+    golden = str(baseline.golden_tracker) if baseline.golden_tracker is not None else None
+    return SpecComparison(**common, state=COMPARED, differences=compare_spec(
+        reading.spec, baseline.checks, own.launch.env, own.launch.timeout_s, golden))
+
+
+def _absent_note(reading: SpecReading) -> str:
+    held = "the baseline's checks gate this run" if reading.ref.follows else "nothing to compare"
+    return f"{reading.absent}; {held}"

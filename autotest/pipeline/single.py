@@ -31,7 +31,7 @@ from autotest.judge.shadow import load_shadow_candidate
 from autotest.judge.structural import LogFinding, RunFacts
 from autotest.judge.trace import Trace
 from autotest.judge.performance import MachineContext
-from autotest.judge.spec_diff import SpecComparison
+from autotest.judge.spec_diff import SpecComparison, spec_comparison
 from autotest.judge.verdict import Comparison, checked_metrics, golden_trace, judge, with_framework_spec
 from autotest.pipeline.options import RunOptions
 from autotest.pipeline.outcome import DRY_RUN, SKIP, CaseRun, finished, harness_error_log, power_ask, save
@@ -54,7 +54,6 @@ from autotest.run.framework_spec_read import (
     follow_case,
     follow_problem,
     read_case_spec,
-    spec_comparison,
 )
 from autotest.run.gpu_slots import case_slice
 from autotest.run.contention import ContentionRecord, ContentionSampler, record_in_preflight, save_series, snapshot

@@ -20,10 +20,9 @@ from autotest.errors import UsageError
 from autotest.inputs.baseline_model import Baseline
 from autotest.inputs.case_framework_spec import FrameworkSpecRef
 from autotest.inputs.case_model import Case
-from autotest.inputs.framework_spec import FrameworkSpec, parse_spec
+from autotest.inputs.framework_spec import ABSENT, COMPARED, UNREAD, FrameworkSpec, parse_spec
 from autotest.inputs.framework_spec_checks import spec_checks
 from autotest.inputs.yaml_load import load_yaml_text
-from autotest.judge.spec_diff import ABSENT, COMPARED, UNREAD, SpecComparison, compare_spec
 
 GIT_TIMEOUT_S = 60.0
 
@@ -122,26 +121,6 @@ def follow_baseline(baseline: Baseline, reading: SpecReading | None) -> Baseline
     named = {c.metric for c in spec.checks}
     kept = tuple(c for c in baseline.checks if c.metric not in named)
     return replace(baseline, checks=(*spec_checks(spec), *kept))
-
-
-def spec_comparison(reading: SpecReading, baseline: Baseline | None, own: Case) -> SpecComparison:
-    """The verdict's record: ``reading`` against the baseline's own checks and ``own`` case's launch (before the
-    spec was followed)."""
-    ref = reading.ref
-    common = dict(path=ref.path, case=ref.case, mode=ref.mode, commit=reading.commit, changed_in=reading.changed_in)
-    if reading.spec is None:
-        return SpecComparison(**common, state=UNREAD if reading.error else ABSENT,
-                              note=reading.error or _absent_note(reading))
-    if baseline is None:
-        return SpecComparison(**common, state=UNREAD, note="not compared: the baseline could not be loaded")
-    golden = str(baseline.golden_tracker) if baseline.golden_tracker is not None else None
-    return SpecComparison(**common, state=COMPARED, differences=compare_spec(
-        reading.spec, baseline.checks, own.launch.env, own.launch.timeout_s, golden))
-
-
-def _absent_note(reading: SpecReading) -> str:
-    held = "the baseline's checks gate this run" if reading.ref.follows else "nothing to compare"
-    return f"{reading.absent}; {held}"
 
 
 def follow_problem(reading: SpecReading | None) -> str | None:

@@ -28,7 +28,8 @@ set -euo pipefail
 exp="$WORK_DIR/$(date +%Y%m%d%H%M%S)/logs/exp_tracking"
 mkdir -p "$exp"
 for step in 1 2 3; do
-  echo "{\\"response/rewards/mean\\": 0.50$((RANDOM % 10)), \\"mismatch/mismatch_k3_kl\\": 0.0002, \\"step\\": $step}" \\
+  reward="0.50$((RANDOM % 10))"
+  echo "{\\"response/rewards/mean\\": $reward, \\"mismatch/mismatch_k3_kl\\": 0.0002, \\"step\\": $step}" \\
     >> "$exp/tracker.jsonl"
 done
 echo "XTUNER_DETERMINISTIC=${XTUNER_DETERMINISTIC:-unset}"
@@ -87,7 +88,8 @@ def build_repo(tmp_path: Path) -> dict[str, str]:
     (repo / "run.sh").write_text(LAUNCH)
     (repo / "autotest" / "config.yaml").write_text(SPEC)
     shas = {"repo": str(repo), "good": _commit(repo, "good")}
-    for branch, text, name in (("spec-moved", MOVED, "moved"), ("no-spec", None, "gone"), ("bad-spec", BROKEN, "broken")):
+    for branch, text, name in (("spec-moved", MOVED, "moved"), ("no-spec", None, "gone"),
+                               ("bad-spec", BROKEN, "broken")):
         _git(repo, "checkout", "-q", "-b", branch, "main")
         if text is None:
             (repo / "autotest" / "config.yaml").unlink()

@@ -133,7 +133,7 @@ def compare_spec(spec: FrameworkSpec, checks: Sequence[CheckSpec], env: Mapping[
     found = check_differences(spec, checks) + environment_differences(spec, env)
     if spec.timeout_s is not None and (timeout_s is None or not math.isclose(spec.timeout_s, timeout_s)):
         have = f"{timeout_s:g} s" if timeout_s is not None else "none"
-        found.append(SpecDifference("timeout", "timeout", f"{spec.timeout_s:g} s", have,
+        found.append(SpecDifference("timeout", "launch.timeout_s", f"{spec.timeout_s:g} s", have,
                                     f"the framework's spec gives the run {spec.timeout_s:g} s; this case's "
                                     f"launch.timeout_s is {have}"))
     if spec.base_metric and golden is not None and not golden.replace("\\", "/").endswith("/" + spec.base_metric):

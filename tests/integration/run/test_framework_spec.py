@@ -52,7 +52,7 @@ def test_a_verdict_at_a_commit_whose_spec_differs_names_each_difference(repo, tm
     assert "absolute &lt;= 1e-05, stepwise; this baseline checks it: value &lt; 0.001, stepwise" in report
     line = moved.summary_line()
     assert f"framework spec autotest/config.yaml@{repo['moved'][:12]} (case fw-rl, own): 2 differences from the " \
-           "baseline (check mismatch/mismatch_k3_kl, timeout timeout; the gate held the baseline's" in line
+           "baseline (check mismatch/mismatch_k3_kl, timeout launch.timeout_s; the gate held the baseline's" in line
     # the run itself is untouched by a spec it does not follow
     assert "XTUNER_DETERMINISTIC=true" in (moved.results_dir / "logs" / "stdout.log").read_text()
 
@@ -76,7 +76,7 @@ def test_a_case_that_follows_runs_with_the_spec_settings_and_is_gated_by_its_che
     assert "autotest/config.yaml@" + repo["moved"][:12] in k3["derivation"]
     assert results["context"]["launch"]["timeout_s"] == 120  # the spec's timeout
     assert [d["key"] for d in results["framework_spec"]["differences"]] == [
-        "mismatch/mismatch_k3_kl", "XTUNER_DETERMINISTIC", "timeout"]
+        "mismatch/mismatch_k3_kl", "XTUNER_DETERMINISTIC", "launch.timeout_s"]
     assert "the gate held the spec's" in moved.summary_line()
 
 

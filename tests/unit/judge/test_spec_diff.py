@@ -40,7 +40,7 @@ def test_the_seed_baseline_against_todays_spec_names_each_difference():
     found = compare_spec(SPEC, seed, {"XTUNER_DETERMINISTIC": "false"}, 3000.0, "/elsewhere/golden.jsonl")
     assert [(d.topic, d.key) for d in found] == [
         ("check", "mismatch/mismatch_k3_kl"), ("check", "time/step"), ("env", "XTUNER_DETERMINISTIC"),
-        ("timeout", "timeout"), ("golden", "base_metric")]
+        ("timeout", "launch.timeout_s"), ("golden", "base_metric")]
     assert [d.line for d in found] == [
         "the framework's spec checks mismatch/mismatch_k3_kl: value < 0.001, stepwise; this baseline checks it: "
         "absolute <= 0.0001, stepwise",

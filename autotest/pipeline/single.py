@@ -211,7 +211,8 @@ def _prepare(case: Case, options: RunOptions, framework: Checkout | None, readin
         spec = replace(spec, env={**launch.env, **spec.env})
     except UsageError as exc:
         spec_error = str(exc)
-    card = render_card(case, preflight, card_criteria(baseline, baseline_error), spec=spec)
+    criteria = card_criteria(baseline, baseline_error) + ([spec_note.headline()] if spec_note is not None else [])
+    card = render_card(case, preflight, criteria, spec=spec)
     write_atomic(results_dir / "card.md", card)
     context = {"results_dir": str(results_dir), "work_dir": str(work_dir), "card": str(results_dir / "card.md"),
                "commit": preflight.commit.to_dict(), "harness_commit": preflight.harness.to_dict(),

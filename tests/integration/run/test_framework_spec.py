@@ -78,6 +78,9 @@ def test_a_case_that_follows_runs_with_the_spec_settings_and_is_gated_by_its_che
     assert [d["key"] for d in results["framework_spec"]["differences"]] == [
         "mismatch/mismatch_k3_kl", "XTUNER_DETERMINISTIC", "launch.timeout_s"]
     assert "the gate held the spec's" in moved.summary_line()
+    card = (moved.results_dir / "card.md").read_text()  # the card says, before launch, which checks gate and why
+    assert "- mismatch/mismatch_k3_kl: absolute <= 1e-05, stepwise" in card
+    assert f"- framework spec autotest/config.yaml@{repo['moved'][:12]} (case fw-rl, follow): 3 differences" in card
 
 
 def test_an_absent_spec_is_stated_and_a_malformed_one_is_one_line(repo, tmp_path):
@@ -140,3 +143,18 @@ def test_init_imports_the_spec_checks(repo, tmp_path, monkeypatch):
     assert written["provenance"]["framework_spec"]["commit"] == repo["good"]
     assert "# framework_spec: {path: autotest/config.yaml, case: fw-rl, mode: follow}" in \
         outcome.case_path.read_text()
+
+
+def test_init_refuses_a_spec_it_cannot_read_in_one_line_before_running(repo, tmp_path, monkeypatch, capsys):
+    from autotest.cli import main
+
+    monkeypatch.chdir(repo["repo"])
+    marker = tmp_path / "ran"
+    argv = ["init", "fw-init", "--cases-dir", str(tmp_path / "c"), "--baselines-dir", str(tmp_path / "b"),
+            "--results-dir", str(tmp_path / "r"), "--framework-spec", "SPEC", "--", "touch", str(marker)]
+    for value, line in (("autotest/config.yaml", "--framework-spec: 'autotest/config.yaml' is not PATH:CASE"),
+                        ("autotest/config.yaml:other", "--framework-spec: absent at ")):
+        code = main([value if word == "SPEC" else word for word in argv])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1 and err[0].startswith(f"rl-autotest: error: {line}"), err
+    assert not marker.exists()

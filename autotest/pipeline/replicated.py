@@ -18,6 +18,7 @@ from typing import Callable
 
 from autotest.files import write_atomic
 from autotest.inputs.baseline import Baseline
+from autotest.inputs.baseline_model import in_shadow
 from autotest.inputs.case import Case
 from autotest.inputs.replicate_limits import replicates_cost
 from autotest.judge.live import ReplicateGroup
@@ -151,7 +152,12 @@ def judge_replicates(case: Case, options: RunOptions, folder: Path, seeds: tuple
         gpu = json.loads((folder / "preflight.json").read_text(encoding="utf-8"))["environment"].get("gpu")
         # the mean is held to what each replicate was held to: the framework spec it followed, if any
         reading = read_case_spec(case, (first.get("commit") or {}).get("repo_dir"))
-        held = adjust if reading is None else (lambda b: (adjust or (lambda x: x))(follow_baseline(b, reading)))
+
+        def held(b: Baseline) -> Baseline:
+            b = follow_baseline(b, reading)
+            b = in_shadow(b) if case.shadow and reading is not None and reading.applies else b
+            return adjust(b) if adjust is not None else b
+
         return with_framework_spec(judge_replicate_runs(
             case, options.judge.baseline_path or case.baseline_path,
             [(seed, run.results_dir, run.verdict) for seed, run in zip(seeds, runs)], context=context, gpu=gpu,

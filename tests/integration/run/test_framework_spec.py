@@ -158,3 +158,13 @@ def test_init_refuses_a_spec_it_cannot_read_in_one_line_before_running(repo, tmp
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 2 and len(err) == 1 and err[0].startswith(f"rl-autotest: error: {line}"), err
     assert not marker.exists()
+
+
+def test_the_mean_of_replicates_is_held_to_the_followed_spec(repo, tmp_path):
+    case = write_case(tmp_path, repo["repo"], "follow", env="  env: {}\nseed: {env: SEED}\nreplicates: 2\n")
+    mean = run(case, tmp_path, framework_ref="spec-moved")
+    assert mean.status == "FAIL" and mean.replicates == 2
+    results = _results(mean)
+    k3 = next(r for r in results["results"] if r["metric"] == "mismatch/mismatch_k3_kl")
+    assert (k3["method"], k3["operator"], k3["status"]) == ("absolute", "<=", "FAIL")
+    assert results["framework_spec"]["followed"] and results["framework_spec"]["commit"] == repo["moved"]

@@ -55,8 +55,9 @@ class SpecReading:
 
 
 def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=GIT_TIMEOUT_S,
-                          check=False)
+    # a spec file that is not UTF-8 still reads (its YAML error names the line), never a UnicodeDecodeError
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, errors="replace",
+                          timeout=GIT_TIMEOUT_S, check=False)
 
 
 def read_spec(ref: FrameworkSpecRef, repo_dir: Path | str | None) -> SpecReading:

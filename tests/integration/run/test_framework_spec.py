@@ -111,6 +111,14 @@ def test_the_spec_is_read_at_the_commit_never_from_the_tree(repo):
         "not read: the commit under test in ")
     with pytest.raises(UsageError, match="^--framework-spec: absent at .*: nope.yaml is not in that commit"):
         import_spec("nope.yaml:fw-rl", checkout)
+    # bytes that are neither UTF-8 nor YAML, committed: one line naming file@commit and the line, no traceback
+    (checkout / "autotest" / "bin.yaml").write_bytes(b"case:\n  fw-rl: \xff\x00\n")
+    subprocess.run(["git", "-C", str(checkout), "checkout", "-q", "-b", "binary"], check=True)
+    subprocess.run(["git", "-C", str(checkout), "add", "autotest/bin.yaml"], check=True)
+    subprocess.run(["git", "-C", str(checkout), "commit", "-q", "-m", "binary"], check=True)
+    binary = read_spec(FrameworkSpecRef("autotest/bin.yaml", "fw-rl", "own"), checkout)
+    assert binary.spec is None and binary.error.startswith("autotest/bin.yaml@") and ":2: " in binary.error
+    assert "\n" not in binary.error
 
 
 def test_the_calibration_provenance_records_the_spec_commit(repo, tmp_path):

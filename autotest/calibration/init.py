@@ -24,17 +24,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from autotest.calibration.proposals import PRODUCED_BY_INIT, Proposal, baseline_spec, propose
+from autotest.calibration.proposals import PRODUCED_BY_INIT, Proposal, baseline_spec, propose, with_spec_checks
 from autotest.errors import UsageError
 from autotest.files import write_atomic
 from autotest.inputs.baseline import load_baseline
 from autotest.inputs.baseline_writer import baseline_yaml
+from autotest.inputs.framework_spec_checks import spec_checks
 from autotest.inputs.log_search import JSONL, looked_for
 from autotest.inputs.log_search import find_logs as search_logs
 from autotest.inputs.placeholders import placeholder_values
 from autotest.inputs.schema import expand_env
 from autotest.readers.reading import read_trace
 from autotest.judge.trace import Trace
+from autotest.run.framework_spec_read import import_spec
 from autotest.run.launch import LaunchSpec
 from autotest.run.process_group import launch
 from autotest.run.results_dir import fresh_folder, run_stamp
@@ -68,6 +70,8 @@ class InitOptions:
     marker: str = "grpo"
     timeout_s: float = DEFAULT_TIMEOUT_S
     progress: Callable[[str], None] | None = None
+    #: ``PATH:CASE``: the framework's own spec (read at the commit checked out here) whose checks init proposes
+    framework_spec: str | None = None
 
 
 @dataclass(frozen=True)
@@ -179,6 +183,8 @@ def init_case(options: InitOptions) -> InitOutcome:
 
 
 def _init_in(options: InitOptions) -> InitOutcome:
+    # the spec is read before the run: a wrong PATH:CASE must not cost a run
+    reading = import_spec(options.framework_spec, Path.cwd()) if options.framework_spec else None
     wall_s = None
     work_dir = None
     if options.log is not None:
@@ -199,6 +205,8 @@ def _init_in(options: InitOptions) -> InitOutcome:
         log = logs[0]
     trace = _read(log, options.format)
     proposal = propose(trace, options.preset)
+    if reading is not None and reading.spec is not None:
+        proposal = with_spec_checks(proposal, spec_checks(reading.spec), reading.spec.where)
     if not proposal.gates:
         raise UsageError(f"init: {log}: no metric has a role init gates ({proposal.roles_line}); nothing written; "
                          "pass --preset, or write the baseline's checks by hand")
@@ -209,7 +217,7 @@ def _init_in(options: InitOptions) -> InitOutcome:
     case_text = case_yaml(options, proposal, log_format, tracker_path, baseline_path, case_path, wall_s)
     provenance = {"produced_by": PRODUCED_BY_INIT, "date": dt.datetime.now(dt.timezone.utc).isoformat(
         timespec="seconds"), "command": shlex.join(options.command), "log": str(log),
-        "roles": proposal.roles_line}
+        "roles": proposal.roles_line, **({"framework_spec": reading.provenance()} if reading is not None else {})}
     spec = baseline_spec(options.name, baseline_path, proposal, provenance, runs=len(CALIBRATION_SEEDS))
     write_atomic(baseline_path, baseline_yaml(spec, header=(
         f"Proposed by rl-autotest init from one run: every threshold is a placeholder (an ERROR on any run) until "
@@ -297,6 +305,12 @@ def case_yaml(options: InitOptions, proposal: Proposal, log_format: str, tracker
         f"  steps: {proposal.expected_steps}",
     ]
     lines += [f"baseline: {baseline}"] if baseline else ["# baseline: the project's <baselines>/<name>.yaml"]
+    if options.framework_spec:
+        path, _, name = options.framework_spec.rpartition(":")
+        lines += ["# the framework's own spec the baseline's checks came from; once the case runs in the",
+                  "# framework's checkout (platform.framework, or the project's), let it follow that spec at each",
+                  "# commit under test:",
+                  f"# framework_spec: {{path: {path}, case: {name}, mode: follow}}"]
     if takes_seed:
         lines += ["seed:  # gating runs use a seed the calibration runs did not",
                   f"  default: {DEFAULT_SEED}", f"  calibration: [{', '.join(str(s) for s in CALIBRATION_SEEDS)}]"]

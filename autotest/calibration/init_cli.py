@@ -49,6 +49,9 @@ def add_init_parser(sub: argparse._SubParsersAction, commands: dict[str, Callabl
     p.add_argument("--cases-dir", type=Path, help="where the case goes (default: the project's first cases folder)")
     p.add_argument("--baselines-dir", type=Path, help="where the baseline spec goes (default: the project's)")
     p.add_argument("--results-dir", type=Path, help="root of the one run's folder (default: the project's results)")
+    p.add_argument("--framework-spec", metavar="PATH:CASE",
+                   help="propose the checks of the framework's own spec for CASE in PATH (e.g. "
+                        "autotest/config.yaml:qwen3-rl-lmdeploy), read at the commit checked out here")
     commands["init"] = _init
 
 
@@ -110,6 +113,7 @@ def _init(args: argparse.Namespace) -> int:
         name=args.name, command=command, cases_dir=cases, baselines_dir=baselines,
         results_root=(args.results_dir or default_results_root()).resolve(), log=args.log, format=args.format,
         preset=args.preset, marker=args.marker, timeout_s=args.timeout_s, baseline_key=baseline_key,
+        framework_spec=args.framework_spec,
         progress=lambda line: echo(line)))
     if not outcome.written:
         return _already(args.name, outcome)

@@ -37,7 +37,7 @@ has one (``peak`` or ``max`` in the name: ``memory/peak_rss_mb``, xtuner's ``mem
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
@@ -171,3 +171,17 @@ def baseline_spec(name: str, path: Path, proposal: Proposal, provenance: Mapping
         description=f"Checks {PRODUCED_BY_INIT} proposed per metric role from one run; a threshold written "
                     "'placeholder' is not measured yet (rl-autotest calibrate measures it).",
         calibration=CalibrationSpec(runs=runs), preset=proposal.preset)
+
+
+def with_spec_checks(proposal: Proposal, checks: tuple[CheckSpec, ...], where: str) -> Proposal:
+    """``proposal`` with the framework's own spec's ``checks`` (read at ``where``, ``file@sha``) in place of what init
+    proposed for their metrics: their thresholds are the spec's, not placeholders (``rl-autotest init
+    --framework-spec``)."""
+    named = {c.metric for c in checks}
+    ids = {m: tuple(c.check_id for c in checks if c.metric == m) for m in named}
+    rows = [replace(r, checks=ids[r.metric], note="") if r.metric in named else r for r in proposal.rows]
+    logged = {r.metric for r in proposal.rows}
+    rows += [MetricRow(m, None, ids[m], f"checked by the framework's spec {where}; not in this log")
+             for m in dict.fromkeys(c.metric for c in checks) if m not in logged]
+    kept = tuple(c for c in proposal.checks if c.metric not in named)
+    return replace(proposal, rows=tuple(rows), checks=(*checks, *kept))

@@ -77,9 +77,11 @@ def commit_the_runs_ran(case: Case, records: Sequence[RunRecord]) -> dict[str, A
 
 def provenance_of(case: Case, options: CalibrationOptions, preflight: Any, records: Sequence[RunRecord],
                   settings: CalibrationSpec, self_check: SelfCheck, calibration: Calibration,
-                 folder: Path, ran: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                 folder: Path, ran: Mapping[str, Any] | None = None,
+                 framework_spec: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The candidate baseline's ``provenance:``: what ran (``ran``: the commit the runs recorded), where, how, the
-    self-check, the machine's speed probe and what stayed uncalibrated."""
+    self-check, the machine's speed probe, what stayed uncalibrated, and the framework's own spec for the case at the
+    commit the runs ran (``framework_spec``: :meth:`autotest.run.framework_spec_read.SpecReading.provenance`)."""
     commit = preflight.commit
     if ran is not None:
         repo = ran.get("repo_dir") or commit.repo_dir
@@ -106,6 +108,8 @@ def provenance_of(case: Case, options: CalibrationOptions, preflight: Any, recor
         "self_check": {"method": "leave-one-out", "false_alarm_rate": self_check.false_alarm_rate,
                        "held_out": {h.label: h.status for h in self_check.held_out}},
     }
+    if framework_spec is not None:
+        data["framework_spec"] = dict(framework_spec)
     probe = reference_probe(records)
     if probe is not None:
         data["machine_probe"] = probe

@@ -46,6 +46,7 @@ from autotest.pipeline import JudgeOptions, LaunchOptions, PublishOptions, RunOp
 from autotest.report.power_table import power_provenance, power_report
 from autotest.report.publish import AfterResults
 from autotest.run.framework import checkout, default_cache_dir, framework_request
+from autotest.run.framework_spec_read import read_case_spec
 from autotest.run.interrupts import describe
 from autotest.run.platform import check_platform
 from autotest.run.preflight import run_preflight
@@ -348,7 +349,12 @@ def calibrate_case(case: Case, options: CalibrationOptions) -> CalibrationOutcom
     ran = None if options.from_history else commit_the_runs_ran(case, records)
     if ran is not None and framework is not None:  # the ref as asked (the runs were given its sha)
         ran = {**ran, "ref": framework.ref}
-    provenance = provenance_of(case, options, preflight, records, settings, self_check, calibration, folder, ran)
+    # the framework's own spec for the case, read at the commit the runs ran (the checkout the preflight names; runs
+    # from the history each name their own commit, so none is read for them)
+    reading = None if options.from_history else read_case_spec(
+        case, preflight.commit.repo_dir if preflight.commit.sha else None)
+    provenance = provenance_of(case, options, preflight, records, settings, self_check, calibration, folder, ran,
+                               reading.provenance() if reading is not None else None)
     candidate = replace(calibration.baseline, path=candidate_path, provenance=provenance)
     powers = baseline_power(candidate)  # what each gate can catch: recorded beside how it was made
     candidate = replace(candidate, provenance={**provenance, "power": power_provenance(powers)})

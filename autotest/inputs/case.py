@@ -89,6 +89,13 @@ Schema::
                            the launch takes the seed
     shadow: bool           optional (default false): every gate of the baseline is a shadow gate, judged and
                            recorded, never failing the run (autotest.judge.shadow; docs/cases.md)
+    framework_spec:        optional: the framework's own accuracy spec for the case, read at the commit under
+                           test (autotest.inputs.case_framework_spec; docs/gpu-runners.md)
+      path: str            the spec file in the framework's repository, e.g. autotest/config.yaml
+      case: str            the case's name in it, e.g. qwen3-rl-lmdeploy
+      mode: follow|own     follow: its environment is set and its checks gate; own: the baseline gates;
+                           either way the verdict names each difference
+      phase: str           the spec case's step when it has several (optional)
 
 Substitutions, done when a run is resolved (not on load, so listing cases needs no share):
 ``${NAME}`` is the harness's environment variable NAME (unset: a UsageError naming file, key

@@ -13,6 +13,7 @@ from typing import Any
 from autotest.inputs.performance_policy import PerformancePolicy
 from autotest.inputs.placeholders import REPO_ROOT
 from autotest.inputs.case_recipe import Recipe
+from autotest.inputs.case_framework_spec import FrameworkSpecRef
 from autotest.inputs.case_replay import Replay
 from autotest.inputs.case_variants import Variant
 from autotest.inputs.resume_phase import Resume
@@ -127,6 +128,8 @@ class Case:
     shadow: bool = False
     #: the framework config the run resolves and what it must resolve to (``recipe:``; autotest.inputs.case_recipe)
     recipe: Recipe | None = None
+    #: the framework's own spec for this case and whether the case follows it (``framework_spec:``)
+    framework_spec: FrameworkSpecRef | None = None
 
     @property
     def packaged(self) -> bool:

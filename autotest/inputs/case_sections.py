@@ -31,6 +31,7 @@ from autotest.inputs.project import Project
 from autotest.readers import registry
 from autotest.inputs.replicate_limits import replicates_problem
 from autotest.inputs.case_recipe import parse_recipe
+from autotest.inputs.case_framework_spec import parse_framework_spec
 from autotest.inputs.case_replay import parse_replay
 from autotest.inputs.case_variants import parse_variants
 from autotest.inputs.resume_phase import parse_resume
@@ -48,7 +49,7 @@ def parse_case(path: Path, project: Project | None) -> Case:
     needed = ("name", "description", "markers", "goal", "minimal_scale", "platform", "launch", "tracker",
               "expected")
     optional = ("inputs", "seed", "consistency", "replicates", "detect", "performance", "resume", "equivalence",
-                "replay", "shadow", "recipe")
+                "replay", "shadow", "recipe", "framework_spec")
     top = load_section(path, what="a case", doc="docs/cases.md", required=needed if project else (*needed, "baseline"),
                        optional=(*optional, "baseline") if project else optional)
     name = top.text("name")
@@ -83,7 +84,9 @@ def parse_case(path: Path, project: Project | None) -> Case:
                 performance=parse_performance(top.section("performance", optional=True)),
                 resume=parse_resume(top.section("resume", optional=True), PLACEHOLDERS, expected.steps, tracker.path),
                 variants=parse_variants(top), replay=parse_replay(top.section("replay", optional=True)),
-                shadow=top.boolean("shadow", default=False), recipe=parse_recipe(top.section("recipe", optional=True)))
+                shadow=top.boolean("shadow", default=False), recipe=parse_recipe(top.section("recipe", optional=True)),
+                framework_spec=parse_framework_spec(top, platform.framework is not None or (
+                    project is not None and project.framework is not None)))
     if case.recipe is not None and platform.framework is None:
         top.fail("recipe", "holds a framework config, but the case runs no framework",
                  "set platform.framework or remove recipe")

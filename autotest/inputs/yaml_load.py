@@ -101,6 +101,12 @@ def load_yaml(path: Path) -> Any:
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc}); "
                          "check the file") from None
+    return load_yaml_text(text, str(path))
+
+
+def load_yaml_text(text: str, path: str) -> Any:
+    """Parse YAML text read from elsewhere (a file at a commit: ``path`` names it as ``file@sha``), with the errors
+    of :func:`load_yaml`."""
     if _UniqueKeyCLoader is not None and "&" not in text and not yaml.reader.Reader.NON_PRINTABLE.search(text):
         # 5-8x faster on a golden table; PyYAML's reader refuses what the guard excludes, and any problem is
         # re-read below for PyYAML's own one-line message

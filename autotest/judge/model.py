@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from autotest.inputs.roles import group_of
+
+if TYPE_CHECKING:  # judge.spec_diff reads the baseline model, which reaches the check kinds
+    from autotest.judge.spec_diff import SpecComparison
 
 RESULTS_SCHEMA_VERSION = 1
 
@@ -233,6 +236,8 @@ class Verdict:
     metric_roles: dict[str, str] = field(default_factory=dict)
     #: what was measured for each hypothesis beyond the role rows (autotest.judge.readings.hypothesis_evidence)
     measured: tuple[Measured, ...] = ()
+    #: the framework's own spec for the case at the commit under test, against the baseline (None: the case names none)
+    framework_spec: SpecComparison | None = None
 
     def failing(self) -> tuple[CheckResult, ...]:
         return tuple(r for r in self.results if r.status in (FAIL, ERROR))
@@ -273,6 +278,7 @@ class Verdict:
         data["replicates"] = [asdict(r) for r in self.replicates]
         data["evidence"] = [asdict(e) for e in self.evidence]
         data["measured"] = [asdict(m) for m in self.measured]
+        data["framework_spec"] = self.framework_spec.to_dict() if self.framework_spec is not None else None
         data = _json_safe(data)
         data["results"] = results
         data["schema_version"] = RESULTS_SCHEMA_VERSION

@@ -37,6 +37,7 @@ from autotest.judge.trace import EVAL_PREFIX, Trace
 from autotest.inputs.roles import resolve_roles
 from autotest.judge.evidence import role_evidence
 from autotest.judge.shadow import SHADOW, ShadowCandidate, load_shadow_candidate
+from autotest.judge.spec_diff import SpecComparison
 from autotest.judge.triage import triage
 
 
@@ -194,6 +195,13 @@ def _with_alignment(findings: Sequence[TriageFinding], alignment: Alignment | No
     first = TriageFinding(ALIGNMENT_RULE, ALIGNMENT_SUGGESTION, alignment.finding.message, primary=True)
     return (first, *(replace(f, primary=False, rank=f.rank + 1, why_ranked=f.why_ranked or
                              "the step accounting explains the verdict first") for f in findings))
+
+
+def with_framework_spec(comparison: Comparison, note: SpecComparison | None) -> Comparison:
+    """``comparison`` whose verdict records the framework's own spec against the baseline (None: left as it is)."""
+    if note is None:
+        return comparison
+    return replace(comparison, verdict=replace(comparison.verdict, framework_spec=note))
 
 
 def compare(baseline: Baseline, current: Trace, *, case: str | None = None, wall_time_s: float | None = None,

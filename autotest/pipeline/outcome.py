@@ -66,7 +66,10 @@ class CaseRun:
             more = f" (and {len(self.unsaved) - 1} more)" if len(self.unsaved) > 1 else ""
             lost = f" — results not saved: {self.unsaved[0]}{more}"
         kind = kind_phrase(self.verdict) if self.verdict is not None else ""
-        return f"{self.case}: {self.status}{relaunch_phrase(self.relaunches)}{mean}{kind}{power}{reason}{lost}{where}"
+        spec = self.verdict.framework_spec if self.verdict is not None else None
+        spec_phrase = f" — {spec.headline()}" if spec is not None else ""
+        return (f"{self.case}: {self.status}{relaunch_phrase(self.relaunches)}{mean}{kind}{power}{reason}"
+                f"{spec_phrase}{lost}{where}")
 
 
 def harness_error_log(results_dir: Path, exc: BaseException) -> str:

@@ -18,18 +18,20 @@ from typing import Callable
 
 from autotest.files import write_atomic
 from autotest.inputs.baseline import Baseline
+from autotest.inputs.baseline_model import in_shadow
 from autotest.inputs.case import Case
 from autotest.inputs.replicate_limits import replicates_cost
 from autotest.judge.live import ReplicateGroup
 from autotest.judge.model import ERROR, CheckResult
 from autotest.judge.replicate_mean import judge_replicate_runs
 from autotest.judge.sequential import ALPHA_SHARE, CONTINUE_BELOW, STOP, decide_first_look, requantile
-from autotest.judge.verdict import Comparison, judge
+from autotest.judge.verdict import Comparison, judge, with_framework_spec
 from autotest.pipeline.options import RunOptions
 from autotest.pipeline.outcome import SKIP, CaseRun, finished, harness_error_log, power_ask, save
 from autotest.pipeline.single import run_single
 from autotest.report.cost import summed
 from autotest.report.publish import NotRecorded
+from autotest.run.framework_spec_read import follow_baseline, read_case_spec
 from autotest.run.interrupts import describe
 from autotest.run.replicates import default_jobs, replicate_folder, replicate_seeds, side_by_side
 from autotest.run.results_dir import default_results_root, require_room
@@ -148,10 +150,19 @@ def judge_replicates(case: Case, options: RunOptions, folder: Path, seeds: tuple
     context.update({k: first[k] for k in ("commit", "harness_commit", "framework") if k in first})
     try:
         gpu = json.loads((folder / "preflight.json").read_text(encoding="utf-8"))["environment"].get("gpu")
-        return judge_replicate_runs(case, options.judge.baseline_path or case.baseline_path,
-                                    [(seed, run.results_dir, run.verdict) for seed, run in zip(seeds, runs)],
-                                    context=context, gpu=gpu, interrupted=describe(interrupt) if interrupt else None,
-                                    power=power_ask(case, options.judge), adjust=adjust)
+        # the mean is held to what each replicate was held to: the framework spec it followed, if any
+        reading = read_case_spec(case, (first.get("commit") or {}).get("repo_dir"))
+
+        def held(b: Baseline) -> Baseline:
+            b = follow_baseline(b, reading)
+            b = in_shadow(b) if case.shadow and reading is not None and reading.applies else b
+            return adjust(b) if adjust is not None else b
+
+        return with_framework_spec(judge_replicate_runs(
+            case, options.judge.baseline_path or case.baseline_path,
+            [(seed, run.results_dir, run.verdict) for seed, run in zip(seeds, runs)], context=context, gpu=gpu,
+            interrupted=describe(interrupt) if interrupt else None, power=power_ask(case, options.judge),
+            adjust=held), runs[0].verdict.framework_spec if runs and runs[0].verdict is not None else None)
     except Exception as exc:  # noqa: BLE001 - every ending leaves a verdict
         log = harness_error_log(folder, exc)
         failure = CheckResult("run[harness]", ERROR, f"the harness failed judging the replicates: "

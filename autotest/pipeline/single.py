@@ -31,7 +31,8 @@ from autotest.judge.shadow import load_shadow_candidate
 from autotest.judge.structural import LogFinding, RunFacts
 from autotest.judge.trace import Trace
 from autotest.judge.performance import MachineContext
-from autotest.judge.verdict import Comparison, checked_metrics, golden_trace, judge
+from autotest.judge.spec_diff import SpecComparison, spec_comparison
+from autotest.judge.verdict import Comparison, checked_metrics, golden_trace, judge, with_framework_spec
 from autotest.pipeline.options import RunOptions
 from autotest.pipeline.outcome import DRY_RUN, SKIP, CaseRun, finished, harness_error_log, power_ask, save
 from autotest.report.consistency_request import write_consistency_request
@@ -46,6 +47,13 @@ from autotest.run.framework import (
     checkout,
     default_cache_dir,
     framework_request,
+)
+from autotest.run.framework_spec_read import (
+    SpecReading,
+    follow_baseline,
+    follow_case,
+    follow_problem,
+    read_case_spec,
 )
 from autotest.run.gpu_slots import case_slice
 from autotest.run.contention import ContentionRecord, ContentionSampler, record_in_preflight, save_series, snapshot
@@ -88,6 +96,8 @@ class _Prepared:
     card: str
     problems: tuple[str, ...]
     context: dict
+    #: the framework's own spec at the commit under test against the baseline (None: the case names none)
+    spec_note: SpecComparison | None = None
 
 
 def run_single(case: Case, options: RunOptions) -> CaseRun:
@@ -113,7 +123,10 @@ def run_single(case: Case, options: RunOptions) -> CaseRun:
         # the case's ${XTUNER_ROOT} (inputs, cwd, command) and the launched run both see the checkout
         options = options.changed(launch={"env": {**launch.env, request.env: framework.path}})
         launch = options.launch
-    prep = _prepare(case, options, framework, (recipe.reason,) if recipe.action == REFUSE else ())
+    # the framework's own spec, read at the commit under test; a case that follows it runs with its settings
+    reading = read_case_spec(case, framework.path if framework else platform.framework_dir or case.framework_checkout)
+    own_case, case = case, follow_case(case, reading)
+    prep = _prepare(case, options, framework, (recipe.reason,) if recipe.action == REFUSE else (), reading, own_case)
     case = prep.case  # the tracker format the config resolves to, when the harness reads it
     command_line = prep.spec.command_line if prep.spec else ""
     shown = CaseRun(case.name, DRY_RUN, prep.results_dir, card=prep.card, command_line=command_line)
@@ -127,6 +140,7 @@ def run_single(case: Case, options: RunOptions) -> CaseRun:
                          launched=False)
         comparison = judge(prep.baseline, None, golden=prep.golden, facts=facts, case=case.name,
                            context=prep.context)
+        comparison = with_framework_spec(comparison, prep.spec_note)
         verdict, unsaved = save(comparison, prep.results_dir, options.publish)
         return replace(shown, status=verdict.status, reason="; ".join(prep.problems), verdict=verdict,
                        unsaved=unsaved)
@@ -147,6 +161,7 @@ def run_single(case: Case, options: RunOptions) -> CaseRun:
         request_path = write_consistency_request(case, comparison.verdict, prep.results_dir, prep.work_dir)
     except WriteFailed as exc:
         lost.append(str(exc))
+    comparison = with_framework_spec(comparison, prep.spec_note)
     verdict, unsaved = save(comparison, prep.results_dir, options.publish, lost)
     if interrupt is not None:
         # the run is stopped and its ERROR verdict published; the interrupt still ends the session
@@ -170,7 +185,8 @@ def _harness_failure(case: Case, prep: _Prepared, exc: Exception) -> Comparison:
                  context={**prep.context, "harness_error_log": str(log)})
 
 
-def _prepare(case: Case, options: RunOptions, framework: Checkout | None, refused: tuple[str, ...]) -> _Prepared:
+def _prepare(case: Case, options: RunOptions, framework: Checkout | None, refused: tuple[str, ...],
+             reading: SpecReading | None = None, own: Case | None = None) -> _Prepared:
     launch = options.launch
     results_dir = launch.results_dir or new_results_dir(case, launch.results_root, fault=launch.fault)
     results_dir = Path(results_dir).resolve()
@@ -179,16 +195,21 @@ def _prepare(case: Case, options: RunOptions, framework: Checkout | None, refuse
     preflight = run_preflight(case, Path(framework.path) if framework else None, environ,
                               framework=framework.to_dict() if framework else None)
     write_atomic(results_dir / "preflight.json", json.dumps(preflight.to_dict(), indent=2) + "\n")
-    baseline, golden, baseline_error = None, None, None
+    baseline, golden, baseline_error, spec_note = None, None, None, None
     try:
         # per-hardware thresholds (time/step, wall time) picked by this node's GPU fingerprint
         baseline = for_hardware(load_baseline(options.judge.baseline_path or case.baseline_path),
                                 preflight.environment.get("gpu"))
+        # compared as the baseline is written (and picked for this node), then held as the case says
+        spec_note = spec_comparison(reading, baseline, own or case) if reading is not None else None
+        baseline = follow_baseline(baseline, reading)
         if case.shadow:  # a case in shadow: judged and recorded, never failing the job
             baseline = in_shadow(baseline)
         golden = golden_trace(baseline)
     except UsageError as exc:
         baseline_error = str(exc)
+        if spec_note is None and reading is not None:
+            spec_note = spec_comparison(reading, None, own or case)
     detect_error = None
     try:  # a detect: typo fails fast, naming the metric, before any launch
         if baseline is not None:
@@ -204,14 +225,15 @@ def _prepare(case: Case, options: RunOptions, framework: Checkout | None, refuse
         spec = replace(spec, env={**launch.env, **spec.env})
     except UsageError as exc:
         spec_error = str(exc)
-    card = render_card(case, preflight, card_criteria(baseline, baseline_error), spec=spec)
+    criteria = card_criteria(baseline, baseline_error) + ([spec_note.headline()] if spec_note is not None else [])
+    card = render_card(case, preflight, criteria, spec=spec)
     write_atomic(results_dir / "card.md", card)
     context = {"results_dir": str(results_dir), "work_dir": str(work_dir), "card": str(results_dir / "card.md"),
                "commit": preflight.commit.to_dict(), "harness_commit": preflight.harness.to_dict(),
                "seed": launch.seed if launch.seed is not None else case.seed.default, "fault": launch.fault,
                "kind": options.kind, "framework": framework.to_dict() if framework else None,
                "hardware_thresholds": hardware_thresholds(baseline)}
-    problems = [*refused, *(m for m in (baseline_error, detect_error, spec_error) if m)]
+    problems = [*refused, *(m for m in (baseline_error, detect_error, spec_error, follow_problem(reading)) if m)]
     problems += preflight.requirement_problems(case)
     if spec is not None and not refused:  # the config held against the case, resolved in the framework's Python
         guard = hold_recipe(case, spec.cwd, {**environ, **spec.env})
@@ -221,7 +243,8 @@ def _prepare(case: Case, options: RunOptions, framework: Checkout | None, refuse
         if guard.tracker_format is not None:
             case = replace(case, tracker=replace(case.tracker, format=guard.tracker_format))
     problems += [f"input {s.name} is missing: {s.path or s.raw} ({s.reason})" for s in preflight.missing_inputs]
-    return _Prepared(case, results_dir, work_dir, preflight, baseline, golden, spec, card, tuple(problems), context)
+    return _Prepared(case, results_dir, work_dir, preflight, baseline, golden, spec, card, tuple(problems), context,
+                     spec_note)
 
 
 def _attempts(case: Case, options: RunOptions, spec: LaunchSpec,

@@ -24,6 +24,7 @@ from autotest.judge.power import caught_phrase
 from autotest.judge.shadow import shadow_alarms, shadow_line
 from autotest.redaction import mask_known
 from autotest.report.md_safe import md_code, md_text
+from autotest.report.spec_section import spec_lines
 from autotest.scopes import find
 
 STATUS_MARK = {PASS: "✅ PASS", FAIL: "❌ FAIL", ERROR: "⚠️ ERROR", INFO: "ℹ️ INFO"}
@@ -309,6 +310,7 @@ def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, histo
     framework = ctx.get("framework")
     if isinstance(framework, dict):
         lines.append(f"- framework under test: {framework_line(framework)}")
+    lines += spec_lines(verdict.framework_spec)
     lines += machine_lines(ctx.get("machine"))
     if ctx.get("hardware_thresholds"):
         lines += ["", "## Per-hardware thresholds applied", "", *[f"- {line}" for line in ctx["hardware_thresholds"]]]
@@ -350,6 +352,8 @@ def render_step_summary(verdict: Verdict, report_path: Path | None = None, histo
     framework = verdict.context.get("framework")
     if isinstance(framework, dict):
         lines.append(f"- framework under test: {md_text(framework_line(framework))}")
+    if verdict.framework_spec is not None:
+        lines.append(f"- {md_text(verdict.framework_spec.headline())}")
     if report_path:
         lines.append(f"- report: {md_code(report_path)}")
     return "\n".join(lines) + "\n\n"

@@ -114,3 +114,25 @@ def test_the_memory_proposal_reads_back(tmp_path: Path) -> None:
     loaded = load_baseline(path)
     assert {c.check_id for c in loaded.checks if c.placeholder} >= {"memory/peak_rss_mb[final]",
                                                                      "memory/peak_rss_mb[slope]"}
+
+
+def test_the_framework_specs_checks_replace_what_init_proposed_on_their_metrics(tmp_path):
+    from autotest.calibration.proposals import with_spec_checks
+    from autotest.inputs.framework_spec import SpecCheck
+    from autotest.inputs.framework_spec_checks import as_check
+
+    proposal = propose(_trace({"response/rewards/mean": _ramp(), "mismatch/mismatch_k3_kl": _ramp(1e-4)}), "xtuner")
+    where = "autotest/config.yaml@abc"
+    spec = (as_check(SpecCheck("mismatch/mismatch_k3_kl", "value", "<", 0.001), where),
+            as_check(SpecCheck("time/step", "absolute", "<", 15.0), where))
+    imported = with_spec_checks(proposal, spec, where)
+    k3 = [c for c in imported.checks if c.metric == "mismatch/mismatch_k3_kl"]
+    assert [(c.method, c.threshold, c.placeholder) for c in k3] == [("value", 0.001, False)]
+    assert any(c.metric == "response/rewards/mean" and c.placeholder for c in imported.checks)  # init's own stay
+    rows = {r.metric: r for r in imported.rows}
+    assert rows["mismatch/mismatch_k3_kl"].checks == ("mismatch/mismatch_k3_kl[stepwise]",)
+    assert rows["time/step"].note == f"checked by the framework's spec {where}; not in this log"
+    path = tmp_path / "b.yaml"  # what init writes reads back, the spec's thresholds as numbers
+    path.write_text(baseline_yaml(baseline_spec("c", path, imported, {"produced_by": "rl-autotest init"})))
+    assert {c.metric: c.threshold for c in load_baseline(path).checks if not c.placeholder} == \
+        {"mismatch/mismatch_k3_kl": 0.001, "time/step": 15.0}

@@ -45,7 +45,7 @@ def test_seed_grpo_baseline_expands_share_root(monkeypatch, tmp_path):
     by_metric = {c.metric: c for c in b.checks}
     assert by_metric["response/rewards/mean"].percentile == 80
     assert by_metric["eval/accuracy"].scope == "final"
-    assert by_metric["mismatch/mismatch_k3_kl"].operator == "<="
+    assert (by_metric["mismatch/mismatch_k3_kl"].method, by_metric["mismatch/mismatch_k3_kl"].operator) == ("value", "<")
 
 
 def test_quoted_non_finite_golden_values_are_read(tmp_path):

@@ -195,6 +195,14 @@ def _calibration(sec: Section | None, checked: set[str]) -> CalibrationSpec | No
     )
 
 
+def last_step(steps: StepPolicy, tracker_steps: int | None, table: dict | None) -> int | None:
+    """The baseline's last training step: declared (steps.expected, golden.tracker_steps), else the golden table's
+    last; None when the file does not say (a golden tracker without a pin)."""
+    if steps.expected is not None or tracker_steps is not None:
+        return steps.expected or tracker_steps
+    return max((step for series in (table or {}).values() for step in series), default=None)
+
+
 def load_baseline(path: str | Path, env: dict[str, str] | None = None) -> Baseline:
     """Load and validate a baseline YAML; every mistake is one UsageError naming file and key."""
     path = Path(path)
@@ -250,9 +258,11 @@ def load_baseline(path: str | Path, env: dict[str, str] | None = None) -> Baseli
         if check.check_id in seen:
             sec.fail(f"checks[{i}]", f"duplicate check {check.check_id}", "merge or remove one")
         seen.add(check.check_id)
-    if all(check.severity == "reference" for check in checks):
-        # reference checks never fail: a baseline of only those would pass any run without a word
-        sec.fail("checks", "every check is severity: reference, so nothing gates the run",
+    if not any(check.severity == "gate" for check in checks):
+        # reference and shadow checks never fail the run: a baseline of only those would pass any run without a word
+        kinds = sorted({check.severity for check in checks})
+        every = f"severity: {kinds[0]}" if len(kinds) == 1 else "severity: reference or shadow"
+        sec.fail("checks", f"every check is {every}, so nothing gates the run",
                  "make at least one check severity: gate (the default)")
     if table is not None:
         check_golden_keys(golden, table, sorted({c.metric for c in checks if c.method != "value"}))
@@ -291,5 +301,6 @@ def load_baseline(path: str | Path, env: dict[str, str] | None = None) -> Baseli
         roughness=roughness,
         preset=preset,
         roles=MappingProxyType(roles),
-        paired=parse_paired(paired_sec, {c.metric for c in checks}) if paired_sec is not None else None,
+        paired=parse_paired(paired_sec, {c.metric for c in checks}, last_step(steps, pin_steps, table))
+        if paired_sec is not None else None,
     )

@@ -23,8 +23,10 @@ from autotest.inputs.schema import Section, show
 _KEYS = ("pairs", "perturbation", "seeds", "false_alarm_budget", "relative_floor", "windows")
 
 
-def parse_paired(sec: Section, checked: set[str]) -> PairedSpec:
-    """The section as a :class:`PairedSpec`; a bad key or value is one error naming it."""
+def parse_paired(sec: Section, checked: set[str], last_step: int | None = None) -> PairedSpec:
+    """The section as a :class:`PairedSpec`; a bad key or value is one error naming it, with its line where a rule
+    spans values (a budget outside (0, 1), a seed twice, windows of one metric that overlap, a window past
+    ``last_step``: the baseline's last training step, when it knows it)."""
     sec.check_keys(required=("pairs", "perturbation", "windows"), optional=_KEYS)
     raw = sec.get("windows")
     if not isinstance(raw, list) or not raw:
@@ -47,18 +49,44 @@ def parse_paired(sec: Section, checked: set[str]) -> PairedSpec:
                               level=win.number("level", fix="write the window's mean level"),
                               floor=win.number("floor", minimum=0, default=0.0, fix="write a floor >= 0"))
         if window.gate_id in seen:
-            win.fail("steps", f"duplicate window {window.gate_id}", "merge or remove one")
+            win.fail_at_line("steps", f"duplicate window {window.gate_id}", "merge or remove one")
         seen.add(window.gate_id)
         windows.append(window)
-    return PairedSpec(
+    budget = sec.number("false_alarm_budget", positive=True, default=0.05, fix="write a probability, e.g. 0.05")
+    if budget >= 1:
+        sec.fail_at_line("false_alarm_budget", f"{budget:g} is not a probability below 1",
+                         "write the chance of a false alarm per clean A/B, between 0 and 1, e.g. 0.05")
+    seeds = sec.int_list("seeds", default=())
+    twice = sorted({s for s in seeds if seeds.count(s) > 1})
+    if twice:
+        sec.fail_at_line("seeds", f"seed {twice[0]} is listed twice: each A/A pair ran one seed",
+                         "list each seed once (recalibrate with `rl-autotest calibrate CASE --paired`)")
+    spec = PairedSpec(
         pairs=sec.integer("pairs", minimum=2, fix="write 2 or more (paired noise needs two A/A pairs)"),
         perturbation=sec.text("perturbation"),
         windows=tuple(windows),
-        false_alarm_budget=sec.number("false_alarm_budget", positive=True, default=0.05,
-                                      fix="write a probability, e.g. 0.05"),
+        false_alarm_budget=budget,
         relative_floor=sec.number("relative_floor", minimum=0, default=0.01, fix="write a fraction >= 0, e.g. 0.01"),
-        seeds=sec.int_list("seeds", default=()),
+        seeds=seeds,
     )
+    _check_windows(sec, spec.windows, last_step)
+    return spec
+
+
+def _check_windows(sec: Section, windows: tuple[PairedWindow, ...], last_step: int | None) -> None:
+    """Rules across windows: one metric's windows are disjoint, and none ends past the baseline's last step."""
+    for i, window in enumerate(windows):
+        where = f"windows[{i}].steps"
+        steps = [window.start, window.end]
+        if last_step is not None and window.end > last_step:
+            sec.fail_at_line(where, f"{steps} ends past the last step {last_step} of this baseline",
+                             f"end the window at {last_step} or before (recalibrate with `rl-autotest calibrate "
+                             "CASE --paired`)")
+        other = next((w for w in windows[:i] if w.metric == window.metric and w.start <= window.end
+                      and window.start <= w.end), None)
+        if other is not None:
+            sec.fail_at_line(where, f"{steps} overlaps {other.gate_id}: a step would count in two gates of one "
+                                    "metric", "make the windows of one metric disjoint, e.g. [1, 15] and [16, 30]")
 
 
 def paired_document(spec: PairedSpec, flow: type[list], flow_map: type[dict]) -> dict[str, Any]:

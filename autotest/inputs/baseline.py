@@ -53,18 +53,8 @@ from types import MappingProxyType
 from typing import Any
 
 from autotest.errors import UsageError
-from autotest.inputs.baseline_model import (
-    DEFAULT_RELATIVE_FLOOR,
-    METHODS,
-    OPERATORS,
-    PLACEHOLDER,
-    SCHEMA_VERSION,
-    SEVERITIES,
-    Baseline,
-    CalibrationSpec,
-    CheckSpec,
-    StepPolicy,
-)
+from autotest.inputs.baseline_model import PLACEHOLDER, SCHEMA_VERSION, Baseline, CalibrationSpec, CheckSpec, StepPolicy
+from autotest.inputs.baseline_schema import BY_PATH, check_section, keys_of, read
 from autotest.inputs.golden_table import check_golden_keys, parse_step_table
 from autotest.inputs.hardware_overrides import parse_overrides
 from autotest.inputs.paired_section import parse_paired
@@ -78,10 +68,9 @@ from autotest.scopes.window import step_range
 __all__ = ["Baseline", "CalibrationSpec", "CheckSpec", "load_baseline"]
 
 _DOC = "docs/baselines.md"
-#: keys every check may have; each kind adds its own (autotest.scopes)
-_REQUIRED = ("metric", "method", "operator", "threshold")
+#: keys every check may have (autotest.inputs.baseline_schema); each kind adds its own (autotest.scopes)
+_REQUIRED, _CHECK_KEYS = keys_of("checks[]")
 _SPEC_FIELDS = {f.name for f in fields(CheckSpec)}
-_CHECK_KEYS = ("scope", "severity", "relative_floor", "derivation", "measured_max_deviation", "overrides")
 
 
 def _check(sec: Section) -> CheckSpec:
@@ -97,14 +86,13 @@ def _check(sec: Section) -> CheckSpec:
             if key in sec.data:
                 sec.fail(key, f"only applies to scope {other.name!r}, not {kind.name!r}",
                          f"remove it or set scope: {other.name}")
-    method = sec.choice("method", METHODS)
-    operator = sec.choice("operator", OPERATORS)
-    placeholder = sec.get("threshold") == PLACEHOLDER
+    method = read(sec, "checks[].method")
+    operator = read(sec, "checks[].operator")
+    placeholder = sec.get("threshold") == BY_PATH["checks[].threshold"].also
     if placeholder:
         threshold = math.nan
     else:
-        threshold = sec.number("threshold", fix=f"write a number, e.g. 0.05 (unquoted), or {PLACEHOLDER} "
-                                                "until rl-autotest calibrate sets it")
+        threshold = read(sec, "checks[].threshold")
         _check_sign(sec, method, operator, threshold)
     overrides = parse_overrides(sec, "threshold", validate=lambda entry, value: _check_sign(entry, method, operator,
                                                                                              value))
@@ -114,12 +102,10 @@ def _check(sec: Section) -> CheckSpec:
         operator=operator,
         threshold=threshold,
         scope=kind.name,
-        severity=sec.choice("severity", SEVERITIES, default="gate"),
-        relative_floor=sec.number("relative_floor", positive=True, default=DEFAULT_RELATIVE_FLOOR,
-                                  fix="write a small positive number, e.g. 1.0e-12"),
-        derivation=sec.text("derivation", ""),
-        measured_max_deviation=sec.number("measured_max_deviation", minimum=0, default=None,
-                                          fix="write the measured deviation (>= 0) or remove it"),
+        severity=read(sec, "checks[].severity"),
+        relative_floor=read(sec, "checks[].relative_floor"),
+        derivation=read(sec, "checks[].derivation"),
+        measured_max_deviation=read(sec, "checks[].measured_max_deviation"),
         overrides=overrides,
         placeholder=placeholder,
         **scope_fields,
@@ -174,24 +160,17 @@ def _metric_numbers(sec: Section, name: str, integer: bool, checked: set[str]) -
 def _calibration(sec: Section | None, checked: set[str]) -> CalibrationSpec | None:
     if sec is None:
         return None
-    sec.check_keys(required=(), optional=("runs", "margin", "relative_floor", "binomial_z", "floors",
-                                          "eval_set_size", "false_alarm_budget", "floor_headroom"))
-    defaults = CalibrationSpec()
+    check_section(sec, "calibration")
     return CalibrationSpec(
-        runs=sec.integer("runs", minimum=2, default=defaults.runs,
-                         fix="write 2 or more (run-to-run noise needs two runs)"),
-        margin=sec.number("margin", minimum=1, default=defaults.margin,
-                          fix="write 1 or more (a margin below 1 flags the calibration runs themselves)"),
-        relative_floor=sec.number("relative_floor", minimum=0, default=defaults.relative_floor,
-                                  fix="write a fraction >= 0, e.g. 0.01"),
-        binomial_z=sec.number("binomial_z", positive=True, default=defaults.binomial_z, fix="write e.g. 2"),
+        runs=read(sec, "calibration.runs"),
+        margin=read(sec, "calibration.margin"),
+        relative_floor=read(sec, "calibration.relative_floor"),
+        binomial_z=read(sec, "calibration.binomial_z"),
         floors=MappingProxyType(_metric_numbers(sec, "floors", False, checked)),
         eval_set_size=MappingProxyType(
             {k: int(v) for k, v in _metric_numbers(sec, "eval_set_size", True, checked).items()}),
-        false_alarm_budget=sec.number("false_alarm_budget", positive=True, default=defaults.false_alarm_budget,
-                                      fix="write a probability, e.g. 0.05"),
-        floor_headroom=sec.number("floor_headroom", minimum=1, default=defaults.floor_headroom,
-                                  fix="write a factor >= 1, e.g. 1000"),
+        false_alarm_budget=read(sec, "calibration.false_alarm_budget"),
+        floor_headroom=read(sec, "calibration.floor_headroom"),
     )
 
 
@@ -206,17 +185,15 @@ def last_step(steps: StepPolicy, tracker_steps: int | None, table: dict | None) 
 def load_baseline(path: str | Path, env: dict[str, str] | None = None) -> Baseline:
     """Load and validate a baseline YAML; every mistake is one UsageError naming file and key."""
     path = Path(path)
-    sec = load_section(path, what="a baseline", doc=_DOC, required=("golden", "checks"), optional=(
-        "schema_version", "name", "description", "metric_aliases", "short_names", "steps", "calibrated_range",
-        "wall_time", "provenance", "calibration", "preset", "roles", "paired"))
-    version = sec.integer("schema_version", default=SCHEMA_VERSION)
+    sec = load_section(path, what="a baseline", doc=_DOC)
+    check_section(sec, "")
+    version = read(sec, "schema_version")
     if version != SCHEMA_VERSION:
         sec.fail("schema_version", f"version {version} is not supported (this rl-autotest reads {SCHEMA_VERSION})",
                  f"write {SCHEMA_VERSION}, or use the rl-autotest that wrote the file")
     golden = sec.section("golden")
     assert golden is not None
-    golden.check_keys(required=(), optional=("table", "tracker", "format", "tracker_sha256", "tracker_steps", "noise",
-                                                    "roughness"))
+    check_section(golden, "golden")
     if ("table" in golden.data) == ("tracker" in golden.data):
         sec.fail("golden", f"has {'both' if 'table' in golden.data else 'neither'} 'table' and 'tracker'",
                  "give exactly one: table (metric -> {step: value}) or tracker (a path)")
@@ -246,8 +223,7 @@ def load_baseline(path: str | Path, env: dict[str, str] | None = None) -> Baseli
     if pin is not None and (tracker is None or not re.fullmatch(r"[0-9a-f]{64}", pin)):
         golden.fail("tracker_sha256", f"{show(pin)} is not the sha256 of a golden tracker",
                     "write the 64 lowercase hex digits of `sha256sum <tracker>` next to golden.tracker")
-    pin_steps = (golden.integer("tracker_steps", minimum=1, fix="write the tracker's number of training steps")
-                 if "tracker_steps" in golden.data else None)
+    pin_steps = read(golden, "golden.tracker_steps")
     raw_checks = sec.get("checks")
     if not isinstance(raw_checks, list) or not raw_checks:
         sec.fail("checks", f"{show(raw_checks)} is not a non-empty list",
@@ -270,12 +246,11 @@ def load_baseline(path: str | Path, env: dict[str, str] | None = None) -> Baseli
     steps = StepPolicy()
     steps_sec = sec.section("steps", optional=True)
     if steps_sec is not None:
-        steps_sec.check_keys(required=("expected",), optional=("exact",))
-        expected = steps_sec.integer("expected", minimum=1, fix="write the number of training steps, e.g. 45")
-        steps = StepPolicy(expected=expected, exact=steps_sec.boolean("exact", default=False))
+        check_section(steps_sec, "steps")
+        steps = StepPolicy(expected=read(steps_sec, "steps.expected"), exact=read(steps_sec, "steps.exact"))
     wall_sec = sec.section("wall_time", optional=True)
     if wall_sec is not None:
-        wall_sec.check_keys(required=("max_s",), optional=("overrides",))
+        check_section(wall_sec, "wall_time")
     provenance = sec.section("provenance", optional=True)
     preset, roles = parse_roles(sec, {c.metric for c in checks})
     paired_sec = sec.section("paired", optional=True)
@@ -285,17 +260,17 @@ def load_baseline(path: str | Path, env: dict[str, str] | None = None) -> Baseli
         checks=checks,
         golden_table=MappingProxyType(table) if table is not None else None,
         golden_tracker=tracker,
-        golden_format=golden.text("format", "auto"),
+        golden_format=read(golden, "golden.format"),
         golden_tracker_sha256=pin,
         golden_tracker_steps=pin_steps,
         metric_aliases=MappingProxyType(sec.str_map("metric_aliases", default={})),
         short_names=MappingProxyType(sec.str_map("short_names", default={})),
         steps=steps,
         calibrated_range=step_range(sec, "calibrated_range") if "calibrated_range" in sec.data else None,
-        wall_time_max_s=wall_sec.number("max_s", positive=True, fix="write seconds, e.g. 2400") if wall_sec else None,
+        wall_time_max_s=read(wall_sec, "wall_time.max_s") if wall_sec else None,
         wall_time_overrides=parse_overrides(wall_sec, "max_s", positive=True) if wall_sec else (),
         provenance=MappingProxyType(provenance.data if provenance else {}),
-        description=sec.text("description", ""),
+        description=read(sec, "description"),
         calibration=_calibration(sec.section("calibration", optional=True), {c.metric for c in checks}),
         noise_table=noise,
         roughness=roughness,

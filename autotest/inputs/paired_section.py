@@ -18,16 +18,15 @@ from __future__ import annotations
 from typing import Any
 
 from autotest.inputs.baseline_model import PairedSpec, PairedWindow
+from autotest.inputs.baseline_schema import check_section, keys_of, read
 from autotest.inputs.schema import Section, show
-
-_KEYS = ("pairs", "perturbation", "seeds", "false_alarm_budget", "relative_floor", "windows")
 
 
 def parse_paired(sec: Section, checked: set[str], last_step: int | None = None) -> PairedSpec:
     """The section as a :class:`PairedSpec`; a bad key or value is one error naming it, with its line where a rule
     spans values (a budget outside (0, 1), a seed twice, windows of one metric that overlap, a window past
     ``last_step``: the baseline's last training step, when it knows it)."""
-    sec.check_keys(required=("pairs", "perturbation", "windows"), optional=_KEYS)
+    check_section(sec, "paired")
     raw = sec.get("windows")
     if not isinstance(raw, list) or not raw:
         sec.fail("windows", f"{show(raw)} is not a non-empty list", "write one {metric, steps: [start, end], noise, level} per "
@@ -35,8 +34,8 @@ def parse_paired(sec: Section, checked: set[str], last_step: int | None = None) 
     windows = []
     seen: set[str] = set()
     for i, item in enumerate(raw):
-        win = Section(item, sec.path, sec.key(f"windows[{i}]"), doc=sec.doc,
-                      required=("metric", "steps", "noise", "level"), optional=("floor",))
+        required, optional = keys_of("paired.windows[]")
+        win = Section(item, sec.path, sec.key(f"windows[{i}]"), doc=sec.doc, required=required, optional=optional)
         metric = win.text("metric")
         if metric not in checked:
             win.fail("metric", f"{metric!r} has no check in this baseline",
@@ -45,28 +44,24 @@ def parse_paired(sec: Section, checked: set[str], last_step: int | None = None) 
         if len(steps) != 2 or steps[0] > steps[1]:
             win.fail("steps", f"{list(steps)} is not [start, end] with start <= end", "write e.g. [1, 15]")
         window = PairedWindow(metric, steps[0], steps[1],
-                              noise=win.number("noise", minimum=0, fix="write the A/A noise, >= 0"),
-                              level=win.number("level", fix="write the window's mean level"),
-                              floor=win.number("floor", minimum=0, default=0.0, fix="write a floor >= 0"))
+                              noise=read(win, "paired.windows[].noise"), level=read(win, "paired.windows[].level"),
+                              floor=read(win, "paired.windows[].floor"))
         if window.gate_id in seen:
             win.fail_at_line("steps", f"duplicate window {window.gate_id}", "merge or remove one")
         seen.add(window.gate_id)
         windows.append(window)
-    budget = sec.number("false_alarm_budget", positive=True, default=0.05, fix="write a probability, e.g. 0.05")
-    if budget >= 1:
-        sec.fail_at_line("false_alarm_budget", f"{budget:g} is not a probability below 1",
-                         "write the chance of a false alarm per clean A/B, between 0 and 1, e.g. 0.05")
+    budget = read(sec, "paired.false_alarm_budget")
     seeds = sec.int_list("seeds", default=())
     twice = sorted({s for s in seeds if seeds.count(s) > 1})
     if twice:
         sec.fail_at_line("seeds", f"seed {twice[0]} is listed twice: each A/A pair ran one seed",
                          "list each seed once (recalibrate with `rl-autotest calibrate CASE --paired`)")
     spec = PairedSpec(
-        pairs=sec.integer("pairs", minimum=2, fix="write 2 or more (paired noise needs two A/A pairs)"),
-        perturbation=sec.text("perturbation"),
+        pairs=read(sec, "paired.pairs"),
+        perturbation=read(sec, "paired.perturbation"),
         windows=tuple(windows),
         false_alarm_budget=budget,
-        relative_floor=sec.number("relative_floor", minimum=0, default=0.01, fix="write a fraction >= 0, e.g. 0.01"),
+        relative_floor=read(sec, "paired.relative_floor"),
         seeds=seeds,
     )
     _check_windows(sec, spec.windows, last_step)

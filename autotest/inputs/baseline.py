@@ -4,43 +4,9 @@ One YAML file per case in ``baselines/<case>.yaml``, validated on load like a ca
 ``autotest.inputs.schema``): every mistake is one line naming the file and the dotted key. Every parameter
 a check uses is explicit in the file or shown with its default in the report.
 
-Schema::
-
-    schema_version: 1
-    name: str                  default: the file name without .yaml
-    description: str
-    golden:                    exactly one of table and tracker
-      table: {metric: {step: value}}
-      tracker: str             a reference tracker.jsonl; ${ENV} expanded, relative to this file
-      format: str              its format (default auto)
-      tracker_sha256: str      the reviewed tracker's sha256 (64 hex digits); a different file is an ERROR
-      tracker_steps: int       the reviewed tracker's number of training steps (checked with the hash)
-      noise: {metric: {step: sd}}  calibrated seed-to-seed standard deviation per step (scope pooled)
-      roughness: {metric: r}   the least step-to-step roughness of a calibration run, per metric with noise
-    checks:                    a non-empty list of
-      - metric, method (absolute|relative|slowdown|value), operator (< <= > >=), threshold (a number,
-        or ``placeholder``: written by ``rl-autotest init``, ERROR until ``calibrate`` sets it),
-        scope (a check kind of autotest.scopes: stepwise|percentile|final|points|window|pooled|slope, or a
-        plugin's; default stepwise), severity (gate|reference|shadow: judged like a gate, never failing the run),
-        percentile (scope percentile), points: [int] (scope points), window: [first, last] (scope
-        window; optional for pooled and slope), statistic (scope pooled: mean|trend; default mean),
-        split_at: [int] (scope slope: steps where a segment starts, e.g. resume points; method slowdown,
-        absolute or value), relative_floor,
-        derivation, measured_max_deviation,
-        overrides: [{hardware: {gpu: str, count: int}, threshold}]  per-hardware thresholds of a
-        machine-dependent check (time/step); the preflight's GPU fingerprint picks one, else threshold
-    metric_aliases, short_names: {str: str}
-    preset: str                the log vocabulary of the framework: xtuner|verl|slime|trl|nemo-rl (default:
-                               inferred from the metric names); see autotest/inputs/roles.py
-    roles: {metric: role}      a checked metric's role (reward, eval, mismatch, step_time, ...; see roles.py)
-    steps: {expected: int, exact: bool}
-    calibrated_range: [first, last]
-    wall_time: {max_s: number, overrides: [{hardware: {gpu, count}, max_s}]}
-    provenance: {...}          free-form: date, commit, runs, versions, hardware
-    calibration: {runs, margin, relative_floor, binomial_z, false_alarm_budget, floors: {metric: number},
-                  eval_set_size: {metric: int}}   see CalibrationSpec
-    paired: {pairs, perturbation, windows: [{metric, steps, noise, level}]}   A/B gates' A/A noise
-                               (autotest.inputs.paired_section)
+The keys, their types, defaults, ranges and cross-field rules are declared once in
+:mod:`autotest.inputs.baseline_schema` (docs/baselines.md's key table is generated from it); this module reads a
+file against that declaration and builds the frozen :class:`~autotest.inputs.baseline_model.Baseline`.
 """
 
 from __future__ import annotations
@@ -219,7 +185,7 @@ def load_baseline(path: str | Path, env: dict[str, str] | None = None) -> Baseli
         tracker = Path(expand_env(golden.text("tracker"), f"{path}: golden.tracker", env))
         if not tracker.is_absolute():
             tracker = (path.parent / tracker).resolve()
-    pin = golden.text("tracker_sha256", default=None)
+    pin = read(golden, "golden.tracker_sha256")
     if pin is not None and (tracker is None or not re.fullmatch(r"[0-9a-f]{64}", pin)):
         golden.fail("tracker_sha256", f"{show(pin)} is not the sha256 of a golden tracker",
                     "write the 64 lowercase hex digits of `sha256sum <tracker>` next to golden.tracker")

@@ -250,7 +250,10 @@ def read(sec: Section, path: str) -> Any:
     raise ValueError(f"{path} is a {key.kind}: read by its own parser")
 
 
-def in_order(doc: Mapping[str, Any], section: str) -> dict[str, Any]:
-    """``doc`` (one section as written) with its declared keys in the declared order, any others after them."""
-    order = {name: i for i, name in enumerate(allowed(section))}
-    return dict(sorted(doc.items(), key=lambda item: order.get(item[0], len(order))))
+def in_order(doc: Mapping[str, Any], section: str, others_after: str | None = None) -> dict[str, Any]:
+    """``doc`` (one section as written) with its declared keys in the declared order; keys not declared here (a
+    check kind's) right after ``others_after``, else at the end, in the order they came."""
+    names = allowed(section)
+    order: dict[str, float] = {name: i for i, name in enumerate(names)}
+    rest = order[others_after] + 0.5 if others_after in order else len(names)
+    return dict(sorted(doc.items(), key=lambda item: order.get(item[0], rest)))

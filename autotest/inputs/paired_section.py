@@ -10,7 +10,8 @@
         - {metric: response/rewards/mean, steps: [1, 15], noise: 0.021, level: 0.34}
         - {metric: mismatch/mismatch_k3_kl, steps: [1, 15], noise: 2e-16, level: 1e-14, floor: 0.0001}
 
-Written by ``rl-autotest calibrate CASE --paired``; what it means is in docs/ab.md.
+Written by ``rl-autotest calibrate CASE --paired``; what it means is in docs/ab.md. The keys and their rules are
+declared in :mod:`autotest.inputs.baseline_schema`.
 """
 
 from __future__ import annotations

@@ -254,8 +254,14 @@ def parse_seed(sec: Section | None) -> Seed:
     env = sec.text("env", default=None)
     if env is not None and not NAME.fullmatch(env):
         sec.fail("env", f"{env!r} is not an environment variable name", "e.g. SEED")
-    return Seed(default=sec.integer("default", minimum=0, default=0, fix="write a seed >= 0"),
+    seed = Seed(default=sec.integer("default", minimum=0, default=0, fix="write a seed >= 0"),
                 calibration=sec.int_list("calibration", default=()), env=env)
+    from autotest.inputs.run_limits import SEED_HELP, SEED_LIMIT
+
+    for where, value in (("default", seed.default), *((f"calibration[{i}]", v) for i, v in enumerate(seed.calibration))):
+        if value >= SEED_LIMIT:  # the seeds every generator takes (autotest.inputs.run_limits)
+            sec.fail(where, f"{value} is not below 2**32", f"write {SEED_HELP}")
+    return seed
 
 
 def parse_consistency(sec: Section | None) -> Consistency:

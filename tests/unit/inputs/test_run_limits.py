@@ -3,6 +3,7 @@ one refuses a value out of bounds with one line before anything runs."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -47,3 +48,15 @@ def test_every_command_bounds_its_seeds_and_counts_before_any_run(argv, line, tm
     assert "Traceback" not in captured.err and len(captured.err.strip().splitlines()) == 1, captured.err
     assert captured.err.startswith(f"rl-autotest: error: {line}")
     assert not any(results.iterdir())
+
+
+@pytest.mark.parametrize("seed, key", [("{default: 4294967296, env: SEED}", "seed.default"),
+                                       ("{calibration: [0, 1, 100000000000000000000], env: SEED}",
+                                        "seed.calibration[2]")])
+def test_a_case_file_seed_has_the_same_bound(seed: str, key: str, tmp_path: Path) -> None:
+    from autotest.inputs.case import load_case
+    from tests.unit.inputs.test_case import write_case
+
+    path = write_case(tmp_path, command='["true"]', tail=f"seed: {seed}\n")
+    with pytest.raises(UsageError, match=rf"^{re.escape(str(path))}: {re.escape(key)}: \d+ is not below 2\*\*32; write a whole number from 0 "):
+        load_case(path)

@@ -14,14 +14,10 @@ from autotest.errors import UsageError
 from autotest.inputs.baseline_model import Baseline
 from autotest.inputs.case import Case, case_argument
 from autotest.inputs.replicate_limits import REPLICATE_CAPS, platform_kind
+from autotest.inputs.run_limits import AB_DEFAULT_SEEDS as DEFAULT_SEEDS
+from autotest.inputs.run_limits import AB_FIRST_SEED as FIRST_AB_SEED
 from autotest.inputs.run_limits import CountLimit, check_count, parse_seeds
 from autotest.inputs.schema import NAME
-
-#: seeds per side when neither --seeds nor --replicates is given
-DEFAULT_SEEDS = 3
-#: A/B seeds start past the calibration seeds (0-9 in the packaged cases): a pair is never judged on a seed its
-#: noise was measured on
-FIRST_AB_SEED = 11
 
 
 def seeds_cap(case: Case) -> int:

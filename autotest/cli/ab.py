@@ -10,8 +10,7 @@ import argparse
 from pathlib import Path
 
 from autotest.cli.common import CASE_HELP, EXIT_ERROR, EXIT_FAIL, EXIT_PASS, results_help
-
-DEFAULT_SEEDS = 3  # autotest.ab.preflight.DEFAULT_SEEDS: the help text must not import the A/B package
+from autotest.inputs.run_limits import AB_DEFAULT_SEEDS as DEFAULT_SEEDS
 
 
 def add_ab_parser(sub: argparse._SubParsersAction) -> None:

@@ -15,6 +15,9 @@ from dataclasses import dataclass
 
 from autotest.errors import UsageError
 
+#: A/B seeds per side when neither --seeds nor --replicates is given; they start past the calibration seeds (0-9 in
+#: the packaged cases), so a pair is never judged on a seed its noise was measured on
+AB_DEFAULT_SEEDS, AB_FIRST_SEED = 3, 11
 #: seeds are ``0 <= seed < SEED_LIMIT`` (see the module docstring)
 SEED_LIMIT = 2**32
 SEED_HELP = f"a whole number from 0 to {SEED_LIMIT - 1}"

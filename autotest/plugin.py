@@ -278,7 +278,7 @@ def run_ab_case(config: pytest.Config, case: Case, base_ref: str | None = None, 
     case as it is; ``aa_check`` adds the A/A guard (autotest.ab.interleave)."""
     from autotest.ab.interleave import AbOptions, run_ab
     from autotest.ab.sides import CLEAN, parse_side
-    from autotest.ab.preflight import ab_seeds
+    from autotest.ab.ab_preflight import ab_seeds
 
     count = config.getoption("--replicates") or 3
     try:

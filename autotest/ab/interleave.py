@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from autotest.ab.preflight import check_before_runs
+from autotest.ab.ab_preflight import check_before_runs
 from autotest.ab.sides import Side
 from autotest.ab.split import SplitOutcome, run_split, saving
 from autotest.errors import UsageError

@@ -42,7 +42,7 @@ def add_ab_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def ab(args: argparse.Namespace) -> int:
-    from autotest.ab.preflight import ab_env, ab_seeds
+    from autotest.ab.ab_preflight import ab_env, ab_seeds
     from autotest.ab.sides import parse_side
     from autotest.ab.interleave import AbOptions, run_ab
     from autotest.calibration.runs import baseline_files

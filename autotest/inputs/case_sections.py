@@ -29,6 +29,7 @@ from autotest.inputs.case_model import (
 from autotest.inputs.placeholders import REPO_ROOT, check_template
 from autotest.inputs.performance_policy import parse_performance
 from autotest.inputs.project import Project
+from autotest.inputs.run_limits import SEED_HELP, SEED_LIMIT
 from autotest.readers import registry
 from autotest.inputs.replicate_limits import replicates_problem
 from autotest.inputs.case_replay import parse_replay
@@ -256,8 +257,6 @@ def parse_seed(sec: Section | None) -> Seed:
         sec.fail("env", f"{env!r} is not an environment variable name", "e.g. SEED")
     seed = Seed(default=sec.integer("default", minimum=0, default=0, fix="write a seed >= 0"),
                 calibration=sec.int_list("calibration", default=()), env=env)
-    from autotest.inputs.run_limits import SEED_HELP, SEED_LIMIT
-
     for where, value in (("default", seed.default), *((f"calibration[{i}]", v) for i, v in enumerate(seed.calibration))):
         if value >= SEED_LIMIT:  # the seeds every generator takes (autotest.inputs.run_limits)
             sec.fail(where, f"{value} is not below 2**32", f"write {SEED_HELP}")

@@ -2,7 +2,7 @@
 perturbation makes pairs part), a learning-rate change fails the paired gates on one seed and the frozen-rollout
 split places it in the trainer (a sampling change in the rollout), a broken equivalence
 (the loss averaged per micro-batch) fails against the case while the variant itself passes. (An A/B without paired
-noise is refused before any run: tests/unit/ab/test_preflight.py.)"""
+noise is refused before any run: tests/unit/ab/test_ab_preflight.py.)"""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from autotest.ab.preflight import ab_env, ab_seeds
+from autotest.ab.ab_preflight import ab_env, ab_seeds
 from autotest.cli import main
 from autotest.errors import UsageError
 from autotest.inputs.case import load_case

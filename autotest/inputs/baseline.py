@@ -22,7 +22,7 @@ from autotest.errors import UsageError
 from autotest.inputs.baseline_model import PLACEHOLDER, SCHEMA_VERSION, Baseline, CalibrationSpec, CheckSpec, StepPolicy
 from autotest.inputs.baseline_schema import BY_PATH, check_section, keys_of, read
 from autotest.inputs.golden_table import check_golden_keys, parse_step_table
-from autotest.inputs.hardware_overrides import parse_overrides
+from autotest.inputs.override_section import parse_overrides
 from autotest.inputs.paired_section import parse_paired
 from autotest.inputs.roles import parse_roles
 from autotest.inputs.schema import Section, expand_env, load_section, show
@@ -60,7 +60,7 @@ def _check(sec: Section) -> CheckSpec:
     else:
         threshold = read(sec, "checks[].threshold")
         _check_sign(sec, method, operator, threshold)
-    overrides = parse_overrides(sec, "threshold", validate=lambda entry, value: _check_sign(entry, method, operator,
+    overrides = parse_overrides(sec, "checks[].overrides[]", validate=lambda entry, value: _check_sign(entry, method, operator,
                                                                                              value))
     return CheckSpec(
         metric=sec.text("metric"),
@@ -234,7 +234,7 @@ def load_baseline(path: str | Path, env: dict[str, str] | None = None) -> Baseli
         steps=steps,
         calibrated_range=step_range(sec, "calibrated_range") if "calibrated_range" in sec.data else None,
         wall_time_max_s=read(wall_sec, "wall_time.max_s") if wall_sec else None,
-        wall_time_overrides=parse_overrides(wall_sec, "max_s", positive=True) if wall_sec else (),
+        wall_time_overrides=parse_overrides(wall_sec, "wall_time.overrides[]") if wall_sec else (),
         provenance=MappingProxyType(provenance.data if provenance else {}),
         description=read(sec, "description"),
         calibration=_calibration(sec.section("calibration", optional=True), {c.metric for c in checks}),

@@ -2,9 +2,9 @@
 
 A seed is a whole number in ``0 <= seed < 2**32``: the range every random generator the workloads and the
 frameworks seed accepts (numpy's ``RandomState`` refuses 2**32 and above; ``torch.manual_seed`` takes more, a
-negative one wraps). A count flag (``--replicates``, ``--runs``, ``--max-runs``, ``--jobs``, ``--nights``) has a
-floor and a cap in :data:`COUNTS`; the replicates of one verdict keep their per-platform cap
-(:data:`autotest.inputs.replicate_limits.REPLICATE_CAPS`), which the A/B seeds per side share. Each command asks
+negative one wraps). A count flag (``--runs``, ``--max-runs``, ``--jobs``) has a floor and a cap in :data:`COUNTS`;
+the replicates of one verdict keep their per-platform cap (:data:`autotest.inputs.replicate_limits.REPLICATE_CAPS`),
+which the A/B seeds per side share. Each command asks
 :func:`check_count` / :func:`check_seed` / :func:`parse_seeds` before it starts a run, so a typo
 (``--replicates 1000000``, ``--seeds=-1``) is one line and exit 2, never a thousand trainings.
 """
@@ -38,7 +38,6 @@ COUNTS: dict[str, CountLimit] = {
     "--runs": CountLimit(2, 64, "run-to-run noise needs at least two runs"),
     "--max-runs": CountLimit(2, 200, "the good and bad ends take two runs"),
     "--jobs": CountLimit(1, 64),
-    "--nights": CountLimit(1, 366),
 }
 
 

@@ -60,8 +60,8 @@ def _check(sec: Section) -> CheckSpec:
     else:
         threshold = read(sec, "checks[].threshold")
         _check_sign(sec, method, operator, threshold)
-    overrides = parse_overrides(sec, "checks[].overrides[]", validate=lambda entry, value: _check_sign(entry, method, operator,
-                                                                                             value))
+    overrides = parse_overrides(sec, "checks[].overrides[]",
+                                validate=lambda entry, value: _check_sign(entry, method, operator, value))
     return CheckSpec(
         metric=sec.text("metric"),
         method=method,

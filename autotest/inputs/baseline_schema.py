@@ -177,7 +177,8 @@ KEYS: tuple[Key, ...] = (
         "\"NVIDIA H200\", not \"NVIDIA H20\")", required=True),
     Key("checks[].overrides[].hardware.count", "integer", "the node's GPU count (absent: any count)", minimum=1,
         fix="write the node's GPU count, e.g. 8"),
-    Key("checks[].overrides[].threshold", "number", "the threshold on that hardware (its sign checked as the default's)", required=True,
+    Key("checks[].overrides[].threshold", "number", "the threshold on that hardware (its sign checked as the "
+        "default's)", required=True,
         fix="write a number, e.g. threshold: 15"),
     Key("paired", "section", "the A/A-measured noise A/B gates judge by (`rl-autotest calibrate --paired`)"),
     Key("paired.pairs", "integer", "A/A pairs measured", required=True, minimum=2,

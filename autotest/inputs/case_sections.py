@@ -257,7 +257,8 @@ def parse_seed(sec: Section | None) -> Seed:
         sec.fail("env", f"{env!r} is not an environment variable name", "e.g. SEED")
     seed = Seed(default=sec.integer("default", minimum=0, default=0, fix="write a seed >= 0"),
                 calibration=sec.int_list("calibration", default=()), env=env)
-    for where, value in (("default", seed.default), *((f"calibration[{i}]", v) for i, v in enumerate(seed.calibration))):
+    seeds = (("default", seed.default), *((f"calibration[{i}]", v) for i, v in enumerate(seed.calibration)))
+    for where, value in seeds:
         if value >= SEED_LIMIT:  # the seeds every generator takes (autotest.inputs.run_limits)
             sec.fail(where, f"{value} is not below 2**32", f"write {SEED_HELP}")
     return seed

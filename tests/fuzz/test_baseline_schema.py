@@ -17,6 +17,7 @@ from hypothesis import given, strategies as st
 from autotest.errors import UsageError
 from autotest.inputs.baseline import load_baseline
 from autotest.inputs.baseline_schema import KEYS, RULES, Key
+from autotest.scopes import BUILTIN, scope_kind
 from tests.fuzz.strategies import scaled, scratch
 
 #: a baseline with every declared section present (so every key has a place to go bad in)
@@ -124,3 +125,22 @@ def test_a_bad_value_of_any_declared_key_is_one_line_naming_it(key: Key, data: s
     message = str(info.value)
     assert "\n" not in message and message.startswith(str(path)), message
     assert f" {named}" in message or f" {named}[" in message or f" {named}." in message, message
+
+
+KIND_KEYS = [(kind, key) for kind in BUILTIN for key in scope_kind(kind).keys]
+
+
+@pytest.mark.parametrize("kind, key", KIND_KEYS, ids=[f"{k}.{key}" for k, key in KIND_KEYS])
+@scaled(0.3)
+@given(value=st.sampled_from([None, "x", True, {"a": 1}, -1, [-1, "a"]]))
+def test_a_bad_value_of_a_check_kinds_own_key_is_one_line_naming_it(kind: str, key: str, value: Any) -> None:
+    """The keys a kind declares (autotest.scopes) go bad the same way, whichever kind declares them."""
+    doc = copy.deepcopy(VALID)
+    doc["checks"][0]["scope"] = kind
+    doc["checks"][0][key] = value
+    with scratch() as folder:
+        path = folder / "fuzzed.yaml"
+        path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+        with pytest.raises(UsageError) as info:
+            load_baseline(path)
+    assert "\n" not in str(info.value) and f" checks[0].{key}" in str(info.value), str(info.value)

@@ -278,7 +278,7 @@ def run_ab_case(config: pytest.Config, case: Case, base_ref: str | None = None, 
     case as it is; ``aa_check`` adds the A/A guard (autotest.ab.interleave)."""
     from autotest.ab.interleave import AbOptions, run_ab
     from autotest.ab.sides import CLEAN, parse_side
-    from autotest.cli.ab import FIRST_AB_SEED
+    from autotest.ab.ab_preflight import ab_seeds
 
     count = config.getoption("--replicates") or 3
     try:
@@ -286,7 +286,7 @@ def run_ab_case(config: pytest.Config, case: Case, base_ref: str | None = None, 
         head = parse_side(case, "framework-ref", config.getoption("--framework-ref") or CLEAN)
         with signals_as_interrupt(), warnings.catch_warnings():
             warnings.simplefilter("default")
-            return run_ab(case, base, head, AbOptions(seeds=tuple(range(FIRST_AB_SEED, FIRST_AB_SEED + count)),
+            return run_ab(case, base, head, AbOptions(seeds=ab_seeds(case, None, count),
                                                       results_root=results_root_option(config),
                                                       split=config.getoption("--ab-split") and case.replay is not None,
                                                       aa_check=aa_check))

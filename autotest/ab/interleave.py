@@ -21,10 +21,12 @@ records the pairs finished so far, then the interrupt goes on.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from autotest.ab.ab_preflight import check_before_runs
 from autotest.ab.sides import Side
 from autotest.ab.split import SplitOutcome, run_split, saving
 from autotest.errors import UsageError
@@ -103,6 +105,7 @@ def run_ab(case: Case, base: Side, head: Side, options: AbOptions) -> AbOutcome:
         raise UsageError(f"--split: {case.name} has no replay: section (how its launch keeps its rollout batches "
                          "and trains on kept ones); add one (docs/ab.md) or leave --split out")
     baseline = load_baseline(options.baseline_path or case.baseline_path)
+    check_before_runs(case, (base, head), baseline, {**os.environ, **options.env})
     folder = fresh_folder(Path(options.results_root or default_results_root()).resolve() / case.name,
                           f"ab-{run_stamp()}")
     say = options.progress or (lambda line: None)

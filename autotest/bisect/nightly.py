@@ -162,6 +162,15 @@ def tonight_cost(folders: Sequence[Path]) -> float:
     return round(sum(device_seconds_of_folder(f) or 0.0 for f in runs), 1)
 
 
+def known_cases(asked: Sequence[str], recorded: Sequence[str], where: str) -> None:
+    """Every ``--case`` names a case the history holds; an unknown one is one line naming it (never "0 flipped")."""
+    for name in asked:
+        if name not in recorded:
+            shown = ", ".join(recorded[:8]) + (", ..." if len(recorded) > 8 else "") if recorded else "none"
+            raise UsageError(f"--case {name!r}: no run of this case in the history {where} (its cases: {shown}); "
+                             "check the name, or leave --case out for every case")
+
+
 def run_nightly_bisect(history: str | None, results_root: Path, tonight: Sequence[Path], budget: NightlyBudget,
                        load: Callable[[str], Case], *, cases: Sequence[str] | None = None,
                        options: BisectOptions | None = None,
@@ -173,6 +182,8 @@ def run_nightly_bisect(history: str | None, results_root: Path, tonight: Sequenc
     if budget.max_runs < 2:
         raise UsageError(f"--max-runs: {budget.max_runs} is below 2; the good and bad ends take two runs")
     with open_for_reading(history, results_root) as store:
+        if cases is not None:
+            known_cases(cases, store.cases(), store.url)
         flips = find_flips(store, cases)
         targets, fleet, caused = night_targets(store, flips, cases, fleet_params)
         url = store.url

@@ -10,10 +10,8 @@ import argparse
 from pathlib import Path
 
 from autotest.cli.common import CASE_HELP, EXIT_ERROR, EXIT_FAIL, EXIT_PASS, results_help
-from autotest.errors import UsageError
 from autotest.terminal import echo
-
-DEFAULT_SEEDS = 3
+from autotest.inputs.run_limits import AB_DEFAULT_SEEDS as DEFAULT_SEEDS
 
 
 def add_ab_parser(sub: argparse._SubParsersAction) -> None:
@@ -45,6 +43,7 @@ def add_ab_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def ab(args: argparse.Namespace) -> int:
+    from autotest.ab.ab_preflight import ab_env, ab_seeds
     from autotest.ab.sides import parse_side
     from autotest.ab.interleave import AbOptions, run_ab
     from autotest.calibration.runs import baseline_files
@@ -52,8 +51,8 @@ def ab(args: argparse.Namespace) -> int:
     from autotest.inputs.case import load_case
 
     case = load_case(args.case)
-    seeds = _seeds(args)
-    env = _env(args.env)
+    seeds = ab_seeds(case, args.seeds, args.replicates)
+    env = ab_env(args.env)
     for flag, folder in (("--results-dir", args.results_dir), ("--baselines-dir", args.baselines_dir)):
         if folder is not None:
             require_folder(folder, flag)
@@ -73,36 +72,3 @@ def ab(args: argparse.Namespace) -> int:
         echo(f"split: not run (the A/B is {outcome.status}: only a failed A/B is split)")
     echo(f"A/B {case.name}: {outcome.status}; report: {outcome.report}")
     return {"PASS": EXIT_PASS, "FAIL": EXIT_FAIL}.get(outcome.status, EXIT_ERROR)
-
-
-#: A/B seeds start past the calibration seeds (0-9 in the packaged cases): a pair is never judged on a seed its
-#: noise was measured on
-FIRST_AB_SEED = 11
-
-
-def _seeds(args: argparse.Namespace) -> tuple[int, ...]:
-    if args.seeds is not None and args.replicates is not None:
-        raise UsageError("--seeds and --replicates: give one (the seeds, or how many)")
-    if args.seeds is not None:
-        try:
-            seeds = tuple(int(s) for s in args.seeds.split(",") if s.strip())
-        except ValueError:
-            raise UsageError(f"--seeds: {args.seeds!r} is not a comma-separated list of whole numbers, "
-                             "e.g. 11,12,13") from None
-        if not seeds or len(set(seeds)) != len(seeds):
-            raise UsageError(f"--seeds: {args.seeds!r}: give distinct seeds, e.g. 11,12,13")
-        return seeds
-    count = DEFAULT_SEEDS if args.replicates is None else args.replicates
-    if count < 1:
-        raise UsageError(f"--replicates: {count} is below 1")
-    return tuple(range(FIRST_AB_SEED, FIRST_AB_SEED + count))
-
-
-def _env(items: list[str]) -> dict[str, str]:
-    env = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--env: {item!r} is not KEY=VALUE")
-        env[key.strip()] = value
-    return env

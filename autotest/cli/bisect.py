@@ -7,7 +7,6 @@ import argparse
 from pathlib import Path
 
 from autotest.cli.common import CASE_HELP, results_help
-from autotest.errors import UsageError
 from autotest.terminal import echo
 
 
@@ -40,8 +39,13 @@ def bisect(args: argparse.Namespace) -> int:
 
     if args.results_dir is not None:
         require_folder(args.results_dir, "--results-dir")
-    if args.max_runs is not None and args.max_runs < 2:
-        raise UsageError(f"--max-runs: {args.max_runs} is below 2; the good and bad ends take two runs")
+    from autotest.inputs.run_limits import check_count, check_seed
+
+    if args.max_runs is not None:
+        check_count("--max-runs", args.max_runs)
+    check_count("--jobs", args.jobs)
+    if args.seed is not None:
+        check_seed(args.seed, "--seed")
     case = load_case(args.case)
     outcome = run_bisect(case, BisectOptions(
         good=args.good, bad=args.bad, repo=args.framework_repo, all_commits=args.all_commits,

@@ -103,11 +103,12 @@ def calibrate(args: argparse.Namespace) -> int:
         if not args.from_history:
             raise UsageError("--last: only with --from-history (the number of passing runs to take)")
         args.runs = args.last
-    if args.runs is not None and args.runs < 2:
-        flag = "--last" if args.last is not None else "--runs"
-        raise UsageError(f"{flag}: {args.runs} is below 2; run-to-run noise needs at least two runs")
-    if args.jobs is not None and args.jobs < 1:
-        raise UsageError(f"--jobs: {args.jobs} is below 1")
+    from autotest.inputs.run_limits import COUNTS, check_count
+
+    if args.runs is not None:
+        check_count("--last" if args.last is not None else "--runs", args.runs, limit=COUNTS["--runs"])
+    if args.jobs is not None:
+        check_count("--jobs", args.jobs)
     if args.from_history and (args.framework_ref or args.framework_repo):
         flag = "--framework-ref" if args.framework_ref else "--framework-repo"
         raise UsageError(f"{flag}: not with --from-history (it runs nothing: each recorded run names the commit it "
@@ -153,8 +154,10 @@ def _calibrate_paired(args: argparse.Namespace) -> int:
                         ("--framework-ref", args.framework_ref), ("--framework-repo", args.framework_repo)):
         if value:
             raise UsageError(f"{flag}: not with --paired (A/A pairs run here, on the case's own checkout); drop one")
-    if args.runs is not None and args.runs < 2:
-        raise UsageError(f"--runs: {args.runs} is below 2; paired noise needs at least two A/A pairs")
+    from autotest.inputs.run_limits import check_count
+
+    if args.runs is not None:
+        check_count("--runs", args.runs, why="paired noise needs at least two A/A pairs")
     for flag, folder in (("--results-dir", args.results_dir), ("--baselines-dir", args.baselines_dir)):
         if folder is not None:
             require_folder(folder, flag)

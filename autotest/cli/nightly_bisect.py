@@ -54,8 +54,10 @@ def _nightly_bisect(args: argparse.Namespace) -> int:
         require_folder(args.results_dir, "--results-dir")
     if args.budget_device_s is not None and not args.budget_device_s > 0:  # nan and 0 alike
         raise UsageError(f"--budget-device-s: {args.budget_device_s:g} is not a positive number of device-seconds")
-    if args.jobs < 1:
-        raise UsageError(f"--jobs: {args.jobs} is below 1")
+    from autotest.inputs.run_limits import check_count
+
+    check_count("--max-runs", args.max_runs)
+    check_count("--jobs", args.jobs)
     report = run_nightly_bisect(
         args.history, Path(args.results_dir or default_results_root()).resolve(), args.tonight,
         NightlyBudget(args.max_runs, None if args.budget_device_s in (None, math.inf) else args.budget_device_s),

@@ -83,8 +83,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.results_dir is not None:
         require_folder(args.results_dir, "--results-dir")
-    if args.seed is not None and args.seed < 0:
-        raise UsageError(f"--seed: {args.seed} is below 0; give a seed >= 0")
+    from autotest.inputs.run_limits import check_seed
+
+    if args.seed is not None:
+        check_seed(args.seed, "--seed")
     if args.replicates is not None and args.replicates < 1:
         raise UsageError(f"--replicates: {args.replicates} is below 1; give the number of seeds to run and average")
     if args.adaptive is not None and (args.adaptive < 2 or args.replicates is not None):

@@ -72,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if cause.get("ranks"):
             print(f"  rank(s): {', '.join(map(str, cause['ranks']))}: {cause['rank_evidence'][0]}")
     else:
-        print(f"verdict: {report.verdict.replace('_', ' ')}")
+        print(f"verdict: {report.verdict.replace('_', ' ')}{left_out_note(report.sharding)}")
     print(f"divergence: {report.divergence.replace('_', ' ')}")
     for pair in (report.logprobs or {}).get("pairs", []):
         print(f"log-probs {pair['pair']} ({pair['reference']} vs {pair['other']}): "
@@ -90,6 +90,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"assumption: {note}")
     print(f"root-cause report: {args.out / 'output_5_root_cause_report.md'}")
     return EXIT_OK
+
+
+def left_out_note(sharding: dict | None) -> str:
+    """What the verdict line adds when sharded tensors could not be compared: "no divergence" is then only about
+    the rest, and the console says so (the findings follow it, the report has them all)."""
+    from autotest.consistency.rank_groups import LEFT_OUT
+
+    left = [f for info in (sharding or {}).values() if isinstance(info, dict)
+            for f in info.get("findings", []) if f.get("kind") in LEFT_OUT]
+    if not left:
+        return ""
+    sides = sorted({f["side"] for f in left})
+    return (f" among the tensors compared; {len(left)} tensor(s) of the {' and '.join(sides)} dumps were left out "
+            "or compared by statistics alone (listed below and in output_5, Sharded dumps): not a clean pass")
 
 
 if __name__ == "__main__":

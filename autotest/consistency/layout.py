@@ -79,13 +79,39 @@ def parse_layout(text: str | None, where: str) -> SideLayout:
         if not sep or key not in _KEYS:
             raise UsageError(f"{where}: {item.strip()!r} is not one of {', '.join(k + '=...' for k in _KEYS)} "
                              "(e.g. tp=4,pp=2)")
+        if key in values:
+            raise UsageError(f"{where}: {key} is given twice; give it once")
         if key == "partial":
             values[key] = tuple(g for g in value.split("|") if g)
+            if not values[key]:
+                raise UsageError(f"{where}: partial={value!r} names no module; write partial=GLOB[|GLOB], e.g. "
+                                 "partial=*.o_proj")
             continue
         if not value.isdigit() or int(value) < 1:
             raise UsageError(f"{where}: {key}={value!r} is not a whole number >= 1")
         values[key] = int(value)
-    return SideLayout(**values)  # type: ignore[arg-type]
+    layout = SideLayout(**values)  # type: ignore[arg-type]
+    problem = layout_problem(layout)
+    if problem:
+        raise UsageError(f"{where}: {layout.text()}: {problem}")
+    return layout
+
+
+def layout_problem(layout: SideLayout) -> str:
+    """Why the declared head counts cannot be laid out over the declared ranks ("" when they can): each rank holds
+    heads/tp query heads, each kv head serves heads/kv_heads of them, and kv heads are either split over the
+    tensor-parallel ranks (kv_heads a multiple of tp) or replicated on them (tp a multiple of kv_heads)."""
+    tp, heads, kv = layout.tp or 1, layout.heads, layout.kv_heads
+    if heads is not None and heads % tp:
+        return f"heads={heads} is not a multiple of tp={tp} (each rank holds heads/tp query heads); check both"
+    if heads is not None and kv is not None and kv > heads:
+        return f"kv_heads={kv} is above heads={heads} (a kv head serves one or more query heads); check both"
+    if heads is not None and kv is not None and heads % kv:
+        return f"heads={heads} is not a multiple of kv_heads={kv} (each kv head serves heads/kv_heads); check both"
+    if kv is not None and kv % tp and tp % kv:
+        return (f"kv_heads={kv} can be neither split over tp={tp} ranks (kv_heads a multiple of tp) nor replicated "
+                "on them (tp a multiple of kv_heads); check both")
+    return ""
 
 
 def module_role(path: str, cls: str) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,10 @@ _BLOCK = re.compile(r"(?:^|\.)layers\.(\d+)$")
 _EXPERT = re.compile(r"(?:^|\.)experts\.\d+(?:\.|$)")
 
 
+#: finding kinds whose tensor was left out of the comparison (or compared by its statistics alone)
+LEFT_OUT = ("not_placed", "tensor_missing")
+
+
 @dataclass(frozen=True)
 class ShardFinding:
     """Something the ranks of one side say about themselves, before the other side is looked at."""
@@ -32,7 +36,8 @@ class ShardFinding:
     module: str
     ranks: tuple[int, ...]
     kind: str
-    """``replicas_disagree``, ``stage_boundary`` or ``not_placed``."""
+    """``replicas_disagree``, ``stage_boundary``, ``not_placed`` or ``tensor_missing`` (:data:`LEFT_OUT` kinds: a
+    tensor the comparison could not use in full)."""
     detail: str
     order: int = 0
     """Position of the module in forward completion order (the first finding is the earliest)."""
@@ -106,6 +111,12 @@ def plan_groups(dumps: Mapping[int, Dump], layout: SideLayout) -> tuple[list[Gro
         return [], ""  # data-parallel replicas: each rank is a unit of its own
     tp = width if sharded else 1
     return [Group(tuple(tuple(s[d * tp:(d + 1) * tp]) for s in stages), "inferred") for d in range(width // tp)], ""
+
+
+def missing_ranks(ranks: Sequence[int]) -> list[int]:
+    """The rank numbers below the highest one present that have no folder: MSProbe numbers ranks from 0, so a gap is
+    a rank that did not dump (inferring a layout from the rest would call 3 of 4 ranks a tp=3 group)."""
+    return sorted(set(range(max(ranks, default=-1) + 1)) - set(ranks))
 
 
 def is_expert(module_path: str) -> bool:

@@ -38,6 +38,7 @@ from autotest.consistency.rank_groups import (
     boundary_findings,
     close,
     is_expert,
+    missing_ranks,
     plan_groups,
     relative,
     stats_close,
@@ -57,6 +58,9 @@ class SideAssembly:
     groups: list[Group] = field(default_factory=list)
     findings: list[ShardFinding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    """What could not be reassembled (also in the report's limitations)."""
+    missing: list[str] = field(default_factory=list)
+    """Rank folders that are not there (one line each): an error under ``consistency analyze``."""
 
     @property
     def reassembled(self) -> bool:
@@ -83,6 +87,14 @@ def assemble_side(root: Path, side: str, layout: SideLayout, out_dir: Path, othe
     plans = []
     for (_, parent), ranks in sorted(by_folder.items(), key=lambda kv: str(kv[0][1])):
         if len(ranks) < 2 and not layout.declared:
+            continue
+        absent = missing_ranks(list(ranks))
+        if absent:
+            line = (f"{parent}: rank folder{'s' if len(absent) > 1 else ''} {', '.join(f'rank{r}' for r in absent)} "
+                    f"missing (present: {', '.join(f'rank{r}' for r in sorted(ranks))}); a rank that did not dump "
+                    "cannot be reassembled: re-collect it, or point at a complete dump")
+            assembly.missing.append(line)
+            assembly.notes.append(line)
             continue
         dumps = {r: read_dump(p) for r, p in sorted(ranks.items())}
         groups, note = plan_groups(dumps, layout)
@@ -206,6 +218,13 @@ class _Joiner:
         tp = len(shards)
         dim = split_dim(self.role, stat.component, stat.path, len(stat.shape)) if tp > 1 else None
         tensors = self.use_tensors and all(s.data_file is not None for s in shards)
+        without = [r for r, s in zip(self.ranks, shards) if s.data_file is None]
+        if self.use_tensors and without and len(without) < len(shards):
+            self._finding("tensor_missing", without,
+                          f"{stat.path}: rank{'s' if len(without) > 1 else ''} {', '.join(map(str, without))} dumped "
+                          f"no tensor file (its dump.json has statistics only) where rank(s) "
+                          f"{', '.join(str(r) for r in self.ranks if r not in without)} did; joined from statistics, "
+                          "so its values are not compared: re-collect the tensor pass on every rank")
         partial = (tp > 1 and dim is None and self.role == "row" and stat.component == "output"
                    and self.layout.is_partial(self.entry.path))
         if dim is None and not partial:
@@ -363,6 +382,9 @@ def _sum(shards: Sequence[TensorStat]) -> Any:
 
 
 def require_fit(layout: SideLayout, side: str, assembly: SideAssembly) -> None:
-    """Under ``consistency analyze`` a declared layout that fits no rank folder is a user error."""
+    """Under ``consistency analyze`` a missing rank folder, and a declared layout that fits no rank folder, are user
+    errors."""
+    if assembly.missing:
+        raise UsageError(f"--{side}-dump {assembly.missing[0]}")
     if layout.declared and not assembly.groups and assembly.notes:
         raise UsageError(f"--{side}-layout {layout.text()}: {assembly.notes[0]}")

@@ -17,7 +17,7 @@ from typing import Any
 
 from autotest.consistency.correlation import ForwardRecord
 from autotest.consistency.layout import SideLayout
-from autotest.consistency.rank_groups import ShardFinding
+from autotest.consistency.rank_groups import LEFT_OUT, ShardFinding
 from autotest.consistency.reassemble import SideAssembly, assemble_side, require_fit
 from autotest.consistency.shard_blame import blame, findings_at
 from autotest.consistency.verdict import RootCauseReport
@@ -94,7 +94,7 @@ def with_sharding(report: RootCauseReport, sharding: Sharding, rollout_dump: Pat
         section[finding.side]["findings"].append(finding.to_dict())
     root_cause = dict(report.root_cause) if report.root_cause else None
     limitations = list(report.limitations)
-    not_placed = [f.line() for side in sharding.sides for f in side.findings if f.kind == "not_placed"]
+    not_placed = [f.line() for side in sharding.sides for f in side.findings if f.kind in LEFT_OUT]
     limitations += [f"not placed: {line}" for line in not_placed] + [n for side in sharding.sides for n in side.notes]
     if root_cause and rollout_dump is not None and actor_dump is not None and "module" in root_cause:
         blamed = blame(root_cause, rollout_dump, actor_dump, sharding.sides)

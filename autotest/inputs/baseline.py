@@ -4,43 +4,9 @@ One YAML file per case in ``baselines/<case>.yaml``, validated on load like a ca
 ``autotest.inputs.schema``): every mistake is one line naming the file and the dotted key. Every parameter
 a check uses is explicit in the file or shown with its default in the report.
 
-Schema::
-
-    schema_version: 1
-    name: str                  default: the file name without .yaml
-    description: str
-    golden:                    exactly one of table and tracker
-      table: {metric: {step: value}}
-      tracker: str             a reference tracker.jsonl; ${ENV} expanded, relative to this file
-      format: str              its format (default auto)
-      tracker_sha256: str      the reviewed tracker's sha256 (64 hex digits); a different file is an ERROR
-      tracker_steps: int       the reviewed tracker's number of training steps (checked with the hash)
-      noise: {metric: {step: sd}}  calibrated seed-to-seed standard deviation per step (scope pooled)
-      roughness: {metric: r}   the least step-to-step roughness of a calibration run, per metric with noise
-    checks:                    a non-empty list of
-      - metric, method (absolute|relative|slowdown|value), operator (< <= > >=), threshold (a number,
-        or ``placeholder``: written by ``rl-autotest init``, ERROR until ``calibrate`` sets it),
-        scope (a check kind of autotest.scopes: stepwise|percentile|final|points|window|pooled|slope, or a
-        plugin's; default stepwise), severity (gate|reference|shadow: judged like a gate, never failing the run),
-        percentile (scope percentile), points: [int] (scope points), window: [first, last] (scope
-        window; optional for pooled and slope), statistic (scope pooled: mean|trend; default mean),
-        split_at: [int] (scope slope: steps where a segment starts, e.g. resume points; method slowdown,
-        absolute or value), relative_floor,
-        derivation, measured_max_deviation,
-        overrides: [{hardware: {gpu: str, count: int}, threshold}]  per-hardware thresholds of a
-        machine-dependent check (time/step); the preflight's GPU fingerprint picks one, else threshold
-    metric_aliases, short_names: {str: str}
-    preset: str                the log vocabulary of the framework: xtuner|verl|slime|trl|nemo-rl (default:
-                               inferred from the metric names); see autotest/inputs/roles.py
-    roles: {metric: role}      a checked metric's role (reward, eval, mismatch, step_time, ...; see roles.py)
-    steps: {expected: int, exact: bool}
-    calibrated_range: [first, last]
-    wall_time: {max_s: number, overrides: [{hardware: {gpu, count}, max_s}]}
-    provenance: {...}          free-form: date, commit, runs, versions, hardware
-    calibration: {runs, margin, relative_floor, binomial_z, false_alarm_budget, floors: {metric: number},
-                  eval_set_size: {metric: int}}   see CalibrationSpec
-    paired: {pairs, perturbation, windows: [{metric, steps, noise, level}]}   A/B gates' A/A noise
-                               (autotest.inputs.paired_section)
+The keys, their types, defaults, ranges and cross-field rules are declared once in
+:mod:`autotest.inputs.baseline_schema` (docs/baselines.md's key table is generated from it); this module reads a
+file against that declaration and builds the frozen :class:`~autotest.inputs.baseline_model.Baseline`.
 """
 
 from __future__ import annotations
@@ -53,20 +19,10 @@ from types import MappingProxyType
 from typing import Any
 
 from autotest.errors import UsageError
-from autotest.inputs.baseline_model import (
-    DEFAULT_RELATIVE_FLOOR,
-    METHODS,
-    OPERATORS,
-    PLACEHOLDER,
-    SCHEMA_VERSION,
-    SEVERITIES,
-    Baseline,
-    CalibrationSpec,
-    CheckSpec,
-    StepPolicy,
-)
+from autotest.inputs.baseline_model import PLACEHOLDER, SCHEMA_VERSION, Baseline, CalibrationSpec, CheckSpec, StepPolicy
+from autotest.inputs.baseline_schema import BY_PATH, check_section, keys_of, read
 from autotest.inputs.golden_table import check_golden_keys, parse_step_table
-from autotest.inputs.hardware_overrides import parse_overrides
+from autotest.inputs.override_section import parse_overrides
 from autotest.inputs.paired_section import parse_paired
 from autotest.inputs.roles import parse_roles
 from autotest.inputs.schema import Section, expand_env, load_section, show
@@ -78,10 +34,9 @@ from autotest.scopes.window import step_range
 __all__ = ["Baseline", "CalibrationSpec", "CheckSpec", "load_baseline"]
 
 _DOC = "docs/baselines.md"
-#: keys every check may have; each kind adds its own (autotest.scopes)
-_REQUIRED = ("metric", "method", "operator", "threshold")
+#: keys every check may have (autotest.inputs.baseline_schema); each kind adds its own (autotest.scopes)
+_REQUIRED, _CHECK_KEYS = keys_of("checks[]")
 _SPEC_FIELDS = {f.name for f in fields(CheckSpec)}
-_CHECK_KEYS = ("scope", "severity", "relative_floor", "derivation", "measured_max_deviation", "overrides")
 
 
 def _check(sec: Section) -> CheckSpec:
@@ -97,29 +52,26 @@ def _check(sec: Section) -> CheckSpec:
             if key in sec.data:
                 sec.fail(key, f"only applies to scope {other.name!r}, not {kind.name!r}",
                          f"remove it or set scope: {other.name}")
-    method = sec.choice("method", METHODS)
-    operator = sec.choice("operator", OPERATORS)
-    placeholder = sec.get("threshold") == PLACEHOLDER
+    method = read(sec, "checks[].method")
+    operator = read(sec, "checks[].operator")
+    placeholder = sec.get("threshold") == BY_PATH["checks[].threshold"].also
     if placeholder:
         threshold = math.nan
     else:
-        threshold = sec.number("threshold", fix=f"write a number, e.g. 0.05 (unquoted), or {PLACEHOLDER} "
-                                                "until rl-autotest calibrate sets it")
+        threshold = read(sec, "checks[].threshold")
         _check_sign(sec, method, operator, threshold)
-    overrides = parse_overrides(sec, "threshold", validate=lambda entry, value: _check_sign(entry, method, operator,
-                                                                                             value))
+    overrides = parse_overrides(sec, "checks[].overrides[]",
+                                validate=lambda entry, value: _check_sign(entry, method, operator, value))
     return CheckSpec(
         metric=sec.text("metric"),
         method=method,
         operator=operator,
         threshold=threshold,
         scope=kind.name,
-        severity=sec.choice("severity", SEVERITIES, default="gate"),
-        relative_floor=sec.number("relative_floor", positive=True, default=DEFAULT_RELATIVE_FLOOR,
-                                  fix="write a small positive number, e.g. 1.0e-12"),
-        derivation=sec.text("derivation", ""),
-        measured_max_deviation=sec.number("measured_max_deviation", minimum=0, default=None,
-                                          fix="write the measured deviation (>= 0) or remove it"),
+        severity=read(sec, "checks[].severity"),
+        relative_floor=read(sec, "checks[].relative_floor"),
+        derivation=read(sec, "checks[].derivation"),
+        measured_max_deviation=read(sec, "checks[].measured_max_deviation"),
         overrides=overrides,
         placeholder=placeholder,
         **scope_fields,
@@ -174,41 +126,40 @@ def _metric_numbers(sec: Section, name: str, integer: bool, checked: set[str]) -
 def _calibration(sec: Section | None, checked: set[str]) -> CalibrationSpec | None:
     if sec is None:
         return None
-    sec.check_keys(required=(), optional=("runs", "margin", "relative_floor", "binomial_z", "floors",
-                                          "eval_set_size", "false_alarm_budget", "floor_headroom"))
-    defaults = CalibrationSpec()
+    check_section(sec, "calibration")
     return CalibrationSpec(
-        runs=sec.integer("runs", minimum=2, default=defaults.runs,
-                         fix="write 2 or more (run-to-run noise needs two runs)"),
-        margin=sec.number("margin", minimum=1, default=defaults.margin,
-                          fix="write 1 or more (a margin below 1 flags the calibration runs themselves)"),
-        relative_floor=sec.number("relative_floor", minimum=0, default=defaults.relative_floor,
-                                  fix="write a fraction >= 0, e.g. 0.01"),
-        binomial_z=sec.number("binomial_z", positive=True, default=defaults.binomial_z, fix="write e.g. 2"),
+        runs=read(sec, "calibration.runs"),
+        margin=read(sec, "calibration.margin"),
+        relative_floor=read(sec, "calibration.relative_floor"),
+        binomial_z=read(sec, "calibration.binomial_z"),
         floors=MappingProxyType(_metric_numbers(sec, "floors", False, checked)),
         eval_set_size=MappingProxyType(
             {k: int(v) for k, v in _metric_numbers(sec, "eval_set_size", True, checked).items()}),
-        false_alarm_budget=sec.number("false_alarm_budget", positive=True, default=defaults.false_alarm_budget,
-                                      fix="write a probability, e.g. 0.05"),
-        floor_headroom=sec.number("floor_headroom", minimum=1, default=defaults.floor_headroom,
-                                  fix="write a factor >= 1, e.g. 1000"),
+        false_alarm_budget=read(sec, "calibration.false_alarm_budget"),
+        floor_headroom=read(sec, "calibration.floor_headroom"),
     )
+
+
+def last_step(steps: StepPolicy, tracker_steps: int | None, table: dict | None) -> int | None:
+    """The baseline's last training step: declared (steps.expected, golden.tracker_steps), else the golden table's
+    last; None when the file does not say (a golden tracker without a pin)."""
+    if steps.expected is not None or tracker_steps is not None:
+        return steps.expected or tracker_steps
+    return max((step for series in (table or {}).values() for step in series), default=None)
 
 
 def load_baseline(path: str | Path, env: dict[str, str] | None = None) -> Baseline:
     """Load and validate a baseline YAML; every mistake is one UsageError naming file and key."""
     path = Path(path)
-    sec = load_section(path, what="a baseline", doc=_DOC, required=("golden", "checks"), optional=(
-        "schema_version", "name", "description", "metric_aliases", "short_names", "steps", "calibrated_range",
-        "wall_time", "provenance", "calibration", "preset", "roles", "paired"))
-    version = sec.integer("schema_version", default=SCHEMA_VERSION)
+    sec = load_section(path, what="a baseline", doc=_DOC)
+    check_section(sec, "")
+    version = read(sec, "schema_version")
     if version != SCHEMA_VERSION:
         sec.fail("schema_version", f"version {version} is not supported (this rl-autotest reads {SCHEMA_VERSION})",
                  f"write {SCHEMA_VERSION}, or use the rl-autotest that wrote the file")
     golden = sec.section("golden")
     assert golden is not None
-    golden.check_keys(required=(), optional=("table", "tracker", "format", "tracker_sha256", "tracker_steps", "noise",
-                                                    "roughness"))
+    check_section(golden, "golden")
     if ("table" in golden.data) == ("tracker" in golden.data):
         sec.fail("golden", f"has {'both' if 'table' in golden.data else 'neither'} 'table' and 'tracker'",
                  "give exactly one: table (metric -> {step: value}) or tracker (a path)")
@@ -234,12 +185,11 @@ def load_baseline(path: str | Path, env: dict[str, str] | None = None) -> Baseli
         tracker = Path(expand_env(golden.text("tracker"), f"{path}: golden.tracker", env))
         if not tracker.is_absolute():
             tracker = (path.parent / tracker).resolve()
-    pin = golden.text("tracker_sha256", default=None)
+    pin = read(golden, "golden.tracker_sha256")
     if pin is not None and (tracker is None or not re.fullmatch(r"[0-9a-f]{64}", pin)):
         golden.fail("tracker_sha256", f"{show(pin)} is not the sha256 of a golden tracker",
                     "write the 64 lowercase hex digits of `sha256sum <tracker>` next to golden.tracker")
-    pin_steps = (golden.integer("tracker_steps", minimum=1, fix="write the tracker's number of training steps")
-                 if "tracker_steps" in golden.data else None)
+    pin_steps = read(golden, "golden.tracker_steps")
     raw_checks = sec.get("checks")
     if not isinstance(raw_checks, list) or not raw_checks:
         sec.fail("checks", f"{show(raw_checks)} is not a non-empty list",
@@ -250,9 +200,11 @@ def load_baseline(path: str | Path, env: dict[str, str] | None = None) -> Baseli
         if check.check_id in seen:
             sec.fail(f"checks[{i}]", f"duplicate check {check.check_id}", "merge or remove one")
         seen.add(check.check_id)
-    if all(check.severity == "reference" for check in checks):
-        # reference checks never fail: a baseline of only those would pass any run without a word
-        sec.fail("checks", "every check is severity: reference, so nothing gates the run",
+    if not any(check.severity == "gate" for check in checks):
+        # reference and shadow checks never fail the run: a baseline of only those would pass any run without a word
+        kinds = sorted({check.severity for check in checks})
+        every = f"severity: {kinds[0]}" if len(kinds) == 1 else "severity: reference or shadow"
+        sec.fail("checks", f"every check is {every}, so nothing gates the run",
                  "make at least one check severity: gate (the default)")
     if table is not None:
         check_golden_keys(golden, table, sorted({c.metric for c in checks if c.method != "value"}))
@@ -260,12 +212,11 @@ def load_baseline(path: str | Path, env: dict[str, str] | None = None) -> Baseli
     steps = StepPolicy()
     steps_sec = sec.section("steps", optional=True)
     if steps_sec is not None:
-        steps_sec.check_keys(required=("expected",), optional=("exact",))
-        expected = steps_sec.integer("expected", minimum=1, fix="write the number of training steps, e.g. 45")
-        steps = StepPolicy(expected=expected, exact=steps_sec.boolean("exact", default=False))
+        check_section(steps_sec, "steps")
+        steps = StepPolicy(expected=read(steps_sec, "steps.expected"), exact=read(steps_sec, "steps.exact"))
     wall_sec = sec.section("wall_time", optional=True)
     if wall_sec is not None:
-        wall_sec.check_keys(required=("max_s",), optional=("overrides",))
+        check_section(wall_sec, "wall_time")
     provenance = sec.section("provenance", optional=True)
     preset, roles = parse_roles(sec, {c.metric for c in checks})
     paired_sec = sec.section("paired", optional=True)
@@ -275,21 +226,22 @@ def load_baseline(path: str | Path, env: dict[str, str] | None = None) -> Baseli
         checks=checks,
         golden_table=MappingProxyType(table) if table is not None else None,
         golden_tracker=tracker,
-        golden_format=golden.text("format", "auto"),
+        golden_format=read(golden, "golden.format"),
         golden_tracker_sha256=pin,
         golden_tracker_steps=pin_steps,
         metric_aliases=MappingProxyType(sec.str_map("metric_aliases", default={})),
         short_names=MappingProxyType(sec.str_map("short_names", default={})),
         steps=steps,
         calibrated_range=step_range(sec, "calibrated_range") if "calibrated_range" in sec.data else None,
-        wall_time_max_s=wall_sec.number("max_s", positive=True, fix="write seconds, e.g. 2400") if wall_sec else None,
-        wall_time_overrides=parse_overrides(wall_sec, "max_s", positive=True) if wall_sec else (),
+        wall_time_max_s=read(wall_sec, "wall_time.max_s") if wall_sec else None,
+        wall_time_overrides=parse_overrides(wall_sec, "wall_time.overrides[]") if wall_sec else (),
         provenance=MappingProxyType(provenance.data if provenance else {}),
-        description=sec.text("description", ""),
+        description=read(sec, "description"),
         calibration=_calibration(sec.section("calibration", optional=True), {c.metric for c in checks}),
         noise_table=noise,
         roughness=roughness,
         preset=preset,
         roles=MappingProxyType(roles),
-        paired=parse_paired(paired_sec, {c.metric for c in checks}) if paired_sec is not None else None,
+        paired=parse_paired(paired_sec, {c.metric for c in checks}, last_step(steps, pin_steps, table))
+        if paired_sec is not None else None,
     )

@@ -1,6 +1,6 @@
 """The frozen, typed baseline: what :func:`autotest.inputs.baseline.load_baseline` builds from a baseline file.
 
-The schema is the docstring of :mod:`autotest.inputs.baseline`; writing a baseline back is
+The keys are declared in :mod:`autotest.inputs.baseline_schema`; writing a baseline back is
 :mod:`autotest.inputs.baseline_writer`. :func:`for_hardware` picks the per-hardware thresholds for this node.
 """
 

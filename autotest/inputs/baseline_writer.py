@@ -1,4 +1,5 @@
-"""Write a baseline as YAML: the inverse of :func:`autotest.inputs.baseline.load_baseline`.
+"""Write a baseline as YAML: the inverse of :func:`autotest.inputs.baseline.load_baseline`, each section's keys in
+the order :mod:`autotest.inputs.baseline_schema` declares them.
 
 What is written reads back to the same checks, golden table and provenance (a test asserts it).
 """
@@ -17,6 +18,7 @@ from autotest.inputs.baseline_model import (
     CalibrationSpec,
     CheckSpec,
 )
+from autotest.inputs.baseline_schema import in_order
 from autotest.inputs.hardware_overrides import HardwareOverride
 from autotest.inputs.paired_section import paired_document
 from autotest.terminal import printable
@@ -69,7 +71,7 @@ def _check_doc(check: CheckSpec) -> dict[str, Any]:
         doc["derivation"] = check.derivation
     if check.overrides:
         doc["overrides"] = _overrides_doc(check.overrides, "threshold")
-    return doc
+    return in_order(doc, "checks[]", others_after="severity")  # a kind's own keys follow the common ones
 
 
 def _overrides_doc(overrides: tuple[HardwareOverride, ...], value_key: str) -> list[dict[str, Any]]:
@@ -89,7 +91,7 @@ def _calibration_doc(settings: CalibrationSpec) -> dict[str, Any]:
         doc["floors"] = _FlowMap(settings.floors)
     if settings.eval_set_size:
         doc["eval_set_size"] = _FlowMap(settings.eval_set_size)
-    return doc
+    return in_order(doc, "calibration")
 
 
 def baseline_document(baseline: Baseline) -> dict[str, Any]:
@@ -125,9 +127,10 @@ def baseline_document(baseline: Baseline) -> dict[str, Any]:
         doc["calibration"] = _calibration_doc(baseline.calibration)
     doc["checks"] = [_check_doc(c) for c in baseline.checks]
     if baseline.paired is not None:
-        doc["paired"] = paired_document(baseline.paired, _Flow, _FlowMap)
+        doc["paired"] = in_order(paired_document(baseline.paired, _Flow, _FlowMap), "paired")
     doc["provenance"] = _short_lists_flow(dict(baseline.provenance))
-    return doc
+    doc["golden"] = in_order(doc["golden"], "golden")
+    return in_order(doc, "")  # the declared order (autotest.inputs.baseline_schema)
 
 
 def _short_lists_flow(value: Any) -> Any:

@@ -28,6 +28,7 @@ from autotest.inputs.case_model import (
 from autotest.inputs.placeholders import REPO_ROOT, check_template
 from autotest.inputs.performance_policy import parse_performance
 from autotest.inputs.project import Project
+from autotest.inputs.run_limits import SEED_HELP, SEED_LIMIT
 from autotest.readers import registry
 from autotest.inputs.replicate_limits import replicates_problem
 from autotest.inputs.case_recipe import parse_recipe
@@ -256,8 +257,13 @@ def parse_seed(sec: Section | None) -> Seed:
     env = sec.text("env", default=None)
     if env is not None and not NAME.fullmatch(env):
         sec.fail("env", f"{env!r} is not an environment variable name", "e.g. SEED")
-    return Seed(default=sec.integer("default", minimum=0, default=0, fix="write a seed >= 0"),
+    seed = Seed(default=sec.integer("default", minimum=0, default=0, fix="write a seed >= 0"),
                 calibration=sec.int_list("calibration", default=()), env=env)
+    seeds = (("default", seed.default), *((f"calibration[{i}]", v) for i, v in enumerate(seed.calibration)))
+    for where, value in seeds:
+        if value >= SEED_LIMIT:  # the seeds every generator takes (autotest.inputs.run_limits)
+            sec.fail(where, f"{value} is not below 2**32", f"write {SEED_HELP}")
+    return seed
 
 
 def parse_consistency(sec: Section | None) -> Consistency:

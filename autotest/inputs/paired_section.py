@@ -10,7 +10,8 @@
         - {metric: response/rewards/mean, steps: [1, 15], noise: 0.021, level: 0.34}
         - {metric: mismatch/mismatch_k3_kl, steps: [1, 15], noise: 2e-16, level: 1e-14, floor: 0.0001}
 
-Written by ``rl-autotest calibrate CASE --paired``; what it means is in docs/ab.md.
+Written by ``rl-autotest calibrate CASE --paired``; what it means is in docs/ab.md. The keys and their rules are
+declared in :mod:`autotest.inputs.baseline_schema`.
 """
 
 from __future__ import annotations
@@ -18,14 +19,15 @@ from __future__ import annotations
 from typing import Any
 
 from autotest.inputs.baseline_model import PairedSpec, PairedWindow
+from autotest.inputs.baseline_schema import check_section, keys_of, read
 from autotest.inputs.schema import Section, show
 
-_KEYS = ("pairs", "perturbation", "seeds", "false_alarm_budget", "relative_floor", "windows")
 
-
-def parse_paired(sec: Section, checked: set[str]) -> PairedSpec:
-    """The section as a :class:`PairedSpec`; a bad key or value is one error naming it."""
-    sec.check_keys(required=("pairs", "perturbation", "windows"), optional=_KEYS)
+def parse_paired(sec: Section, checked: set[str], last_step: int | None = None) -> PairedSpec:
+    """The section as a :class:`PairedSpec`; a bad key or value is one error naming it, with its line where a rule
+    spans values (a budget outside (0, 1), a seed twice, windows of one metric that overlap, a window past
+    ``last_step``: the baseline's last training step, when it knows it)."""
+    check_section(sec, "paired")
     raw = sec.get("windows")
     if not isinstance(raw, list) or not raw:
         sec.fail("windows", f"{show(raw)} is not a non-empty list", "write one {metric, steps: [start, end], noise, level} per "
@@ -33,8 +35,8 @@ def parse_paired(sec: Section, checked: set[str]) -> PairedSpec:
     windows = []
     seen: set[str] = set()
     for i, item in enumerate(raw):
-        win = Section(item, sec.path, sec.key(f"windows[{i}]"), doc=sec.doc,
-                      required=("metric", "steps", "noise", "level"), optional=("floor",))
+        required, optional = keys_of("paired.windows[]")
+        win = Section(item, sec.path, sec.key(f"windows[{i}]"), doc=sec.doc, required=required, optional=optional)
         metric = win.text("metric")
         if metric not in checked:
             win.fail("metric", f"{metric!r} has no check in this baseline",
@@ -43,22 +45,44 @@ def parse_paired(sec: Section, checked: set[str]) -> PairedSpec:
         if len(steps) != 2 or steps[0] > steps[1]:
             win.fail("steps", f"{list(steps)} is not [start, end] with start <= end", "write e.g. [1, 15]")
         window = PairedWindow(metric, steps[0], steps[1],
-                              noise=win.number("noise", minimum=0, fix="write the A/A noise, >= 0"),
-                              level=win.number("level", fix="write the window's mean level"),
-                              floor=win.number("floor", minimum=0, default=0.0, fix="write a floor >= 0"))
+                              noise=read(win, "paired.windows[].noise"), level=read(win, "paired.windows[].level"),
+                              floor=read(win, "paired.windows[].floor"))
         if window.gate_id in seen:
-            win.fail("steps", f"duplicate window {window.gate_id}", "merge or remove one")
+            win.fail_at_line("steps", f"duplicate window {window.gate_id}", "merge or remove one")
         seen.add(window.gate_id)
         windows.append(window)
-    return PairedSpec(
-        pairs=sec.integer("pairs", minimum=2, fix="write 2 or more (paired noise needs two A/A pairs)"),
-        perturbation=sec.text("perturbation"),
+    budget = read(sec, "paired.false_alarm_budget")
+    seeds = sec.int_list("seeds", default=())
+    twice = sorted({s for s in seeds if seeds.count(s) > 1})
+    if twice:
+        sec.fail_at_line("seeds", f"seed {twice[0]} is listed twice: each A/A pair ran one seed",
+                         "list each seed once (recalibrate with `rl-autotest calibrate CASE --paired`)")
+    spec = PairedSpec(
+        pairs=read(sec, "paired.pairs"),
+        perturbation=read(sec, "paired.perturbation"),
         windows=tuple(windows),
-        false_alarm_budget=sec.number("false_alarm_budget", positive=True, default=0.05,
-                                      fix="write a probability, e.g. 0.05"),
-        relative_floor=sec.number("relative_floor", minimum=0, default=0.01, fix="write a fraction >= 0, e.g. 0.01"),
-        seeds=sec.int_list("seeds", default=()),
+        false_alarm_budget=budget,
+        relative_floor=read(sec, "paired.relative_floor"),
+        seeds=seeds,
     )
+    _check_windows(sec, spec.windows, last_step)
+    return spec
+
+
+def _check_windows(sec: Section, windows: tuple[PairedWindow, ...], last_step: int | None) -> None:
+    """Rules across windows: one metric's windows are disjoint, and none ends past the baseline's last step."""
+    for i, window in enumerate(windows):
+        where = f"windows[{i}].steps"
+        steps = [window.start, window.end]
+        if last_step is not None and window.end > last_step:
+            sec.fail_at_line(where, f"{steps} ends past the last step {last_step} of this baseline",
+                             f"end the window at {last_step} or before (recalibrate with `rl-autotest calibrate "
+                             "CASE --paired`)")
+        other = next((w for w in windows[:i] if w.metric == window.metric and w.start <= window.end
+                      and window.start <= w.end), None)
+        if other is not None:
+            sec.fail_at_line(where, f"{steps} overlaps {other.gate_id}: a step would count in two gates of one "
+                                    "metric", "make the windows of one metric disjoint, e.g. [1, 15] and [16, 30]")
 
 
 def paired_document(spec: PairedSpec, flow: type[list], flow_map: type[dict]) -> dict[str, Any]:

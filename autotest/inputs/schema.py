@@ -100,6 +100,19 @@ class Section:
     def fail(self, name: str, problem: str, fix: str) -> NoReturn:
         fail(self.path, self.key(name), problem, fix)
 
+    def fail_at_line(self, name: str, problem: str, fix: str) -> NoReturn:
+        """:meth:`fail` with the line of ``name`` in the file (``<file>:<line>: <key>: ...``), as a syntax error has."""
+        from autotest.inputs.yaml_load import line_of
+
+        key = self.key(name)
+        parts: list[str | int] = []
+        for piece in key.split("."):
+            head, _, rest = piece.partition("[")
+            parts.append(head)
+            parts += [int(i) for i in rest.rstrip("]").split("][") if i.isdigit()] if rest else []
+        line = line_of(self.path, parts)
+        raise UsageError(f"{self.path}{f':{line}' if line else ''}: {printable(key)}: {problem}; {fix}")
+
     def check_keys(self, *, required: tuple[str, ...], optional: tuple[str, ...]) -> None:
         # unknown keys first: a typo also makes the real key look missing
         allowed = required + optional

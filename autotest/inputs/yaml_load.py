@@ -129,3 +129,25 @@ def load_yaml_text(text: str, path: str) -> Any:
         problem = exc.problem or exc.context or "invalid YAML"
         fix = "keep one" if problem.startswith("duplicate key") else "fix the YAML syntax"
         raise UsageError(f"{path}{line}: {problem}; {fix}") from None
+
+
+def line_of(path: Path, keys: list[str | int]) -> int | None:
+    """The 1-based line of the value at ``keys`` (mapping keys and list indexes) in the YAML file, for an error
+    line; None when the file no longer parses or the key is not there. Only read on an error path."""
+    try:
+        node = yaml.compose(path.read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    line = None
+    for key in keys:
+        if isinstance(node, yaml.MappingNode) and isinstance(key, str):
+            found = next(((k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == key), None)
+            if found is None:
+                return line
+            line, node = found[0].start_mark.line + 1, found[1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and 0 <= key < len(node.value):
+            node = node.value[key]
+            line = node.start_mark.line + 1
+        else:
+            return line
+    return line

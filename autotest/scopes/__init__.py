@@ -41,6 +41,8 @@ ENTRY_POINT_GROUP = "rl_autotest.checks"
 
 _KINDS: dict[str, Scope] = {kind.name: kind for kind in (Stepwise(), Percentile(), Final(), Points(), Window(),
                                                          Pooled(), Slope())}
+#: the built-in check kinds' names (a plugin may register more)
+BUILTIN = tuple(_KINDS)
 _plugins_loaded = False
 #: scope name -> the plugin that registered it (how errors name it); built-in kinds are not in it
 _PLUGINS: dict[str, str] = {}

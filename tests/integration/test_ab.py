@@ -1,8 +1,8 @@
 """Paired A/B end to end on tiny-grpo, real runs: A/A pairs measure a paired noise that is not zero (the
 perturbation makes pairs part), a learning-rate change fails the paired gates on one seed and the frozen-rollout
 split places it in the trainer (a sampling change in the rollout), a broken equivalence
-(the loss averaged per micro-batch) fails against the case while the variant itself passes, and an A/B without
-paired noise judges nothing."""
+(the loss averaged per micro-batch) fails against the case while the variant itself passes. (An A/B without paired
+noise is refused before any run: tests/unit/ab/test_ab_preflight.py.)"""
 
 from __future__ import annotations
 
@@ -131,16 +131,3 @@ def test_split_without_a_replay_section_is_refused_before_any_run(tmp_path):
     code = run_cli("ab", str(case_file), "--base", "clean", "--head", "clean", "--seeds", "11", "--split",
                    "--results-dir", str(tmp_path / "results"), "--no-plots")
     assert code == 2 and not (tmp_path / "results").exists()
-
-
-def test_without_paired_noise_the_cli_judges_nothing(tmp_path):
-    baselines = tmp_path / "baselines"
-    baselines.mkdir()
-    spec = yaml.safe_load((ROOT / "baselines" / "tiny-grpo.yaml").read_text())
-    spec.pop("paired", None)  # the committed baseline has one
-    (baselines / "tiny-grpo.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
-    code = run_cli("ab", "tiny-grpo", "--base", "clean", "--head", "clean", "--seeds", "11",
-                   "--results-dir", str(tmp_path / "results"), "--baselines-dir", str(baselines), "--no-plots")
-    assert code == 2
-    document = json.loads(next((tmp_path / "results").glob(f"tiny-grpo/ab-*/{AB_JSON}")).read_text())
-    assert document["status"] == ERROR and "calibrate tiny-grpo --paired" in document["reason"]

@@ -103,6 +103,10 @@ def load_case_never(name: str):
     (["--max-runs", "1"], "--max-runs: 1 is below 2; the good and bad ends take two runs"),
     (["--tonight", "/no/such/night"], "--tonight /no/such/night: no such folder; give tonight's results folders"),
     (["--jobs", "0"], "--jobs: 0 is below 1"),
+    (["--jobs", "100000"], "--jobs: 100000 is above the cap of 64"),
+    (["--max-runs", "100000"], "--max-runs: 100000 is above the cap of 200"),
+    (["--case", "nope"], "--case 'nope': no run of this case in the history "),
+    (["--case", ""], "--case '': no run of this case in the history "),
 ])
 def test_bad_flags_are_one_line(argv, message, capsys, history) -> None:
     url, root = history

@@ -14,6 +14,8 @@ def test_a_layout_reads_its_degrees_heads_and_partial_globs() -> None:
     assert layout.is_partial("model.layers.3.self_attn.o_proj") and not layout.is_partial("model.norm")
     assert layout.declared and layout.text() == "tp=4,pp=2,kv_heads=2,partial=*.o_proj|*.down_proj"
     assert not parse_layout(None, "x").declared and SideLayout().text() == "inferred"
+    for fits in ("tp=2,heads=4,kv_heads=2", "tp=4,heads=8,kv_heads=2", "tp=2,heads=8,kv_heads=8", "heads=3"):
+        assert parse_layout(fits, "--rollout-layout").text() == fits
 
 
 @pytest.mark.parametrize(("text", "says"), [
@@ -21,6 +23,13 @@ def test_a_layout_reads_its_degrees_heads_and_partial_globs() -> None:
     ("dp=2", "'dp=2' is not one of"),
     ("tp=0", "tp='0' is not a whole number >= 1"),
     ("tp=two", "tp='two' is not a whole number"),
+    ("tp=2,tp=4", "tp is given twice"),
+    ("tp=2,partial=", "partial='' names no module"),
+    ("tp=2,heads=3,kv_heads=5", "tp=2,heads=3,kv_heads=5: heads=3 is not a multiple of tp=2"),
+    ("tp=1,heads=4,kv_heads=8", "kv_heads=8 is above heads=4"),
+    ("heads=6,kv_heads=4", "heads=6 is not a multiple of kv_heads=4"),
+    ("tp=4,heads=12,kv_heads=6", "kv_heads=6 can be neither split over tp=4 ranks"),
+    ("tp=4,kv_heads=6", "kv_heads=6 can be neither split over tp=4 ranks"),
 ])
 def test_a_bad_layout_is_one_line_naming_the_flag(text: str, says: str) -> None:
     with pytest.raises(UsageError) as err:

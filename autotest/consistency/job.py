@@ -153,12 +153,12 @@ def _collect(case, config: dict[str, Any], folder: Path, seed, fault, launcher: 
     config_path = folder / "diagnostic_config.json"
     write_atomic(config_path, json.dumps(config, indent=2) + "\n")
     args = tuple(a.replace("{diagnostic_config}", str(config_path)) for a in case.consistency.diagnostic_args)
-    if not args:  # attached through the environment; the processes read their side's MSProbe config
-        write_msprobe_configs(parse_diagnostic_config(config))
-        extra_env = {**extra_env, **attach_env(config_path, {**os.environ, **extra_env})}
     spec = launch_spec(case, folder / "work", seed=seed, fault=fault, extra_args=args,
                        environ={**os.environ, **extra_env})
     spec = replace(spec, env={**extra_env, **spec.env})
+    if not args:  # attached through the environment only; each process reads its side's MSProbe config
+        write_msprobe_configs(parse_diagnostic_config(config))
+        spec = replace(spec, env={**spec.env, **attach_env(config_path, {**os.environ, **spec.env})})
     wrapper = write_wrapper(folder / "diagnostic_wrapper.sh", spec, config_path)
     result = launcher(spec, folder) if launcher else None
     return spec, wrapper, result
@@ -246,7 +246,7 @@ def run_consistency_job(results_dir: str | Path, *, execute: bool = True,
         manual = write_manual_steps(results_dir, out, case_name=case.name, case_file=case.source,
                                     framework=framework, wrapper=wrapper,
                                     diagnostic_config=out / "statistics" / "diagnostic_config.json",
-                                    paths=_side_paths(stats_config))
+                                    paths=_side_paths(stats_config), lines=not_collected)
         also = "".join(f"; {reason}" for reason in reasons_not_run[1:])
         summary = f"{'; '.join(not_collected)}{also}; the wrapper and how to collect by hand: {manual}"
     else:

@@ -1,0 +1,58 @@
+"""The collection folder in a fresh Python: off (variable unset) it imports nothing heavy, patches nothing and
+writes nothing; on, it patches a watched module when that module is imported, and only then."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from autotest.consistency.attach_run import ATTACH_DIR
+
+PROBE = """
+import json, sys
+before = list(sys.meta_path)
+import rl_autotest_collect
+installed = rl_autotest_collect.install()
+import xtuner.v1.rl.trainer.worker as worker
+print(json.dumps({"installed": installed, "meta_path_same": sys.meta_path == before,
+                  "heavy": sorted(m for m in ("torch", "msprobe", "autotest") if m in sys.modules),
+                  "wrapped": getattr(worker.TrainingWorker.compute_actor_logprobs, "_rl_autotest_wrapped", False),
+                  "sitecustomize": sys.modules["sitecustomize"].__file__}))
+"""
+WORKER = "class TrainingWorker:\n    def compute_actor_logprobs(self, a, b):\n        return a\n"
+
+
+def _run(tmp_path: Path, config: Path | None) -> dict:
+    pkg = tmp_path / "fw" / "xtuner" / "v1" / "rl" / "trainer"
+    pkg.mkdir(parents=True, exist_ok=True)
+    for folder in (pkg, *pkg.parents[:4]):
+        (folder / "__init__.py").touch()
+    (pkg / "worker.py").write_text(WORKER)
+    env = {k: v for k, v in os.environ.items() if k != "RL_AUTOTEST_COLLECT"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ATTACH_DIR), str(tmp_path / "fw")])
+    if config is not None:
+        env["RL_AUTOTEST_COLLECT"] = str(config)
+    done = subprocess.run([sys.executable, "-c", PROBE], env=env, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_off_touches_nothing(tmp_path: Path) -> None:
+    seen = _run(tmp_path, None)
+    assert seen["sitecustomize"].startswith(str(ATTACH_DIR))  # it was loaded, and did nothing
+    assert seen == {**seen, "installed": False, "meta_path_same": True, "heavy": [], "wrapped": False}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fw"]  # nothing written
+
+
+def test_on_patches_the_watched_module_when_imported(tmp_path: Path) -> None:
+    config = tmp_path / "diag.json"
+    config.write_text(json.dumps({"output_dir": str(tmp_path / "out"), "window_step": 2}))
+    seen = _run(tmp_path, config)
+    assert seen["wrapped"] and seen["heavy"] == []  # torch and MSProbe wait for the window
+    status = [json.loads(x) for x in next((tmp_path / "out" / "attach").glob("*.jsonl")).read_text().splitlines()]
+    assert {(s["status"], s["what"].rsplit(".", 1)[1]) for s in status} == {
+        ("attached", "compute_actor_logprobs"), ("absent", "weight_update")}

@@ -1,6 +1,7 @@
 """A stand-in xtuner + lmdeploy for attached collection: the real module paths, class and method names, a real
-tiny torch model on CPU, two processes (the trainer, and an HTTP rollout server it starts, as xtuner's Ray
-actor starts lmdeploy's api_server).
+tiny torch model on CPU, real Ray: ``run_rl.sh`` runs ``ray start --head`` and the trainer joins it; the
+training worker is a Ray actor, and another Ray actor starts the HTTP rollout server process, as xtuner's
+starts lmdeploy's api_server.
 
 - ``xtuner/v1/rl/trainer/worker.py``: ``TrainingWorker.compute_actor_logprobs`` (one ``_engine.forward_only`` per
   ``seq_ctx`` on ``_engine.model``) and ``TrainingWorker.weight_update`` (posts the weights to the server);
@@ -27,6 +28,9 @@ DATA_PATH=$4
 EVAL_DATA_PATH=${5:-""}
 if [ -n "${6:-}" ]; then echo "run_rl.sh: ACCELERATOR '$6' is not GPU or NPU" >&2; exit 1; fi
 export PYTHONPATH=$(pwd):$(pwd)/node_site:$PYTHONPATH
+# as upstream: the script starts Ray itself, and the trainer joins it; the environment above reaches its workers
+"$NODE_PYTHON" -m ray.scripts.scripts start --head --node-ip-address=127.0.0.1 --port="$RAY_HEAD_PORT" \
+  --include-dashboard=false --temp-dir="$RAY_TMPDIR" --num-cpus=2 --disable-usage-stats
 exec "$NODE_PYTHON" xtuner/v1/train/cli/rl.py "$CONFIG_PATH"
 """
 
@@ -173,16 +177,29 @@ import subprocess
 import sys
 import urllib.request
 
+import ray
 import torch
 
-torch.set_num_threads(1)
 from xtuner.v1.rl.trainer.worker import SequenceContext, TrainingWorker
 
-server = subprocess.Popen([sys.executable, "-m", "lmdeploy.serve.openai.api_server"], stdout=subprocess.PIPE,
-                          text=True)
+
+class RolloutWorker:
+    # as xtuner's lmdeploy rollout worker: a Ray actor that starts the engine's api_server process
+    def start(self):
+        self.server = subprocess.Popen([sys.executable, "-m", "lmdeploy.serve.openai.api_server"],
+                                       stdout=subprocess.PIPE, text=True)
+        return "http://127.0.0.1:" + self.server.stdout.readline().strip()
+
+    def stop(self):
+        self.server.terminate()
+        self.server.wait(timeout=30)
+
+
+ray.init(address="127.0.0.1:" + os.environ["RAY_HEAD_PORT"], log_to_driver=True)
+rollout = ray.remote(num_cpus=0)(RolloutWorker).remote()
+url = ray.get(rollout.start.remote())
 try:
-    url = "http://127.0.0.1:" + server.stdout.readline().strip()
-    worker = TrainingWorker(url)
+    worker = ray.remote(num_cpus=0)(TrainingWorker).remote(url)
     steps = int(os.environ.get("STANDIN_STEPS", "3"))
     tracker = os.path.join(os.environ["WORK_DIR"], "tracker.jsonl")
     os.makedirs(os.environ["WORK_DIR"], exist_ok=True)
@@ -190,16 +207,16 @@ try:
         ids = (torch.arange(16).reshape(2, 8) * (step + 2) + step) % 32
         body = json.dumps({"input_ids": ids.tolist()}).encode()
         reply = json.loads(urllib.request.urlopen(urllib.request.Request(url + "/generate", body), timeout=60).read())
-        rollout = torch.tensor(reply["logprobs"])
-        actor = worker.compute_actor_logprobs([SequenceContext(ids)], [ids[:, 1:]])[0]
-        k3 = float(((rollout - actor).exp() - (rollout - actor) - 1).mean())
+        rollout_logp = torch.tensor(reply["logprobs"])
+        actor_logp = ray.get(worker.compute_actor_logprobs.remote([SequenceContext(ids)], [ids[:, 1:]]))[0]
+        k3 = float(((rollout_logp - actor_logp).exp() - (rollout_logp - actor_logp) - 1).mean())
         with open(tracker, "a") as fh:
             fh.write(json.dumps({"step": step, "mismatch/mismatch_k3_kl": k3}) + "\\n")
-        worker.fit(step)
-        worker.weight_update()
+        ray.get(worker.fit.remote(step))
+        ray.get(worker.weight_update.remote())
 finally:
-    server.terminate()
-    server.wait(timeout=30)
+    ray.get(rollout.stop.remote())
+    ray.shutdown()
 """
 
 

@@ -1,6 +1,7 @@
 """The consistency job on a framework whose launch takes no diagnostic option: collection attached through the
-environment only (RL_AUTOTEST_COLLECT + the collection folder on PYTHONPATH), in a trainer and in the rollout
-server it starts, in a Python that cannot import the harness (see standin_framework.py)."""
+environment only (RL_AUTOTEST_COLLECT + the collection folder on PYTHONPATH), in a Ray training-worker actor
+and in the rollout server a Ray actor starts, in a Python that cannot import the harness
+(see standin_framework.py)."""
 
 from __future__ import annotations
 
@@ -18,22 +19,33 @@ pytestmark = pytest.mark.slow
 AGENT = "lmdeploy.pytorch.engine.model_agent.agent.BaseModelAgent"
 
 
-def _case(tmp_path: Path, framework: Path) -> Path:
+LAUNCH = """launch:
+  command: [bash, examples/v1/scripts/run_rl.sh, cfg.py, lmdeploy, /share/model, /share/data]
+  cwd: {framework}
+  env: {{NODE_PYTHON: {python}, ROLLOUT_FAULT: unsynced-layer, STANDIN_STEPS: "2", RAY_AUTH_MODE: disabled,
+         RAY_USAGE_STATS_ENABLED: "0"}}
+  timeout_s: 300
+  uses_ray: true"""
+# only the rollout server's start: its agent module imported, nothing else (no Ray, no training)
+SERVER_ONLY = """launch:
+  command: [{python}, -c, "import lmdeploy.pytorch.engine.model_agent.agent"]
+  cwd: {framework}
+  timeout_s: 120
+  uses_ray: false"""
+
+
+def _case(tmp_path: Path, framework: Path, launch: str = LAUNCH) -> Path:
     # the launch as xtuner's case has it: run_rl.sh with its positional arguments, nothing appended
+    launch = launch.format(framework=framework, python=sys.executable)
     return write_yaml(tmp_path / "standin-grpo.yaml", f"""
 name: standin-grpo
 description: stand-in xtuner GRPO with an lmdeploy rollout server, on CPU
 markers: [grpo]
 goal: collect both sides of a train-inference mismatch through attached collection
-minimal_scale: two CPU processes, a 2-layer model, 2 steps
+minimal_scale: a local Ray head, two actors and a server process on CPU, a 2-layer model, 2 steps
 platform: {{gpus: 0, framework: null}}
 inputs: {{}}
-launch:
-  command: [bash, examples/v1/scripts/run_rl.sh, cfg.py, lmdeploy, /share/model, /share/data]
-  cwd: {framework}
-  env: {{NODE_PYTHON: {sys.executable}, ROLLOUT_FAULT: unsynced-layer, STANDIN_STEPS: "2"}}
-  timeout_s: 300
-  uses_ray: false
+{launch}
 tracker: {{format: xtuner, work_dir_env: WORK_DIR}}
 expected: {{steps: 2}}
 baseline: baselines/tiny-grpo.yaml
@@ -83,7 +95,7 @@ def test_mismatch_is_collected_on_both_sides_and_localised(tmp_path: Path) -> No
 
 def test_a_moved_point_is_one_not_collected_line(tmp_path: Path) -> None:
     framework = write_standin(tmp_path / "xtuner", missing_forward=True)
-    results = _results(tmp_path, _case(tmp_path, framework))
+    results = _results(tmp_path, _case(tmp_path, framework, SERVER_ONLY))
     outcome = run_consistency_job(results)
     assert outcome.not_collected
     assert outcome.summary.startswith(f"not collected: lmdeploy 0.18.0 has no {AGENT}._forward_impl;"), \

@@ -44,9 +44,13 @@ def read_status(output_dir: Path) -> list[dict[str, Any]]:
 
 
 def missing_lines(status: list[dict[str, Any]]) -> list[str]:
-    """``not collected: <package> <version> has no <point>``, once per missing point."""
+    """``not collected: <package> <version> has no <point>``, once per missing point; a point that could not
+    collect (MSProbe absent from the node's Python, say) once with its reason."""
     seen: dict[str, str] = {}
     for line in status:
+        if line.get("status") == "error":
+            seen.setdefault(str(line.get("what")), f"not collected: {line.get('what')} attached but could not "
+                                                   f"collect: {line.get('detail')}")
         if line.get("status") == "missing":
             version = f" {line['version']}" if line.get("version") else " (version unknown)"
             seen.setdefault(str(line.get("what")), f"not collected: {line.get('package')}{version} has no "

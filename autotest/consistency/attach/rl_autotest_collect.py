@@ -135,6 +135,7 @@ class _State:
         self.debugger: Any = None
         self.pending_step: int | None = None
         self.active = 0
+        self.failed = False
         self.status_path = os.path.join(raw["output_dir"], STATUS_FOLDER, f"{os.getpid()}.jsonl")
 
     def status(self, **line: Any) -> None:
@@ -225,15 +226,21 @@ def _wrap_forward(point: AttachPoint, original: Any) -> Any:
     def collected(self: Any, *args: Any, **kwargs: Any) -> Any:
         state = _state.get("current")
         step = state.version + 1 if state else -1
-        if state is None or state.active or step != state.window_step or (
+        if state is None or state.active or state.failed or step != state.window_step or (
                 state.max_forwards and state.forwards >= state.max_forwards):
             return original(self, *args, **kwargs)
-        import torch
+        try:
+            import torch
 
-        models = _models(_attr(self, point.model))
-        debugger = state.debugger_for(point.side)
-        if state.pending_step is None:
-            debugger.set_init_step(step)  # MSProbe's step is the run's step: its step filter stays real
+            models = _models(_attr(self, point.model))
+            debugger = state.debugger_for(point.side)
+            if state.pending_step is None:
+                debugger.set_init_step(step)  # MSProbe's step is the run's step: its step filter stays real
+        except Exception as exc:  # collection must never break the run it watches: say why, run uncollected
+            state.failed = True
+            state.status(point=point.name, status="error", what=point.forward.name, package=point.framework,
+                         version=_version(point.framework), detail=f"{type(exc).__name__}: {exc}")
+            return original(self, *args, **kwargs)
 
         def pre_hook(module: Any, hook_args: tuple[Any, ...], hook_kwargs: dict[str, Any]) -> None:
             device = next(module.parameters()).device.type

@@ -56,3 +56,31 @@ def test_on_patches_the_watched_module_when_imported(tmp_path: Path) -> None:
     status = [json.loads(x) for x in next((tmp_path / "out" / "attach").glob("*.jsonl")).read_text().splitlines()]
     assert {(s["status"], s["what"].rsplit(".", 1)[1]) for s in status} == {
         ("attached", "compute_actor_logprobs"), ("absent", "weight_update")}
+
+
+CALL = """
+import json, sys
+import xtuner.v1.rl.trainer.worker as worker
+w = worker.TrainingWorker()
+print(json.dumps({"result": w.compute_actor_logprobs("a", "b"), "msprobe": "msprobe" in sys.modules}))
+"""
+
+
+def test_a_point_that_cannot_collect_runs_uncollected_and_says_why(tmp_path: Path) -> None:
+    """MSProbe missing from the node's Python: the forward still runs, and the attach record says why."""
+    _run(tmp_path, None)  # writes the stand-in module
+    (tmp_path / "fw" / "xtuner" / "v1" / "rl" / "trainer" / "worker.py").write_text(
+        WORKER + "    _engine = type('E', (), {'model': None})\n")
+    (tmp_path / "blocked" / "msprobe").mkdir(parents=True)
+    (tmp_path / "blocked" / "msprobe" / "__init__.py").write_text("raise ImportError('not on this node')\n")
+    config = tmp_path / "diag.json"
+    config.write_text(json.dumps({"output_dir": str(tmp_path / "out"), "window_step": 1}))
+    env = {**os.environ, "RL_AUTOTEST_COLLECT": str(config),
+           "PYTHONPATH": os.pathsep.join([str(ATTACH_DIR), str(tmp_path / "fw"), str(tmp_path / "blocked")])}
+    done = subprocess.run([sys.executable, "-c", CALL], env=env, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.splitlines()[-1])["result"] == "a"
+    status = [json.loads(x) for x in next((tmp_path / "out" / "attach").glob("*.jsonl")).read_text().splitlines()]
+    errors = [s for s in status if s["status"] == "error"]
+    assert len(errors) == 1 and errors[0]["detail"] == "ImportError: not on this node"

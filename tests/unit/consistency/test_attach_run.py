@@ -26,6 +26,13 @@ def test_a_missing_point_is_one_line_naming_package_version_and_point():
     assert side_lines(status, {"actor": True, "rollout": False}) == []  # already named by the missing line
 
 
+def test_a_point_that_could_not_collect_says_why():
+    status = [{"point": "xtuner-actor", "status": "error", "what": "x.TrainingWorker.compute_actor_logprobs",
+               "detail": "ModuleNotFoundError: No module named 'msprobe'"}]
+    assert missing_lines(status) == ["not collected: x.TrainingWorker.compute_actor_logprobs attached but could not "
+                                     "collect: ModuleNotFoundError: No module named 'msprobe'"]
+
+
 def test_a_side_without_dumps_says_what_was_looked_for_or_what_attached():
     lines = side_lines([], {"actor": True, "rollout": False})
     assert lines[0].startswith("not collected: rollout (inference engine forward): no rollout attach point was "

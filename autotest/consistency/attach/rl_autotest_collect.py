@@ -361,20 +361,23 @@ class _Finder(importlib.abc.MetaPathFinder):
 
 
 def _check_moved(state: _State) -> None:
-    """At exit: a point whose package this process imported, but whose module that package no longer has."""
-    import importlib.util
+    """At exit: a point whose package this process imported, but whose module that package no longer has.
+
+    Looked up from the deepest imported ancestor without importing anything (a parent package of an engine
+    may initialise CUDA); a module whose ancestors were never imported is not this process's to judge."""
+    import importlib.machinery
 
     for point in state.points:
-        top = point.forward.module.split(".")[0]
-        if top not in sys.modules or point.forward.module in sys.modules:
+        parts = point.forward.module.split(".")
+        if point.forward.module in sys.modules or parts[0] not in sys.modules:
             continue
-        try:
-            found = importlib.util.find_spec(point.forward.module) is not None
-        except (ImportError, ValueError):
-            found = False
-        if not found:
+        depth = max(i for i in range(1, len(parts)) if ".".join(parts[:i]) in sys.modules)
+        parent = ".".join(parts[:depth])
+        path = getattr(sys.modules[parent], "__path__", None)
+        child = f"{parent}.{parts[depth]}"
+        if path is None or importlib.machinery.PathFinder.find_spec(child, list(path)) is None:
             state.status(point=point.name, status="missing", what=point.forward.name, package=point.framework,
-                         version=_version(point.framework))
+                         version=_version(point.framework), detail=f"{parent} has no {parts[depth]}")
 
 
 def install(points: tuple[AttachPoint, ...] = POINTS) -> bool:

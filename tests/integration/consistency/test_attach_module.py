@@ -84,3 +84,21 @@ def test_a_point_that_cannot_collect_runs_uncollected_and_says_why(tmp_path: Pat
     status = [json.loads(x) for x in next((tmp_path / "out" / "attach").glob("*.jsonl")).read_text().splitlines()]
     errors = [s for s in status if s["status"] == "error"]
     assert len(errors) == 1 and errors[0]["detail"] == "ImportError: not on this node"
+
+
+def test_a_module_the_package_no_longer_has_is_recorded_missing(tmp_path: Path) -> None:
+    """The package was imported but the point's module moved (lmdeploy's model_agent.py became a package)."""
+    _run(tmp_path, None)
+    (tmp_path / "fw" / "xtuner" / "v1" / "rl" / "trainer" / "worker.py").rename(
+        tmp_path / "fw" / "xtuner" / "v1" / "rl" / "trainer" / "training_worker.py")
+    config = tmp_path / "diag.json"
+    config.write_text(json.dumps({"output_dir": str(tmp_path / "out"), "window_step": 1}))
+    env = {**os.environ, "RL_AUTOTEST_COLLECT": str(config),
+           "PYTHONPATH": os.pathsep.join([str(ATTACH_DIR), str(tmp_path / "fw")])}
+    done = subprocess.run([sys.executable, "-c", "import xtuner.v1.rl.trainer.training_worker"], env=env,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    status = [json.loads(x) for x in next((tmp_path / "out" / "attach").glob("*.jsonl")).read_text().splitlines()]
+    assert [(s["status"], s["what"], s["detail"]) for s in status] == [
+        ("missing", "xtuner.v1.rl.trainer.worker.TrainingWorker.compute_actor_logprobs",
+         "xtuner.v1.rl.trainer has no worker")]

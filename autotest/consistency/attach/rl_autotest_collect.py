@@ -16,7 +16,8 @@ Unset, nothing is imported and nothing is patched. Set, an import hook waits for
 
 The step of a forward is ``weight version + 1`` on both sides (weights of the N-th sync run step N+1),
 so the dumped window is the same computation on both sides whatever each framework calls its steps.
-A request id is ``tok-`` and a hash of the request's token ids unless the point names the framework's.
+A request id is ``tok-`` and a hash of the request's token ids: the same sample fed the same tokens gets the
+same id on both sides (the engines' own request ids are not visible at their model-runner forward).
 
 What this process attached, and any point it could not find (``<package> <version> has no <point>``),
 is written to ``<output_dir>/attach/<pid>.jsonl``; the job turns a missing point into one line.
@@ -66,8 +67,6 @@ class AttachPoint:
     weight_updates: tuple[Method, ...]
     verified: str
     """Where the point was read: ``owner/repo@<40-hex sha>`` or a pinned release ``package==version``."""
-    request_ids: str = ""
-    """The model call's keyword argument holding the framework's request ids (empty: a token hash)."""
     notes: str = field(default="", compare=False)
 
 
@@ -200,8 +199,7 @@ def _rank() -> int | None:
 def _log_forward(state: _State, point: AttachPoint, step: int, args: tuple[Any, ...], kwargs: dict[str, Any],
                  autocast: str) -> None:
     tokens = _tokens(args, kwargs)
-    given = kwargs.get(point.request_ids) if point.request_ids else None
-    ids = [str(r) for r in given] if given is not None else [_request_id(t) for t in tokens]
+    ids = [_request_id(t) for t in tokens]
     line: dict[str, Any] = {"source": SOURCES[point.side], "pid": os.getpid(), "rank": _rank(), "step": step,
                             "weight_version": state.version, "autocast": autocast, "attach_point": point.name}
     if point.side == "rollout":

@@ -102,3 +102,14 @@ def test_a_module_the_package_no_longer_has_is_recorded_missing(tmp_path: Path) 
     assert [(s["status"], s["what"], s["detail"]) for s in status] == [
         ("missing", "xtuner.v1.rl.trainer.worker.TrainingWorker.compute_actor_logprobs",
          "xtuner.v1.rl.trainer has no worker")]
+
+
+def test_the_run_s_own_sitecustomize_still_runs(tmp_path: Path) -> None:
+    own = tmp_path / "venv-site"
+    own.mkdir()
+    (own / "sitecustomize.py").write_text("import os\nos.environ['OWN_SITECUSTOMIZE'] = 'ran'\n")
+    env = {k: v for k, v in os.environ.items() if k != "RL_AUTOTEST_COLLECT"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ATTACH_DIR), str(own)])
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.environ.get('OWN_SITECUSTOMIZE'))"], env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.stdout.strip() == "ran", done.stderr[-2000:]

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from autotest.consistency.attach.rl_autotest_collect import ENV, POINTS, STATUS_FOLDER, AttachPoint
+from autotest.consistency.attach.rl_autotest_collect import ENV, POINTS, STATUS_FOLDER
 
 ATTACH_DIR = Path(__file__).resolve().parent / "attach"
 SIDE_NAMES = {"actor": "actor (training-side log-prob recompute)", "rollout": "rollout (inference engine forward)"}
@@ -62,25 +62,24 @@ def side_lines(status: list[dict[str, Any]], dumped: Mapping[str, bool]) -> list
     """For a side with no dump and no missing point: which points were looked for, and what attached."""
     out = []
     for side, has_dump in dumped.items():
-        if has_dump:
-            continue
-        attached = sorted({str(s["what"]) for s in status if s.get("status") == "attached"
-                           and _point(str(s.get("point"))) and _point(str(s.get("point"))).side == side})
-        if any(s.get("status") == "missing" and _point(str(s.get("point"))) and
-               _point(str(s.get("point"))).side == side for s in status):
-            continue  # already one line naming the missing point
+        mine = [s for s in status if _side(s) == side]
+        if has_dump or any(s.get("status") == "missing" for s in mine):
+            continue  # collected, or already one line naming the missing point
+        attached = sorted({str(s["what"]) for s in mine if s.get("status") == "attached"})
+        absent = sorted({str(s["what"]) for s in mine if s.get("status") == "absent"})
         looked = ", ".join(p.forward.name for p in POINTS if p.side == side)
-        absent = sorted({str(s["what"]) for s in status if s.get("status") == "absent"
-                         and _point(str(s.get("point"))) and _point(str(s.get("point"))).side == side})
-        hint = f" (no weight update counted: absent {', '.join(absent)})" if absent and attached else ""
+        forwards = {p.forward.name for p in POINTS}
+        updates_attached = [w for w in attached if w not in forwards]
+        hint = f" (no weight update counted: absent {', '.join(absent)})" if absent and not updates_attached else ""
         why = (f"{', '.join(attached)} attached but ran no forward in the window{hint}" if attached
                else f"no {side} attach point was imported by the run (looked for {looked})")
         out.append(f"not collected: {SIDE_NAMES[side]}: {why}")
     return out
 
 
-def _point(name: str) -> AttachPoint | None:
-    return next((p for p in POINTS if p.name == name), None)
+def _side(line: dict[str, Any]) -> str | None:
+    point = next((p for p in POINTS if p.name == line.get("point")), None)
+    return point.side if point else None
 
 
 def points_table() -> str:

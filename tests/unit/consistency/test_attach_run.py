@@ -46,3 +46,13 @@ def test_a_side_without_dumps_says_what_was_looked_for_or_what_attached():
 
 def test_the_docs_list_the_declared_points():
     assert points_table() in (ROOT / "docs" / "consistency.md").read_text(encoding="utf-8")
+
+
+def test_an_absent_alternative_weight_update_is_no_hint_when_another_attached():
+    status = [{"point": "lmdeploy-rollout", "status": "attached", "what": f"{AGENT}._forward_impl"},
+              {"point": "lmdeploy-rollout", "status": "attached", "what": f"{AGENT}.update_params"},
+              {"point": "lmdeploy-rollout", "status": "absent", "what": f"{AGENT}.update_weights_from_distributed"}]
+    assert side_lines(status, {"rollout": False}) == [
+        f"not collected: rollout (inference engine forward): {AGENT}._forward_impl, {AGENT}.update_params attached "
+        "but ran no forward in the window"]
+

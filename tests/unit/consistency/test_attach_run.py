@@ -37,11 +37,12 @@ def test_a_side_without_dumps_says_what_was_looked_for_or_what_attached():
     lines = side_lines([], {"actor": True, "rollout": False})
     assert lines[0].startswith("not collected: rollout (inference engine forward): no rollout attach point was "
                                f"imported by the run (looked for {AGENT}._forward_impl, ")
-    attached = [{"point": "xtuner-actor", "status": "attached", "what": "x.TrainingWorker.compute_actor_logprobs"},
-                {"point": "xtuner-actor", "status": "absent", "what": "x.TrainingWorker.weight_update"}]
+    worker = "xtuner.v1.rl.trainer.worker.TrainingWorker"
+    attached = [{"point": "xtuner-actor", "status": "attached", "what": f"{worker}.compute_actor_logprobs"},
+                {"point": "xtuner-actor", "status": "absent", "what": f"{worker}.weight_update"}]
     assert side_lines(attached, {"actor": False, "rollout": True}) == [
-        "not collected: actor (training-side log-prob recompute): x.TrainingWorker.compute_actor_logprobs attached "
-        "but ran no forward in the window (no weight update counted: absent x.TrainingWorker.weight_update)"]
+        f"not collected: actor (training-side log-prob recompute): {worker}.compute_actor_logprobs attached "
+        f"but ran no forward in the window (no weight update counted: absent {worker}.weight_update)"]
 
 
 def test_the_docs_list_the_declared_points():

@@ -204,7 +204,7 @@ try:
     tracker = os.path.join(os.environ["WORK_DIR"], "tracker.jsonl")
     os.makedirs(os.environ["WORK_DIR"], exist_ok=True)
     for step in range(1, steps + 1):
-        ids = (torch.arange(16).reshape(2, 8) * (step + 2) + step) % 32
+        ids = (torch.arange(16).reshape(2, 8) * 3 + step) % 32  # two distinct requests a step
         body = json.dumps({"input_ids": ids.tolist()}).encode()
         reply = json.loads(urllib.request.urlopen(urllib.request.Request(url + "/generate", body), timeout=60).read())
         rollout_logp = torch.tensor(reply["logprobs"])

@@ -15,8 +15,9 @@ def add_consistency_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("consistency", help="run the consistency dump job an accuracy run requested "
                        "('consistency analyze --help': analyse MSProbe dumps made anywhere)",
                        epilog="exit codes: 0 collected and analysed; 2 error, or collection/analysis could not "
-                       "conclude; 3 not collected: the framework has no diagnostic hook wired (consistency/"
-                       "how_to_collect.md lists the manual steps)")
+                       "conclude; 3 not collected: a side collected nothing (the case cannot run here, or an attach "
+                       "point is missing from the installed framework; consistency/how_to_collect.md lists the "
+                       "manual steps)")
     p.add_argument("results_dir", type=Path, help="the accuracy run's results folder (has consistency_request.json)")
     p.add_argument("--no-execute", action="store_true", help="generate the wrapper and configs; collect nothing")
     p.add_argument("--max-forwards", type=int, default=2, help="forwards dumped per side in the window")

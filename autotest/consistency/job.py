@@ -7,9 +7,12 @@ one sample per micro-batch, the first few forwards of each side), runs it when t
 here, narrows a second pass to the suspect modules with full tensors, and writes output_1 …
 output_5 into ``<results>/consistency/``. A step that did not run is reported as not run.
 
-A case whose framework has no collection hook wired (no ``consistency.diagnostic_args``) ends
-"not collected": the screening, wrapper and analysis placeholders are written, plus
-``how_to_collect.md`` (:mod:`.not_collected`); the CLI exits 3, which the nightly treats as neutral.
+A case whose launch takes no diagnostic option (no ``consistency.diagnostic_args``: xtuner, verl, slime)
+is re-run with collection attached through the environment only (:mod:`.attach_run`: the collection
+module first on ``PYTHONPATH``, ``RL_AUTOTEST_COLLECT``), never with extra launch arguments. When a side
+collects nothing (a point the installed framework lacks, or no point imported) the job ends
+"not collected" with one line naming it, plus ``how_to_collect.md`` (:mod:`.not_collected`); the CLI
+exits 3, which the nightly treats as neutral.
 
 The request's paths are relative to its own folder (schema 2), so the job runs from an uploaded
 results artifact on another runner; the absolute paths of schema-1 requests are still read.
@@ -25,11 +28,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from autotest.consistency.analyze import analyze_dumps
+from autotest.consistency.attach_run import attach_env, missing_lines, read_status, side_lines
 from autotest.consistency.layout import parse_layout
 from autotest.consistency.config import parse_diagnostic_config
 from autotest.consistency.logprob_compare import NOT_PROVIDED
 from autotest.consistency.logprob_records import FOLDER as LOGPROB_FOLDER
-from autotest.consistency.msprobe_config import tensor_pass_config
+from autotest.consistency.msprobe_config import tensor_pass_config, write_msprobe_configs
 from autotest.consistency.not_collected import write_manual_steps
 from autotest.consistency.screening import screen_run
 from autotest.errors import UsageError
@@ -152,6 +156,9 @@ def _collect(case, config: dict[str, Any], folder: Path, seed, fault, launcher: 
     spec = launch_spec(case, folder / "work", seed=seed, fault=fault, extra_args=args,
                        environ={**os.environ, **extra_env})
     spec = replace(spec, env={**extra_env, **spec.env})
+    if not args:  # attached through the environment only; each process reads its side's MSProbe config
+        write_msprobe_configs(parse_diagnostic_config(config))
+        spec = replace(spec, env={**spec.env, **attach_env(config_path, {**os.environ, **spec.env})})
     wrapper = write_wrapper(folder / "diagnostic_wrapper.sh", spec, config_path)
     result = launcher(spec, folder) if launcher else None
     return spec, wrapper, result
@@ -185,10 +192,7 @@ def run_consistency_job(results_dir: str | Path, *, execute: bool = True,
 
     platform = check_platform(case)
     reasons_not_run = []
-    no_hook = not case.consistency.diagnostic_args
-    if no_hook:
-        reasons_not_run.append(f"{case.source}: consistency.diagnostic_args is not set: the framework's launch has "
-                               "no diagnostic hook wired, so the wrapper was generated but not executed")
+    attached = not case.consistency.diagnostic_args
     if not platform.runnable:
         reasons_not_run.append(f"the case cannot run here: {platform.skip_reason}")
     if window is None:
@@ -234,20 +238,21 @@ def run_consistency_job(results_dir: str | Path, *, execute: bool = True,
     elif final_dir != out:
         report = _analyze(analyze_dumps, paths, out, wrapper, job_context, use_tensors=False)
         final_dir = out
-    manual = None
-    if no_hook:
+    manual, not_collected = None, _not_collected(out / "statistics", _side_paths(stats_config)) if attached and runnable else []
+    if attached and not runnable:
+        not_collected = [f"not collected: {reasons_not_run[0]}"]
+    if not_collected:
         framework = case.platform.framework.name if case.platform.framework else case.name
         manual = write_manual_steps(results_dir, out, case_name=case.name, case_file=case.source,
                                     framework=framework, wrapper=wrapper,
                                     diagnostic_config=out / "statistics" / "diagnostic_config.json",
-                                    paths=_side_paths(stats_config))
-        also = "".join(f"; {reason}" for reason in reasons_not_run[1:])  # [0] is the missing hook
-        summary = (f"not collected: collection not available for {framework} (no diagnostic hook wired){also}; "
-                   f"the wrapper and how to add the hook: {manual}")
+                                    paths=_side_paths(stats_config), lines=not_collected)
+        also = "".join(f"; {reason}" for reason in reasons_not_run[1:])
+        summary = f"{'; '.join(not_collected)}{also}; the wrapper and how to collect by hand: {manual}"
     else:
         summary = _summary(report, reasons_not_run, job_context["breached_metrics"])
     outcome = JobOutcome(out, report.verdict, runnable, out / "output_5_root_cause_report.md",
-                         out / "output_5_root_cause_report.json", summary, not_collected=no_hook,
+                         out / "output_5_root_cause_report.json", summary, not_collected=bool(not_collected),
                          manual_steps=manual)
     _link_from_accuracy_report(results_dir, outcome)
     return outcome
@@ -263,6 +268,14 @@ def _analyze(analyze_dumps: Callable[..., Any], paths: dict[str, Path], out: Pat
     return analyze_dumps(paths["actor_dump"], paths["rollout_dump"], out, train_correlation=paths["actor_log"],
                          rollout_correlation=paths["rollout_log"], wrapper_path=wrapper, context=context,
                          use_tensors=use_tensors, logprobs=logprobs, layouts=layouts)
+
+
+def _not_collected(folder: Path, paths: dict[str, Path]) -> list[str]:
+    """After an attached pass: one line per missing attach point, else per side that dumped nothing."""
+    status = read_status(folder)
+    dumped = {side: any(paths[f"{side}_dump"].rglob("dump.json")) if paths[f"{side}_dump"].is_dir() else False
+              for side in ("actor", "rollout")}
+    return missing_lines(status) or side_lines(status, dumped)
 
 
 def _summary(report, reasons_not_run: list[str], breached: list[str] | None = None) -> str:

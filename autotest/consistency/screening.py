@@ -3,7 +3,9 @@
 From the run's saved config, confirm that log-probs were recomputed on the training side
 (xtuner / the embedded workload: ``recompute_logprobs: true``; verl:
 ``calculate_log_probs: true``): without that recompute the mismatch metrics do not compare
-training with inference, so the screening is inconclusive. Then list the consistency metrics
+training with inference, so the screening is inconclusive. xtuner has no such key: it always
+recomputes (``TrainingWorker.fit`` calls ``compute_actor_logprobs`` every step) and logs the comparison
+as ``mismatch/mismatch_*`` every step, so with no key those metrics are the evidence. Then list the consistency metrics
 per step (``mismatch/mismatch_*``, ``rollout_corr/*``, ``train/train_rollout_logprob_abs_diff``,
 ``training/rollout_probs_diff_*``) and pick the diagnostic window: the first breached step.
 
@@ -32,6 +34,8 @@ PREFIXES = (
     "training/rollout_probs_diff_",
 )
 RECOMPUTE_KEYS = ("recompute_logprobs", "calculate_log_probs")
+#: metrics only a training-side recompute can produce (xtuner's always-on old-log-prob vs rollout comparison)
+ALWAYS_ON_PREFIX = "mismatch/mismatch_"
 DEFAULT_THRESHOLDS: dict[str, float] = {"mismatch/mismatch_k3_kl": 1e-4, "rollout_corr/k3_kl": 1e-4}
 CONFIG_NAMES = ("config.json", "config.yaml", "config.yml", "run_config.json", "run_config.yaml")
 
@@ -137,6 +141,12 @@ def screen(
         reasons.append(f"cannot confirm a training-side log-prob recompute ({evidence})")
 
     metrics = consistency_series(series)
+    always_on = sorted(m for m in metrics if m.startswith(ALWAYS_ON_PREFIX))
+    if recompute == "unknown" and always_on:
+        recompute = "confirmed"
+        evidence = (f"{evidence}; the run logged {', '.join(always_on)}, which compare the training side's "
+                    "recomputed log-probs with the rollout's every step (xtuner always recomputes)")
+        reasons = [r for r in reasons if not r.startswith("cannot confirm a training-side log-prob recompute")]
     per_step: dict[int, dict[str, float]] = {}
     for name, values in metrics.items():
         for step, value in values.items():

@@ -33,12 +33,15 @@ def test_framework_case_generates_the_wrapper_and_claims_nothing(tmp_path, monke
     monkeypatch.setenv("XTUNER_ROOT", str(tmp_path))
     outcome = run_consistency_job(results)
     assert not outcome.executed and outcome.verdict == "cannot_conclude" and outcome.not_collected
-    assert outcome.summary.startswith("not collected: collection not available for xtuner (no diagnostic hook "
-                                      "wired); the case cannot run here")
+    assert outcome.summary.startswith("not collected: the case cannot run here: needs 8 GPUs")
     assert outcome.manual_steps == results / "consistency" / "how_to_collect.md"
     report = json.loads(outcome.report_json.read_text())
     assert report["root_cause"] is None
-    assert report["context"]["not_executed"][0].endswith("wrapper was generated but not executed")
+    assert report["context"]["not_executed"][0].startswith("the case cannot run here")
+    # no launch option: the wrapper re-runs the case's own command with collection in the environment only
+    wrapper = (results / "consistency" / "statistics" / "diagnostic_wrapper.sh").read_text()
+    assert "export RL_AUTOTEST_COLLECT=" in wrapper and "autotest/consistency/attach" in wrapper
+    assert "--diagnostic-config" not in wrapper
     assert not any(s["status"] == "verified" and "collection" in s["step"] for s in report["steps"])
     assert (results / "consistency" / "statistics" / "diagnostic_wrapper.sh").exists()
     assert (results / "consistency" / "statistics" / "diagnostic_config.json").exists()

@@ -65,25 +65,31 @@ def test_verl_yaml_config_and_rollout_corr_metrics():
     assert result.status == "breach" and result.first_breach_step == 2  # NaN is a breach
 
 
-@pytest.mark.parametrize(
-    ("doc", "recompute", "reason"),
-    [
-        ({"recompute_logprobs": False}, "bypassed", "not recomputed"),
-        ({"lr": 1e-6}, "unknown", "cannot confirm"),
-    ],
-)
-def test_missing_recompute_is_inconclusive_even_with_a_breach(tmp_path, doc, recompute, reason):
-    result = screen_run(tracker(tmp_path, {1: 1e-2}), config(tmp_path, doc))
-    assert result.status == "inconclusive" and result.recompute == recompute
-    assert reason in result.reasons[0]
+def test_missing_recompute_is_inconclusive_even_with_a_breach(tmp_path):
+    result = screen_run(tracker(tmp_path, {1: 1e-2}), config(tmp_path, {"recompute_logprobs": False}))
+    assert result.status == "inconclusive" and result.recompute == "bypassed"
+    assert "not recomputed" in result.reasons[0]
     assert result.first_breach_step == 1  # still reported: where to look, once the recompute is confirmed
+    # verl's rollout_corr metrics exist with the recompute off: without its key the run cannot say
+    result = screen({"rollout_corr/k3_kl": {1: 1e-2}}, {"lr": 1e-6}, "c.json")
+    assert result.status == "inconclusive" and result.recompute == "unknown"
+    assert "cannot confirm" in result.reasons[0] and result.first_breach_step == 1
+
+
+def test_xtuner_always_on_mismatch_metrics_confirm_the_recompute(tmp_path):
+    """xtuner has no recompute key: it recomputes every step and logs mismatch/mismatch_* from it."""
+    result = screen_run(tracker(tmp_path, {1: 1e-6, 2: 1e-2}), config(tmp_path, {"rollout_backend": "lmdeploy"}))
+    assert result.status == "breach" and result.recompute == "confirmed" and result.first_breach_step == 2
+    assert "mismatch/mismatch_k3_kl" in result.recompute_evidence and "none of" in result.recompute_evidence
+    result = screen_run(tracker(tmp_path, {1: 1e-6}), tmp_path / "absent.json")
+    assert result.status == "no_breach" and result.recompute == "confirmed"
 
 
 def test_missing_metrics_or_config_are_inconclusive(tmp_path):
     path = write_tracker(tmp_path / "t.jsonl", {1: {"response/rewards/mean": 0.5}})
     result = screen_run(path, config(tmp_path, {"recompute_logprobs": True}))
     assert result.status == "inconclusive" and "no consistency metric" in result.reasons[0]
-    result = screen_run(tracker(tmp_path, {1: 1e-2}), tmp_path / "absent.json")
+    result = screen({"rollout_corr/k3_kl": {1: 1e-2}}, None, f"{tmp_path / 'absent.json'}: not found")
     assert (
         result.status == "inconclusive" and result.recompute == "unknown" and "not found" in result.recompute_evidence
     )

@@ -1,0 +1,30 @@
+"""Put on a run's PYTHONPATH by the consistency job: attaches collection when RL_AUTOTEST_COLLECT is set.
+
+Unset, this file reads one environment variable and imports nothing else. Another ``sitecustomize`` further
+on ``sys.path`` (a venv's, a distribution's) still runs: this one only goes first.
+"""
+
+import os
+import sys
+
+if os.environ.get("RL_AUTOTEST_COLLECT"):
+    import rl_autotest_collect
+
+    rl_autotest_collect.install()
+
+
+def _run_the_next_sitecustomize() -> None:
+    import importlib.machinery
+    import importlib.util
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    rest = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    if spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["_rl_autotest_next_sitecustomize"] = module
+    spec.loader.exec_module(module)
+
+
+_run_the_next_sitecustomize()

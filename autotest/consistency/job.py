@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
@@ -37,6 +36,7 @@ from autotest.consistency.msprobe_config import tensor_pass_config, write_msprob
 from autotest.consistency.not_collected import write_manual_steps
 from autotest.consistency.screening import screen_run
 from autotest.errors import UsageError
+from autotest.shell_script import command, comment
 from autotest.files import portable, write_atomic
 from autotest.inputs.case import REPO_ROOT, Case, load_case
 from autotest.redaction import redact
@@ -125,13 +125,14 @@ def _module_path(key: str) -> str:
 def write_wrapper(path: Path, spec, diagnostic_config: Path) -> Path:
     """A standalone script that re-runs the case's launch with the diagnostic overrides."""
 
+    # every line from an argument list (autotest.shell_script): `export 'KEY=value'` keeps a hostile name one word
     lines = ["#!/usr/bin/env bash",
-             "# Consistency dump re-run: the case's own launch command plus diagnostic overrides only.",
-             f"# diagnostic config: {str(diagnostic_config)!r}", "set -euo pipefail", f"cd {shlex.quote(str(spec.cwd))}"]
+             comment("Consistency dump re-run: the case's own launch command plus diagnostic overrides only."),
+             comment(f"diagnostic config: {diagnostic_config}"), "set -euo pipefail", command(["cd", str(spec.cwd)])]
     for key, value in sorted(redact(dict(spec.env)).items()):
-        lines.append(f"export {key}={shlex.quote(str(value))}")
+        lines.append(command(["export", f"{key}={value}"]))
     # a string command runs as `bash -c '<command>'` (as launched): a bare `exec a && b` would never run b
-    lines.append(f"exec {shlex.join(spec.argv)}")
+    lines.append(command(["exec", *spec.argv]))
     write_atomic(path, "\n".join(lines) + "\n")  # whole or absent on a full disk, never an empty wrapper
     path.chmod(0o755)
     return path

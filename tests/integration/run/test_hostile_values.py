@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -117,6 +118,18 @@ def test_the_consistency_wrapper_quotes_folders_and_values(echo_case, tmp_path: 
         wrapper = write_wrapper(tmp_path / f"wrap{i}.sh", spec, diagnostic_config=work / "diag.json")
         done = subprocess.run(["bash", str(wrapper)], capture_output=True, text=True, cwd=tmp_path)
         assert done.returncode == 0 and (work / "e" / "tracker.jsonl").is_file(), (wrapper.read_text(), done.stderr)
+    assert not marker.exists()
+
+
+def test_the_consistency_wrapper_keeps_a_hostile_variable_name_one_word(echo_case, tmp_path: Path) -> None:
+    """A variable name is written as part of one quoted ``export`` word: bash refuses the name, nothing runs."""
+    case, _ = echo_case
+    marker = tmp_path / "PWNED"
+    for i, name in enumerate([f"A;touch {marker};B", f"A$(touch {marker})", f"A\ntouch {marker}\nB"]):
+        spec = replace(launch_spec(case, tmp_path, environ=os.environ), env={name: "1"})
+        wrapper = write_wrapper(tmp_path / f"wrap{i}.sh", spec, diagnostic_config=tmp_path / "diag.json")
+        done = subprocess.run(["bash", str(wrapper)], capture_output=True, text=True, cwd=tmp_path)
+        assert done.returncode != 0 and "not a valid identifier" in done.stderr, (wrapper.read_text(), done.stderr)
     assert not marker.exists()
 
 

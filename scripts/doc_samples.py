@@ -60,7 +60,7 @@ def portable(text: str) -> str:
 def volatile(text: str) -> str:
     """What differs between two runs of the same code: the results folder's name and pytest's seconds."""
     text = re.sub(r"\d{8}-\d{6}-pid\d+", "<run>", text)
-    return re.sub(r" in \d+(\.\d+)?s\b", " in <s>s", text)
+    return re.sub(r" in \d+(\.\d+)?s( \(\d+:\d\d:\d\d\))?", " in <s>s", text)
 
 
 def generate(name: str) -> str:

@@ -81,6 +81,10 @@ SKIPPED: dict[str, str] = {
     "python -m pytest tests/fuzz": FUZZ,
     "HYPOTHESIS_PROFILE=nightly python -m pytest tests/fuzz -n auto": FUZZ,
     "rl-autotest run tiny-grpo --yes": LONG_RUN,
+    "bash scripts/gpu_check.sh --wheels": INSTALLS,
+    "bash scripts/gpu_check.sh": "needs a CUDA GPU (docs/gpu-runners.md, GPU check)",
+    "bash scripts/gpu_check.sh --cpu": "two real 45-step runs and a consistency job: minutes of CPU",
+    "bash scripts/gpu_check.sh --dry-run": "tests/integration/test_gpu_check.py runs it",
     "rl-autotest run path/to/my-case.yaml --seed 7 --fault lr-x10 --yes": PLACEHOLDER,
     "rl-autotest compare --baseline baselines/mopd-qwen3-vl-2b.yaml --current $WORK_DIR --out results/mopd-check":
         PLACEHOLDER,

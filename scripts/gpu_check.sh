@@ -76,7 +76,13 @@ sys.path.insert(0, str(Path(sys.argv[1]) / "scripts"))
 import gpu_check
 print(f"gpu_check: case file {gpu_check.case_file(Path(sys.argv[2]), on_cpu=False)}")
 EOF
-  "$PY" -m autotest.cli run "$WORK/case/tiny-grpo.yaml" --dry-run --results-dir "$WORK/results" --no-history | tail -n 12
+  # exit 0 with the card where a GPU is, exit 2 with the skip's reason on a CPU machine: both read the case
+  card=$("$PY" -m autotest.cli run "$WORK/case/tiny-grpo.yaml" --dry-run --results-dir "$WORK/results" --no-history 2>&1) || true
+  printf '%s\n' "$card" | tail -n 12
+  case "$card" in
+    *"tiny-grpo: DRY-RUN"*|*"tiny-grpo: SKIP — needs 1 GPUs"*) ;;
+    *) echo "gpu_check: the one-GPU case did not read (above)" >&2; exit 1 ;;
+  esac
   echo "gpu_check: dry run: setup ok; nothing trained (steps: scripts/gpu_check.py)"
   exit 0
 fi

@@ -49,3 +49,19 @@ def test_the_steps_take_an_out_folder_and_nothing_else() -> None:
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_check.py"), "out", "--gpu"],
                           capture_output=True, text=True)
     assert done.returncode == 2 and "usage: gpu_check.py OUT_DIR [--cpu]" in done.stderr
+
+
+def test_the_slot_step_holds_every_gpu_and_a_second_process_waits_for_it(tmp_path: Path, monkeypatch) -> None:
+    """The slot step's real lock files and processes, on a node the harness is told has two GPUs (no CUDA needed)."""
+    from autotest.run.platform import GPU_COUNT_ENV
+
+    monkeypatch.setenv(GPU_COUNT_ENV, "2")
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import gpu_check
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    seen = gpu_check.slot(tmp_path)
+    assert seen["gpus"] == 2 and seen["held"] == [0, 1] and seen["after_release"] == [0]
+    assert "gpu-check holder" in seen["blocked"]

@@ -199,7 +199,13 @@ def _empty(ax) -> None:
 def _draw_metric(ax, plot: MetricPlot) -> None:
     floor = _log_floor(plot) if plot.log_y else None
     if floor is not None:
+        from matplotlib.ticker import FuncFormatter, NullFormatter
+
         ax.set_yscale("log", nonpositive="mask")  # a zero is left out, never drawn at a made-up height
+        # plain "1e-14" labels: the default 10^x ones go through mathtext, whose parser threads drawing
+        # side by side (replicates publishing at once) would share
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:.0e}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
     if plot.golden:
         steps, values = plot.golden
         ax.plot(steps, values, "o-" if len(steps) < 30 else "-", color="tab:blue", label=plot.golden_label,

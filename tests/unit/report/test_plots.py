@@ -113,6 +113,8 @@ def test_a_mismatch_of_1e_14_under_a_1_5e_11_band_is_drawn_on_a_log_axis(tmp_pat
     assert ax.get_yscale() == "log"
     assert low < 1e-14 and high > 1.5e-11  # the curves and the band's top both inside the axis
     assert low > 0
+    labels = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+    assert labels and not any("$" in label for label in labels), labels  # plain text, never mathtext
 
 
 def test_the_tiny_grpo_figures_name_each_check_once_and_read_the_verdict(tmp_path):

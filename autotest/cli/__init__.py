@@ -14,8 +14,8 @@ import os
 import sys
 from typing import Callable, Sequence
 
-from autotest.cli.common import (CASE_HELP, EXIT_CODES_HELP, EXIT_ENVIRONMENT, EXIT_ERROR, EXIT_FAIL, EXIT_NOT_COLLECTED,
-                                 EXIT_PASS, exit_code_for)
+from autotest.cli.common import (CASE_HELP, EXIT_CODES_HELP, EXIT_ENVIRONMENT, EXIT_ERROR, EXIT_FAIL,
+                                 EXIT_NOT_COLLECTED, EXIT_PASS, exit_code_for)
 from autotest.errors import UsageError
 from autotest.redaction import MaskedStream, collect_secrets
 from autotest.run.interrupts import describe, signals_as_interrupt

@@ -43,7 +43,8 @@ CALIBRATION = "runs the case at 10 seeds or more (minutes of CPU); tests/integra
 AB = "runs the case on both sides, several seeds each (minutes of CPU); tests/integration/test_ab.py runs it (slow)"
 PROMOTE = "replaces the reader's committed baseline with a candidate or shadow written by a calibration"
 USER_REPO = "acts on the reader's own repository (git, pip into their environment)"
-TRL = "runs the TRL example trainer (examples/trl-grpo): minutes of CPU; tests/integration/test_adoption.py runs it"
+TRL = ("runs the TRL example trainer (examples/trl-grpo): minutes of CPU; tests/integration/test_adoption_trl.py "
+       "runs it (slow)")
 DUMPS = "needs MSProbe dumps of a real run; tests/integration/consistency/ collects and analyses real ones"
 LONG_RUN = "a real 45-step run and its report (about 20 s); the same pipeline as the grpo gate's sample"
 FUZZ = "the fuzz suite: a tier of the suite (tests/fuzz); the nightly profile runs for many minutes"

@@ -1,4 +1,4 @@
-"""The ``rl-autotest`` command: a thin shell over the library. Exit 0 pass, 1 fail, 2 error or bad usage.
+"""The ``rl-autotest`` command: a thin shell over the library. Exit codes: ``EXIT_CODES_HELP`` (--help's epilog).
 
 One module per command group (compare, run and cases, calibrate/baseline/power, bisect, nightly-bisect,
 consistency; history and init live beside their packages); each imports its heavy parts inside the function that
@@ -14,8 +14,8 @@ import os
 import sys
 from typing import Callable, Sequence
 
-from autotest.cli.common import (CASE_HELP, EXIT_ENVIRONMENT, EXIT_ERROR, EXIT_FAIL, EXIT_NOT_COLLECTED, EXIT_PASS,
-                                 exit_code_for)
+from autotest.cli.common import (CASE_HELP, EXIT_CODES_HELP, EXIT_ENVIRONMENT, EXIT_ERROR, EXIT_FAIL,
+                                 EXIT_NOT_COLLECTED, EXIT_PASS, exit_code_for)
 from autotest.errors import UsageError
 from autotest.redaction import MaskedStream, collect_secrets
 from autotest.run.interrupts import describe, signals_as_interrupt
@@ -57,7 +57,8 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The whole command line, or, given one command's name, that command alone: a command imports only its own
     parser's module (the others' cost start-up; ``--help`` and an unknown command build them all)."""
-    parser = argparse.ArgumentParser(prog="rl-autotest", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="rl-autotest", description=__doc__.splitlines()[0].split(" Exit codes")[0],
+                                     epilog=EXIT_CODES_HELP)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module, builder in PARSERS:
         if command in (None, name):

@@ -36,6 +36,11 @@ def results_help() -> str:
 #: an environment outcome (sysexits' EX_TEMPFAIL): a performance gate the runner's contention explains; CI
 #: retries it on a quiet runner and never merges on it (docs/running.md, "A busy runner")
 EXIT_ENVIRONMENT = 75
+#: every exit code, said once: the top-level --help's epilog (docs/running.md says the same in words)
+EXIT_CODES_HELP = (f"exit codes: {EXIT_PASS} PASS, {EXIT_FAIL} FAIL, {EXIT_ERROR} ERROR or bad usage, "
+                   f"{EXIT_ENVIRONMENT} an environment outcome (a performance gate the runner's contention explains: "
+                   f"CI retries it on a quiet runner, never merges on it), {EXIT_NOT_COLLECTED} nothing collected "
+                   "(consistency: no collection hook for the framework)")
 
 
 def exit_code_for(status: str, environment: bool = False) -> int:

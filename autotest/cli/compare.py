@@ -76,7 +76,7 @@ def compare(args: argparse.Namespace) -> int:
         echo(shadow_line(result))
     for finding in verdict.triage:
         if finding.primary:
-            echo(f"next step: {finding.suggestion}")
+            echo(f"next step: {finding.next_step}")
     caught = caught_phrase(verdict.results) if verdict.status == PASS else ""
     line = f"{verdict.case}: {verdict.status}" + (f" — {caught}" if caught else "")
     if unsaved:  # the verdict stands; its results folder is incomplete

@@ -143,6 +143,15 @@ class TriageFinding:
     uncertain_with: str = ""
     to_tell: str = ""
 
+    @property
+    def next_step(self) -> str:
+        """The one next-step line a console, a pytest failure and a step summary show: the suggestion, or, when the
+        evidence cannot tell this rule from the runner-up, both rules and the check that tells them apart (each
+        rule's own suggestion is in the report's ranked list; pasting both here made one 100-word sentence)."""
+        if self.uncertain_with:
+            return f"{self.rule} or {self.uncertain_with}, which the evidence does not tell apart; {self.to_tell}"
+        return self.suggestion
+
 
 @dataclass(frozen=True)
 class RoleEvidence:

@@ -119,14 +119,13 @@ LOSS_TERM_SUGGESTION = (
 
 
 def _with_ties(findings: list[TriageFinding]) -> list[TriageFinding]:
-    """When the primary and the runner-up are a pair of :data:`TIES`, the primary's line names both, ranked."""
+    """When the primary and the runner-up are a pair of :data:`TIES`, the primary names the runner-up and the check
+    that tells them apart: its next-step line (``TriageFinding.next_step``) names both, ranked."""
     if len(findings) < 2 or (findings[0].rule, findings[1].rule) not in TIES:
         return findings
     first, second = findings[0], findings[1]
     to_tell = TIES[(first.rule, second.rule)]
-    line = (f"{first.rule} or {second.rule} (the evidence does not tell them apart): {first.suggestion}; or "
-            f"{second.suggestion}; {to_tell}")
-    return [replace(first, suggestion=line, uncertain_with=second.rule, to_tell=to_tell),
+    return [replace(first, uncertain_with=second.rule, to_tell=to_tell),
             replace(second, why_ranked=f"as likely as {first.rule} on this evidence ({to_tell})"), *findings[2:]]
 
 

@@ -99,6 +99,6 @@ def power_ask(case: Case, options: JudgeOptions) -> PowerAsk:
 def finished(shown: CaseRun, verdict: Verdict, **more: Any) -> CaseRun:
     """``shown`` (the run's card and folder) ending in ``verdict``: its status, and the primary triage
     suggestion as the reason when it did not pass."""
-    primary = next((f.suggestion for f in verdict.triage if f.primary), "")
+    primary = next((f.next_step for f in verdict.triage if f.primary), "")
     return replace(shown, status=verdict.status, reason=primary if verdict.status != PASS else "", verdict=verdict,
                    **more)

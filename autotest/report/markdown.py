@@ -278,7 +278,7 @@ def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, histo
         for f in verdict.triage:
             marker = "**" if f.primary else ""
             ranked = f"; ranked below: {f.why_ranked}" if f.why_ranked else ""
-            ranked += f"; uncertain: as likely as `{f.uncertain_with}`" if f.uncertain_with else ""
+            ranked += f"; uncertain: as likely as `{f.uncertain_with}` ({f.to_tell})" if f.uncertain_with else ""
             lines.append(f"{f.rank}. {marker}{f.suggestion}{marker} — rule `{f.rule}`; evidence: {f.evidence}{ranked}")
     elif verdict.status == PASS:
         lines.append("- none: every gate passed")
@@ -343,7 +343,7 @@ def render_step_summary(verdict: Verdict, report_path: Path | None = None, histo
     lines += [f"- {md_text(line)}" for line in history]
     primary = next((f for f in verdict.triage if f.primary), None)
     if primary:
-        lines.append(f"- next step: {md_text(primary.suggestion)}")
+        lines.append(f"- next step: {md_text(primary.next_step)}")
     caught = caught_phrase(verdict.results) if verdict.status == PASS else ""
     if caught:
         lines.append(f"- {md_text(caught)}")

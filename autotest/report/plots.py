@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from autotest.files import write_bytes_atomic
-from autotest.judge.model import CheckResult, Verdict
+from autotest.judge.model import ERROR, FAIL, PASS, CheckResult, Verdict
 from autotest.judge.trace import Trace
 from autotest.scopes import find
 
@@ -52,6 +52,9 @@ class MetricPlot:
     current_points: int  # logged steps, non-finite ones included: many points are drawn without markers
     current_label: str
     layers: tuple[Layer, ...]
+    #: a log y-axis: the series sit in the bottom hundredth of a linear axis that also holds the bands and lines
+    #: (a 1e-14 mismatch under a 1.5e-11 threshold would be a flat line at zero)
+    log_y: bool = False
 
 
 def _band(result: CheckResult, golden: list[float]) -> tuple[list[float], list[float]] | None:
@@ -89,7 +92,7 @@ def metric_plots(verdict: Verdict, golden: Trace, current: Trace,
             points = [p for p in r.points if p.baseline is not None and math.isfinite(p.baseline)]
             band = _band(r, [p.baseline for p in points])
             breached = [p for p in r.points if p.breached and p.current is not None and math.isfinite(p.current)]
-            layer = Layer(label="", breach_label=f"breach ({r.status})",
+            layer = Layer(label="", breach_label=f"breach of {_check_name(r)} (check {r.status})",
                           breaches=([p.step for p in breached], [p.current for p in breached]) if breached else None)
             if band:
                 layer = replace(layer, label=f"{r.method} {r.operator} {r.threshold:g} ({r.scope})",
@@ -98,17 +101,56 @@ def metric_plots(verdict: Verdict, golden: Trace, current: Trace,
                 layer = replace(layer, label=f"value {r.operator} {r.threshold:g}", line=r.threshold)
             layers.append(layer)
         role = verdict.metric_roles.get(metric)
-        status = "/".join(sorted({r.status for r in results}))
-        plots.append(MetricPlot(
+        plot = MetricPlot(
             metric=metric, file_name=plot_name(metric),
-            title=f"{metric}{f' ({role})' if role else ''} — {status}",
+            title=f"{metric}{f' ({role})' if role else ''} — {_headline(results)}",
             golden=(list(gold), list(gold.values())) if gold else None,
             golden_label=f"golden ({Path(golden.source.split(' ')[0]).name})",
             replicates=tuple((label, _finite(trace.get(metric))) for label, trace in replicates),
             current=_finite(cur) if cur else None, current_points=len(cur),
             current_label=f"mean of {len(replicates)} replicates" if replicates else "current",
-            layers=tuple(layers)))
+            layers=tuple(layers))
+        plots.append(replace(plot, log_y=_squashed(plot)))
     return plots
+
+
+def _check_name(result: CheckResult) -> str:
+    """The check's own name within its metric: ``percentile`` of ``m[percentile]``, else the whole id."""
+    name = result.check_id
+    if result.metric and name.startswith(f"{result.metric}[") and name.endswith("]"):
+        return name[len(result.metric) + 1:-1]
+    return name
+
+
+def _headline(results: Sequence[CheckResult]) -> str:
+    """The metric's verdict as the run reads it: its gates decide (FAIL over ERROR over PASS); checks that do not
+    gate (reference, shadow, non-blocking) are counted apart, never mixed into the status."""
+    gates = [r for r in results if r.is_gate]
+    others = len(results) - len(gates)
+    statuses = {r.status for r in gates}
+    status = next((s for s in (FAIL, ERROR) if s in statuses), PASS) if gates else "not gated"
+    failing = sum(r.status == status for r in gates)
+    line = f"{status} ({failing} of {len(gates)} gates)" if status in (FAIL, ERROR) and len(gates) > 1 else status
+    if others:
+        line += f"; {others} check{'s' if others > 1 else ''} not gating"
+    return line
+
+
+def _squashed(plot: MetricPlot) -> bool:
+    """Whether the series would sit in the bottom hundredth of a linear axis: every value drawn is non-negative
+    and the median series value is under 1% of the largest thing drawn (a band's top, a threshold line)."""
+    series = [v for v in (*(plot.golden[1] if plot.golden else []), *(plot.current[1] if plot.current else []),
+                          *(v for _, (_, values) in plot.replicates for v in values)) if math.isfinite(v)]
+    drawn = list(series)
+    for layer in plot.layers:
+        if layer.band:
+            drawn += [v for v in layer.band[2] if math.isfinite(v)]
+        if layer.line is not None and math.isfinite(layer.line):
+            drawn.append(layer.line)
+    positive = sorted(v for v in series if v > 0)
+    if not positive or any(v < 0 for v in series):
+        return False
+    return positive[len(positive) // 2] < 0.01 * max(drawn)
 
 
 class Drawer:
@@ -149,11 +191,21 @@ def _empty(ax) -> None:
         artist.remove()
     if ax.legend_ is not None:
         ax.legend_.remove()
+    ax.set_yscale("linear")
     ax.relim()
     ax.autoscale(True)
 
 
 def _draw_metric(ax, plot: MetricPlot) -> None:
+    floor = _log_floor(plot) if plot.log_y else None
+    if floor is not None:
+        from matplotlib.ticker import FuncFormatter, NullFormatter
+
+        ax.set_yscale("log", nonpositive="mask")  # a zero is left out, never drawn at a made-up height
+        # plain "1e-14" labels: the default 10^x ones go through mathtext, whose parser threads drawing
+        # side by side (replicates publishing at once) would share
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:.0e}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
     if plot.golden:
         steps, values = plot.golden
         ax.plot(steps, values, "o-" if len(steps) < 30 else "-", color="tab:blue", label=plot.golden_label,
@@ -168,6 +220,8 @@ def _draw_metric(ax, plot: MetricPlot) -> None:
     for layer in plot.layers:
         if layer.band:
             steps, low, high = layer.band
+            if floor is not None:  # a band reaching zero or below runs off the bottom of a log axis
+                low = [max(v, floor) for v in low]
             ax.fill_between(steps, low, high, color="tab:blue", alpha=0.15, label=layer.label)
         elif layer.line is not None:
             ax.axhline(layer.line, color="tab:red", linestyle="--", linewidth=1, label=layer.label)
@@ -177,7 +231,16 @@ def _draw_metric(ax, plot: MetricPlot) -> None:
     ax.set_title(plot.title, fontsize=9)
     ax.set_xlabel("step")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="best")
+    ax.set_ylabel("log scale" if floor is not None else "", fontsize=7)
+    handles, labels = ax.get_legend_handles_labels()
+    unique = dict(zip(labels, handles))  # one entry per label: a label drawn twice is named once
+    ax.legend(list(unique.values()), list(unique), fontsize=7, loc="best")
+
+
+def _log_floor(plot: MetricPlot) -> float | None:
+    """A tenth of the smallest positive series value: where a band's low edge stops on a log axis."""
+    values = [v for series in (plot.golden, plot.current) if series for v in series[1] if math.isfinite(v) and v > 0]
+    return min(values) / 10 if values else None
 
 
 def _png(fig) -> bytes:

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from autotest.errors import UsageError
+from autotest.workloads.device import generator, use_device, workload_device
 from autotest.workloads.checkpoint import CheckpointPlan, check_plan, load_checkpoint, save_checkpoint
 from autotest.workloads.faults import FaultHooks, catalogue, make_fault
 from autotest.workloads.grpo_step import evaluate, train_step
@@ -124,6 +125,8 @@ def run(config: GRPOConfig, work_dir: Path, diagnostic: dict[str, Any] | None = 
     from autotest.workloads.trainer import OptimConfig
 
     torch.set_num_threads(config.num_threads)
+    device = workload_device()
+    use_device(device)  # RL_AUTOTEST_WORKLOAD_DEVICE: the GPU check's CUDA run; the CPU otherwise
     hooks = make_fault(config.fault, config.seed)
     task = get_task(config.task)
     _check_fault_against_model(hooks, config.model)
@@ -178,10 +181,11 @@ def run(config: GRPOConfig, work_dir: Path, diagnostic: dict[str, Any] | None = 
     if replayed is not None:
         print(f"[tiny-grpo] replaying the rollout batches of {rollouts.replay_dir} (steps {first_step}..{end_step}):"
               " rewards and response lengths are the saved run's", flush=True)
-    print(f"[tiny-grpo] exp dir {exp_dir} (fault: {config.fault or 'none'}, ray: {config.ray})", flush=True)
+    print(f"[tiny-grpo] exp dir {exp_dir} (fault: {config.fault or 'none'}, ray: {config.ray}, device: {device})",
+          flush=True)
     engines = (RayEngines if config.ray else LocalEngines)(rollout_kwargs, trainer_kwargs, diagnostic)
     try:
-        prompt_gen = torch.Generator().manual_seed(config.seed)
+        prompt_gen = generator(config.seed)
         if resumed is None:
             engines.sync(0)
             scores = evaluate(config, engines, task, 0)

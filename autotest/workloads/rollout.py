@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from autotest.workloads.device import generator
 from autotest.workloads.faults import FaultHooks, make_fault
 from autotest.workloads.observer import (
     ROLLOUT_PHASE,
@@ -131,7 +132,7 @@ class RolloutEngine:
         self.hooks: FaultHooks = make_fault(fault, seed)
         self.hooks.patch_rollout_model(self.model)
         self.max_new_tokens = max_new_tokens
-        self.generator = torch.Generator().manual_seed(seed + 1)
+        self.generator = generator(seed + 1)
         self.observer = observer or NullObserver()
         self.weight_version = -1
 
@@ -253,9 +254,9 @@ class RolloutEngine:
         import torch
 
         prompt_ids = torch.tensor([p.token_ids for p in prompts]).repeat_interleave(samples_per_prompt, dim=0)
-        generator = torch.Generator().manual_seed(eval_seed)
+        eval_generator = generator(eval_seed)
         response_ids, mask, *_ = self._decode(prompt_ids, greedy=False, model=self.hooks.eval_model(self.model),
-                                             eval_generator=generator)
+                                             eval_generator=eval_generator)
         lengths = mask.sum(dim=1).long().tolist()
         graded = [judge(p.target, r[:n]) for p, r, n in
                   zip([p for p in prompts for _ in range(samples_per_prompt)], response_ids.tolist(), lengths,

@@ -13,6 +13,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from autotest.workloads.device import generator
 from autotest.workloads.fault_hooks import LogprobFn, LossNormaliser
 from autotest.workloads.faults import FaultHooks, make_fault
 from autotest.workloads.metrics import (
@@ -108,7 +109,7 @@ class Trainer:
         self.optim = optim
         self.group_size = group_size
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=optim.lr)
-        self.generator = torch.Generator().manual_seed(seed + 2)
+        self.generator = generator(seed + 2)
         #: the LR schedule's position: training steps it has stepped through (a checkpoint saves it)
         self.schedule_steps = 0
         self.hooks: FaultHooks = make_fault(fault, seed)

@@ -8,7 +8,6 @@ from types import MappingProxyType
 
 import numpy as np
 import pytest
-from scipy.stats import t as student_t
 
 from autotest.calibration.thresholds import calibrate
 from autotest.inputs.baseline import Baseline, CalibrationSpec, CheckSpec, load_baseline
@@ -30,6 +29,13 @@ from autotest.judge.trace import Trace
 from autotest.judge.verdict import golden_trace
 from tests.helpers import ROOT
 
+
+def _student_t():
+    """SciPy's t distribution, the reference: SciPy comes with the test extras (`bootstrap.sh --all`), not the
+    grpo install, so `pytest tests/unit` on the gate's install skips this test instead of failing to collect."""
+    return pytest.importorskip("scipy.stats", reason="SciPy is a test extra: bash scripts/bootstrap.sh --all").t
+
+
 METRIC = "response/rewards/mean"
 STEPS = np.arange(1, 31)
 CURVE = 0.9 / (1 + np.exp(-(STEPS - 15) / 3))
@@ -49,6 +55,7 @@ SPEC = Baseline("synthetic", Path("synthetic.yaml"), (POOLED, PER_STEP),
 
 @pytest.mark.parametrize("p, dof", [(0.975, 4), (1 - 0.05 / 12, 4), (0.99, 1), (0.9, 30), (0.995, 9)])
 def test_the_t_quantile_matches_scipy(p: float, dof: int) -> None:
+    student_t = _student_t()
     assert t_quantile(p, dof) == pytest.approx(student_t.ppf(p, dof), rel=1e-6)
 
 
@@ -158,10 +165,12 @@ def test_a_target_the_gates_cannot_reach_is_a_warning_or_under_strict_power_an_e
     assert len(lines) == 2 and lines[1] == "detect.eval/acc: no gate on eval/acc has a minimum detectable effect to compare"
 
 
-def test_the_trl_example_needs_two_replicates_or_ten_runs_for_a_0_1_reward_change() -> None:
-    """Issue 20's question for the TRL example (N = 3 calibration runs): what a 0.1 change of reward takes."""
+def test_the_trl_example_needs_ten_runs_for_a_0_1_reward_change() -> None:
+    """Issue 20's question for the TRL example (N = 3 calibration runs): what a 0.1 change of reward takes. Its
+    three pooled gates share the false-alarm budget (docs/detection-power.md), so replicates alone do not reach it."""
     baseline = load_baseline(ROOT / "examples" / "trl-grpo" / "accuracy" / "baselines" / "trl-grpo.yaml")
     powers = baseline_power(baseline)
     (miss,) = target_misses(powers, {"reward": 0.1})
-    assert "(reward[pooled])" in miss and miss.endswith("it would take 2 replicates per verdict or 10 calibration runs")
-    assert target_misses(powers, {"reward": 0.1}, replicates=2) == []
+    assert "(reward[pooled])" in miss and miss.endswith("it would take 10 calibration runs")
+    assert target_misses(powers, {"reward": 0.1}, replicates=8) != []
+    assert sum(c.scope == "pooled" and c.severity == "gate" for c in baseline.checks) == 3

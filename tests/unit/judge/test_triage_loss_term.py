@@ -63,7 +63,7 @@ def test_a_steady_lead_after_a_golden_first_step_is_a_loss_term_named_with_the_s
     assert ("a loss term changed (a regulariser's sign or weight: entropy bonus, KL or length penalty, a loss "
             "coefficient): entropy/mean left the golden below it from step 2, 10 steps before the scores") \
         in primary.suggestion
-    assert "diff the loss's terms and coefficients and the optimiser's step size" in primary.suggestion
+    assert "diff the loss's terms and coefficients and the optimiser's step size" in primary.next_step
     reading = _reading(verdict)
     assert reading.holds and reading.values["steady"] == "yes" and reading.values["lead"] == "10"
     assert "steadily (step-to-step change rms 0.7 sd" in reading.finding

@@ -118,9 +118,9 @@ def test_an_eval_in_percent_at_every_point_is_the_eval_path_or_logging_with_the_
     verdict = compare(load_baseline(path), trace).verdict
     first, second = verdict.triage[:2]
     assert (first.rule, first.uncertain_with, second.rule) == ("eval-path", "logging-units", "logging-units")
-    assert first.suggestion.startswith("eval-path or logging-units (the evidence does not tell them apart): ")
-    assert "eval/accuracy is 100 x golden" in first.suggestion
-    assert "to tell: grade one saved eval batch" in first.suggestion
+    assert first.next_step.startswith("eval-path or logging-units, which the evidence does not tell apart; "
+                                      "to tell: grade one saved eval batch")
+    assert "eval/accuracy is 100 x golden" in second.suggestion  # each rule's own line, in the report's ranked list
     assert second.why_ranked.startswith("as likely as eval-path")
     assert "uncertain: as likely as `logging-units`" in render_markdown(verdict)
 

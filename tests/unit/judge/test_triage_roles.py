@@ -70,8 +70,8 @@ def test_rewards_doubled_with_eval_healthy_is_the_judger_not_the_training_loop(t
     # scoring logged responses again (issue 30, honest uncertainty)
     assert _rules(verdict) == ["rewards-only", "logging-units", "gradual"]
     primary = verdict.triage[0]
-    assert primary.uncertain_with == "logging-units" and primary.suggestion.startswith("rewards-only or logging-units")
-    assert "to tell: score a few logged responses again" in primary.suggestion
+    assert primary.uncertain_with == "logging-units" and primary.next_step.startswith("rewards-only or logging-units")
+    assert "to tell: score a few logged responses again" in primary.next_step
     assert "eval within bounds at every step" in primary.evidence
     assert "response_length within bounds at every step" in primary.evidence
     assert "entropy within bounds at every step" in primary.evidence

@@ -11,7 +11,9 @@ ones and redraw the references:
 
 from __future__ import annotations
 
+import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,7 @@ from autotest.inputs.baseline import load_baseline
 from autotest.readers.reading import read_trace
 from autotest.judge.verdict import Comparison, compare
 from autotest.report.plot_worker import plot_checks
+from autotest.report.plots import Drawer, Layer, MetricPlot, _squashed, metric_plots
 from tests.helpers import DATA, FROZEN_TINY_GRPO_BASELINE, tiny_grpo_tracker
 
 REFERENCE = DATA / "plots" / "tiny-grpo"
@@ -86,6 +89,54 @@ def test_drawing_leaves_no_pyplot_figure_and_keeps_the_callers_backend(tmp_path)
     finally:
         matplotlib.use(before)
     assert "matplotlib.pyplot" not in sys.modules or not sys.modules["matplotlib.pyplot"].get_fignums()
+
+
+def _drawn(tmp_path: Path, plot: MetricPlot):
+    drawer = Drawer()
+    drawer.draw(plot, tmp_path)
+    ax = drawer.axes
+    return ax, [t.get_text() for t in ax.get_legend().get_texts()]
+
+
+def test_a_mismatch_of_1e_14_under_a_1_5e_11_band_is_drawn_on_a_log_axis(tmp_path):
+    steps = list(range(1, 46))
+    golden = [1e-14 * (1 + 0.1 * (s % 5)) for s in steps]
+    plot = MetricPlot(metric="mismatch/k3", file_name="k3.png", title="k3", golden=(steps, golden),
+                      golden_label="golden", replicates=(), current=(steps, [2 * g for g in golden]),
+                      current_points=45, current_label="current",
+                      layers=(Layer(label="absolute <= 1.5e-11", band=(steps, [g - 1.5e-11 for g in golden],
+                                                                       [g + 1.5e-11 for g in golden])),))
+    plot = replace(plot, log_y=_squashed(plot))
+    assert plot.log_y
+    ax, _ = _drawn(tmp_path, plot)
+    low, high = ax.get_ylim()
+    assert ax.get_yscale() == "log"
+    assert low < 1e-14 and high > 1.5e-11  # the curves and the band's top both inside the axis
+    assert low > 0
+    labels = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+    assert labels and not any("$" in label for label in labels), labels  # plain text, never mathtext
+
+
+def test_the_tiny_grpo_figures_name_each_check_once_and_read_the_verdict(tmp_path):
+    comparison = _comparison(tmp_path)
+    plots = {p.metric: p for p in metric_plots(comparison.verdict, comparison.golden, comparison.current)}
+    scales = {}
+    for metric, plot in plots.items():
+        ax, labels = _drawn(tmp_path, plot)
+        scales[metric] = ax.get_yscale()
+        assert len(labels) == len(set(labels)), f"{metric}: {labels}"
+        breaches = [label for label in labels if label.startswith("breach")]
+        assert all(re.fullmatch(r"breach of \S.* \(check (PASS|FAIL|ERROR|INFO)\)", b) for b in breaches), breaches
+        title = ax.get_title()
+        assert title == plot.title and "/" not in title.split(" — ")[1], title
+        assert re.fullmatch(r"(PASS|FAIL|ERROR|not gated)( \(\d+ of \d+ gates\))?(; \d+ checks? not gating)?",
+                            title.split(" — ")[1]), title
+    assert scales["mismatch/mismatch_k3_kl"] == "log"
+    assert {m for m, scale in scales.items() if scale == "log"} == {"mismatch/mismatch_k3_kl"}
+    _, labels = _drawn(tmp_path, plots["response/rewards/mean"])
+    assert "breach of percentile (check FAIL)" in labels and "breach of pooled 31-45 (check FAIL)" in labels
+    assert plots["response/rewards/mean"].title.endswith("— FAIL (2 of 4 gates); 1 check not gating")
+    assert plots["eval/accuracy"].title.split(" — ")[1] == "PASS"
 
 
 def _regenerate() -> None:

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from autotest.inputs.case_node import NodeRequirements
 from autotest.inputs.performance_policy import PerformancePolicy
 from autotest.inputs.placeholders import REPO_ROOT
 from autotest.inputs.case_replay import Replay
@@ -128,6 +129,8 @@ class Case:
     replay: Replay | None = None
     #: every gate of its baseline judged as a shadow gate: recorded, never failing the run (``shadow: true``)
     shadow: bool = False
+    #: what its launch script assumes of the node (``node:``; autotest.inputs.case_node); None: nothing
+    node: NodeRequirements | None = None
 
     @property
     def packaged(self) -> bool:

@@ -31,6 +31,7 @@ from autotest.inputs.performance_policy import parse_performance
 from autotest.inputs.project import Project
 from autotest.readers import registry
 from autotest.inputs.replicate_limits import replicates_problem
+from autotest.inputs.case_node import parse_node
 from autotest.inputs.case_replay import parse_replay
 from autotest.inputs.case_variants import parse_variants
 from autotest.inputs.resume_phase import parse_resume
@@ -48,7 +49,7 @@ def parse_case(path: Path, project: Project | None) -> Case:
     needed = ("name", "description", "markers", "goal", "minimal_scale", "platform", "launch", "tracker",
               "expected")
     optional = ("inputs", "seed", "consistency", "replicates", "detect", "performance", "resume", "equivalence",
-                "replay", "shadow")
+                "replay", "shadow", "node")
     top = load_section(path, what="a case", doc="docs/cases.md", required=needed if project else (*needed, "baseline"),
                        optional=(*optional, "baseline") if project else optional)
     name = top.text("name")
@@ -83,7 +84,8 @@ def parse_case(path: Path, project: Project | None) -> Case:
                 performance=parse_performance(top.section("performance", optional=True)),
                 resume=parse_resume(top.section("resume", optional=True), PLACEHOLDERS, expected.steps, tracker.path),
                 variants=parse_variants(top), replay=parse_replay(top.section("replay", optional=True)),
-                shadow=top.boolean("shadow", default=False))
+                shadow=top.boolean("shadow", default=False),
+                node=parse_node(top.section("node", optional=True), platform.gpus))
     if len(set(seed.calibration)) > 1 and not case.takes_seed:
         top.fail("seed.calibration", f"{len(seed.calibration)} seeds but the launch takes no seed",
                  "use {seed} in launch.command or set seed.env")

@@ -63,6 +63,7 @@ from autotest.run.launch import (
     launch_spec,
     with_own_ray,
 )
+from autotest.run.node_preconditions import check_node
 from autotest.run.platform import check_platform
 from autotest.run.preflight import Preflight, run_preflight
 from autotest.run.recipe_guard import tracker_problem
@@ -113,10 +114,7 @@ def run_single(case: Case, options: RunOptions) -> CaseRun:
         return replace(shown, reason="not confirmed: nothing launched")
     if prep.problems:
         # fail fast: inputs or baseline missing on a platform that should run the case
-        facts = RunFacts(case.expected.steps, case.expected.exact_steps, preflight_problems=prep.problems,
-                         launched=False)
-        comparison = judge(prep.baseline, None, golden=prep.golden, facts=facts, case=case.name,
-                           context=prep.context)
+        comparison = _not_launched(case, prep, prep.problems)
         verdict, unsaved = save(comparison, prep.results_dir, options.publish)
         return replace(shown, status=verdict.status, reason="; ".join(prep.problems), verdict=verdict,
                        unsaved=unsaved)
@@ -124,7 +122,13 @@ def run_single(case: Case, options: RunOptions) -> CaseRun:
     try:
         with case_slice(case.platform.gpus, slots_root, launch.gpu_wait_s, case.name) as env:
             spec = replace(prep.spec, env={**env, **prep.spec.env})
-            comparison, interrupt = _attempts(case, options, spec, prep)
+            # the node as the launch script assumes it (case.node), probed with the slot held: one ERROR, no launch
+            refused = check_node(case.node, case.source, case.platform.gpus, {**os.environ, **spec.env},
+                                 slot_env=env, environ={**os.environ, **launch.env})
+            if refused:
+                comparison, interrupt = _not_launched(case, prep, (refused,)), None
+            else:
+                comparison, interrupt = _attempts(case, options, spec, prep)
     except Exception as exc:  # noqa: BLE001 - every ending, the harness's own failure included, leaves a verdict
         comparison, interrupt = _harness_failure(case, prep, exc), None
     lost = mask_logs(prep.results_dir)
@@ -142,6 +146,12 @@ def run_single(case: Case, options: RunOptions) -> CaseRun:
         raise interrupt
     return finished(shown, verdict, unsaved=unsaved, consistency_request=request_path,
                     relaunches=tuple(relaunches_of(verdict.context)))
+
+
+def _not_launched(case: Case, prep: _Prepared, problems: tuple[str, ...]) -> Comparison:
+    """The ERROR verdict of a run stopped before launch (preflight or node preconditions), each problem a line."""
+    facts = RunFacts(case.expected.steps, case.expected.exact_steps, preflight_problems=problems, launched=False)
+    return judge(prep.baseline, None, golden=prep.golden, facts=facts, case=case.name, context=prep.context)
 
 
 def _harness_failure(case: Case, prep: _Prepared, exc: Exception) -> Comparison:

@@ -247,6 +247,9 @@ def _executable_problem(exe: Executable, facts: NodeFacts) -> str | None:
     wanted = (f"the framework's python {facts.framework_python} ({facts.framework_prefix})"
               if facts.framework_python else "the framework's python")
     if exe.path is None:
+        if _PYTHON_NAME.fullmatch(exe.name) and facts.framework_python:
+            return (f"`{exe.name}`: not on the run's PATH, and the script calls it bare; add a `{exe.name}` link to "
+                    f"{facts.framework_python} in {Path(facts.framework_python).parent}")
         return (f"`{exe.name}`: not on the run's PATH, and the script calls it bare; install it in {wanted} "
                 f"or put the folder that holds it on PATH")
     if facts.framework_prefix is None:

@@ -225,7 +225,7 @@ def test_a_node_breaking_every_precondition_gets_one_error_per_case_before_launc
                 in line, line
             assert f"the hard limit of the launching process is {lowered}, the script runs `ulimit -n {NOFILE}`" in line
             assert "(2) `python`: " in line and "(3) `ray`: " in line
-            assert f"gcs_server pid " in line and "`ray stop --force` would kill it" in line
+            assert "gcs_server pid " in line and "`ray stop --force` would kill it" in line
             if foreign_owner:
                 assert f"{node['node_tmp'] / 'ray_log'}: owned by uid 4242" in line
             assert ("CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7 of the node's 16 GPUs" in line) == (case == MOPD)

@@ -50,8 +50,8 @@ def test_a_node_breaking_every_precondition_gets_one_line_naming_each_with_its_f
     for expected in (
             "open files: the hard limit of the launching process is 4096, the script runs `ulimit -n 65536` under "
             "`set -e`, which fails below it; raise the runner service's hard limit to 65536",
-            "`python`: not on the run's PATH, and the script calls it bare; install it in the framework's python "
-            f"{ENV}/bin/python3 ({ENV})",
+            f"`python`: not on the run's PATH, and the script calls it bare; add a `python` link to {ENV}/bin/python3 "
+            f"in {ENV}/bin",
             f"`ray`: the run's PATH finds /usr/local/bin/ray, which runs in /usr, not in the framework's python "
             f"{ENV}/bin/python3 ({ENV}); install `ray` in that environment",
             "/tmp/ray_log: owned by uid 4242 (alice), not by this runner's uid 1000, and the script deletes and "
@@ -62,6 +62,13 @@ def test_a_node_breaking_every_precondition_gets_one_line_naming_each_with_its_f
             "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7 of the node's 16 GPUs (nvidia-smi); run it on a node with exactly "
             "8 GPUs"):
         assert expected in line, expected
+
+
+def test_a_missing_command_without_a_named_framework_python_is_still_unmet():
+    facts = replace(GOOD, framework_python=None, framework_prefix=None, executables=(Executable("ray", None),))
+    (problem,) = unmet(replace(REQ, whole_node=False), facts, 8)
+    assert problem == ("`ray`: not on the run's PATH, and the script calls it bare; install it in the framework's "
+                       "python or put the folder that holds it on PATH")
 
 
 def test_a_process_that_may_raise_its_own_limit_passes_the_open_file_check():

@@ -259,3 +259,15 @@ def test_a_trainer_crash_under_the_script_s_tee_exits_0_and_is_no_pass(node):
     training_log = next((results_file.parent / "work").glob("training_log_*.txt")).read_text()
     assert "RuntimeError: stand-in crash after step 20" in training_log
     assert _leftover(node["env"]["FAKE_RAY_MARK"]) == []
+
+
+def test_the_stand_in_script_takes_a_sixth_argument_as_its_accelerator_and_aborts_on_anything_else(tmp_path):
+    # as upstream's run_rl.sh does: arguments appended to its command land in ACCELERATOR, never reach the trainer
+    built = build_node(tmp_path)
+    env = {**built["env"], "PATH": os.pathsep.join([str(built["node_python"] / "bin"), built["env"]["PATH"]])}
+    done = subprocess.run(["bash", "examples/v1/scripts/run_rl.sh", "autotest/config/rl_qwen3_gsm8k_grpo.py",
+                           "lmdeploy", "m", "d/train.jsonl", "d/test.jsonl", "--diagnostic-config"],
+                          cwd=built["repo"], env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 1
+    assert "Error: ACCELERATOR must be either 'gpu' or 'npu'!" in done.stdout
+    assert (tmp_path / "ray.log").read_text().splitlines() == ["ray stop --force"]  # stopped Ray first, then died

@@ -52,6 +52,20 @@ class NodeRequirements:
     whole_node: bool = False
     """The script partitions the node's GPUs by absolute ordinal."""
 
+    def describe(self) -> str:
+        """One line for the experiment card: what the node must be."""
+        parts = []
+        if self.open_files is not None:
+            parts.append(f"hard open-file limit >= {self.open_files}")
+        if self.executables:
+            parts.append(f"{', '.join(f'`{e}`' for e in self.executables)} from the framework's Python on PATH")
+        parts += [f"`{p}` absent or this user's" for p in self.owned_paths]
+        if self.exclusive_ray:
+            parts.append("no other Ray cluster of this user")
+        if self.whole_node:
+            parts.append("the GPU slot is the whole node")
+        return "; ".join(parts) or "none declared"
+
 
 def parse_node(sec: Section | None, gpus: int) -> NodeRequirements | None:
     """The validated ``node:`` section (None when the case has none); each mistake one line naming the key.

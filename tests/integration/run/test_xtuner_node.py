@@ -39,7 +39,8 @@ OUTSIDE_RAY_WAIT_S = 180.0
 @pytest.fixture
 def node(tmp_path: Path) -> dict:
     # the simulated node is this machine's process table: a Ray cluster of this user outside it is a real
-    # foreign cluster, which the cases' node preconditions rightly refuse
+    # foreign cluster, which the cases' node preconditions rightly refuse (on a machine shared with other Ray
+    # work, run these tests in a process table of their own: `unshare --pid --fork --mount-proc pytest ...`)
     deadline = time.monotonic() + OUTSIDE_RAY_WAIT_S  # a neighbouring test's cluster is short-lived
     while (outside := ray_daemons()) and time.monotonic() < deadline:
         time.sleep(1.0)
@@ -109,6 +110,7 @@ def test_a_gate_and_a_nightly_on_one_xtuner_node(node):
             assert Path(run_env["prefix"]) == node["node_python"]  # the node's Python, not the harness venv
             card = (folder / "card.md").read_text()
             assert "is overridden" in card and f"- python: `{node['node_python'] / 'bin' / 'python'}`" in card
+            assert f"- node, checked before launch: hard open-file limit >= {NOFILE}; `python`, `ray`" in card
             # the node's lmdeploy, read in its own Python, satisfies the case's platform.requires
             preflight = json.loads((folder / "preflight.json").read_text())
             assert preflight["environment"]["framework"]["packages"]["lmdeploy"] == LMDEPLOY_VERSION

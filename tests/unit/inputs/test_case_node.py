@@ -55,3 +55,10 @@ def test_a_bad_value_is_one_line_naming_the_key(tmp_path, section, expected):
     with pytest.raises(UsageError) as info:
         load_case(path)
     assert str(info.value) == f"{path}: {expected}"
+
+
+def test_the_card_line_names_each_declared_precondition():
+    assert NodeRequirements().describe() == "none declared"
+    assert load_case("mopd-qwen3-vl-2b").node.describe() == (
+        "hard open-file limit >= 65536; `python`, `ray` from the framework's Python on PATH; `/tmp/ray_log` absent "
+        "or this user's; no other Ray cluster of this user; the GPU slot is the whole node")

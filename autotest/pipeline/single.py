@@ -108,8 +108,10 @@ def run_single(case: Case, options: RunOptions) -> CaseRun:
     prep = _prepare(case, options, framework)
     command_line = prep.spec.command_line if prep.spec else ""
     shown = CaseRun(case.name, DRY_RUN, prep.results_dir, card=prep.card, command_line=command_line)
-    if launch.dry_run:
-        return replace(shown, reason="dry run: nothing launched", problems=tuple(prep.problems))
+    if launch.dry_run:  # the node too, as it is now (no GPU slot is taken: the whole node's GPUs stand in)
+        node = check_node(case.node, case.source, case.platform.gpus, {**os.environ, **prep.spec.env}, slot_env={},
+                          environ={**os.environ, **launch.env}) if prep.spec else None
+        return replace(shown, reason="dry run: nothing launched", problems=(*prep.problems, *([node] if node else [])))
     if launch.confirm is not None and not launch.confirm(prep.card):
         return replace(shown, reason="not confirmed: nothing launched")
     if prep.problems:
@@ -119,18 +121,20 @@ def run_single(case: Case, options: RunOptions) -> CaseRun:
         return replace(shown, status=verdict.status, reason="; ".join(prep.problems), verdict=verdict,
                        unsaved=unsaved)
     slots_root = launch.results_root or default_results_root()
+    refused = None
     try:
         with case_slice(case.platform.gpus, slots_root, launch.gpu_wait_s, case.name) as env:
             spec = replace(prep.spec, env={**env, **prep.spec.env})
             # the node as the launch script assumes it (case.node), probed with the slot held: one ERROR, no launch
             refused = check_node(case.node, case.source, case.platform.gpus, {**os.environ, **spec.env},
                                  slot_env=env, environ={**os.environ, **launch.env})
-            if refused:
-                comparison, interrupt = _not_launched(case, prep, (refused,)), None
-            else:
+            if refused is None:
                 comparison, interrupt = _attempts(case, options, spec, prep)
     except Exception as exc:  # noqa: BLE001 - every ending, the harness's own failure included, leaves a verdict
         comparison, interrupt = _harness_failure(case, prep, exc), None
+    if refused is not None:
+        verdict, unsaved = save(_not_launched(case, prep, (refused,)), prep.results_dir, options.publish)
+        return replace(shown, status=verdict.status, reason=refused, verdict=verdict, unsaved=unsaved)
     lost = mask_logs(prep.results_dir)
     request_path = None
     try:

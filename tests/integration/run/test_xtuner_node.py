@@ -225,6 +225,7 @@ def test_a_node_breaking_every_precondition_gets_one_error_per_case_before_launc
             line = check["message"]
             assert "\n" not in line and f"node: {count} preconditions of the launch script unmet, nothing launched" \
                 in line, line
+            assert line in output  # the line the job's log shows
             assert f"the hard limit of the launching process is {lowered}, the script runs `ulimit -n {NOFILE}`" in line
             assert "(2) `python`: " in line and "(3) `ray`: " in line
             assert "gcs_server pid " in line and "`ray stop --force` would kill it" in line

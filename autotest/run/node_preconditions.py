@@ -85,6 +85,8 @@ class NodeFacts:
     framework_python: str | None
     framework_prefix: str | None
     executables: tuple[Executable, ...] = ()
+    #: why the framework python's environment is unknown (it did not run)
+    framework_note: str | None = None
     paths: tuple[PathOwner, ...] = ()
     ray_daemons: tuple[RayDaemon, ...] = ()
     gpus: GpuSlot | None = None
@@ -100,9 +102,10 @@ def probe_node(req: NodeRequirements, run_env: Mapping[str, str], *, slot_env: M
     soft_hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     hard = None if soft_hard[1] == resource.RLIM_INFINITY else soft_hard[1]
     python = run_env.get("FRAMEWORK_PYTHON") or None
+    prefix, note = python_prefix(python, run_env) if python and req.executables else (None, None)
     return NodeFacts(
         uid=os.getuid(), open_files_hard=hard, can_raise_limits=_has_capability(_CAP_SYS_RESOURCE),
-        framework_python=python, framework_prefix=python_prefix(python, run_env)[0] if python else None,
+        framework_python=python, framework_prefix=prefix, framework_note=note,
         executables=tuple(probe_executable(name, run_env) for name in req.executables),
         paths=tuple(path_owner(p) for p in req.owned_paths),
         ray_daemons=ray_daemons() if req.exclusive_ray else (),
@@ -220,6 +223,9 @@ def unmet(req: NodeRequirements, facts: NodeFacts, case_gpus: int) -> list[str]:
             f"`ulimit -n {req.open_files}` under `set -e`, which fails below it; raise the runner service's hard "
             f"limit to {req.open_files} (systemd LimitNOFILE=, or nofile in /etc/security/limits.conf) and "
             "restart the runner")
+    if facts.framework_note:
+        problems.append(f"the framework's python: {facts.framework_note}, so which environment the script's bare "
+                        "commands must run in cannot be told; point FRAMEWORK_PYTHON (or launch.python) at it")
     for exe in facts.executables:
         problem = _executable_problem(exe, facts)
         if problem:

@@ -95,3 +95,11 @@ def test_a_gpu_slot_is_the_whole_node_only_when_nothing_narrows_it():
     (bigger,) = slot(node_gpus=16)
     assert "the node has 16 GPUs (nvidia-smi), the case 8" in bigger
     assert unmet(replace(REQ, whole_node=False), replace(GOOD, gpus=None), 8) == []
+
+
+def test_a_framework_python_that_does_not_run_is_unmet_not_skipped():
+    broken = replace(GOOD, framework_prefix=None, framework_note="/envs/gone/bin/python3 did not run (exit code 127)")
+    problems = unmet(replace(REQ, whole_node=False), broken, 8)
+    assert problems == ["the framework's python: /envs/gone/bin/python3 did not run (exit code 127), so which "
+                        "environment the script's bare commands must run in cannot be told; point FRAMEWORK_PYTHON "
+                        "(or launch.python) at it"]

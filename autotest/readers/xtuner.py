@@ -15,8 +15,8 @@ Mini-batch rows are averaged per RL step. Which step is theirs depends on how th
   xtuner writes them (mini-batch rows, then the summary of the same RL step).
 
 The file is read the second way when a mini-batch row's number equals neither the summary row before it nor the
-one after it (rows after the last summary row aside), which RL-step numbering never gives and the counter does at the first RL step with two
-optimizer steps (and after a resume).
+one after it (rows after the last summary row aside), which RL-step numbering never gives and the counter does
+at the first RL step with two optimizer steps (and after a resume).
 """
 
 from __future__ import annotations

@@ -87,6 +87,13 @@ Schema::
                            (autotest.judge.replicate_mean); `--replicates K` overrides it; at most
                            the platform's cap (autotest.inputs.replicate_limits), and > 1 only when
                            the launch takes the seed
+    node:                  optional: what the launch script assumes of the node, checked before launch
+                           (autotest.inputs.case_node; docs/gpu-runners.md "Node preconditions")
+      open_files: int      the hard open-file limit the script raises to (`ulimit -n N` under `set -e`)
+      executables: [str]   commands it calls bare: on the run's PATH, in the framework Python's environment
+      owned_paths: [str]   node-wide paths it deletes or re-links: absent or the runner user's
+      exclusive_ray: bool  it stops (and may join) any Ray cluster of its user: none may be running
+      whole_node: bool     it uses absolute GPU ordinals: the run's GPU slot must be the whole node
     shadow: bool           optional (default false): every gate of the baseline is a shadow gate, judged and
                            recorded, never failing the run (autotest.judge.shadow; docs/cases.md)
     framework_spec:        optional: the framework's own accuracy spec for the case, read at the commit under

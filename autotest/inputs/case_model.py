@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from autotest.inputs.case_node import NodeRequirements
 from autotest.inputs.performance_policy import PerformancePolicy
 from autotest.inputs.placeholders import REPO_ROOT
 from autotest.inputs.case_recipe import Recipe
@@ -130,6 +131,8 @@ class Case:
     recipe: Recipe | None = None
     #: the framework's own spec for this case and whether the case follows it (``framework_spec:``)
     framework_spec: FrameworkSpecRef | None = None
+    #: what its launch script assumes of the node (``node:``; autotest.inputs.case_node); None: nothing
+    node: NodeRequirements | None = None
 
     @property
     def packaged(self) -> bool:

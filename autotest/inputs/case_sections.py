@@ -33,6 +33,7 @@ from autotest.readers import registry
 from autotest.inputs.replicate_limits import replicates_problem
 from autotest.inputs.case_recipe import parse_recipe
 from autotest.inputs.case_framework_spec import parse_framework_spec
+from autotest.inputs.case_node import parse_node
 from autotest.inputs.case_replay import parse_replay
 from autotest.inputs.case_variants import parse_variants
 from autotest.inputs.resume_phase import parse_resume
@@ -50,7 +51,7 @@ def parse_case(path: Path, project: Project | None) -> Case:
     needed = ("name", "description", "markers", "goal", "minimal_scale", "platform", "launch", "tracker",
               "expected")
     optional = ("inputs", "seed", "consistency", "replicates", "detect", "performance", "resume", "equivalence",
-                "replay", "shadow", "recipe", "framework_spec")
+                "replay", "shadow", "recipe", "framework_spec", "node")
     top = load_section(path, what="a case", doc="docs/cases.md", required=needed if project else (*needed, "baseline"),
                        optional=(*optional, "baseline") if project else optional)
     name = top.text("name")
@@ -87,7 +88,8 @@ def parse_case(path: Path, project: Project | None) -> Case:
                 variants=parse_variants(top), replay=parse_replay(top.section("replay", optional=True)),
                 shadow=top.boolean("shadow", default=False), recipe=parse_recipe(top.section("recipe", optional=True)),
                 framework_spec=parse_framework_spec(top, platform.framework is not None or (
-                    project is not None and project.framework is not None)))
+                    project is not None and project.framework is not None)),
+                node=parse_node(top.section("node", optional=True), platform.gpus))
     if case.recipe is not None and platform.framework is None:
         top.fail("recipe", "holds a framework config, but the case runs no framework",
                  "set platform.framework or remove recipe")

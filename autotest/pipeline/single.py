@@ -71,6 +71,7 @@ from autotest.run.launch import (
     launch_spec,
     with_own_ray,
 )
+from autotest.run.node_preconditions import check_node
 from autotest.run.platform import check_platform
 from autotest.run.preflight import Preflight, run_preflight
 from autotest.run.recipe_guard import hold_recipe
@@ -130,27 +131,33 @@ def run_single(case: Case, options: RunOptions) -> CaseRun:
     case = prep.case  # the tracker format the config resolves to, when the harness reads it
     command_line = prep.spec.command_line if prep.spec else ""
     shown = CaseRun(case.name, DRY_RUN, prep.results_dir, card=prep.card, command_line=command_line)
-    if launch.dry_run:
-        return replace(shown, reason="dry run: nothing launched", problems=tuple(prep.problems))
+    if launch.dry_run:  # the node too, as it is now (no GPU slot is taken: the whole node's GPUs stand in)
+        node = check_node(case.node, case.source, case.platform.gpus, {**os.environ, **prep.spec.env}, slot_env={},
+                          environ={**os.environ, **launch.env}) if prep.spec else None
+        return replace(shown, reason="dry run: nothing launched", problems=(*prep.problems, *([node] if node else [])))
     if launch.confirm is not None and not launch.confirm(prep.card):
         return replace(shown, reason="not confirmed: nothing launched")
     if prep.problems:
         # fail fast: inputs or baseline missing on a platform that should run the case
-        facts = RunFacts(case.expected.steps, case.expected.exact_steps, preflight_problems=prep.problems,
-                         launched=False)
-        comparison = judge(prep.baseline, None, golden=prep.golden, facts=facts, case=case.name,
-                           context=prep.context)
-        comparison = with_framework_spec(comparison, prep.spec_note)
+        comparison = _not_launched(case, prep, prep.problems)
         verdict, unsaved = save(comparison, prep.results_dir, options.publish)
         return replace(shown, status=verdict.status, reason="; ".join(prep.problems), verdict=verdict,
                        unsaved=unsaved)
     slots_root = launch.results_root or default_results_root()
+    refused = None
     try:
         with case_slice(case.platform.gpus, slots_root, launch.gpu_wait_s, case.name) as env:
             spec = replace(prep.spec, env={**env, **prep.spec.env})
-            comparison, interrupt = _attempts(case, options, spec, prep)
+            # the node as the launch script assumes it (case.node), probed with the slot held: one ERROR, no launch
+            refused = check_node(case.node, case.source, case.platform.gpus, {**os.environ, **spec.env},
+                                 slot_env=env, environ={**os.environ, **launch.env})
+            if refused is None:
+                comparison, interrupt = _attempts(case, options, spec, prep)
     except Exception as exc:  # noqa: BLE001 - every ending, the harness's own failure included, leaves a verdict
         comparison, interrupt = _harness_failure(case, prep, exc), None
+    if refused is not None:
+        verdict, unsaved = save(_not_launched(case, prep, (refused,)), prep.results_dir, options.publish)
+        return replace(shown, status=verdict.status, reason=refused, verdict=verdict, unsaved=unsaved)
     lost = mask_logs(prep.results_dir)
     finalised = finalise_uploads(prep.results_dir)  # env.json redacted, Ray sockets and over-budget logs left out
     lost += finalised.problems
@@ -171,6 +178,13 @@ def run_single(case: Case, options: RunOptions) -> CaseRun:
         raise interrupt
     return finished(shown, verdict, unsaved=unsaved, consistency_request=request_path,
                     relaunches=tuple(relaunches_of(verdict.context)))
+
+
+def _not_launched(case: Case, prep: _Prepared, problems: tuple[str, ...]) -> Comparison:
+    """The ERROR verdict of a run stopped before launch (preflight or node preconditions), each problem a line."""
+    facts = RunFacts(case.expected.steps, case.expected.exact_steps, preflight_problems=problems, launched=False)
+    comparison = judge(prep.baseline, None, golden=prep.golden, facts=facts, case=case.name, context=prep.context)
+    return with_framework_spec(comparison, prep.spec_note)
 
 
 def _harness_failure(case: Case, prep: _Prepared, exc: Exception) -> Comparison:

@@ -55,6 +55,8 @@ def _prerequisites(case: Case, preflight: Preflight) -> list[str]:
                      f"`{plat.framework_dir or 'not found'}` (as found; no ref asked)")
     if case.platform.python_packages:
         lines.append(f"- Python packages: {', '.join(case.platform.python_packages)}")
+    if case.node is not None:  # probed with the GPU slot held, just before launch (autotest.run.node_preconditions)
+        lines.append(f"- node, checked before launch: {case.node.describe()}")
     verdict = "runnable here" if plat.runnable else f"**SKIP**: {plat.skip_reason}"
     lines.append(f"- this machine: {verdict}")
     lines.append(f"- commit under test: `{preflight.commit.repo_dir}` {preflight.commit.describe()}")

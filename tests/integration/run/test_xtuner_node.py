@@ -1,4 +1,4 @@
-"""Issue 13's done-when: the packaged GPU cases, GRPO and MOPD, on a simulated 8-GPU xtuner node at two refs.
+"""Issue 13's and issue 41's done-when: the packaged GPU cases, GRPO and MOPD, on a simulated 8-GPU xtuner node.
 
 The node (``xtuner_node.py``): fake ``nvidia-smi`` and ``ray``, a framework repository made by the test with
 two commits, the node's own Python, share folders for models, data and the GRPO golden tracker.
@@ -8,36 +8,55 @@ with one node-wide slots folder, as two runners on one node would, each running 
 ``--strict-cases``: each verdict names its commit (FAIL at the gate, PASS at the nightly); the node lock
 runs the 8-GPU runs one after the other; their WORK_DIRs, Ray ports and Ray temp dirs differ; the MOPD
 run's TensorBoard log is read through the baseline's aliases; nothing is left running or listening.
+
+A node that breaks every precondition the cases declare (``node:``) gets one ERROR per case naming each, and
+the trainer never starts; a trainer that crashes under the script's ``| tee`` exits 0 and is still no PASS.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import resource
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import ROOT
-from tests.integration.run.xtuner_node import LMDEPLOY_VERSION, build_node
+from autotest.readers.reading import read_trace
+from autotest.run.node_preconditions import ray_daemons
+from tests.integration.run.xtuner_node import LMDEPLOY_VERSION, NOFILE, build_node
 
 GRPO = "grpo-gsm8k-qwen3-8b-lmdeploy"
 MOPD = "mopd-qwen3-vl-2b"
+OUTSIDE_RAY_WAIT_S = 180.0
 
 
 @pytest.fixture
 def node(tmp_path: Path) -> dict:
+    # the simulated node is this machine's process table: a Ray cluster of this user outside it is a real
+    # foreign cluster, which the cases' node preconditions rightly refuse (on a machine shared with other Ray
+    # work, run these tests in a process table of their own: `unshare --pid --fork --mount-proc pytest ...`)
+    deadline = time.monotonic() + OUTSIDE_RAY_WAIT_S  # a neighbouring test's cluster is short-lived
+    while (outside := ray_daemons()) and time.monotonic() < deadline:
+        time.sleep(1.0)
+    if outside:
+        pytest.skip(f"a Ray cluster outside the simulated node runs on this machine ({outside[0].name} pid "
+                    f"{outside[0].pid}); the node's runs would be refused")
     return build_node(tmp_path)
 
 
-def _pytest(node: dict, ref: str, results: Path) -> subprocess.Popen:
+def _pytest(node: dict, ref: str, results: Path, cases: str = f"{GRPO} or {MOPD}", env: dict | None = None,
+            preexec_fn=None) -> subprocess.Popen:
     argv = [sys.executable, "-m", "pytest", str(ROOT / "autotest" / "suites" / "test_accuracy.py"),
-            "-m", "grpo or mopd", "-k", f"{GRPO} or {MOPD}", "--strict-cases", "--framework-repo", str(node["repo"]), "--framework-ref", ref,
-            "--results-dir", str(results), "--no-history", "-p", "no:cacheprovider", "-q"]
-    return subprocess.Popen(argv, cwd=ROOT, env=node["env"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+            "-m", "grpo or mopd", "-k", cases, "--strict-cases", "--framework-repo", str(node["repo"]),
+            "--framework-ref", ref, "--results-dir", str(results), "--no-history", "-p", "no:cacheprovider", "-q"]
+    return subprocess.Popen(argv, cwd=ROOT, env=env or node["env"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, preexec_fn=preexec_fn)
 
 
 def _leftover(mark: str) -> list[int]:
@@ -91,6 +110,7 @@ def test_a_gate_and_a_nightly_on_one_xtuner_node(node):
             assert Path(run_env["prefix"]) == node["node_python"]  # the node's Python, not the harness venv
             card = (folder / "card.md").read_text()
             assert "is overridden" in card and f"- python: `{node['node_python'] / 'bin' / 'python'}`" in card
+            assert f"- node, checked before launch: hard open-file limit >= {NOFILE}; `python`, `ray`" in card
             # the node's lmdeploy, read in its own Python, satisfies the case's platform.requires
             preflight = json.loads((folder / "preflight.json").read_text())
             assert preflight["environment"]["framework"]["packages"]["lmdeploy"] == LMDEPLOY_VERSION
@@ -137,6 +157,24 @@ def test_a_gate_and_a_nightly_on_one_xtuner_node(node):
         cleanup = (folder / "logs" / "cleanup.log").read_text()
         assert "autotest.run.isolation stop-ray --gcs-port" in cleanup and "ray stop --force" not in cleanup
 
+    # upstream's script as it behaves: `ray stop --force` first in each run, the node-wide ray_log link re-pointed
+    # at the last run's WORK_DIR/ray_<MMDDHH>/ where Ray keeps its session, env.json beside the tracker
+    assert ray_log.count("ray stop --force") == 4
+    link = node["node_tmp"] / "ray_log"
+    assert link.is_symlink() and Path(os.readlink(link)).parent in {Path(e["work_dir"]) for e in envs}
+    assert list(link.glob("session_*/logs/raylet.out"))
+    for runner in ("gate", "nightly"):
+        folder, run_env, _ = _run(node, runner, GRPO)
+        (env_json,) = (folder / "work").glob("*/logs/env.json")
+        assert json.loads(env_json.read_text())["WORK_DIR"] == run_env["work_dir"]
+        # two optimizer steps per RL step, numbered by the cumulative counter: each RL step's mini-batch mean is
+        # the one xtuner itself put on the summary row, never the rows that happen to carry its number
+        (tracker,) = (folder / "work").glob("*/logs/exp_tracking/tracker.jsonl")
+        trace = read_trace(tracker, "xtuner")
+        assert trace.train_steps == tuple(range(1, 46))
+        assert dict(trace.series["train_metrics/worker_0/loss"]) == pytest.approx(
+            dict(trace.series["train_metrics/worker_0/step_avg_loss"]))
+
     # the nightly's consistency job, from a copy of the gate's results (another runner): xtuner has no
     # collection hook, so the job ends "not collected" (exit 3, neutral), its wrapper at the gate's commit
     downloaded = tmp / "consistency-runner" / "results"
@@ -148,3 +186,91 @@ def test_a_gate_and_a_nightly_on_one_xtuner_node(node):
     wrapper = (downloaded / "consistency" / "statistics" / "diagnostic_wrapper.sh").read_text()
     assert f"/commits/{node['bad']}" in wrapper and "examples/v1/scripts/run_rl.sh" in wrapper
     assert (downloaded / "consistency" / "how_to_collect.md").is_file()
+
+
+@pytest.mark.slow  # two cases refused before launch, in one pytest session (10-30 s on 2 cores)
+def test_a_node_breaking_every_precondition_gets_one_error_per_case_before_launch(node):
+    tmp, env = node["tmp"], dict(node["env"])
+    bin_dir = node["node_python"] / "bin"
+    # a Ray cluster the harness did not start: the node's own `ray start --head`, as a user would leave it
+    foreign_port = 6390
+    subprocess.run([str(bin_dir / "ray"), "start", "--head", f"--port={foreign_port}"], env=env, check=True,
+                   capture_output=True, timeout=60)
+    try:
+        # the framework environment has python3 only: `python` and `ray` are not its own
+        (bin_dir / "python").unlink()
+        (bin_dir / "ray").unlink()
+        env["FRAMEWORK_PYTHON"] = str(bin_dir / "python3")
+        env["FAKE_GPU_COUNT"] = "16"  # a 16-GPU node: the MOPD case's 8-GPU slot is half of it
+        foreign_owner = os.geteuid() == 0  # only root can give a path to another user
+        if foreign_owner:
+            link = node["node_tmp"] / "ray_log"
+            link.symlink_to(tmp / "someone-elses-ray-logs")
+            os.lchown(link, 4242, 4242)
+        lowered = NOFILE // 2
+
+        def lower_nofile() -> None:
+            soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, lowered), lowered))
+
+        proc = _pytest(node, "main", tmp / "results", env=env, preexec_fn=lower_nofile)
+        output = proc.communicate(timeout=400)[0]
+        assert proc.returncode == 1, output
+        for case, expected in ((GRPO, 5), (MOPD, 6)):
+            count = expected - (not foreign_owner)
+            (results_file,) = (tmp / "results" / case).rglob("results.json")
+            results = json.loads(results_file.read_text())
+            assert results["status"] == "ERROR", results["status"]
+            (check,) = [r for r in results["results"] if r["status"] == "ERROR"]
+            line = check["message"]
+            assert "\n" not in line and f"node: {count} preconditions of the launch script unmet, nothing launched" \
+                in line, line
+            assert line in output  # the line the job's log shows
+            assert f"the hard limit of the launching process is {lowered}, the script runs `ulimit -n {NOFILE}`" in line
+            assert "(2) `python`: " in line and "(3) `ray`: " in line
+            assert "gcs_server pid " in line and "`ray stop --force` would kill it" in line
+            if foreign_owner:
+                assert f"{node['node_tmp'] / 'ray_log'}: owned by uid 4242" in line
+            assert ("CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7 of the node's 16 GPUs" in line) == (case == MOPD)
+            # logs kept: the card, the preflight and the report of a run that never launched
+            for kept in ("card.md", "preflight.json", "report.md"):
+                assert (results_file.parent / kept).is_file(), kept
+            assert line in (results_file.parent / "report.md").read_text()
+        # the trainers never started, nor the scripts: only the foreign cluster's own start is in Ray's log
+        assert (tmp / "ray.log").read_text().splitlines() == [f"ray start --head --port={foreign_port}"]
+        assert not list((tmp / "results").rglob("run_env.json")) and not list((tmp / "results").rglob("tracker.jsonl"))
+        assert len(_leftover(env["FAKE_RAY_MARK"])) == 1  # the harness left the foreign cluster alone
+    finally:
+        for pid in _leftover(env["FAKE_RAY_MARK"]):
+            os.kill(pid, 9)
+
+
+@pytest.mark.slow  # one GRPO run that crashes at step 20 (10-30 s on 2 cores)
+def test_a_trainer_crash_under_the_script_s_tee_exits_0_and_is_no_pass(node):
+    tmp = node["tmp"]
+    env = {**node["env"], "FAKE_TRAINER_CRASH_AT_STEP": "20"}
+    proc = _pytest(node, "main", tmp / "results", cases=GRPO, env=env)
+    output = proc.communicate(timeout=400)[0]
+    assert proc.returncode == 1, output
+    (results_file,) = (tmp / "results" / GRPO).rglob("results.json")
+    results = json.loads(results_file.read_text())
+    assert results["context"]["launch"]["exit_code"] == 0  # `python ... | tee` without pipefail: the crash is masked
+    assert results["status"] == "ERROR"
+    checks = {r["check_id"]: r for r in results["results"]}
+    assert checks["steps[count]"]["message"].startswith("run is incomplete: 20 training steps (last step 20), "
+                                                        "expected 45")
+    training_log = next((results_file.parent / "work").glob("training_log_*.txt")).read_text()
+    assert "RuntimeError: stand-in crash after step 20" in training_log
+    assert _leftover(node["env"]["FAKE_RAY_MARK"]) == []
+
+
+def test_the_stand_in_script_takes_a_sixth_argument_as_its_accelerator_and_aborts_on_anything_else(tmp_path):
+    # as upstream's run_rl.sh does: arguments appended to its command land in ACCELERATOR, never reach the trainer
+    built = build_node(tmp_path)
+    env = {**built["env"], "PATH": os.pathsep.join([str(built["node_python"] / "bin"), built["env"]["PATH"]])}
+    done = subprocess.run(["bash", "examples/v1/scripts/run_rl.sh", "autotest/config/rl_qwen3_gsm8k_grpo.py",
+                           "lmdeploy", "m", "d/train.jsonl", "d/test.jsonl", "--diagnostic-config"],
+                          cwd=built["repo"], env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 1
+    assert "Error: ACCELERATOR must be either 'gpu' or 'npu'!" in done.stdout
+    assert (tmp_path / "ray.log").read_text().splitlines() == ["ray stop --force"]  # stopped Ray first, then died

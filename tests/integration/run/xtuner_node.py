@@ -1,15 +1,29 @@
-"""A simulated 8-GPU xtuner node for issue 13's done-when tests (see test_xtuner_node.py).
+"""A simulated 8-GPU xtuner node for issue 13's and issue 41's done-when tests (see test_xtuner_node.py).
 
-Real except for what cannot run here: a fake ``nvidia-smi`` (8 x H200) and a fake ``ray`` (``start --head``
-leaves a detached daemon named by its GCS port, as Ray's gcs_server and raylet are) on PATH. The framework
-is a git repository made here with xtuner's layout and two commits: ``good`` matches the goldens, ``bad``
-(also ``refs/pull/42/head``) raises the GRPO train-inference k3 KL from step 10 and drops the MOPD gsm8k
-score from step 10.
+Real except for what cannot run here: a fake ``nvidia-smi`` (``$FAKE_GPU_COUNT`` x H200, default 8) on PATH and
+a fake ``ray`` in the node's Python environment (a console script of that Python, as pip installs Ray's): ``start
+--head`` leaves a detached daemon whose argv[0] is ``gcs_server`` and whose command line names its GCS port, as
+Ray's does; ``stop --force`` kills every such daemon of this node, as Ray's kills every cluster of its user;
+``status`` reports the GPUs the last ``start`` was given. The framework is a git repository made here with
+xtuner's layout and two commits: ``good`` matches the goldens, ``bad`` (also ``refs/pull/42/head``) raises the
+GRPO train-inference k3 KL from step 10 and drops the MOPD gsm8k score from step 10.
 
-GRPO: a stand-in ``examples/v1/scripts/run_rl.sh`` with the published script's arguments and environment
-contract (``ray stop --force`` first, RAY_HEAD_PORT / RAY_DASHBOARD_PORT, an inherited WORK_DIR kept, else
-``$(pwd)/work_dirs/...``; ``ray start --head``; ``ray status`` polled for the GPUs; ``python`` from PATH
-through ``tee``) and a trainer at ``xtuner/v1/train/cli/rl.py`` writing xtuner's tracker rows.
+GRPO: a stand-in ``examples/v1/scripts/run_rl.sh`` that behaves as upstream's does (xtuner main ``b934f462``):
+``set -ex``; ``ray stop --force`` first; the 6th positional argument ACCELERATOR checked (gpu|npu, else exit 1);
+the GPU count from CUDA_VISIBLE_DEVICES; ``ulimit -n`` raised under ``set -e``; RAY_HEAD_PORT /
+RAY_DASHBOARD_PORT honoured; an inherited WORK_DIR kept, else ``$(pwd)/work_dirs/...``; ``rm -rf`` of the
+node-wide ``<tmp>/ray_log`` and its re-link to ``$WORK_DIR/ray_<MMDDHH>/``; ``ray start --head
+--temp-dir=<tmp>/ray_log/`` (so RAY_TMPDIR has no effect); ``ray status`` polled for the GPUs; bare ``python``
+through ``| tee`` without pipefail (a crashed trainer exits 0). Its trainer at ``xtuner/v1/train/cli/rl.py``
+writes xtuner's rows under ``$WORK_DIR/<14-digit stamp>/``: two optimizer steps per RL step, the mini-batch
+rows numbered by the cumulative counter (``_global_train_step + 1 + i``) before each step-summary row, and
+``logs/env.json`` (the whole environment). ``FAKE_TRAINER_CRASH_AT_STEP`` makes it crash after that step.
+
+Two values scale to the machine the simulation runs on: the node's "/tmp" is ``<tmp>/node-tmp`` (the script
+and the case copies say so; the machine's /tmp is shared), and the open-file limit the script raises to is
+65536 where this machine's hard limit allows it, else that hard limit (``NOFILE``). The cases run are copies
+of the packaged ones with those two values replaced (:func:`node_project`, a project the harness finds by
+``RL_AUTOTEST_PROJECT``); everything else in their ``node:`` sections is the packaged text.
 
 MOPD: the recipe's launch script starts two teacher servers (real HTTP servers, setsid'd, stopped by its
 EXIT trap) and its own Ray head; the students' trainer resolves the public recipe config (exp_tracker left
@@ -17,104 +31,160 @@ at its TensorBoard default) and writes the baseline's table with ``torch.utils.t
 under the recipe's tags (``eval/gsm8k/score``; the baseline aliases them to ``eval/*/acc``).
 
 The node's Python is a venv of its own (``FRAMEWORK_PYTHON``) with lmdeploy's metadata (the version the
-preflight records) and the harness's site-packages behind it (torch for SummaryWriter); the harness venv is
-first on PATH, as an activated venv would be: the runs must still use the node's.
+preflight records), the fake ``ray`` and the harness's site-packages behind it (torch for SummaryWriter); the
+harness venv is first on PATH, as an activated venv would be: the runs must still use the node's.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
 from pathlib import Path
 
 from autotest.inputs.baseline import load_baseline
+from autotest.inputs.case import CASES_DIR
+from autotest.inputs.project import PROJECT_ENV
 from autotest.run.isolation import free_ports
 from tests.helpers import ROOT
 
 NVIDIA_SMI = """#!/usr/bin/env bash
-# fake nvidia-smi: an 8-GPU H200 node
+# fake nvidia-smi: an H200 node of $FAKE_GPU_COUNT GPUs (default 8)
+count=${FAKE_GPU_COUNT:-8}
 case "$*" in
-  -L) for i in 0 1 2 3 4 5 6 7; do echo "GPU $i: NVIDIA H200 (UUID: GPU-0000000$i-fake)"; done ;;
-  *query-gpu=driver_version*) for i in 0 1 2 3 4 5 6 7; do echo "550.54.15"; done ;;
+  -L) for ((i = 0; i < count; i++)); do echo "GPU $i: NVIDIA H200 (UUID: GPU-0000000$i-fake)"; done ;;
+  *query-gpu=driver_version*) for ((i = 0; i < count; i++)); do echo "550.54.15"; done ;;
   *) echo "| NVIDIA-SMI 550.54.15    Driver Version: 550.54.15    CUDA Version: 12.4 |" ;;
 esac
 """
 
-# `stop` is machine-wide in real Ray; here a no-op that is logged (the node lock keeps 8-GPU runs apart)
-RAY = """#!/usr/bin/env bash
-# fake ray: `start --head` leaves a detached daemon whose command line names the GCS port, as Ray's do
-echo "ray $*" >> "$FAKE_RAY_LOG"
-case "$1" in
-  stop) exit 0 ;;
-  start)
-    port=6379
-    for arg in "$@"; do case "$arg" in --port=*) port=${arg#--port=} ;; esac; done
-    setsid python3 -c 'import time; time.sleep(120)' "--gcs-address=127.0.0.1:$port" "$FAKE_RAY_MARK" \\
-      </dev/null >/dev/null 2>&1 &
-    echo "Ray runtime started." ;;
-  status) printf 'Usage:\\n 0.0/16.0 CPU\\n 0.0/8.0 GPU\\n' ;;
-esac
+# fake ray, a console script of the node's Python (its #! line is filled in): Ray's daemons name their GCS port
+RAY = """import os, signal, subprocess, sys, time
+from pathlib import Path
+
+args = sys.argv[1:]
+with open(os.environ["FAKE_RAY_LOG"], "a") as log:
+    log.write("ray " + " ".join(args) + "\\n")
+mark = os.environ["FAKE_RAY_MARK"]
+
+
+def options():
+    return dict(a[2:].split("=", 1) for a in args if a.startswith("--") and "=" in a)
+
+
+if args[:1] == ["stop"]:  # every daemon of this node's user, as `ray stop --force` stops every cluster
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and entry.stat().st_uid == os.getuid() \\
+                    and mark.encode() in (entry / "cmdline").read_bytes():
+                os.kill(int(entry.name), signal.SIGKILL)
+        except OSError:
+            pass
+elif args[:1] == ["start"]:
+    opts = options()
+    temp_dir = opts.get("temp-dir")
+    if temp_dir:  # the session folder Ray keeps there (logs, sockets)
+        session = Path(temp_dir) / f"session_{time.strftime('%Y-%m-%d_%H-%M-%S')}_{os.getpid()}"
+        (session / "logs").mkdir(parents=True, exist_ok=True)
+        (session / "logs" / "raylet.out").write_text("raylet started\\n")
+    subprocess.Popen(["bash", "-c", 'exec -a gcs_server "$0" -c "import time; time.sleep(120)" "$@"', sys.executable,
+                      "--gcs_server_port=" + opts.get("port", "6379"), mark],
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                     start_new_session=True)
+    print("Ray runtime started.")
+elif args[:1] == ["status"]:
+    started = [line for line in Path(os.environ["FAKE_RAY_LOG"]).read_text().splitlines() if " start " in line]
+    gpus = dict(a[2:].split("=", 1) for a in started[-1].split() if a.startswith("--num-gpus=")).get("num-gpus", "0")
+    print(f"Usage:\\n 0.0/16.0 CPU\\n 0.0/{float(gpus)} GPU")
 """
 
-# The published script's contract, written for this test (see the module docstring).
+# Upstream's run_rl.sh as it behaves (xtuner main b934f462), written for this test; {node_tmp} and {nofile} are
+# the simulated node's /tmp and open-file limit (the module docstring).
 RUN_RL = """set -ex
 ray stop --force
 CONFIG_PATH=$1
 INFER_BACKEND=$2
 MODEL_PATH=$3
 DATA_PATH=$4
-EVAL_DATA_PATH=${5:-""}
-if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then
-  IFS=',' read -ra visible <<< "$CUDA_VISIBLE_DEVICES"
-  gpus=${#visible[@]}
-else
-  gpus=8
+EVAL_DATA_PATH=${{5:-""}}
+ACCELERATOR=${{6:-"gpu"}}
+ACCELERATOR=$(echo "$ACCELERATOR" | tr '[:lower:]' '[:upper:]')
+if [ $ACCELERATOR != "GPU" ] && [ $ACCELERATOR != "NPU" ]; then
+  echo "Error: ACCELERATOR must be either 'gpu' or 'npu'!"
+  exit 1
 fi
+if [ -n "${{CUDA_VISIBLE_DEVICES:-}}" ]; then
+  IFS=',' read -ra visible <<< "$CUDA_VISIBLE_DEVICES"
+  gpus=${{#visible[@]}}
+else
+  gpus=${{7:-8}}
+fi
+ulimit -n {nofile}
 export PYTHONPATH=$(pwd):$PYTHONPATH
-export RAY_MASTER_ADDR=${MASTER_ADDR:-"127.0.0.1"}
-export RAY_HEAD_PORT=${RAY_HEAD_PORT:-"6379"}
-export RAY_DASHBOARD_PORT=${RAY_DASHBOARD_PORT:-"8265"}
+export RAY_MASTER_ADDR=${{MASTER_ADDR:-"127.0.0.1"}}
+export RAY_HEAD_PORT=${{RAY_HEAD_PORT:-"6379"}}
+export RAY_DASHBOARD_PORT=${{RAY_DASHBOARD_PORT:-"8265"}}
 export MODEL_PATH DATA_PATH EVAL_DATA_PATH
 backend=$(echo "$INFER_BACKEND" | tr '[:upper:]' '[:lower:]')
 if [ "$backend" = "lmdeploy" ]; then export XTUNER_USE_LMDEPLOY=1; else echo "unsupported $backend"; exit 1; fi
-stamp=$(date "+%m%d%H")
+current_time=$(date "+%m%d%H")
 if [ "x$WORK_DIR" = "x" ]; then
-  export WORK_DIR="$(pwd)/work_dirs/$(basename "$MODEL_PATH")_$(basename "$(dirname "$DATA_PATH")")_${backend}"
+  export WORK_DIR="$(pwd)/work_dirs/$(basename "$MODEL_PATH")_$(basename "$(dirname "$DATA_PATH")")_${{backend}}"
 fi
 mkdir -p "$WORK_DIR"
+export XTUNER_RL_NUM_WORKERS=${{XTUNER_RL_NUM_WORKERS:-$gpus}}
 WORK_DIR=$(realpath "$WORK_DIR")
+rm -rf {node_tmp}/ray_log
+export RAY_LOG_DIR="${{WORK_DIR}}/ray_${{current_time}}/"
+mkdir -p ${{RAY_LOG_DIR}}
+ln -sfn "${{RAY_LOG_DIR}}" {node_tmp}/ray_log
 ray start --head --node-ip-address="$RAY_MASTER_ADDR" --port="$RAY_HEAD_PORT" \\
-  --dashboard-port="$RAY_DASHBOARD_PORT" --num-gpus="$gpus" --disable-usage-stats
+  --dashboard-port="$RAY_DASHBOARD_PORT" --disable-usage-stats --num-gpus="$gpus" --temp-dir="{node_tmp}/ray_log/"
 until [ "$(ray status | grep GPU | cut -d ' ' -f2 | cut -d '/' -f2)" = "$gpus.0" ]; do sleep 0.2; done
 cp "$0" "$WORK_DIR/$(basename "$0")"
 cp "$CONFIG_PATH" "$WORK_DIR/config.py"
-python xtuner/v1/train/cli/rl.py --config "$CONFIG_PATH" --num-workers "$gpus" 2>&1 \\
-  | tee -a "$WORK_DIR/training_log_${stamp}.txt"
+python xtuner/v1/train/cli/rl.py --config "$CONFIG_PATH" --num-workers "$XTUNER_RL_NUM_WORKERS" 2>&1 \\
+  | tee -a "$WORK_DIR/training_log_${{current_time}}.txt"
 """
 
-TRAINER = """\"\"\"Stand-in trainer: xtuner's GRPO tracker rows for 45 steps under $WORK_DIR/<14-digit stamp>/.\"\"\"
+TRAINER = """\"\"\"Stand-in trainer: xtuner's GRPO tracker rows for 45 RL steps under $WORK_DIR/<14-digit stamp>/.
+
+Two optimizer steps per RL step: the mini-batch rows carry the cumulative counter, then the summary row.
+\"\"\"
 import argparse, json, os, sys, time
 
 K3_KL = 2e-05  # the regressing commit changes this line
+OPTIMIZER_STEPS = 2
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--config", required=True)
 parser.add_argument("--num-workers", type=int, required=True)
 args = parser.parse_args()
+crash_at = int(os.environ.get("FAKE_TRAINER_CRASH_AT_STEP") or 0)
 started = time.time()
 exp = os.path.join(os.environ["WORK_DIR"], time.strftime("%Y%m%d%H%M%S"))
 os.makedirs(os.path.join(exp, "logs", "exp_tracking"))
+with open(os.path.join(exp, "logs", "env.json"), "w") as out:
+    json.dump(dict(os.environ), out, indent=2)
+global_train_step = 0
 with open(os.path.join(exp, "logs", "exp_tracking", "tracker.jsonl"), "w") as out:
     for step in range(1, 46):
-        out.write(json.dumps({"train_metrics/worker_0/loss": 0.5 / step, "step": step}) + "\\n")
+        losses = [0.5 / step + 0.01 * i for i in range(OPTIMIZER_STEPS)]
+        for i, loss in enumerate(losses):
+            out.write(json.dumps({"train_metrics/worker_0/loss": loss, "step": global_train_step + 1 + i}) + "\\n")
+        global_train_step += OPTIMIZER_STEPS
         row = {"time/step": 8.0, "response/rewards/mean": 0.5 + 0.008 * step,
                "response/response_len/mean": 300.0 + step,
-               "mismatch/mismatch_k3_kl": K3_KL if step >= 10 else 2e-05, "step": step}
+               "mismatch/mismatch_k3_kl": K3_KL if step >= 10 else 2e-05,
+               "train_metrics/worker_0/step_avg_loss": sum(losses) / len(losses), "step": step}
         if step == 45:
             row["eval/accuracy"] = 0.9007
         out.write(json.dumps(row) + "\\n")
+        out.flush()
+        if step == crash_at:
+            raise RuntimeError(f"stand-in crash after step {step}")
 with open(os.path.join(exp, "run_env.json"), "w") as out:
     json.dump({"prefix": sys.prefix, "work_dir": os.environ["WORK_DIR"], "workers": args.num_workers,
                "ray_head_port": os.environ["RAY_HEAD_PORT"], "ray_dashboard_port": os.environ["RAY_DASHBOARD_PORT"],
@@ -236,6 +306,10 @@ with open(os.path.join(exp, "run_env.json"), "w") as out:
 print("training finished:", trainer.total_train_steps, "steps")
 '''
 
+CASES = ("grpo-gsm8k-qwen3-8b-lmdeploy", "mopd-qwen3-vl-2b")
+_HARD_NOFILE = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+#: the open-file limit this node's run_rl.sh raises to: upstream's 65536 where this machine's hard limit allows it
+NOFILE = 65536 if _HARD_NOFILE == resource.RLIM_INFINITY or _HARD_NOFILE >= 65536 else _HARD_NOFILE
 MOPD_MODEL = "models--Qwen--Qwen3-VL-2B-Instruct/snapshots/89644892e4d85e24eaac8bacfd4f463576704203"
 LMDEPLOY_VERSION = "0.10.0"
 
@@ -253,14 +327,16 @@ def build_node(tmp_path: Path) -> dict:
     """The fake node: binaries, the node's Python, the framework repository (two refs) and the shares."""
     fakebin = tmp_path / "fakebin"
     _executable(fakebin / "nvidia-smi", NVIDIA_SMI)
-    _executable(fakebin / "ray", RAY)
     node_python = tmp_path / "node-python"
     subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip",
                     str(node_python)], check=True)
     _node_packages(node_python)
+    _executable(node_python / "bin" / "ray", f"#!{node_python / 'bin' / 'python'}\n{RAY}")
+    node_tmp = tmp_path / "node-tmp"
+    node_tmp.mkdir()
 
     repo = tmp_path / "xtuner"
-    _executable(repo / "examples" / "v1" / "scripts" / "run_rl.sh", RUN_RL)
+    _executable(repo / "examples" / "v1" / "scripts" / "run_rl.sh", RUN_RL.format(node_tmp=node_tmp, nofile=NOFILE))
     _executable(repo / "xtuner" / "v1" / "train" / "cli" / "rl.py", TRAINER)
     (repo / "autotest" / "config").mkdir(parents=True)
     (repo / "autotest" / "config" / "rl_qwen3_gsm8k_grpo.py").write_text(CONFIG)
@@ -320,9 +396,27 @@ def build_node(tmp_path: Path) -> dict:
         "WORK_DIR": str(tmp_path / "inherited-work-dir"),  # left in a runner's environment: overridden
         "FAKE_RAY_LOG": str(tmp_path / "ray.log"), "FAKE_RAY_MARK": f"fake-ray-gcs-{tmp_path.name}",
         "FAKE_TEACHER_PORTS": " ".join(map(str, teacher_ports)),
+        PROJECT_ENV: str(node_project(tmp_path / "project", node_tmp)),
     })
     return {"repo": repo, "good": good, "bad": bad, "env": env, "tmp": tmp_path, "node_python": node_python,
-            "teacher_ports": teacher_ports}
+            "teacher_ports": teacher_ports, "node_tmp": node_tmp}
+
+
+def node_project(folder: Path, node_tmp: Path) -> Path:
+    """A project holding copies of the packaged xtuner cases for this node: its /tmp and open-file limit in their
+    ``node:`` sections (the module docstring), their baselines the packaged ones; the rest is the packaged text."""
+    cases = folder / "cases"
+    cases.mkdir(parents=True)
+    for name in CASES:
+        text = (CASES_DIR / f"{name}.yaml").read_text()
+        for old, new in (("open_files: 65536", f"open_files: {NOFILE}"),
+                         ("owned_paths: [/tmp/ray_log]", f"owned_paths: [{node_tmp}/ray_log]"),
+                         ("baseline: baselines/", f"baseline: {ROOT}/baselines/")):
+            assert text.count(old) == 1, (name, old)  # the packaged case changed: update the simulation
+            text = text.replace(old, new)
+        (cases / f"{name}.yaml").write_text(text)
+    (folder / "rl-autotest.toml").write_text('cases = ["cases"]\nbaselines = "baselines"\nresults = "results"\n')
+    return folder
 
 
 def _node_packages(node_python: Path) -> None:

@@ -49,6 +49,7 @@ from autotest.inputs.case import CASES_DIR
 from autotest.inputs.project import PROJECT_ENV
 from autotest.run.isolation import free_ports
 from tests.helpers import ROOT
+from tests.integration.run.recipe_checkout import write_recipe
 
 NVIDIA_SMI = """#!/usr/bin/env bash
 # fake nvidia-smi: an H200 node of $FAKE_GPU_COUNT GPUs (default 8)
@@ -199,33 +200,7 @@ recompute_logprobs = True
 """
 
 
-# xtuner's trainer config: exp_tracker defaults to tensorboard, as in the published code
-RL_TRAINER = '''"""Stand-in for xtuner's RLColocateTrainerConfig (only the fields the recipes set here)."""
-from dataclasses import dataclass
 
-
-@dataclass
-class RLColocateTrainerConfig:
-    work_dir: str
-    total_train_steps: int
-    seed: int = 0
-    exp_tracker: str = "tensorboard"
-'''
-
-# The public MOPD recipe config: it leaves exp_tracker at its default. The commented-out line would
-# satisfy a text search for "jsonl"; the harness resolves the config, so it reads TensorBoard.
-MOPD_CONFIG = '''import os
-
-from xtuner.v1.train.rl_trainer import RLColocateTrainerConfig
-
-work_dir = os.environ["WORK_DIR"]
-trainer = RLColocateTrainerConfig(
-    work_dir=work_dir,
-    # exp_tracker="jsonl",
-    total_train_steps=int(os.environ["TOTAL_TRAIN_STEPS"]),
-    seed=1234,
-)
-'''
 
 # The published script's contract: teachers as setsid'd servers on the highest GPUs, stopped by the
 # EXIT trap; its own Ray head; the students' trainer through tee.
@@ -342,12 +317,11 @@ def build_node(tmp_path: Path) -> dict:
     (repo / "autotest" / "config" / "rl_qwen3_gsm8k_grpo.py").write_text(CONFIG)
     recipe = repo / "recipe" / "on_policy_distillation"
     _executable(recipe / "scripts" / "run_sampled_token_mopd.sh", MOPD_SCRIPT)
-    (recipe / "config").mkdir(parents=True)
-    (recipe / "config" / "rl_qwen3_vl_2b_sampled_token_mopd_rollout_teacher.py").write_text(MOPD_CONFIG)
     golden_table = load_baseline(ROOT / "baselines" / "mopd-qwen3-vl-2b.yaml").golden_table or {}
     mopd_trainer = MOPD_TRAINER % json.dumps({m: {str(k): v for k, v in s.items()} for m, s in golden_table.items()})
     _executable(recipe / "train_mopd.py", mopd_trainer)
-    (repo / "xtuner" / "v1" / "train" / "rl_trainer.py").write_text(RL_TRAINER)
+    # PR #1977's recipe config and xtuner's trainer fields, as the recipe guard holds them to the case
+    write_recipe(repo)
     _git(repo, "init", "-q", "-b", "main")
     _git(repo, "-c", "user.email=t@example.com", "-c", "user.name=t", "add", ".")
     _git(repo, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "-m", "good")

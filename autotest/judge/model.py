@@ -232,8 +232,9 @@ class VerdictCost:
         return COST_UNITS.get(self.basis, "device-s")
 
     def short(self) -> str:
-        """``812.5 GPU-s``."""
-        return f"{self.device_seconds:.1f} {self.unit}"
+        """``812.5 GPU-s``; under one second two significant digits (``0.036 CPU-s``)."""
+        seconds = self.device_seconds
+        return f"{seconds:.1f} {self.unit}" if seconds >= 1 or seconds == 0 else f"{seconds:.2g} {self.unit}"
 
 
 @dataclass(frozen=True)

@@ -43,8 +43,8 @@ class Cost:
 
     @property
     def device_seconds(self) -> float:
-        if self.basis == CPU_SECONDS:
-            return round(float(self.cpu_s or 0.0), 1)
+        if self.basis == CPU_SECONDS:  # a mostly idle CPU run uses hundredths of a second: kept, not rounded to 0
+            return round(float(self.cpu_s or 0.0), 3)
         return round(self.wall_s * self.devices, 1)
 
     @property
@@ -61,7 +61,7 @@ class Cost:
         data = {"device_seconds": self.device_seconds, "wall_s": round(self.wall_s, 1), "devices": self.devices,
                 "device": self.device, "basis": self.basis, "quantity": self.quantity}
         if self.cpu_s is not None:
-            data["cpu_s"] = round(self.cpu_s, 1)
+            data["cpu_s"] = round(self.cpu_s, 3)
         return data
 
 

@@ -16,8 +16,9 @@ def test_a_gpu_run_costs_wall_times_its_gpus():
 
 def test_a_measured_cpu_run_costs_its_process_trees_cpu_time():
     cost = run_cost(0, 90.0, {"OMP_NUM_THREADS": "2"}, cpu_s=47.26)
-    assert (cost.basis, cost.device_seconds) == (CPU_SECONDS, 47.3)
-    assert cost.to_dict()["cpu_s"] == 47.3
+    assert (cost.basis, cost.device_seconds) == (CPU_SECONDS, 47.26)
+    assert cost.to_dict()["cpu_s"] == 47.26
+    assert run_cost(0, 2.3, {}, cpu_s=0.0362).device_seconds == 0.036  # a mostly idle run is not rounded to 0
     assert cost.quantity.startswith("CPU-seconds: CPU time of the run's process tree")
     assert run_cost(0, 90.0, {}).basis == CORE_SECONDS  # not measured: the cores held, said so
     assert "not measured" in run_cost(0, 90.0, {}).quantity

@@ -1,5 +1,6 @@
 """The history's schema migrations: one numbered step per schema version, append only (a released step never
-changes). :func:`migrate` applies those above the version found, in order, in one locked transaction; a step that adds a column fills it for earlier runs from their results.json when it is still on disk.
+changes). :func:`migrate` applies those above the version found, in order, in one locked transaction; a step that
+adds a column fills it for earlier runs from their results.json when it is still on disk.
 """
 
 from __future__ import annotations

@@ -78,12 +78,13 @@ def cost_and_power_section(verdict: Verdict) -> list[str]:
     if not gates and cost is None:
         return []
     k = len([r for r in verdict.replicates if r.averaged]) or 1
-    lines = [f"## What this run could have caught (minimum detectable effect, 80% power, K={k}) and its cost", ""]
+    lines = [f"## What this run could have caught (minimum detectable effect, 80% power, K={k}) and its cost"
+             if gates else "## What this run cost (no gate with a minimum detectable effect)", ""]
     if cost is not None:
         runs = f" over {cost.runs} runs" if cost.runs > 1 else ""
-        lines += [f"Cost: **{cost.short()}**{runs}" + (f" ({cost.quantity})" if cost.quantity else ""), ""]
+        lines += [f"Cost: **{cost.short()}**{runs}" + (f" ({cost.quantity})" if cost.quantity else "")]
     if gates:
-        lines += ["| gate | MDE | share of golden |", "|---|---|---|"]
+        lines += [""] * (cost is not None) + ["| gate | MDE | share of golden |", "|---|---|---|"]
     for r in gates:
         unit = " of golden" if r.method == "relative" else ""
         share = f"{r.mde_share:.0%}" if r.mde_share is not None and r.mde_share < 10 else "—"

@@ -97,8 +97,9 @@ def test_migrations_apply_once_and_are_recorded(tmp_path) -> None:
     with engine.connect() as conn:
         versions = conn.execute(sa.select(tables()["schema_migrations"].c.version)).scalars().all()
         names = set(sa.inspect(conn).get_table_names())
-    assert versions == [1, 2, 3, 4, 5, 6] == [v for v, _, _ in MIGRATIONS] and {"runs", "checks", "metric_summaries", "trust_marks",
-                                            "bisect_findings", "fleet_findings", "fleet_finding_cases"} <= names
+    assert versions == [1, 2, 3, 4, 5, 6] == [v for v, _, _ in MIGRATIONS]
+    assert {"runs", "checks", "metric_summaries", "trust_marks", "bisect_findings", "fleet_findings",
+            "fleet_finding_cases"} <= names
     engine.dispose()
 
 

@@ -216,7 +216,8 @@ def test_a_v4_history_reads_its_findings_and_the_next_writer_adds_the_fleet_tabl
         (old,) = reader.findings("c")
     assert old.near_window is None and old.describe() == f"first bad commit {'b' * 12}"
     with HistoryStore.open(url) as store:
-        assert store.version == SCHEMA_VERSION and store.findings("c") == [old]
+        assert store.version == SCHEMA_VERSION
+        assert store.findings("c") == [old]
         store.add_finding(BisectFinding("c", "a", "b", "c" * 40, "s", "d", "high", "/b", "t", "2026-01-24 .. "
                                         "2026-01-27, 3 nights"))
         assert store.findings("c")[-1].describe() == f"near commit {'c' * 12} (window 2026-01-24 .. 2026-01-27, 3 nights)"

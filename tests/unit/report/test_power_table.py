@@ -36,8 +36,10 @@ def test_report_md_states_the_cost_and_its_quantity_beside_each_gates_mde() -> N
     lines = cost_and_power_section(verdict)
     assert lines[0].endswith("80% power, K=1) and its cost")
     assert "Cost: **800.0 GPU-s** (GPU-seconds: wall 100.0 s x 8 GPUs)" in lines
-    assert "| `r[pooled 1-15]` | ±0.0412 | 8% |" in lines
+    assert "| `r[pooled 1-15]` | ±0.0412 | 8% |" in lines and lines[3:6] == ["", "| gate | MDE | share of golden |",
+                                                                            "|---|---|---|"]
     # a FAIL (no gate with an MDE) still states its cost; a verdict with neither has no section
-    assert "Cost: **3.0 CPU-s**" in cost_and_power_section(Verdict(
-        FAIL, "c", (), context={"cost": run_cost(0, 9.0, {}, cpu_s=3.0).to_dict()}))[2]
+    failed = cost_and_power_section(Verdict(FAIL, "c", (), context={"cost": run_cost(0, 9.0, {}, cpu_s=3.0).to_dict()}))
+    assert failed[0] == "## What this run cost (no gate with a minimum detectable effect)"
+    assert failed[2].startswith("Cost: **3.0 CPU-s** (CPU-seconds: ") and failed[3:] == [""]
     assert cost_and_power_section(Verdict(FAIL, "c", ())) == []

@@ -38,7 +38,7 @@ def compare(args: argparse.Namespace) -> int:
     from autotest.errors import UsageError
     from autotest.files import require_writable
     from autotest.judge.model import PASS
-    from autotest.judge.power import caught_phrase, power_warnings
+    from autotest.judge.power import cost_and_power_phrase, power_warnings
     from autotest.judge.shadow import SHADOW, shadow_alarms, shadow_line
     from autotest.judge.verdict import compare_paths
 
@@ -77,8 +77,8 @@ def compare(args: argparse.Namespace) -> int:
     for finding in verdict.triage:
         if finding.primary:
             echo(f"next step: {finding.next_step}")
-    caught = caught_phrase(verdict.results) if verdict.status == PASS else ""
-    line = f"{verdict.case}: {verdict.status}" + (f" — {caught}" if caught else "")
+    phrase = cost_and_power_phrase(verdict)  # offline: no run, so no cost; a PASS states its MDE
+    line = f"{verdict.case}: {verdict.status}" + (f" — {phrase}" if phrase else "")
     if unsaved:  # the verdict stands; its results folder is incomplete
         echo(f"{line} — results not saved: {unsaved[0]}")
         return EXIT_ERROR

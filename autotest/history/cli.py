@@ -1,4 +1,4 @@
-"""``rl-autotest history ingest|show|drift|dashboard|untrust|trust|promote-ready``: a thin shell over the history
+"""``rl-autotest history ingest|show|drift|dashboard|export|untrust|trust|promote-ready``: a thin shell over the history
 functions.
 
 Exit codes as everywhere: 0 fine, 1 drift found (``drift``), 2 bad input (one line, no traceback),
@@ -178,6 +178,20 @@ def _dashboard(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _export(args: argparse.Namespace) -> int:
+    from autotest.history.frame import export_rows, write_export
+
+    only = _only_case(args)
+    with _open(args) as store:
+        if only is not None:
+            _check_case(store, only)
+        rows = export_rows(store, only)
+    out = write_export(rows, args.format, args.out.expanduser())
+    runs = len({r["run_id"] for r in rows})
+    echo(f"history export: {len(rows)} row(s) of {runs} run(s) (one per gate check, cost and MDE beside) to {out}")
+    return EXIT_OK
+
+
 def count_option(text: str, flag: str, minimum: int) -> int:
     """A whole number >= ``minimum`` given to ``flag``; anything else is one line (exit 2)."""
     try:
@@ -257,6 +271,13 @@ def add_history_parser(subparsers: argparse._SubParsersAction,
     p.add_argument("--out", type=Path, required=True, help="folder to write index.html into")
     common(p, f"results root holding history.sqlite (default: {DEFAULT_ROOT_HELP})")
 
+    p = sub.add_parser("export", help="every run's gates with its cost and MDE, as CSV or parquet for a notebook")
+    p.add_argument("--format", choices=("csv", "parquet"), default="csv",
+                   help="csv (no extra needed) or parquet (needs pyarrow: pip install 'rl-autotest[notebook]')")
+    p.add_argument("--out", type=Path, required=True, help="file to write")
+    p.add_argument("--case", help="only this case (default: every case in the history)")
+    common(p, f"results root holding history.sqlite (default: {DEFAULT_ROOT_HELP})")
+
     p = sub.add_parser("promote-ready", help="shadow gates that held for K trusted nights, with their observed "
                        "false-alarm rate (docs/history.md)")
     p.add_argument("--nights", default="7", metavar="K",
@@ -276,7 +297,7 @@ def add_history_parser(subparsers: argparse._SubParsersAction,
     p.add_argument("--why", help="why it is trusted again (recorded with the mark)")
     common(p, f"results root holding history.sqlite (default: {DEFAULT_ROOT_HELP})")
 
-    actions = {"ingest": _ingest, "show": _show, "drift": _drift, "dashboard": _dashboard,
+    actions = {"ingest": _ingest, "show": _show, "drift": _drift, "dashboard": _dashboard, "export": _export,
                "untrust": _untrust, "trust": _trust, "promote-ready": _promote_ready}
     from autotest.history.fleet_cli import add_fleet_parser
 

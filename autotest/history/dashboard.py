@@ -2,7 +2,8 @@
 
 Above the cases, one banner per recorded fleet finding (several cases changed at once, one cause named: see
 :mod:`autotest.history.fleet`), each case it explains marked "caused by". Per case: the latest verdicts, shadow gates
-that would have failed, drift and noise lines, and per gated statistic an inline SVG trend over
+that would have failed, what each night's runs cost beside the MDEs they reached (and, above the cases, the cost
+of every case per night), drift and noise lines, and per gated statistic an inline SVG trend over
 runs with the allowed band (up to the threshold, run by run), detected change points
 marked, the first bad commit a nightly bisect named (history ``bisect_findings``) marked between the last
 PASS and the first FAIL, and each point linking to its results folder's report.md. Rendering only: the
@@ -21,6 +22,8 @@ from typing import TYPE_CHECKING
 from autotest.errors import UsageError
 from autotest.history.database import describe
 from autotest.history.fleet import FleetFinding
+from autotest.history.frame import NightCost, export_rows, nightly_costs
+from autotest.judge.model import COST_UNITS
 from autotest.history.fleet_store import recorded_fleet_findings
 from autotest.history.drift import (
     LOWER_IS_BETTER,
@@ -156,15 +159,48 @@ def trend_svg(history: StatisticHistory, out_dir: Path, findings: "list[BisectFi
     return "".join(parts)
 
 
+def _cost(seconds: float | None, unit: str) -> str:
+    return "-" if seconds is None else f"{seconds:.1f} {unit}"
+
+
+def _costs_table(costs: list[NightCost]) -> str:
+    """Nights (rows) by cases (columns): what each case's runs of the night cost, and the night's total."""
+    cases = sorted({c.case for c in costs})
+    cells = {(c.night, c.case): c for c in costs}
+    rows = ["<tr><th>night (UTC)</th>" + "".join(f"<th>{escape(c)}</th>" for c in cases) + "<th>total</th></tr>"]
+    for night in sorted({c.night for c in costs}, reverse=True)[:LATEST_VERDICTS]:
+        mine = [cells[(night, c)] for c in cases if (night, c) in cells]
+        units = {c.unit for c in mine if c.device_seconds is not None}
+        # GPU- and CPU-seconds are not one currency: a night with both has no total
+        total = sum(c.device_seconds for c in mine if c.device_seconds is not None) if len(units) == 1 else None
+        rows.append(f"<tr><td>{escape(night)}</td>" + "".join(
+            f"<td>{escape(_cost(cells[(night, c)].device_seconds, cells[(night, c)].unit))}</td>"
+            if (night, c) in cells else "<td></td>" for c in cases)
+            + f"<td>{escape(_cost(total, units.pop()) if len(units) == 1 else 'mixed units' if units else '-')}"
+            "</td></tr>")
+    return f'<table class="costs">{"".join(rows)}</table>'
+
+
+def _night_costs(costs: list[NightCost]) -> str:
+    """One case's nights: runs, their cost, and the MDE each gate reached in the night's latest run."""
+    rows = ["<tr><th>night (UTC)</th><th>runs</th><th>cost</th><th>could have caught (MDE, latest run)</th></tr>"]
+    for c in reversed(costs[-LATEST_VERDICTS:]):
+        mdes = ", ".join(f"{check} ±{mde:.3g}" for check, mde in c.mdes.items()) or "-"
+        rows.append(f"<tr><td>{escape(c.night)}</td><td>{c.runs}</td><td>{escape(_cost(c.device_seconds, c.unit))}"
+                    f"</td><td>{escape(mdes)}</td></tr>")
+    return f'<table class="night-costs">{"".join(rows)}</table>'
+
+
 def _verdicts_table(runs: list["RunRow"], out_dir: Path) -> str:
     rows = ["<tr><th>run</th><th>started (UTC)</th><th>verdict</th><th>trusted</th><th>framework</th><th>harness</th>"
-            "<th>hardware</th><th>report</th></tr>"]
+            "<th>hardware</th><th>cost</th><th>report</th></tr>"]
     for r in reversed(runs[-LATEST_VERDICTS:]):
         trust = "yes" if r.trusted else f"no: {r.why_untrusted}"
         rows.append(f"<tr class=\"{'trusted' if r.trusted else 'untrusted'}\"><td>{r.run_id}</td>"
                     f"<td>{escape(r.started_at)}</td><td class=\"{escape(r.status)}\">{escape(r.status)}</td>"
                     f"<td>{escape(trust)}</td><td>{escape((r.framework_sha or '-')[:10])}</td>"
                     f"<td>{escape((r.harness_sha or '-')[:10])}</td><td>{escape(r.hardware)}</td>"
+                    f"<td>{escape(_cost(r.device_seconds, COST_UNITS.get(r.cost_basis or '', 'device-s')))}</td>"
                     f"<td><a href=\"{_href(r.results_dir, out_dir)}\">report.md</a></td></tr>")
     return f'<table class="verdicts">{"".join(rows)}</table>'
 
@@ -203,13 +239,15 @@ def _fleet_banner(findings: list[FleetFinding]) -> list[str]:
             for f in findings]
 
 
-def _case_section(store: "HistoryStore", case: str, out_dir: Path, fleet: list[FleetFinding]) -> str:
+def _case_section(store: "HistoryStore", case: str, out_dir: Path, fleet: list[FleetFinding],
+                  costs: list[NightCost]) -> str:
     histories = statistic_histories(store, case)
     drift = render_drift_lines([*drift_in(store, case), *spread_in(store, case)])
     findings = store.findings(case)
     runs = store.runs(case)
     parts = [f'<section class="case" id="case-{escape(case)}" data-case="{escape(case)}">',
-             f"<h2>{escape(case)}</h2>", _verdicts_table(runs, out_dir), *_shadow_lines(store, case, runs)]
+             f"<h2>{escape(case)}</h2>", _verdicts_table(runs, out_dir), _night_costs(costs),
+             *_shadow_lines(store, case, runs)]
     parts += [f'<div class="{"drift noise" if line.startswith("noise:") else "drift"}">{escape(line)}</div>'
               for line in drift]
     parts += [f'<div class="fleet-cause"><a href="#fleet-{f.finding_id}">caused by fleet finding {f.finding_id}'
@@ -232,8 +270,9 @@ def render_dashboard(store: "HistoryStore", out_dir: Path) -> str:
     generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
     nav = " · ".join(f'<a href="#case-{escape(c)}">{escape(c)}</a>' for c in cases)
     fleet = recorded_fleet_findings(store)
-    sections = [_case_section(store, case, out_dir, [f for f in fleet if any(c.case == case for c in f.cases)])
-                for case in cases]
+    costs = nightly_costs(export_rows(store))
+    sections = [_case_section(store, case, out_dir, [f for f in fleet if any(c.case == case for c in f.cases)],
+                              [c for c in costs if c.case == case]) for case in cases]
     return "\n".join([
         "<!doctype html>", '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
@@ -244,7 +283,8 @@ def render_dashboard(store: "HistoryStore", out_dir: Path) -> str:
         "bisect named, between the last PASS and the first FAIL; each point links to its report. "
         "Trends, bands and drift use trusted runs only (gate and calibration runs not marked untrusted); "
         "the others are listed, marked, in the verdicts table.</p>",
-        f"<nav>{nav}</nav>", *_fleet_banner(fleet), *sections, "</body></html>", ""])
+        f"<nav>{nav}</nav>", *_fleet_banner(fleet), "<h2>Cost per night</h2>", _costs_table(costs), *sections,
+        "</body></html>", ""])
 
 
 def write_dashboard(store: "HistoryStore", out_dir: str | Path) -> Path:

@@ -5,31 +5,27 @@ default (nothing to install on a laptop) and PostgreSQL by URL (``--history URL`
 ``RL_AUTOTEST_HISTORY``) for many runners. Times are ISO 8601 UTC strings and non-finite
 numbers are NULL, so both back ends store, sort and return the same values.
 
-Migrations are numbered functions applied in order inside one transaction that holds a
-lock (PostgreSQL advisory lock; SQLite's write lock), so concurrent first openings are safe.
+Migrations are numbered functions (:mod:`autotest.history.migrations`) applied in order inside one
+transaction that holds a lock (PostgreSQL advisory lock; SQLite's write lock), so concurrent first
+openings are safe.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from autotest.errors import UsageError
 from autotest.history import HISTORY_ENV
-from autotest.history.run_facts import GATE, device_seconds_of_folder, kind_of_folder
+from autotest.history.run_facts import GATE
 from autotest.inputs.project import find_project
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection, Engine
 
 SQLITE_NAME = "history.sqlite"
-#: an arbitrary constant: the advisory-lock key this harness's migrations take on PostgreSQL
-_PG_MIGRATION_LOCK = 0x726C6174
-
-
 def _require_sqlalchemy():
     try:
         import sqlalchemy
@@ -176,6 +172,7 @@ def _metadata(version: int):
              sa.Column("applied_at", sa.String(32), nullable=False))
     since_v2 = [sa.Column("kind", sa.String(16), nullable=False, server_default=GATE)] if version >= 2 else []
     since_v3 = [sa.Column("device_seconds", sa.Float(53))] if version >= 3 else []
+    since_v6 = [sa.Column("cost_basis", sa.String(64))] if version >= 6 else []
     sa.Table("runs", md,
              sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
              sa.Column("run_key", sa.String(64), nullable=False, unique=True),
@@ -191,6 +188,7 @@ def _metadata(version: int):
              sa.Column("recorded_at", sa.String(32), nullable=False),
              *since_v2,
              *since_v3,
+             *since_v6,
              sa.Index("ix_runs_case_started", "case_name", "started_at"))
     sa.Table("checks", md,
              sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
@@ -202,7 +200,8 @@ def _metadata(version: int):
              sa.Column("operator", sa.String(4)),
              sa.Column("scope", sa.String(32)),
              sa.Column("observed", sa.Float(53)),
-             sa.Column("threshold", sa.Float(53)))
+             sa.Column("threshold", sa.Float(53)),
+             *([sa.Column("mde", sa.Float(53))] if version >= 6 else []))
     sa.Table("metric_summaries", md,
              sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
              sa.Column("metric", sa.String(300), primary_key=True),
@@ -276,54 +275,8 @@ def tables():
     return _TABLES.tables
 
 
-def _v1_create_tables(conn: "Connection") -> None:
-    md = _metadata(1)
-    md.create_all(conn, tables=[md.tables[n] for n in ("runs", "checks", "metric_summaries")])
-
-
-def _v2_kind_and_trust(conn: "Connection") -> None:
-    sa = _require_sqlalchemy()
-    conn.execute(sa.text(f"ALTER TABLE runs ADD COLUMN kind VARCHAR(16) NOT NULL DEFAULT '{GATE}'"))
-    _metadata(2).tables["trust_marks"].create(conn)
-    # runs recorded before v2 get their kind from their results.json when it is still on disk
-    for run_id, results_dir in conn.execute(sa.text("SELECT id, results_dir FROM runs")).all():
-        kind = kind_of_folder(Path(str(results_dir)))
-        if kind != GATE:
-            conn.execute(sa.text("UPDATE runs SET kind = :kind WHERE id = :id"), {"kind": kind, "id": run_id})
-
-
-def _v3_device_seconds(conn: "Connection") -> None:
-    sa = _require_sqlalchemy()
-    conn.execute(sa.text("ALTER TABLE runs ADD COLUMN device_seconds DOUBLE PRECISION"))
-    # runs recorded before v3 get their cost from their results.json when it is still on disk
-    for run_id, results_dir in conn.execute(sa.text("SELECT id, results_dir FROM runs")).all():
-        cost = device_seconds_of_folder(Path(str(results_dir)))
-        if cost is not None:
-            conn.execute(sa.text("UPDATE runs SET device_seconds = :cost WHERE id = :id"), {"cost": cost, "id": run_id})
-
-
-def _v4_bisect_findings(conn: "Connection") -> None:
-    _metadata(4).tables["bisect_findings"].create(conn)
-
-
-def _v5_fleet_findings(conn: "Connection") -> None:
-    sa = _require_sqlalchemy()
-    conn.execute(sa.text("ALTER TABLE bisect_findings ADD COLUMN near_window TEXT"))
-    md = _metadata(5)
-    md.tables["fleet_findings"].create(conn)
-    md.tables["fleet_finding_cases"].create(conn)
-
-
-#: (version, description, apply): append only; a released migration never changes
-MIGRATIONS: tuple[tuple[int, str, Callable[["Connection"], None]], ...] = (
-    (1, "runs, checks and per-metric summaries", _v1_create_tables),
-    (2, "run kind (gate, calibration, fault, dry-run, bisect) and trust marks", _v2_kind_and_trust),
-    (3, "device-seconds per run (wall x GPUs, or wall x cores on CPU)", _v3_device_seconds),
-    (4, "bisect findings: the first bad commit a bisect named for a case", _v4_bisect_findings),
-    (5, "fleet findings (cases that changed together, explained once) and a bisect finding's drift window",
-     _v5_fleet_findings),
-)
-SCHEMA_VERSION = MIGRATIONS[-1][0]
+#: the newest schema; autotest.history.migrations holds one step per version up to it (a test pins the two together)
+SCHEMA_VERSION = 6
 
 
 _OURS = ("schema_migrations", "runs", "checks", "metric_summaries", "trust_marks", "bisect_findings",
@@ -357,31 +310,3 @@ def found_version(conn: "Connection", url: str) -> int:
         raise UsageError(f"{describe(url)} is not an rl-autotest history (it holds tables {shown}); "
                          "give the history's URL, or a new file for a new history")
     return 0
-
-
-def _lock(conn: "Connection") -> None:
-    sa = _require_sqlalchemy()
-    if conn.dialect.name == "postgresql":
-        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_MIGRATION_LOCK})
-    else:
-        # pysqlite starts transactions lazily: a write now takes SQLite's one writer lock
-        conn.execute(sa.text("CREATE TABLE IF NOT EXISTS _history_lock (id INTEGER)"))
-        conn.execute(sa.text("DELETE FROM _history_lock"))
-
-
-def migrate(engine: "Engine", url: str | None = None) -> int:
-    """Bring the schema to :data:`SCHEMA_VERSION`; returns the version found before. Safe to race."""
-    sa = _require_sqlalchemy()
-    migrations = tables()["schema_migrations"]
-    with engine.begin() as conn:
-        found_version(conn, url or str(engine.url))  # another application's database: refused before any write
-        _lock(conn)
-        found = found_version(conn, url or str(engine.url))
-        migrations.create(conn, checkfirst=True)
-        for version, description, apply in MIGRATIONS:
-            if version > found:
-                apply(conn)
-                conn.execute(migrations.insert().values(
-                    version=version, description=description,
-                    applied_at=datetime.now(timezone.utc).isoformat(timespec="seconds")))
-    return found

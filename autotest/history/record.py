@@ -18,7 +18,7 @@ from typing import Any
 
 from autotest.errors import UsageError
 from autotest.files import recorded_path
-from autotest.history.run_facts import GATE, device_seconds, finite_or_none, load_results_json, run_kind
+from autotest.history.run_facts import GATE, cost_basis, device_seconds, finite_or_none, load_results_json, run_kind
 from autotest.inputs.baseline import load_baseline
 from autotest.inputs.tracker_layout import COPY_NAMES, tracker_copy
 from autotest.judge.model import RESULTS_SCHEMA_VERSION, STATUSES
@@ -50,6 +50,8 @@ class CheckRecord:
     #: the number compared with the threshold; None when missing or not finite
     observed: float | None = None
     threshold: float | None = None
+    #: the gate's minimum detectable effect at the verdict's replicates (None: a bound, or before MDEs)
+    mde: float | None = None
 
     @property
     def is_gate(self) -> bool:
@@ -90,6 +92,8 @@ class RunRecord:
     warnings: tuple[str, ...] = ()
     #: what the run cost: ``context.cost.device_seconds`` (None for a results.json written before costs)
     device_seconds: float | None = None
+    #: which quantity that cost is: ``context.cost.basis`` (gpu-seconds, cpu-seconds, core-seconds)
+    cost_basis: str | None = None
 
 
 def _utc_iso(text: str | None) -> str | None:
@@ -179,7 +183,8 @@ def _checks(results: Any, path: Path) -> tuple[CheckRecord, ...]:
             check_id=str(item["check_id"]), status=item["status"], severity=severity,
             metric=_text(item, "metric", where), method=_text(item, "method", where),
             operator=_text(item, "operator", where), scope=_text(item, "scope", where),
-            observed=_statistic(item, "observed", where), threshold=_statistic(item, "threshold", where)))
+            observed=_statistic(item, "observed", where), threshold=_statistic(item, "threshold", where),
+            mde=_statistic(item, "mde", where)))
     ids = [c.check_id for c in checks]
     if len(set(ids)) != len(ids):
         raise UsageError(f"{path}: a check_id appears twice; the results folder is corrupt")
@@ -284,7 +289,7 @@ def read_results_folder(folder: str | Path) -> RunRecord:
         framework_sha=framework.get("sha"), framework_branch=framework.get("branch"),
         framework_dirty=framework.get("dirty"), harness_sha=harness.get("sha"),
         hardware=hardware_fingerprint(preflight), checks=checks, metrics=metrics, kind=kind, warnings=warnings,
-        device_seconds=device_seconds(data, path))
+        device_seconds=device_seconds(data, path), cost_basis=cost_basis(data, path))
 
 
 def find_results_folders(path: str | Path) -> list[Path]:

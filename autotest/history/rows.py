@@ -29,8 +29,10 @@ class RunRow:
     marked_trusted: bool = True
     trust_reason: str | None = None
     trust_marked_at: str | None = None
-    #: wall x devices of the run (None: recorded before costs, or no cost in its results.json)
+    #: what the run cost (None: recorded before costs, or no cost in its results.json)
     device_seconds: float | None = None
+    #: which quantity ``device_seconds`` is: gpu-seconds, cpu-seconds, core-seconds (None: before v6 or unknown)
+    cost_basis: str | None = None
 
     @property
     def trusted(self) -> bool:
@@ -56,6 +58,8 @@ class CheckPoint:
     operator: str | None
     observed: float | None
     threshold: float | None
+    #: the gate's minimum detectable effect in that run (None: a bound, or recorded before v6)
+    mde: float | None = None
 
 
 @dataclass(frozen=True)

@@ -71,6 +71,29 @@ def device_seconds_of_folder(folder: Path) -> float | None:
         return None
 
 
+def cost_basis(data: dict[str, Any], path: Path) -> str | None:
+    """``context.cost.basis`` (gpu-seconds, cpu-seconds, core-seconds); text or absent, else one line."""
+    context = data.get("context") if isinstance(data.get("context"), dict) else {}
+    cost = context.get("cost")
+    value = cost.get("basis") if isinstance(cost, dict) else None
+    if value is not None and (not isinstance(value, str) or len(value) > 64):
+        raise UsageError(f"{path}: key 'context.cost.basis' is {value!r}, not a short text; fix or remove the key")
+    return value
+
+
+def cost_and_mdes_of_folder(folder: Path) -> tuple[str | None, dict[str, float]]:
+    """An already recorded run's cost basis and its gates' MDEs from its results.json (none when it is gone)."""
+    try:
+        data = load_results_json(folder / "results.json")
+        basis = cost_basis(data, folder / "results.json")
+    except (UsageError, OSError):
+        return None, {}
+    results = data.get("results") if isinstance(data.get("results"), list) else []
+    mdes = {str(r["check_id"]): finite_or_none(r.get("mde")) for r in results
+            if isinstance(r, dict) and isinstance(r.get("check_id"), str)}
+    return basis, {k: v for k, v in mdes.items() if v is not None}
+
+
 def kind_of_folder(folder: Path) -> str:
     """The kind of an already recorded run from its results.json (gate when it is gone or unreadable)."""
     try:

@@ -19,12 +19,12 @@ from autotest.history.database import (
     create_history_engine,
     describe,
     found_version,
-    migrate,
     resolve_url,
     tables,
     unreachable,
     unwritable,
 )
+from autotest.history.migrations import migrate
 from autotest.history.record import RunRecord, find_results_folders, read_results_folder
 from autotest.history.rows import PASS, BisectFinding, CheckPoint, IngestOutcome, PassingRun, RunRow
 from autotest.history.run_facts import GATE, TRUSTED_KINDS, kind_of_folder
@@ -104,7 +104,7 @@ class HistoryStore:
                    started_at=record.started_at, status=record.status, framework_sha=record.framework_sha,
                    framework_branch=record.framework_branch, framework_dirty=record.framework_dirty,
                    harness_sha=record.harness_sha, hardware=record.hardware, recorded_at=now, kind=record.kind,
-                   device_seconds=record.device_seconds)
+                   device_seconds=record.device_seconds, cost_basis=record.cost_basis)
         stmt = self._insert(t["runs"]).values(**row).on_conflict_do_nothing(
             index_elements=["run_key"]).returning(t["runs"].c.id)
         with self.engine.begin() as conn:
@@ -115,7 +115,7 @@ class HistoryStore:
                 conn.execute(t["checks"].insert(), [
                     dict(run_id=run_id, check_id=c.check_id, status=c.status, severity=c.severity, metric=c.metric,
                          method=c.method, operator=c.operator, scope=c.scope, observed=c.observed,
-                         threshold=c.threshold) for c in record.checks])
+                         threshold=c.threshold, mde=c.mde) for c in record.checks])
             if record.metrics:
                 conn.execute(t["metric_summaries"].insert(), [
                     dict(run_id=run_id, metric=m.metric, num_steps=m.num_steps, final=m.final, mean=m.mean,
@@ -163,8 +163,9 @@ class HistoryStore:
         import sqlalchemy as sa
 
         runs = tables()["runs"]
-        base = [c for c in runs.c if c.name not in ("kind", "device_seconds")]
+        base = [c for c in runs.c if c.name not in ("kind", "device_seconds", "cost_basis")]
         base.append(runs.c.device_seconds if self.version >= 3 else sa.null().label("device_seconds"))
+        base.append(runs.c.cost_basis if self.version >= 6 else sa.null().label("cost_basis"))
         if self.version < 2:
             return sa.select(*base, sa.literal(GATE).label("kind"), sa.literal(True).label("marked_trusted"),
                              sa.null().label("trust_reason"), sa.null().label("trust_marked_at"), *extra)
@@ -206,8 +207,11 @@ class HistoryStore:
         """Every check statistic of a case's runs, oldest run first (``gates_only``: those of ``severity``, gate
         by default; ``shadow`` for the shadow gates ``history promote-ready`` counts)."""
         runs, checks = tables()["runs"], tables()["checks"]
+        import sqlalchemy as sa
+
+        mde = checks.c.mde if self.version >= 6 else sa.null().label("mde")
         query = (self._runs_query(checks.c.check_id, checks.c.metric, checks.c.status.label("check_status"),
-                                  checks.c.operator, checks.c.observed, checks.c.threshold)
+                                  checks.c.operator, checks.c.observed, checks.c.threshold, mde)
                  .join(checks, checks.c.run_id == runs.c.id).where(runs.c.case_name == case)
                  .order_by(runs.c.started_at, runs.c.id, checks.c.check_id))
         if gates_only:
@@ -217,7 +221,8 @@ class HistoryStore:
             where = f"run {r['id']} check {r['check_id']!r}"
             point = CheckPoint(self._run_row(r), r["check_id"], r["metric"], r["check_status"], r["operator"],
                                self._number(r["observed"], "checks", "observed", where),
-                               self._number(r["threshold"], "checks", "threshold", where))
+                               self._number(r["threshold"], "checks", "threshold", where),
+                               self._number(r["mde"], "checks", "mde", where))
             if point.run.trusted or not trusted_only:
                 points.append(point)
         return points
@@ -250,7 +255,8 @@ class HistoryStore:
         return RunRow(r["id"], r["case_name"], r["results_dir"], r["started_at"], r["status"], r["framework_sha"],
                       r["harness_sha"], r["hardware"], r["kind"], bool(r["marked_trusted"]), r["trust_reason"],
                       r["trust_marked_at"],
-                      self._number(r["device_seconds"], "runs", "device_seconds", f"run {r['id']}"))
+                      self._number(r["device_seconds"], "runs", "device_seconds", f"run {r['id']}"),
+                      r["cost_basis"])
 
 
 def default_root_of(results_dir: Path, case: str) -> Path:

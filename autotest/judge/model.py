@@ -221,6 +221,31 @@ class Replicate:
         return f"r{self.index}-seed{self.seed}"
 
 
+#: ``VerdictCost.basis`` -> the short unit a console line prints (results.json before bases: device-s)
+COST_UNITS = {"gpu-seconds": "GPU-s", "cpu-seconds": "CPU-s", "core-seconds": "core-s"}
+
+
+@dataclass(frozen=True)
+class VerdictCost:
+    """What a verdict cost: ``context.cost`` (autotest.report.cost writes it; a replicate mean sums its runs)."""
+
+    device_seconds: float
+    #: gpu-seconds, cpu-seconds or core-seconds; several joined with " + "; empty for a results.json before bases
+    basis: str = ""
+    #: the quantity in words (``GPU-seconds: wall 101.6 s x 8 GPUs``)
+    quantity: str = ""
+    runs: int = 1
+
+    @property
+    def unit(self) -> str:
+        return COST_UNITS.get(self.basis, "device-s")
+
+    def short(self) -> str:
+        """``812.5 GPU-s``; under one second two significant digits (``0.036 CPU-s``)."""
+        seconds = self.device_seconds
+        return f"{seconds:.1f} {self.unit}" if seconds >= 1 or seconds == 0 else f"{seconds:.2g} {self.unit}"
+
+
 @dataclass(frozen=True)
 class Verdict:
     status: str
@@ -247,6 +272,17 @@ class Verdict:
     measured: tuple[Measured, ...] = ()
     #: the framework's own spec for the case at the commit under test, against the baseline (None: the case names none)
     framework_spec: SpecComparison | None = None
+
+    @property
+    def cost(self) -> VerdictCost | None:
+        """The verdict's cost, typed (None: judged offline, or a results.json written before costs)."""
+        cost = self.context.get("cost")
+        value = cost.get("device_seconds") if isinstance(cost, dict) else None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            return None
+        runs = cost.get("runs", 1)
+        return VerdictCost(float(value), str(cost.get("basis") or ""), str(cost.get("quantity") or ""),
+                           runs if isinstance(runs, int) and not isinstance(runs, bool) else 1)
 
     def failing(self) -> tuple[CheckResult, ...]:
         return tuple(r for r in self.results if r.status in (FAIL, ERROR))

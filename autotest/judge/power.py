@@ -36,7 +36,7 @@ from statistics import NormalDist
 
 from autotest.errors import UsageError
 from autotest.inputs.baseline import Baseline, CheckSpec
-from autotest.judge.model import ERROR, INFO, PASS, CheckResult
+from autotest.judge.model import ERROR, INFO, PASS, CheckResult, Verdict
 from autotest.scopes import ask, find, plugin_of, scope_kind
 
 POWER = 0.8
@@ -312,6 +312,16 @@ def caught_phrase(results: Sequence[CheckResult], display: Mapping[str, str] | N
             unit = " of golden" if r.method == "relative" else "/step" if kind and kind.per_step_growth else ""
             parts.append(f"{label} ±{r.mde:.2g}{unit}")
     return ("could have caught: " + ", ".join(parts)) if parts else ""
+
+
+def cost_and_power_phrase(verdict: Verdict, display: Mapping[str, str] | None = None) -> str:
+    """What the verdict could have caught beside what it cost: ``could have caught: rewards[pooled 31-45] ±0.12
+    for 90.1 CPU-s``; a FAIL or ERROR (no MDE to claim) states its cost alone: ``cost 90.1 CPU-s``."""
+    caught = caught_phrase(verdict.results, display) if verdict.status == PASS else ""
+    cost = verdict.cost
+    if cost is None:
+        return caught
+    return f"{caught} for {cost.short()}" if caught else f"cost {cost.short()}"
 
 
 def power_warnings(verdict_or_results: Any) -> list[str]:

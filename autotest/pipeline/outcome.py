@@ -16,7 +16,7 @@ from autotest.errors import WriteFailed
 from autotest.files import write_atomic
 from autotest.inputs.case import Case
 from autotest.judge.model import PASS, Verdict
-from autotest.judge.power import PowerAsk, caught_phrase
+from autotest.judge.power import PowerAsk, cost_and_power_phrase
 from autotest.judge.verdict import Comparison
 from autotest.pipeline.options import JudgeOptions, PublishOptions
 from autotest.report.markdown import kind_phrase, relaunch_phrase
@@ -57,10 +57,8 @@ class CaseRun:
         where = f" (report: {report})" if report and not (self.unsaved and not report.is_file()) else ""
         reason = f" — {self.reason}" if self.reason else ""
         mean = f" (mean of {self.replicates} replicates)" if self.replicates > 1 and self.verdict is not None else ""
-        power = ""
-        if self.status == PASS and self.verdict is not None:
-            caught = caught_phrase(self.verdict.results)
-            power = f" — {caught}" if caught else ""
+        phrase = cost_and_power_phrase(self.verdict) if self.verdict is not None else ""
+        power = f" — {phrase}" if phrase else ""
         lost = ""
         if self.unsaved:
             more = f" (and {len(self.unsaved) - 1} more)" if len(self.unsaved) > 1 else ""

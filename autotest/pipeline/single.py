@@ -353,7 +353,8 @@ def _attempt(case: Case, options: RunOptions, spec: LaunchSpec,
         requested_seed=_seed_asked(case, launch.seed), logged_seed=logged_seed(artifacts.run_config))
     context = {**prep.context, "stdout_log": str(result.stdout_log), "stderr_log": str(result.stderr_log),
                "launch": result.to_dict(), "artifacts": [str(p) for p in artifacts.run_config],
-               "cost": run_cost(case.platform.gpus, result.wall_s, {**environ, **spec.env}).to_dict(),
+               "cost": run_cost(case.platform.gpus, result.wall_s, {**environ, **spec.env},
+                                machine.tree_cpu_s).to_dict(),
                "time_to_verdict_s": follower.time_to_verdict_s(), "machine": machine.to_dict(),
                "contention_log": save_series(prep.results_dir / "logs" / "contention.json", machine)}
     if result.unsaved or artifacts.unsaved:  # a full or read-only disk: the verdict stands, the files are named

@@ -20,10 +20,11 @@ from autotest.files import append_text, portable, write_atomic
 from autotest.inputs.roles import ROLES, base_role
 from autotest.judge.checks import fmt
 from autotest.judge.model import ERROR, FAIL, INFO, PASS, CheckResult, Verdict
-from autotest.judge.power import caught_phrase
+from autotest.judge.power import cost_and_power_phrase
 from autotest.judge.shadow import shadow_alarms, shadow_line
 from autotest.redaction import mask_known
 from autotest.report.md_safe import md_code, md_text
+from autotest.report.power_table import cost_and_power_section
 from autotest.report.spec_section import spec_lines
 from autotest.scopes import find
 
@@ -166,24 +167,6 @@ def _replicates(verdict: Verdict, link: Callable[[object], str]) -> list[str]:
     return lines + [""]
 
 
-def _power(verdict: Verdict) -> list[str]:
-    """Each gate's minimum detectable effect: what this verdict could have seen (80% power)."""
-    gates = [r for r in verdict.results if r.is_gate and r.mde is not None]
-    if not gates:
-        return []
-    k = len([r for r in verdict.replicates if r.averaged]) or 1
-    lines = [f"## What this run could have caught (minimum detectable effect, 80% power, K={k})", "",
-             "| gate | MDE | share of golden |", "|---|---|---|"]
-    for r in gates:
-        unit = " of golden" if r.method == "relative" else ""
-        share = f"{r.mde_share:.0%}" if r.mde_share is not None and r.mde_share < 10 else "—"
-        lines.append(f"| `{r.check_id}` | ±{r.mde:.3g}{unit} | {share} |")
-    target = next((r for r in verdict.results if r.check_id == "power[targets]"), None)
-    if target is not None:
-        lines += ["", f"- targets (`detect:`): **{target.status}** {target.message}"]
-    return lines + [""]
-
-
 def _failing_points(verdict: Verdict) -> list[str]:
     rows = [(r, p) for r in verdict.results if r.status == FAIL for p in r.points.breaches()]
     if not rows:
@@ -270,7 +253,7 @@ def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, histo
     if history:
         lines += ["## History (earlier runs of this case)", "", *[f"- {line}" for line in history], ""]
     lines += ["## Checks (measured)", "", *_table(verdict), *_failing_points(verdict), ""]
-    lines += _power(verdict)
+    lines += cost_and_power_section(verdict)
     lines += _replicates(verdict, link)
     lines += ["## Messages", ""] + [f"- `{r.check_id}` {r.status}: {r.message}" for r in verdict.results] + [""]
     lines += ["## Suggested next step (inferred from the breach pattern)", ""]
@@ -344,9 +327,9 @@ def render_step_summary(verdict: Verdict, report_path: Path | None = None, histo
     primary = next((f for f in verdict.triage if f.primary), None)
     if primary:
         lines.append(f"- next step: {md_text(primary.next_step)}")
-    caught = caught_phrase(verdict.results) if verdict.status == PASS else ""
-    if caught:
-        lines.append(f"- {md_text(caught)}")
+    phrase = cost_and_power_phrase(verdict)
+    if phrase:
+        lines.append(f"- {md_text(phrase)}")
     lines += [f"- warning: {md_text(r.message)}" for r in verdict.results
               if r.check_id == "power[targets]" and r.status != PASS and not r.is_gate]
     framework = verdict.context.get("framework")

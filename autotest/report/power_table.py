@@ -1,7 +1,8 @@
 """The power table of a baseline: each gate's minimum detectable effect by replicates and calibration runs.
 
 Printed by ``rl-autotest power CASE`` and written into the calibration review and the baseline's provenance;
-the numbers come from :mod:`autotest.judge.power`.
+the numbers come from :mod:`autotest.judge.power`. A verdict's report.md states the same MDEs at the replicates it
+judged, beside what the verdict cost (:func:`cost_and_power_section`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 
 from autotest.inputs.baseline_model import PairedSpec
 from autotest.judge.paired import paired_mde, paired_threshold
+from autotest.judge.model import Verdict
 from autotest.judge.power import MORE_RUNS, REPLICATES, GatePower, describe_mde, target_misses
 
 
@@ -66,3 +68,28 @@ def paired_power_rows(spec: PairedSpec | None, seeds: Sequence[int] = REPLICATES
         cells = [f"±{paired_mde(spec, window, k):.3g} ({paired_threshold(spec, window, k):.3g})" for k in seeds]
         lines.append(f"| `{window.gate_id}` | {window.noise:.3g} | " + " | ".join(cells) + " |")
     return lines
+
+
+def cost_and_power_section(verdict: Verdict) -> list[str]:
+    """report.md: each gate's minimum detectable effect (what this verdict could have seen, 80% power) and what
+    the verdict cost, with the quantity that cost is (GPU-, CPU- or core-seconds)."""
+    gates = [r for r in verdict.results if r.is_gate and r.mde is not None]
+    cost = verdict.cost
+    if not gates and cost is None:
+        return []
+    k = len([r for r in verdict.replicates if r.averaged]) or 1
+    lines = [f"## What this run could have caught (minimum detectable effect, 80% power, K={k}) and its cost"
+             if gates else "## What this run cost (no gate with a minimum detectable effect)", ""]
+    if cost is not None:
+        runs = f" over {cost.runs} runs" if cost.runs > 1 else ""
+        lines += [f"Cost: **{cost.short()}**{runs}" + (f" ({cost.quantity})" if cost.quantity else "")]
+    if gates:
+        lines += [""] * (cost is not None) + ["| gate | MDE | share of golden |", "|---|---|---|"]
+    for r in gates:
+        unit = " of golden" if r.method == "relative" else ""
+        share = f"{r.mde_share:.0%}" if r.mde_share is not None and r.mde_share < 10 else "—"
+        lines.append(f"| `{r.check_id}` | ±{r.mde:.3g}{unit} | {share} |")
+    target = next((r for r in verdict.results if r.check_id == "power[targets]"), None)
+    if target is not None:
+        lines += ["", f"- targets (`detect:`): **{target.status}** {target.message}"]
+    return lines + [""]

@@ -176,6 +176,11 @@ class ContentionRecord:
     #: why the run's own threads were not measured (a Ray job on a cluster, no /proc), empty when they were
     unmeasured: str = ""
 
+    @property
+    def tree_cpu_s(self) -> float | None:
+        """CPU time the run's process tree got while sampled (its cost on CPU); None when it was not measured."""
+        return self.samples[-1].cpu_s if self.samples and not self.unmeasured else None
+
     def to_dict(self) -> dict[str, Any]:
         """For results.json: the snapshots and a summary of the samples (the full series is in contention.json)."""
         return {"before": self.before, "after": self.after, "unmeasured": self.unmeasured,

@@ -26,7 +26,8 @@ RL_AUTOTEST = [sys.executable, "-m", "autotest.cli"]
 #: the scripted run; its fill-disk:LEAVE_KIB[:PAD_ROWS] fault fills its disk once its tracker is written
 CASE = DATA / "cases" / "scripted.yaml"
 FULL = r"\[Errno 28\] No space left on device; free space on that disk or write elsewhere"
-CAUGHT = r"( — could have caught: [^—]*)?"  # a PASS says what its gates could have seen
+#: a verdict says what its gates could have seen (a PASS) and what it cost
+CAUGHT = r"( — (could have caught: [^—]*|cost [^—]*))?"
 
 
 def _cli(*args: str, env: dict[str, str] | None = None, timeout_s: float = 300) -> subprocess.CompletedProcess:

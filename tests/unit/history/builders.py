@@ -23,8 +23,10 @@ FIRST_NIGHT = datetime(2026, 1, 1, 2, 0, tzinfo=timezone.utc)
 
 def write_results_folder(root: Path, case: str, night: int, observed: dict[str, float],
                          status: str | None = None, sha: str | None = None, tracker: bool = True,
-                         fault: str | None = None, kind: str | None = None) -> Path:
-    """One nightly's results folder at ``<root>/<case>/night-NN``; status follows the thresholds."""
+                         fault: str | None = None, kind: str | None = None, cost: dict | None = None,
+                         mde: dict[str, float] | None = None) -> Path:
+    """One nightly's results folder at ``<root>/<case>/night-NN``; status follows the thresholds; ``cost`` is
+    ``context.cost`` and ``mde`` each gate's minimum detectable effect, as a run writes them."""
     started = FIRST_NIGHT + timedelta(days=night)
     folder = root / case / f"night-{night:02d}"
     folder.mkdir(parents=True, exist_ok=True)
@@ -35,7 +37,7 @@ def write_results_folder(root: Path, case: str, night: int, observed: dict[str, 
         results.append({"check_id": check_id, "status": "PASS" if passed else "FAIL", "kind": "metric",
                         "metric": METRICS[check_id], "method": "absolute", "operator": "<",
                         "threshold": THRESHOLDS[check_id], "scope": "percentile", "severity": "gate",
-                        "observed": value, "message": "", "points": {}})
+                        "observed": value, "message": "", "points": {}, "mde": (mde or {}).get(check_id)})
     verdict = status or ("PASS" if all(r["status"] == "PASS" for r in results) else "FAIL")
     commit = {"sha": sha or hashlib.sha1(f"night {night}".encode()).hexdigest(), "branch": "main", "dirty": False}
     data = {"status": verdict, "case": case, "schema_version": 1, "results": results, "triage": [],
@@ -43,6 +45,8 @@ def write_results_folder(root: Path, case: str, night: int, observed: dict[str, 
                         "launch": {"started_at": started.isoformat()}, "fault": fault}}
     if kind is not None:
         data["context"]["kind"] = kind
+    if cost is not None:
+        data["context"]["cost"] = cost
     (folder / "results.json").write_text(json.dumps(data), encoding="utf-8")
     (folder / "preflight.json").write_text(json.dumps({"created_at": started.isoformat(), "environment": {
         "machine": "x86_64", "cpu_count": 16, "gpu": {"models": ["NVIDIA H200"] * 8, "driver": "560.35",

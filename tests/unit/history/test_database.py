@@ -15,10 +15,10 @@ from autotest.history.database import (
     check_url,
     create_history_engine,
     describe,
-    migrate,
     resolve_url,
     tables,
 )
+from autotest.history.migrations import MIGRATIONS, migrate
 
 
 def test_the_url_comes_from_the_flag_then_the_environment_then_the_results_root(tmp_path, monkeypatch) -> None:
@@ -97,8 +97,9 @@ def test_migrations_apply_once_and_are_recorded(tmp_path) -> None:
     with engine.connect() as conn:
         versions = conn.execute(sa.select(tables()["schema_migrations"].c.version)).scalars().all()
         names = set(sa.inspect(conn).get_table_names())
-    assert versions == [1, 2, 3, 4, 5] and {"runs", "checks", "metric_summaries", "trust_marks",
-                                            "bisect_findings", "fleet_findings", "fleet_finding_cases"} <= names
+    assert versions == [1, 2, 3, 4, 5, 6] == [v for v, _, _ in MIGRATIONS]
+    assert {"runs", "checks", "metric_summaries", "trust_marks", "bisect_findings", "fleet_findings",
+            "fleet_finding_cases"} <= names
     engine.dispose()
 
 
@@ -196,3 +197,37 @@ def test_a_schema_version_stored_as_text_is_refused_by_readers_and_writers(tmp_p
         with pytest.raises(UsageError, match=message) as info:
             HistoryStore.open(url, read_only=read_only)
         assert "\n" not in str(info.value)
+
+
+def test_a_version_5_history_gets_each_run_s_cost_basis_and_gate_mdes_from_its_results(tmp_path) -> None:
+    from autotest.history.record import read_results_folder
+    from autotest.history.store import HistoryStore
+    from tests.unit.history.builders import REWARDS, write_results_folder
+
+    folder = write_results_folder(tmp_path, "c", 1, {REWARDS: 0.1}, cost={"device_seconds": 61.0,
+                                  "basis": "cpu-seconds"}, mde={REWARDS: 0.042})
+    record = read_results_folder(folder)
+    url = f"sqlite:///{tmp_path / 'h.sqlite'}"
+    engine = create_history_engine(url)
+    v5 = _metadata(5)
+    with engine.begin() as conn:
+        v5.create_all(conn)
+        conn.execute(v5.tables["schema_migrations"].insert(), [
+            dict(version=v, description="v", applied_at="x") for v in (1, 2, 3, 4, 5)])
+        for key, where in (("a", folder), ("b", tmp_path / "gone")):
+            run_id = conn.execute(v5.tables["runs"].insert().values(
+                run_key=key, case_name="c", results_dir=str(where), started_at=f"2026-01-0{len(key)}T00:00:00+00:00",
+                status="PASS", hardware="x", recorded_at="x", device_seconds=61.0)).inserted_primary_key[0]
+            conn.execute(v5.tables["checks"].insert(), [dict(run_id=run_id, check_id=c.check_id, status=c.status,
+                                                             severity=c.severity) for c in record.checks])
+    engine.dispose()
+    with HistoryStore.open(url, read_only=True) as old:  # a reader of a v5 history: no column, no value
+        assert old.version == 5 and {p.mde for p in old.check_points("c")} == {None}
+        assert {r.cost_basis for r in old.runs("c")} == {None}
+    assert migrate(create_history_engine(url)) == 5
+    with HistoryStore.open(url, read_only=True) as store:
+        assert [(r.results_dir, r.cost_basis) for r in store.runs("c")] == [(str(folder), "cpu-seconds"),
+                                                                            (str(tmp_path / "gone"), None)]
+        mdes = {(p.run.results_dir, p.check_id): p.mde for p in store.check_points("c")}
+    assert mdes[(str(folder), REWARDS)] == 0.042 and mdes[(str(folder), "steps[count]")] is None
+    assert mdes[(str(tmp_path / "gone"), REWARDS)] is None

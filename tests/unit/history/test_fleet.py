@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from autotest.calibration.batch import batch_proposal, render_batch_review
-from autotest.history.database import sqlite_url
+from autotest.history.database import SCHEMA_VERSION, sqlite_url
 from autotest.history.fleet import (
     CODE,
     DRIFT,
@@ -193,7 +193,8 @@ def test_history_fleet_with_nothing_together(tmp_path: Path, capsys) -> None:
 
 
 def test_a_v4_history_reads_its_findings_and_the_next_writer_adds_the_fleet_tables(tmp_path: Path) -> None:
-    from autotest.history.database import _metadata, create_history_engine, migrate
+    from autotest.history.database import _metadata, create_history_engine
+    from autotest.history.migrations import migrate
     from autotest.history.store import BisectFinding
 
     url = sqlite_url(tmp_path / "h.sqlite")
@@ -215,11 +216,12 @@ def test_a_v4_history_reads_its_findings_and_the_next_writer_adds_the_fleet_tabl
         (old,) = reader.findings("c")
     assert old.near_window is None and old.describe() == f"first bad commit {'b' * 12}"
     with HistoryStore.open(url) as store:
-        assert store.version == 5 and store.findings("c") == [old]
+        assert store.version == SCHEMA_VERSION
+        assert store.findings("c") == [old]
         store.add_finding(BisectFinding("c", "a", "b", "c" * 40, "s", "d", "high", "/b", "t", "2026-01-24 .. "
                                         "2026-01-27, 3 nights"))
         assert store.findings("c")[-1].describe() == f"near commit {'c' * 12} (window 2026-01-24 .. 2026-01-27, 3 nights)"
-    assert migrate(create_history_engine(url)) == 5
+    assert migrate(create_history_engine(url)) == SCHEMA_VERSION
 
 
 def test_a_drift_that_ends_the_night_a_flip_starts_is_the_same_event() -> None:

@@ -268,3 +268,22 @@ def test_a_malformed_history_in_the_project_table_names_the_file_and_key(tmp_pat
     root = _project(tmp_path, monkeypatch, "accuracy/results/history.sqlite")
     err = _one_error_line(capsys, ["history", "drift"])
     assert f"{root / 'pyproject.toml'}: key 'history': 'accuracy/results/history.sqlite' is not a history URL" in err
+
+
+def test_export_writes_the_history_with_cost_and_mde_and_refuses_bad_input(tmp_path, capsys) -> None:
+    root = tmp_path / "results"
+    write_results_folder(root, "c", 1, {REWARDS: 0.1}, cost={"device_seconds": 61.0, "basis": "cpu-seconds"},
+                         mde={REWARDS: 0.04})
+    assert main(["history", "ingest", str(root)]) == 0
+    capsys.readouterr()
+    out = tmp_path / "h.csv"
+    assert main(["history", "export", "--results-dir", str(root), "--out", str(out)]) == 0
+    assert capsys.readouterr().out == (f"history export: 2 row(s) of 1 run(s) (one per gate check, cost and MDE "
+                                       f"beside) to {out}\n")
+    header, *rows = out.read_text().splitlines()
+    assert "device_seconds,cost_basis" in header and header.endswith(",mde")
+    assert any(r.endswith(",0.04") and ",61.0,cpu-seconds," in r for r in rows)
+    assert main(["history", "export", "--results-dir", str(root), "--out", str(out), "--case", "nope"]) == 2
+    assert "no runs of case 'nope' in the history (cases: c)" in capsys.readouterr().err
+    assert main(["history", "export", "--results-dir", str(root), "--out", str(tmp_path)]) == 2
+    assert "is a folder; give a file path" in capsys.readouterr().err

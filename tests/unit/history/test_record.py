@@ -181,3 +181,23 @@ def test_a_run_s_cost_is_read_from_its_context(tmp_path) -> None:
     with pytest.raises(UsageError, match=r"key 'context.cost.device_seconds' is 'lots', not a number; fix or remove"):
         read_results_folder(folder)
     assert device_seconds_of_folder(folder) is None
+
+
+def test_a_run_s_cost_basis_and_each_gate_s_mde_are_read(tmp_path) -> None:
+    from tests.unit.history.builders import REWARDS
+
+    cost = {"device_seconds": 61.0, "basis": "cpu-seconds", "quantity": "CPU-seconds: ..."}
+    folder = write_results_folder(tmp_path, "c", 1, {REWARDS: 0.1}, cost=cost, mde={REWARDS: 0.042})
+    record = read_results_folder(folder)
+    assert (record.device_seconds, record.cost_basis) == (61.0, "cpu-seconds")
+    assert {c.check_id: c.mde for c in record.checks} == {"steps[count]": None, REWARDS: 0.042}
+    data = json.loads((folder / "results.json").read_text())
+    data["context"]["cost"]["basis"] = 7
+    (folder / "results.json").write_text(json.dumps(data))
+    with pytest.raises(UsageError, match=r"key 'context.cost.basis' is 7, not a short text; fix or remove the key"):
+        read_results_folder(folder)
+    data["context"]["cost"]["basis"] = "cpu-seconds"
+    data["results"][1]["mde"] = "wide"
+    (folder / "results.json").write_text(json.dumps(data))
+    with pytest.raises(UsageError, match=r"key 'results\[1\].mde' is 'wide'; expected a number"):
+        read_results_folder(folder)

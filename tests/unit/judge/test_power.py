@@ -174,3 +174,25 @@ def test_the_trl_example_needs_ten_runs_for_a_0_1_reward_change() -> None:
     assert "(reward[pooled])" in miss and miss.endswith("it would take 10 calibration runs")
     assert target_misses(powers, {"reward": 0.1}, replicates=8) != []
     assert sum(c.scope == "pooled" and c.severity == "gate" for c in baseline.checks) == 3
+
+
+def test_a_verdict_states_its_cost_beside_what_it_could_have_caught() -> None:
+    from autotest.judge.model import Verdict
+    from autotest.judge.power import cost_and_power_phrase
+    from autotest.report.cost import run_cost
+
+    results = (CheckResult("r[pooled]", PASS, "ok", metric=METRIC, mde=0.05),)
+    cost = run_cost(0, 120.0, {}, cpu_s=61.04).to_dict()
+    passed = Verdict(PASS, "c", results, context={"cost": cost})
+    assert passed.cost is not None and (passed.cost.device_seconds, passed.cost.basis) == (61.04, "cpu-seconds")
+    assert cost_and_power_phrase(passed) == "could have caught: r[pooled] ±0.05 for 61.0 CPU-s"
+    failed = Verdict(FAIL, "c", results, context={"cost": run_cost(8, 100.0, {}).to_dict()})
+    assert cost_and_power_phrase(failed) == "cost 800.0 GPU-s"  # no MDE is claimed for a FAIL
+    idle = Verdict(FAIL, "c", results, context={"cost": run_cost(0, 2.3, {}, cpu_s=0.0362).to_dict()})
+    assert cost_and_power_phrase(idle) == "cost 0.036 CPU-s"
+    offline = Verdict(PASS, "c", results)  # judged from logs: no run, no cost
+    assert offline.cost is None and cost_and_power_phrase(offline) == "could have caught: r[pooled] ±0.05"
+    old = Verdict(FAIL, "c", results, context={"cost": {"device_seconds": 90.0}})  # written before bases
+    assert cost_and_power_phrase(old) == "cost 90.0 device-s"
+    for bad in ({"device_seconds": "lots"}, {"device_seconds": float("nan")}, {"device_seconds": True}, 12):
+        assert Verdict(FAIL, "c", results, context={"cost": bad}).cost is None

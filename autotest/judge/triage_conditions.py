@@ -329,7 +329,7 @@ def unscored_metric(ev: Evidence) -> str | None:
     return f"{metric} is not a score (a {group or OTHER} metric)"
 
 
-UNITS_SUGGESTION = ("logging / units: {metric} is {relation} at every step while nothing else moved; check how it is "
+UNITS_SUGGESTION = ("logging / units: {metric} is {relation} at every step while {others}; check how it is "
                     "computed or logged (units, the reduction, a scale in the logger), not the training")
 UNITS_RANK_REASON = ("one metric a constant factor from the golden at every step, nothing else moved: what the policy "
                      "does did not change")

@@ -1,5 +1,6 @@
-"""The logging/units reading: one metric breached and nothing else moved; is it the golden times a constant factor,
-plus an offset, the golden smoothed, or off from its first logged step while every other metric stays in its noise?
+"""The logging/units reading: one metric breached and nothing else moved; is it the golden moved by whole steps (logged
+from the previous step, :mod:`.shift_evidence`), times a constant factor, plus an offset, the golden smoothed, or off
+from its first logged step while every other metric stays in its noise?
 A change in how a metric is computed or logged, not in the training."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from autotest.inputs.roles import RoleMap
 from autotest.judge.evidence import is_non_finite, moved_gates, recheck
 from autotest.judge.model import FAIL, PASS, CheckResult, Measured
 from autotest.judge.per_step_noise import ONSET_RUN, ONSET_Z, STEP_Z, left_noise
+from autotest.judge.shift_evidence import noise_shift, shift_words
 from autotest.judge.smoothing_evidence import EMA_WEIGHTS
 from autotest.judge.trace import Trace
 
@@ -61,7 +63,8 @@ def units_evidence(baseline: Baseline, golden: Trace, current: Trace, results: S
     moved = [r.check_id for r in others if r.status != PASS]
     if moved:
         return Measured(UNITS, measured, False, f"other gates did not pass: {', '.join(moved)}")
-    still, others_said, others_line = _others_still(metric, {r.metric for r in others if r.metric}, baseline, golden, current)
+    still, others_said, others_line = _others_still(metric, {r.metric for r in others if r.metric}, baseline, golden,
+                                                    current)
     if still is not None:
         return Measured(UNITS, measured, False, f"every other gate passed, but {still}: the training moved too, not "
                         f"only how {metric} is logged")
@@ -73,6 +76,17 @@ def units_evidence(baseline: Baseline, golden: Trace, current: Trace, results: S
                                                 f"a constant factor needs {MIN_SCALED_POINTS} or more")
     own = {r.check_id for r in gates if r.metric == metric}
     noise = (baseline.noise_table or {}).get(metric) or {}
+    shifted = noise_shift(cur, gold, noise) if noise else None
+    if shifted is not None:  # before a factor or an offset: a trend moved by a step looks like an offset too
+        k, count, unshifted = shifted
+        words = shift_words(k)
+        return Measured(UNITS, measured, True,
+                        f"{metric} is the golden moved {k:+d} step{'s' * (abs(k) > 1)} ({words}): against it "
+                        f"{count} steps within its per-step noise at every step, against the golden itself "
+                        f"{unshifted}; {others_said}",
+                        {"metric": metric, "kind": "shifted", "amount": f"{k:+d}", "others": others_line,
+                         "relation": f"the golden's series moved {k:+d} step{'s' * (abs(k) > 1)} ({words}; "
+                                     "which step's value the logger writes)"})
     ratios = [cur[s] / gold[s] for s in ratio_steps]
     readings = []
     if len(ratio_steps) >= MIN_SCALED_POINTS:

@@ -29,10 +29,11 @@ framework's metric names.
 | 18 | ``sampling-changed`` | an accuracy breach; the mismatch role checked and within bounds; length and entropy within bounds, the entropy at half its threshold or more |
 | 19 | ``gradual`` | every accuracy breach begins after the start, and a training role breached (or none is checked) |
 | 20 | ``loss-term`` | the ``loss term`` reading holds but the leading role moved in jumps (step-to-step change rms above 1.6 sd): ranked after ``gradual``, both named |
-| 21 | ``resume`` | a resume check failed or could not decide (``resume[...]``: the run resumed from its checkpoint did not continue the uninterrupted one); primary when the main run's own gates pass |
-| 22 | ``performance-only`` | only step-time / throughput roles breached |
-| 23 | ``performance`` | step time breached as well as accuracy: a separate performance finding |
-| 24 | ``memory`` | a memory gate breached (growth per step or peak); beside any accuracy finding, never instead |
+| 21 | ``resume-logging`` | every failed resume check is one metric that alone differs while every other compared metric is bitwise equal at every resumed step, one after it at least (``parameters["resume_cause"]``: logging): how it is logged across a resume, not state the checkpoint lost |
+| 22 | ``resume`` | a resume check failed or could not decide (``resume[...]``: the run resumed from its checkpoint did not continue the uninterrupted one), not for a logging cause; primary when the main run's own gates pass |
+| 23 | ``performance-only`` | only step-time / throughput roles breached |
+| 24 | ``performance`` | step time breached as well as accuracy: a separate performance finding |
+| 25 | ``memory`` | a memory gate breached (growth per step or peak); beside any accuracy finding, never instead |
 
 A rule fits at most once (the first of its rows that fits); ``gradual`` is not shown when
 ``teacher-path`` fits (the same breach, explained more narrowly). When the primary and the runner-up are a pair the
@@ -83,6 +84,7 @@ from autotest.judge.triage_conditions import (
     not_breached,
     only_breached,
     resume_broken,
+    resume_logged,
     role_moved,
     starts_later,
     teacher_bound_caveat,
@@ -236,6 +238,10 @@ RULES: tuple[Rule, ...] = (
     # a role that led the scores in jumps: a step-size change as likely as a loss term, ranked after the update
     Rule("loss-term", (measured_holds(LOSS_TERM), reading_says(LOSS_TERM, "steady", "no"), not_breached("consistency")),
          LOSS_TERM_SUGGESTION, "it moved in jumps, as a larger step moves it", fills=LOSS_TERM),
+    Rule("resume-logging", (resume_logged,),
+         "logging across the resume, not the checkpoint: the resumed run trained what the uninterrupted run did",
+         "the main run's own breaches explain the verdict first; a metric logged otherwise across a resume is "
+         "separate", caveat=what_did_not_continue),
     Rule("resume", (resume_broken,),
          "checkpoint resume is broken: a run resumed from its checkpoint did not continue the uninterrupted run; "
          "check what the checkpoint saves and the resume restores (optimizer state, LR scheduler position, RNG "

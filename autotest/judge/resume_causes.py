@@ -47,10 +47,10 @@ def logged_alone(resume: Resume, failed: Sequence[CheckResult], compared: Sequen
     if uninterrupted is not None and resumed is not None:
         found = exact_shift(resumed.get(only.metric) or {}, uninterrupted.get(only.metric) or {}, differing)
         if found is not None:
-            k, count = found
+            k = found[0]
             shift = (f"; its resumed value there is the uninterrupted run's {abs(k)} step{'s' * (abs(k) > 1)} "
-                     f"{'earlier' if k > 0 else 'later'} ({count} step{'s' * (count > 1)}): one run logs it a step "
-                     "off (a logger that writes another step's value)")
+                     f"{'earlier' if k > 0 else 'later'}: one run logs it a step off (a logger that writes another "
+                     "step's value)")
     return (f"{LOGGED_PREFIX}{only.metric} is logged, not the training: it differs at {where} of the resumed steps while the "
             f"{others} other compared metrics are bitwise equal at every resumed step, "
             f"{'the steps after it included' if differing[-1] < steps[-1] else 'a step after its first included'}"

@@ -51,8 +51,8 @@ def logged_alone(resume: Resume, failed: Sequence[CheckResult], compared: Sequen
             shift = (f"; its resumed value there is the uninterrupted run's {abs(k)} step{'s' * (abs(k) > 1)} "
                      f"{'earlier' if k > 0 else 'later'}: one run logs it a step off (a logger that writes another "
                      "step's value)")
-    return (f"{LOGGED_PREFIX}{only.metric} is logged, not the training: it differs at {where} of the resumed steps while the "
-            f"{others} other compared metrics are bitwise equal at every resumed step, "
+    return (f"{LOGGED_PREFIX}{only.metric} is logged, not the training: it differs at {where} of the resumed steps "
+            f"while the {others} other compared metrics are bitwise equal at every resumed step, "
             f"{'the steps after it included' if differing[-1] < steps[-1] else 'a step after its first included'}"
             f"{shift}; check how that metric is computed or logged across a resume (a logger's state, such as the "
             "last or a running value, not saved in the checkpoint)")

@@ -202,7 +202,8 @@ def _others_still(metric: str, others: set[str], baseline: Baseline, golden: Tra
                     "per-step noise), which passed")
     line = "no other gate breached (not read step by step: no per-step noise)"
     if read:
-        beside = f"; {', '.join(gates_only)} within {'their' if len(gates_only) > 1 else 'its'} gates, no per-step noise"
+        their = "their" if len(gates_only) > 1 else "its"
+        beside = f"; {', '.join(gates_only)} within {their} gates, no per-step noise"
         line = ("nothing else moved (every other gated metric within its per-step noise against the golden at every "
                 f"step{beside if gates_only else ''})")
     return None, "; ".join(said) or f"no other gated metric ({metric} alone is checked)", line

@@ -62,7 +62,8 @@ def test_a_length_logged_twice_with_nothing_else_moved_is_logging(tmp_path: Path
                                          "while no other gate breached (not read step by step: no per-step noise); "
                                          "check how it is computed or logged")
     (reading,) = verdict.measured
-    assert reading.hypothesis == "logging/units" and reading.holds and "divided by 2 it is within 10% of the golden at every step and passes" in reading.finding
+    assert reading.hypothesis == "logging/units" and reading.holds
+    assert "divided by 2 it is within 10% of the golden at every step and passes" in reading.finding
     report = render_markdown(verdict)
     assert "## Triage evidence (per hypothesis, measured)" in report and "| logging/units |" in report
 

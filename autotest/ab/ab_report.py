@@ -39,7 +39,7 @@ def render_ab_report(outcome: AbOutcome, baseline: Baseline, plots: list[Path]) 
                      f"{spec.false_alarm_budget:g} over {len(spec.windows)} windows")
     if verdict.reason:
         lines.append(f"- **not judged**: {md_text(verdict.reason)}")
-    lines += [f"- next: {_NEXT.get(verdict.status, '')}", ""]
+    lines += [f"- next: {md_text(verdict.next_step) if verdict.next_step else _NEXT.get(verdict.status, '')}", ""]
     for warning in verdict.warnings:
         lines.append(f"> warning: {md_text(warning)}")
     if verdict.results:

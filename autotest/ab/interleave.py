@@ -236,7 +236,7 @@ def _outcome(case: Case, base: Side, head: Side, baseline: Baseline, runs: Seque
 def outcome_document(outcome: AbOutcome) -> dict:
     verdict = outcome.verdict
     return {
-        "case": outcome.case, "status": verdict.status, "reason": verdict.reason,
+        "case": outcome.case, "status": verdict.status, "reason": verdict.reason, "next": verdict.next_step,
         "base": outcome.base.ref, "head": outcome.head.ref, "seeds": list(verdict.seeds),
         "warnings": list(verdict.warnings),
         "gates": [{"gate": r.gate_id, "metric": r.metric, "window": list(r.window), "status": r.status,

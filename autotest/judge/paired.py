@@ -12,7 +12,9 @@ paired gate is one metric's mean over one step window (:class:`~autotest.inputs.
   a change is a change whichever way it moves). A threshold never falls below ``relative_floor`` x |level| nor
   the metric's declared floor (``calibration.floors``), so pairs that agree bitwise do not make a gate of zero
   width and a change the case calls harmless stays harmless;
-- **power**: the gate catches a shift delta with 80% probability when delta = (q + z_0.8) x noise / sqrt(K).
+- **power**: the gate catches a shift delta with 80% probability when delta = (q + z_0.8) x noise / sqrt(K);
+- **next step** (:mod:`.paired_causes`): one metric failed while every other paired metric is bitwise equal between
+  base and head at every step on every seed is logging, never "training changed".
 
 Pure logic: traces in, results out; the runs are :mod:`autotest.ab`'s.
 """
@@ -25,6 +27,7 @@ from dataclasses import dataclass, field
 
 from autotest.inputs.baseline_model import Baseline, PairedSpec, PairedWindow
 from autotest.judge.model import ERROR, FAIL, PASS
+from autotest.judge.paired_causes import logged_alone
 from autotest.judge.power import Z_POWER, t_quantile
 from autotest.judge.trace import Trace
 
@@ -60,6 +63,8 @@ class PairedVerdict:
     warnings: tuple[str, ...] = ()
     #: why nothing could be judged (an uncalibrated baseline, a broken run)
     reason: str = ""
+    #: the next step the paired differences name (:mod:`.paired_causes`); "" leaves the status's own line
+    next_step: str = ""
 
     @property
     def failed(self) -> tuple[PairedResult, ...]:
@@ -170,7 +175,11 @@ def judge_paired(spec: PairedSpec | None, pairs: Sequence[tuple[int, Trace, Trac
     results = [_judge_window(spec, window, pairs) for window in spec.windows]
     status = (FAIL if any(r.status == FAIL for r in results) else
               ERROR if any(r.status == ERROR for r in results) else PASS)
-    return PairedVerdict(status, tuple(results), seeds)
+    next_step = ""
+    if status == FAIL:
+        paired = sorted({w.metric for w in spec.windows})
+        next_step = logged_alone([r.metric for r in results if r.status == FAIL], paired, pairs)
+    return PairedVerdict(status, tuple(results), seeds, next_step=next_step)
 
 
 def _judge_window(spec: PairedSpec, window: PairedWindow, pairs: Sequence[tuple[int, Trace, Trace]]) -> PairedResult:

@@ -66,3 +66,25 @@ def roughness(z: Mapping[int, float]) -> float | None:
     values = [z[s] for s in sorted(z)]
     jumps = [b - a for a, b in zip(values, values[1:])]
     return math.sqrt(math.fsum(j * j for j in jumps) / len(jumps))
+
+
+#: noise sds off the golden at one step that no clean seed reaches (a two-sided 4 sd step is ~6e-5 per step): "within
+#: its noise at every step" means no step this far off and no onset (:func:`run_onset`)
+STEP_Z = 4.0
+
+
+def left_noise(cur: Mapping[int, float], gold: Mapping[int, float], noise: Mapping[int, float],
+               steps: Sequence[int] | None = None) -> str | None:
+    """Where ``cur`` left its per-step noise around ``gold``: the first step ``STEP_Z`` sds off, or the first onset
+    (``ONSET_RUN`` steps at ``ONSET_Z`` sd on one side); None when it stayed within its noise at every common step
+    (finite values with a positive noise; ``steps`` default: all of them)."""
+    if steps is None:
+        steps = [s for s in sorted(set(cur) & set(gold) & set(noise))
+                 if noise[s] > 0 and math.isfinite(cur[s]) and math.isfinite(gold[s])]
+    far = next((s for s in steps if abs(cur[s] - gold[s]) >= STEP_Z * noise[s]), None)
+    if far is not None:
+        return f"{(cur[far] - gold[far]) / noise[far]:+.2g} sd at step {far}"
+    onset = run_onset(cur, gold, noise, steps)
+    if onset is not None:
+        return f"{ONSET_RUN} steps at {ONSET_Z:g} sd {'above' if onset[1] > 0 else 'below'} from step {onset[0]}"
+    return None

@@ -19,9 +19,11 @@ give ≈ 1.13), while run-to-run nondeterminism of a resumed run stays well belo
 without a calibrated noise are not compared (the summary names how many).
 
 Every FAIL carries, in ``parameters["not_continued"]``, what the evidence says did not continue (triage reads it):
-the step counter; the LR schedule (a ``learning_rate`` metric differs at the first resumed step); the RNG or the
-rollout weights (a reward, rollout or mismatch metric differs at the first resumed step: it already sampled
-differently); else the optimizer state (the first resumed step sampled the same, its update did not).
+the step counter; how one metric is logged (it alone differs while every other compared metric is bitwise equal at
+every resumed step, one after it at least: :mod:`.resume_causes`); the LR schedule (a ``learning_rate`` metric differs
+at the first resumed step); the rollout weights (the first resumed step sampled differently and a mismatch metric
+differs there) or the RNG (sampled differently, the mismatch metrics equal), each with the evidence that is missing
+to go further; else the optimizer state (the first resumed step sampled the same, its update did not).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from autotest.inputs.baseline_model import Baseline
 from autotest.inputs.resume_phase import Resume
 from autotest.inputs.roles import RoleMap, resolve_roles
 from autotest.judge.model import ERROR, FAIL, INFO, PASS, CheckResult, Points
+from autotest.judge.resume_causes import LOGGED_PREFIX, LOGGING, logged_alone, sampled_differently
 from autotest.readers.reading import read_trace
 from autotest.judge.structural import Ending, completion_status
 from autotest.judge.trace import Trace
@@ -129,9 +132,10 @@ def resume_results(resume: Resume, uninterrupted: Trace, resumed: Trace | None, 
     matches, compared = _matches(resume, uninterrupted, resumed, roles, noise)
     results = [first, counter, *matches]
     if any(r.status == FAIL for r in results):
-        verdict = not_continued(resume, counter, matches, roles, compared)
-        results = [replace(r, parameters={**r.parameters, "not_continued": verdict}) if r.status == FAIL else r
-                   for r in results]
+        verdict = not_continued(resume, counter, matches, roles, compared, uninterrupted, resumed)
+        cause = LOGGING if verdict.startswith(LOGGED_PREFIX) else "state"
+        results = [replace(r, parameters={**r.parameters, "not_continued": verdict, "resume_cause": cause})
+                   if r.status == FAIL else r for r in results]
     return results
 
 
@@ -277,20 +281,23 @@ def _noise_match(metric: str, resume: Resume, uninterrupted: Trace, resumed: Tra
 
 
 def not_continued(resume: Resume, counter: CheckResult, matches: Sequence[CheckResult], roles: RoleMap,
-                  compared: Sequence[str] = ()) -> str:
+                  compared: Sequence[str] = (), uninterrupted: Trace | None = None,
+                  resumed: Trace | None = None) -> str:
     """What the evidence says did not continue across the resume (one phrase, with the metric that shows it)."""
     first_step = resume.at_step + 1
     if counter.status == FAIL:
         return f"the step counter ({counter.message})"
     failed = [r for r in matches if r.status == FAIL and r.metric]
+    logged = logged_alone(resume, failed, compared, uninterrupted, resumed)
+    if logged:
+        return logged
     at_first = [r for r in failed if r.first_breach_step == first_step]
     lr = [r for r in at_first if roles.base_role_of(r.metric) == "learning_rate"]
     if lr:
         return f"the LR schedule ({lr[0].metric} differs at step {first_step}, the first resumed step)"
     sampled = [r for r in at_first if roles.group_of(r.metric) in SAMPLED_GROUPS]
     if sampled:
-        return (f"the RNG (prompt order, sampling) or the rollout engine's weights: step {first_step}, the first "
-                f"resumed step, already sampled differently ({sampled[0].metric})")
+        return sampled_differently(first_step, sampled, at_first, compared, roles)
     if not failed:
         return "nothing the resume checks could name"
     earliest = min(failed, key=lambda r: (r.first_breach_step or 0, r.metric or ""))

@@ -28,7 +28,7 @@ from autotest.inputs.baseline import Baseline
 from autotest.inputs.roles import RoleMap
 from autotest.judge.evidence import recheck
 from autotest.judge.model import PASS, CheckResult, Measured
-from autotest.judge.per_step_noise import roughness, z_scores
+from autotest.judge.per_step_noise import left_noise, roughness, z_scores
 from autotest.judge.trace import Trace
 
 SMOOTHED = "smoothed log"
@@ -63,15 +63,15 @@ def smoothing_evidence(baseline: Baseline, golden: Trace, current: Trace, result
     ratios = ratios_of(current)
     if len(ratios) < MIN_METRICS:
         return None
-    measured = ("each per-step metric's roughness against the least of the calibration runs', and every gate with "
-                "an exponential moving average undone on every metric")
+    measured = ("each per-step metric's roughness against the least of the calibration runs', and every gate and "
+                "every metric's per-step noise at every step with an exponential moving average undone on every metric")
     shown = ", ".join(f"{m} {r:.2f}x" for m, r in sorted(ratios.items()))
     rough = sorted(m for m, r in ratios.items() if r >= 1)
     if rough:
         return Measured(SMOOTHED, measured, False, f"roughness against the calmest calibration run: {shown}; "
                         f"{', '.join(rough)} as rough as a calibration run: not smoothed", {})
     gates = {r.check_id for r in results if r.kind == "metric" and r.is_gate}
-    fits = []
+    fits, moved = [], []
     for weight in EMA_WEIGHTS:
         series = {m: MappingProxyType(unsmoothed(v, weight)) for m, v in current.series.items()}
         undone = replace(current, series=MappingProxyType(series))
@@ -80,7 +80,17 @@ def smoothing_evidence(baseline: Baseline, golden: Trace, current: Trace, result
         # metric: a clean run is calmer than the calmest of N on one metric now and then) and passes every gate
         if (max(ratios_of(undone).values(), default=0.0) >= 1 and rechecked
                 and all(r.status == PASS for r in rechecked)):
+            # "the training unchanged" is what the row claims: what the average was fed is within every metric's
+            # per-step noise against the golden at every step, not only through the gates
+            left = _left(undone, golden, {m: v for m, v in noise_table.items() if v}, noise_scale)
+            if left:
+                moved.append(f"weight {weight:g}: {left}")
+                continue
             fits.append((_misfit(undone, golden, noise, ratios), weight, len(rechecked)))
+    if not fits and moved:
+        return Measured(SMOOTHED, measured, False, f"every per-step metric smoother than the calmest calibration run "
+                        f"({shown}), and with an average undone every gate passes, but the training moved: "
+                        f"{moved[0]} (what the average was fed left its per-step noise against the golden)", {})
     if not fits:
         return Measured(SMOOTHED, measured, False, f"every per-step metric smoother than the calmest calibration run "
                         f"({shown}), but undoing an exponential moving average of no weight "
@@ -91,7 +101,8 @@ def smoothing_evidence(baseline: Baseline, golden: Trace, current: Trace, result
     return Measured(SMOOTHED, measured, True,
                     f"every per-step metric smoother than the calmest calibration run ({shown}), and with an exponential "
                     f"moving average undone on every metric (weight {weight:g} on the previous logged value; "
-                    f"{', '.join(f'{w:g}' for w in weights)} pass) all {count} gate checks pass",
+                    f"{', '.join(f'{w:g}' for w in weights)} pass) all {count} gate checks pass and every metric with "
+                    "a per-step noise is within it against the golden at every step",
                     {"metrics": ", ".join(sorted(ratios)), "weight": f"{weight:g}"})
 
 
@@ -100,3 +111,13 @@ def _misfit(trace: Trace, golden: Trace, noise_table: Mapping[str, Mapping[int, 
     """Mean squared z of ``trace`` against the golden over ``metrics``: the weight that undoes the lag best."""
     zs = [z for m in metrics for z in z_scores(m, golden, trace, noise_table.get(m) or {}).values()]
     return math.fsum(z * z for z in zs) / len(zs) if zs else math.inf
+
+
+def _left(trace: Trace, golden: Trace, noise_table: Mapping[str, Mapping[int, float]], noise_scale: float) -> str:
+    """The first metric of ``noise_table`` that left its per-step noise against the golden, and where; "" if none."""
+    for metric in sorted(noise_table):
+        noise = {s: v * noise_scale for s, v in noise_table[metric].items()}
+        where = left_noise(trace.get(metric) or {}, golden.get(metric) or {}, noise)
+        if where is not None:
+            return f"{metric} {where}"
+    return ""

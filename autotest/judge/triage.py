@@ -14,8 +14,8 @@ framework's metric names.
 | 3 | ``metric-names`` | the log lacks checked metrics of the baseline (``metrics[names]`` ERROR) |
 | 4 | ``run-shape`` | the step count differs from the case's while the run exited 0 of its own accord, its log ends on a whole row and every gate passes again over the steps both runs did (``run shape`` reading) |
 | 5 | ``run-incomplete`` | the run ended early (a structural check could not decide); not shown when ``run-shape`` fits |
-| 6 | ``logging-units`` | the ``smoothed log`` reading: every metric logged at each step calmer (step-to-step roughness in noise sds) than the calmest calibration run, and with an exponential moving average undone on every metric every gate passes; no mismatch breach |
-| 7 | ``logging-units`` | one metric breached, not a score (reward, eval), a teacher's KL nor a mismatch metric, every other gate passed, and that metric divided by a constant factor (or less a constant offset, or against the golden smoothed by an EMA) passes its own gates, or it is off the golden from its first step while no other metric leaves its per-step noise (``logging/units`` reading, five common steps or more) |
+| 6 | ``logging-units`` | the ``smoothed log`` reading: every metric logged at each step calmer (step-to-step roughness in noise sds) than the calmest calibration run, and with an exponential moving average undone on every metric every gate passes and every metric is within its per-step noise; no mismatch breach |
+| 7 | ``logging-units`` | one metric breached, not a score (reward, eval), a teacher's KL nor a mismatch metric, every other gate passed and every other gated metric within its per-step noise at every step; that metric is the golden moved by whole steps (logged from the previous or the next step), or divided by a constant factor (or less a constant offset, or against the golden smoothed by an EMA) it stays within its per-step noise at every step and passes its own gates, or it is off the golden from its first step while no other metric leaves its per-step noise (``logging/units`` reading, five common steps or more) |
 | 8 | ``eval-path`` | only eval breached; every checked training role within bounds at every step |
 | 9 | ``rewards-only`` | only reward breached; eval, rollout (length, entropy), training dynamics and teachers within bounds at every step (one of them checked), and none of them left the golden before the rewards did (``loss term`` reading: per-step noise, under their gates or not) |
 | 10 | ``rewards-only`` | reward breached at the run's first point; no other role breached there (the first-point form) |
@@ -29,10 +29,11 @@ framework's metric names.
 | 18 | ``sampling-changed`` | an accuracy breach; the mismatch role checked and within bounds; length and entropy within bounds, the entropy at half its threshold or more |
 | 19 | ``gradual`` | every accuracy breach begins after the start, and a training role breached (or none is checked) |
 | 20 | ``loss-term`` | the ``loss term`` reading holds but the leading role moved in jumps (step-to-step change rms above 1.6 sd): ranked after ``gradual``, both named |
-| 21 | ``resume`` | a resume check failed or could not decide (``resume[...]``: the run resumed from its checkpoint did not continue the uninterrupted one); primary when the main run's own gates pass |
-| 22 | ``performance-only`` | only step-time / throughput roles breached |
-| 23 | ``performance`` | step time breached as well as accuracy: a separate performance finding |
-| 24 | ``memory`` | a memory gate breached (growth per step or peak); beside any accuracy finding, never instead |
+| 21 | ``resume-logging`` | every failed resume check is one metric that alone differs while every other compared metric is bitwise equal at every resumed step, one after it at least (``parameters["resume_cause"]``: logging): how it is logged across a resume, not state the checkpoint lost |
+| 22 | ``resume`` | a resume check failed or could not decide (``resume[...]``: the run resumed from its checkpoint did not continue the uninterrupted one), not for a logging cause; primary when the main run's own gates pass |
+| 23 | ``performance-only`` | only step-time / throughput roles breached |
+| 24 | ``performance`` | step time breached as well as accuracy: a separate performance finding |
+| 25 | ``memory`` | a memory gate breached (growth per step or peak); beside any accuracy finding, never instead |
 
 A rule fits at most once (the first of its rows that fits); ``gradual`` is not shown when
 ``teacher-path`` fits (the same breach, explained more narrowly). When the primary and the runner-up are a pair the
@@ -83,6 +84,7 @@ from autotest.judge.triage_conditions import (
     not_breached,
     only_breached,
     resume_broken,
+    resume_logged,
     role_moved,
     starts_later,
     teacher_bound_caveat,
@@ -235,6 +237,10 @@ RULES: tuple[Rule, ...] = (
     # a role that led the scores in jumps: a step-size change as likely as a loss term, ranked after the update
     Rule("loss-term", (measured_holds(LOSS_TERM), reading_says(LOSS_TERM, "steady", "no"), not_breached("consistency")),
          LOSS_TERM_SUGGESTION, "it moved in jumps, as a larger step moves it", fills=LOSS_TERM),
+    Rule("resume-logging", (resume_logged,),
+         "logging across the resume, not the checkpoint: the resumed run trained what the uninterrupted run did",
+         "the main run's own breaches explain the verdict first; a metric logged otherwise across a resume is "
+         "separate", caveat=what_did_not_continue),
     Rule("resume", (resume_broken,),
          "checkpoint resume is broken: a run resumed from its checkpoint did not continue the uninterrupted run; "
          "check what the checkpoint saves and the resume restores (optimizer state, LR scheduler position, RNG "

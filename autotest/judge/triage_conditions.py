@@ -12,6 +12,7 @@ from autotest.judge.evidence import ACCURACY_GROUPS, OTHER, TRAINING_GROUPS, Rol
 from autotest.judge.metric_names import CHECK_ID as NAMES_CHECK_ID
 from autotest.judge.model import ERROR, FAIL, CheckResult, Measured
 from autotest.judge.resume import is_resume_result
+from autotest.judge.resume_causes import LOGGING as RESUME_LOGGING
 from autotest.judge.teacher_evidence import TEACHERS
 from autotest.judge.units_evidence import UNITS
 from autotest.scopes import find
@@ -196,9 +197,19 @@ def incomplete(ev: Evidence) -> str | None:
     return bad[0].message if bad else None
 
 
+def resume_logged(ev: Evidence) -> str | None:
+    """Every failed resume check is how one metric is logged (it alone differs, the training bitwise continued)."""
+    failed = [r for r in ev.results if is_resume_result(r) and r.is_gate and r.status == FAIL]
+    if failed and all(r.parameters.get("resume_cause") == RESUME_LOGGING for r in failed):
+        return f"{failed[0].check_id}: {failed[0].message}"
+    return None
+
+
 def resume_broken(ev: Evidence) -> str | None:
-    """A resume check failed (the resumed run did not continue) or could not decide (it did not complete)."""
-    bad = [r for r in ev.results if is_resume_result(r) and r.is_gate and r.status in (FAIL, ERROR)]
+    """A resume check failed (the resumed run did not continue) or could not decide (it did not complete); not one
+    whose cause is how a metric is logged (``resume_logged``)."""
+    bad = [r for r in ev.results if is_resume_result(r) and r.is_gate and r.status in (FAIL, ERROR)
+           and r.parameters.get("resume_cause") != RESUME_LOGGING]
     failed = sorted((r for r in bad if r.status == FAIL),
                     key=lambda r: r.first_breach_step if r.first_breach_step is not None else math.inf)
     if failed:
@@ -212,6 +223,8 @@ def what_did_not_continue(ev: Evidence) -> tuple[str, str] | None:
     for r in ev.results:
         if is_resume_result(r) and r.status == FAIL and r.parameters.get("not_continued"):
             what = r.parameters["not_continued"]
+            if r.parameters.get("resume_cause") == RESUME_LOGGING:
+                return f"what differs: {what}", f"differs: {what}"
             return f"what did not continue: {what}", f"not continued: {what}"
     if any(is_resume_result(r) and r.status == ERROR for r in ev.results):
         return ("the resumed run did not complete: read its logs (resume/logs/ in the results folder) first",
@@ -329,7 +342,7 @@ def unscored_metric(ev: Evidence) -> str | None:
     return f"{metric} is not a score (a {group or OTHER} metric)"
 
 
-UNITS_SUGGESTION = ("logging / units: {metric} is {relation} at every step while nothing else moved; check how it is "
+UNITS_SUGGESTION = ("logging / units: {metric} is {relation} at every step while {others}; check how it is "
                     "computed or logged (units, the reduction, a scale in the logger), not the training")
 UNITS_RANK_REASON = ("one metric a constant factor from the golden at every step, nothing else moved: what the policy "
                      "does did not change")

@@ -5,6 +5,7 @@ units and a loop that ends early (issue 30). Registered in :mod:`autotest.worklo
 |---|---|---|---|---|
 | ``log-scale[:METRIC:FACTOR]`` | METRIC (``response/response_len/mean``) is logged x FACTOR (2); training unchanged | FAIL | response length | logging-units |
 | ``fewer-steps[:N]`` | the training loop ends N (1) steps early and the run exits 0; the steps it did are the clean run's | ERROR | - | run-shape |
+| ``log-previous[:METRIC]`` | METRIC (``response/response_len/mean``) is logged from the previous step; training unchanged (not registered yet: :class:`LogPrevious`) | FAIL | resume: response length | resume-logging |
 """
 
 from __future__ import annotations
@@ -84,6 +85,53 @@ class FewerSteps(FaultHooks):
             raise UsageError(f"--fault {self.name}: leaves out {self.int_arg()} of {last_step} steps; "
                              "at least one must run")
         return last_step - self.int_arg()
+
+
+class LogPrevious(FaultHooks):
+    """METRIC is written from the previous step: the logger keeps the value it was handed and writes the one it kept
+    before (a stale cache, a value read before the step filled it), the first step's as it is. What the run trains,
+    and every other metric, is unchanged; a resumed process starts with an empty cache, so its first step writes its
+    own value where the uninterrupted run wrote the step before's.
+
+    Not in :data:`LOG_FAULTS` yet: the catalogue's module table (:mod:`autotest.workloads.faults`) lists every
+    registered fault, and its row is added with the registration."""
+
+    name = "log-previous"
+    arg_help = f"METRIC, the metric logged from the previous step (default {LENGTH})"
+    default_arg = LENGTH
+    expected = {"verdict": "FAIL", "breached": [LENGTH], "triage": "resume-logging",
+                "measured": "seed 0 (2026-12-06, registered for the run): the golden gates pass (a step's lag is below "
+                "their MDE); the resume phase fails on response_len/mean at step 21 alone (2.0332 resumed, 2.1387 "
+                "uninterrupted: the step before's), the 21 other compared metrics bitwise equal at steps 21-23; "
+                "triage resume-logging, primary"}
+
+    def metric(self) -> str:
+        if not self.arg:
+            raise UsageError(f"--fault {self.name}: needs METRIC, the metric logged from the previous step")
+        return self.arg
+
+    def wrap_tracker(self, tracker: Any) -> Any:
+        return _PreviousTracker(tracker, self.metric())
+
+
+class _PreviousTracker:
+    """Writes every row through, one metric replaced by the value it had in the row before that carried it."""
+
+    def __init__(self, inner: Any, metric: str) -> None:
+        self.inner = inner
+        self.metric = metric
+        self.kept: Any = None
+
+    def write(self, row: Mapping[str, Any]) -> None:
+        if isinstance(row.get(self.metric), (int, float)):
+            value, previous = row[self.metric], self.kept
+            self.kept = value
+            if previous is not None:
+                row = {**row, self.metric: previous}
+        self.inner.write(row)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
 
 
 LOG_FAULTS: tuple[type[FaultHooks], ...] = (LogScale, FewerSteps)

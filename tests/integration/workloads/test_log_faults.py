@@ -22,9 +22,11 @@ def test_a_length_logged_twice_is_named_logging_with_its_factor(tmp_path):
     primary = verdict.triage[0]
     assert primary.rule == "logging-units" and not primary.uncertain_with, verdict.triage
     assert primary.suggestion.startswith("logging / units: response/response_len/mean is 2 x golden at every step "
-                                         "while nothing else moved; check how it is computed or logged")
+                                         "while nothing else moved (every other gated metric within its per-step noise "
+                                         "against the golden at every step")
     assert "first-step" not in [f.rule for f in verdict.triage][:1]
-    assert "| logging/units |" in report and "divided by 2 it passes" in report
+    assert "| logging/units |" in report
+    assert "divided by 2 it stays within its per-step noise at every step and passes" in report
     assert run.consistency_request is None
 
 

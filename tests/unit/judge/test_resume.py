@@ -72,7 +72,9 @@ def test_a_resume_that_continued_bitwise_passes_with_time_and_memory_left_out():
 
 
 def test_a_restarted_lr_schedule_fails_and_is_named():
-    resumed = _run(range(5, 8), **{LR.replace("/", "__"): {5: 1e-3, 6: 9e-4, 7: 8e-4}})
+    # the update at step 5 took the other rate, so what step 6 sampled and its loss differ too
+    resumed = _run(range(5, 8), **{LR.replace("/", "__"): {5: 1e-3, 6: 9e-4, 7: 8e-4},
+                                   REWARD.replace("/", "__"): {6: 0.0, 7: 0.0}, LOSS.replace("/", "__"): {6: 3.0}})
     results = _results(resumed)
     lr = results[match_id(LR)]
     assert lr.status == FAIL and lr.kind == "structural" and lr.metric == LR and lr.first_breach_step == 5
@@ -80,14 +82,62 @@ def test_a_restarted_lr_schedule_fails_and_is_named():
                                  "uninterrupted 0.0005 at step 5 (3 of 3 resumed steps differ)")
     assert lr.points.steps == (5, 6, 7) and all(lr.points.breached)
     assert lr.parameters["not_continued"].startswith("the LR schedule (")
-    assert set(results) == {COMPLETION, STEP_COUNTER, match_id(LR)}  # every other metric matched
+    assert set(results) == {COMPLETION, STEP_COUNTER, match_id(LR), match_id(REWARD), match_id(LOSS)}
 
 
 def test_a_first_step_that_sampled_differently_points_at_the_rng():
     resumed = _run(range(5, 8), **{REWARD.replace("/", "__"): {5: 0.77}, LOSS.replace("/", "__"): {5: 3.0}})
     verdict = _results(resumed)[match_id(REWARD)].parameters["not_continued"]
-    assert verdict.startswith("the RNG (prompt order, sampling) or the rollout engine's weights: step 5, the first "
-                              f"resumed step, already sampled differently ({REWARD})")
+    # the mismatch metric is bitwise equal there: the rollout engine holds the trainer's weights, so the RNG; what
+    # would tell prompt order from the sampling RNG is named as missing
+    assert verdict.startswith(f"the RNG (prompt order or sampling): step 5, the first resumed step, sampled "
+                              f"differently ({REWARD}) while the train–inference mismatch is bitwise equal there ({K3})")
+    assert "the log has no per-step record of the prompts drawn" in verdict
+
+
+def test_a_first_step_that_sampled_differently_with_the_mismatch_moved_points_at_the_rollout_weights():
+    resumed = _run(range(5, 8), **{REWARD.replace("/", "__"): {5: 0.77}, K3.replace("/", "__"): {5: 0.02}})
+    verdict = _results(resumed)[match_id(REWARD)].parameters["not_continued"]
+    assert verdict.startswith(f"the rollout engine's weights: step 5, the first resumed step, sampled differently "
+                              f"({REWARD}) and the train–inference mismatch differs there too ({K3})")
+
+
+def test_without_a_mismatch_metric_the_rng_and_the_weights_are_named_together_with_what_is_missing():
+    roles = resolve_roles([REWARD, LOSS])
+    main = Trace("t.jsonl", MappingProxyType({REWARD: _series(range(1, 11)), LOSS: _series(range(1, 11))}),
+                 tuple(range(1, 11)), ())
+    resumed = Trace("r.jsonl", MappingProxyType({REWARD: {**_series(range(5, 8)), 5: 0.77},
+                                                 LOSS: {**_series(range(5, 8)), 5: 3.0}}), (5, 6, 7), ())
+    results = resume_results(RESUME, main, resumed, Ended(), roles=roles)
+    verdict = next(r for r in results if r.status == FAIL).parameters["not_continued"]
+    assert verdict.startswith("the RNG (prompt order, sampling) or the rollout engine's weights")
+    assert "no train–inference mismatch metric was compared" in verdict
+
+
+def test_one_metric_different_while_every_other_is_bitwise_equal_is_logging_not_the_rng():
+    """Issue 44: a length logged from the previous step; at the first resumed step the logger has nothing cached and
+    writes the step's own value, the uninterrupted run's at the next step. Training bitwise unchanged."""
+    late = {s: _series(range(0, 11), 2.0)[s - 1] for s in range(1, 11)}  # logged from the previous step
+    main = _run(range(1, 11), **{LENGTH.replace("/", "__"): late})
+    resumed = _run(range(5, 8), **{LENGTH.replace("/", "__"): {5: late[6], 6: late[6], 7: late[7]}})
+    results = {r.check_id: r for r in resume_results(RESUME, main, resumed, Ended(), roles=ROLES)}
+    length = results[match_id(LENGTH)]
+    assert length.status == FAIL and length.first_breach_step == 5
+    verdict = length.parameters["not_continued"]
+    assert verdict.startswith(f"how {LENGTH} is logged, not the training: it differs at step 5 of the resumed steps "
+                              "while the 4 other compared metrics are bitwise equal at every resumed step")
+    assert "the uninterrupted run's 1 step later" in verdict and "RNG" not in verdict
+    findings = triage(results.values(), MAIN, ROLES)
+    assert [f.rule for f in findings] == ["resume-logging"]  # never "checkpoint resume is broken"
+    assert findings[0].suggestion.startswith("logging across the resume, not the checkpoint: ")
+    assert f"how {LENGTH} is logged" in findings[0].suggestion
+
+
+def test_one_metric_different_at_the_last_resumed_step_only_is_not_read_as_logging():
+    """Nothing resumed after it: an update that differed there would not show yet."""
+    resumed = _run(range(5, 8), **{LOSS.replace("/", "__"): {7: 3.0}})
+    verdict = _results(resumed)[match_id(LOSS)].parameters["not_continued"]
+    assert not verdict.startswith("how ")
 
 
 def test_an_update_that_differs_after_equal_samples_points_at_the_optimizer_state():
@@ -100,7 +150,7 @@ def test_an_update_that_differs_after_equal_samples_points_at_the_optimizer_stat
 
 def test_without_a_learning_rate_role_the_optimizer_finding_says_the_schedule_is_possible_too():
     roles = resolve_roles([REWARD, LOSS])
-    resumed = _run(range(5, 8), **{LOSS.replace("/", "__"): {5: 3.0}})
+    resumed = _run(range(5, 8), **{LOSS.replace("/", "__"): {5: 3.0}, REWARD.replace("/", "__"): {6: 0.0}})
     results = resume_results(RESUME, MAIN, resumed, Ended(), roles=roles)
     failed = [r for r in results if r.status == FAIL]
     assert failed and all("or the LR schedule: no metric with the learning_rate role tells them apart"
@@ -175,7 +225,7 @@ def test_a_main_run_that_did_not_complete_is_not_resumed():
 
 
 def test_triage_names_the_resume_when_the_main_run_passed():
-    resumed = _run(range(5, 8), **{LR.replace("/", "__"): {5: 1e-3}})
+    resumed = _run(range(5, 8), **{LR.replace("/", "__"): {5: 1e-3}, LOSS.replace("/", "__"): {6: 3.0}})
     findings = triage(resume_results(RESUME, MAIN, resumed, Ended(), roles=ROLES))
     assert findings[0].rule == "resume" and findings[0].primary
     assert "what did not continue: the LR schedule" in findings[0].suggestion

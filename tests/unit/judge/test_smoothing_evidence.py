@@ -89,6 +89,17 @@ def test_every_metric_written_as_a_moving_average_is_logging_not_the_eval_path(t
     assert primary.rule == "logging-units" and "the logger smooths the scalars it writes" in primary.suggestion
 
 
+def test_a_moving_average_over_a_run_whose_training_moved_is_not_only_logging(tmp_path: Path) -> None:
+    """The row claims the training unchanged: a reward 3 sd up from step 15 (under its gate) under the average is
+    not that, though every gate passes with the average undone."""
+    run = _run(101)
+    run[REWARD] = {s: v + (0.06 if s >= 15 else 0.0) for s, v in run[REWARD].items()}
+    verdict = compare(_baseline(tmp_path), _trace(_ema(run, 0.6))).verdict
+    reading = _reading(verdict)
+    assert not reading.holds and "the training moved" in reading.finding and REWARD in reading.finding
+    assert "logging-units" not in [f.rule for f in verdict.triage][:1]
+
+
 def test_a_real_eval_drop_in_a_clean_run_is_the_eval_path(tmp_path: Path) -> None:
     run = _run(102)
     run[EVAL] = {s: v - 0.1 for s, v in run[EVAL].items()}

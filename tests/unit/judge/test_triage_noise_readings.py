@@ -52,8 +52,9 @@ def test_a_length_computed_otherwise_from_step_1_with_nothing_else_moved_is_logg
     verdict = compare(_baseline(tmp_path), _trace(length={s: 12.0 + 0.3 * (s % 3) for s in STEPS})).verdict
     primary = verdict.triage[0]
     assert primary.rule == "logging-units"
-    assert "is off the golden from its first logged step, while every other metric stays within its per-step noise" \
-        in primary.suggestion
+    assert ("is off the golden from its first logged step, before any update (not a constant factor, offset or "
+            "smoothing) at every step while nothing else moved (every other gated metric within its per-step noise "
+            "against the golden at every step)") in primary.suggestion
     units = _reading(verdict, UNITS)
     assert units.holds and units.values["kind"] == "computed" and "before any update" in units.finding
 

@@ -43,3 +43,19 @@ def test_fewer_steps_ends_the_loop_early_and_keeps_the_schedule():
         make_fault("fewer-steps:45").loop_end(45)
     with pytest.raises(UsageError, match="needs a positive step"):
         make_fault("fewer-steps:0")
+
+
+def test_log_previous_writes_each_value_one_row_late_and_the_first_as_it_is():
+    from autotest.workloads.log_faults import LogPrevious
+
+    inner = _Rows()
+    tracker = LogPrevious(None, 0).wrap_tracker(inner)
+    for step, length in ((1, 6.0), (2, 7.0), (3, 8.0)):
+        tracker.write({"step": step, "response/response_len/mean": length, "entropy/mean": 1.0 + step})
+    tracker.write({"step": 3, "train_metrics/worker_0/loss": 0.1})  # rows without it pass through
+    assert inner.rows == [{"step": 1, "response/response_len/mean": 6.0, "entropy/mean": 2.0},
+                          {"step": 2, "response/response_len/mean": 6.0, "entropy/mean": 3.0},
+                          {"step": 3, "response/response_len/mean": 7.0, "entropy/mean": 4.0},
+                          {"step": 3, "train_metrics/worker_0/loss": 0.1}]
+    with pytest.raises(UsageError, match="needs METRIC"):
+        LogPrevious("", 0).wrap_tracker(_Rows())

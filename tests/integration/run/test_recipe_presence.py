@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from autotest.inputs.project import PROJECT_ENV
+
 from tests.helpers import ROOT
 from tests.integration.run.recipe_checkout import add_refs
 from tests.integration.run.xtuner_node import build_node
@@ -37,6 +39,12 @@ def _pytest(node: dict, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(argv, cwd=ROOT, env=node["env"], capture_output=True, text=True, timeout=300)
 
 
+def _project_case(node: dict) -> Path:
+    """The node's copy of the packaged MOPD case (xtuner_node.node_project), named by its file: by its bare name
+    the copy and the packaged case would be two files of one name."""
+    return Path(node["env"][PROJECT_ENV]) / "cases" / f"{MOPD}.yaml"
+
+
 def _cli(node: dict, case: str) -> subprocess.CompletedProcess:
     argv = [sys.executable, "-m", "autotest.cli", "run", case, "--framework-repo", str(node["repo"]),
             "--framework-ref", "trunk", "--results-dir", str(node["tmp"] / "results"), "--yes", "--no-history"]
@@ -51,7 +59,8 @@ def test_a_recipe_not_merged_yet_is_a_skip_with_its_commit_and_ref(node):
     strict = _pytest(node, "--strict-cases")
     assert strict.returncode == 1, strict.stdout
     assert f"{MOPD} cannot run here (strict mode): {reason}" in strict.stdout
-    cli = _cli(node, MOPD)
+    # by its file: the node's project copies the packaged case (autotest/cases/), so its bare name would be two files
+    cli = _cli(node, str(_project_case(node)))
     assert f"{MOPD}: SKIP — {reason}" in cli.stdout, cli.stdout + cli.stderr
     assert not (node["tmp"] / "results").exists() or not list((node["tmp"] / "results").rglob("results.json"))
 
@@ -60,7 +69,8 @@ def test_a_local_checkout_without_the_recipe_is_a_skip_naming_its_branch(node):
     # no ref asked: the run uses the clone $XTUNER_ROOT names, as it stands (here: trunk checked out)
     subprocess.run(["git", "-C", str(node["repo"]), "checkout", "-q", "trunk"], check=True)
     env = {**node["env"], "XTUNER_ROOT": str(node["repo"])}
-    argv = [sys.executable, "-m", "autotest.cli", "run", MOPD, "--results-dir", str(node["tmp"] / "results"),
+    argv = [sys.executable, "-m", "autotest.cli", "run", str(_project_case(node)),
+            "--results-dir", str(node["tmp"] / "results"),
             "--yes", "--no-history"]
     done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert (f"{MOPD}: SKIP — recipe/on_policy_distillation/ is not in xtuner at {node['trunk']} (trunk): "
@@ -69,9 +79,8 @@ def test_a_local_checkout_without_the_recipe_is_a_skip_naming_its_branch(node):
 
 @pytest.mark.slow  # one real MOPD run on the simulated node (teacher servers, TensorBoard), 20-40 s on 2 cores
 def test_a_case_pinned_to_a_commit_with_the_recipe_runs_there(node):
-    text = (ROOT / "autotest" / "cases" / f"{MOPD}.yaml").read_text()
+    text = _project_case(node).read_text()  # the packaged case with this node's /tmp and open-file limit
     text = text.replace("    env: XTUNER_ROOT\n", f"    env: XTUNER_ROOT\n    ref: {node['recipe']}\n")
-    text = text.replace("baseline: baselines/", f"baseline: {ROOT}/baselines/")
     case = node["tmp"] / "cases" / f"{MOPD}.yaml"
     case.parent.mkdir()
     case.write_text(text)

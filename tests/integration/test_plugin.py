@@ -45,7 +45,7 @@ def test_suite_outcomes_summary_and_calibration_deselected(pytester, monkeypatch
         "*next step: train/inference inconsistency*",
         "*consistency dump requested: *consistency_request.json",
         "*rl-autotest cases*",
-        "scripted: PASS (report: *report.md)",
+        "scripted: PASS — cost * CPU-s (report: *report.md)",
     ])
     assert len(list((results / "scripted").iterdir())) == 2
 
@@ -124,7 +124,7 @@ def test_replicates_option_runs_k_seeds_and_summarises_their_mean(pytester):
     result = pytester.runpytest_subprocess("--results-dir", str(results), "--replicates", "3", "--no-history",
                                            "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["scripted: PASS (mean of 3 replicates) (report: *report.md)"])
+    result.stdout.fnmatch_lines(["scripted: PASS (mean of 3 replicates) — cost * CPU-s (report: *report.md)"])
     (folder,) = (results / "scripted").iterdir()
     assert sorted(p.name for p in (folder / "replicates").iterdir()) == ["r1-seed0", "r2-seed1", "r3-seed2"]
 

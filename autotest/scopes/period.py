@@ -84,3 +84,9 @@ def breach_period(steps: Iterable[int], breached: Iterable[int]) -> Period | Non
     if best is None or best[0] <= every_step:
         return None
     return best[1]
+
+
+def period_note(steps: Iterable[int], breached: Iterable[int]) -> str:
+    """``; every 2nd step (...)`` when the ``breached`` steps follow a period, else ''."""
+    found = breach_period(steps, breached)
+    return f"; {found.describe()}" if found else ""

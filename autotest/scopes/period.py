@@ -46,12 +46,12 @@ class Period:
 
     def describe(self) -> str:
         """``every 2nd step (steps = 0 mod 2: 2, 4, 6, ...; 22/22 of them breach, 0 off them)``."""
-        return (f"every {_ordinal(self.period)} step (steps = {self.phase} mod {self.period}: "
+        return (f"every {ordinal(self.period)} step (steps = {self.phase} mod {self.period}: "
                 f"{', '.join(str(s) for s in self.first_steps)}, ...; "
                 f"{self.on_period}/{self.period_steps} of them breach, {self.off_period} off them)")
 
 
-def _ordinal(n: int) -> str:
+def ordinal(n: int) -> str:
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"
 

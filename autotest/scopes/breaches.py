@@ -127,7 +127,9 @@ class Breaches(Stepwise):
         return replace(made, check=replace(made.check, options=((ALLOWED, allowed),)))
 
     def table_cells(self, result: Any, error: str, threshold: str, step: str) -> tuple[str, str, str]:
-        breached = len(result.points.breaches())
         allowed = result.parameters.get(ALLOWED, 0)
+        if not len(result.points):
+            return f"worst {error} ({allowed} breaches allowed)", threshold, f"worst {step}"
+        breached = len(result.points.breaches())
         return (f"{breached}/{len(result.points)} steps breach ({allowed} allowed); worst {error}", threshold,
                 f"worst {step}")

@@ -144,3 +144,9 @@ def test_a_breaches_check_round_trips_through_the_writer(tmp_path):
     assert dict(loaded.checks[0].options) == {"allowed_breaches": 3}
     (tmp_path / "c.yaml").write_text(baseline_yaml(loaded), encoding="utf-8")
     assert load_baseline(tmp_path / "c.yaml").checks == loaded.checks
+
+
+def test_the_report_row_gives_the_breaching_steps_and_the_count_allowed():
+    result = bound(ALTERNATE, allowed=2)
+    assert scope_kind("breaches").table_cells(result, "3e-05", "value <= 1.5e-11", "2") == (
+        "22/45 steps breach (2 allowed); worst 3e-05", "value <= 1.5e-11", "worst 2")

@@ -61,11 +61,11 @@ class Breaches(Stepwise):
     calibrates_value = True
 
     def parse(self, sec: Section) -> dict[str, Any]:
+        allowed = sec.integer(ALLOWED, minimum=0, default=0,
+                              fix="write how many steps may breach the bound, e.g. 0 (calibrate sets it)")
         if sec.get("method", None) != "value":
             sec.fail("method", f"scope breaches bounds the value itself, not method {sec.get('method', None)!r}",
                      "write method: value (a per-step bound on the logged value)")
-        allowed = sec.integer(ALLOWED, minimum=0, default=0,
-                              fix="write how many steps may breach the bound, e.g. 0 (calibrate sets it)")
         return {"options": ((ALLOWED, allowed),)}
 
     def check_id(self, spec: CheckSpec) -> str:

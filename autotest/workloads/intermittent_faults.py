@@ -111,13 +111,13 @@ class StaleRank(FaultHooks):
             return [model] * n
         if self.stale is None:
             self.stale = copy.deepcopy(model)
-        params = dict(self.stale.named_parameters())
-        if not set(self.previous) <= set(params):
-            raise UsageError(f"--fault {self.name}: the rollout model's parameters are not the trainer's names "
-                             "(the engine layout); run it with the hf layout")
-        with torch.no_grad():
-            for name, tensor in self.previous.items():
-                params[name].copy_(tensor)
+        if hasattr(self.stale, "load_weights"):  # the engine layout converts the trainer's names itself
+            self.stale.load_weights(self.previous.items())
+        else:
+            params = dict(self.stale.named_parameters())
+            with torch.no_grad():
+                for name, tensor in self.previous.items():
+                    params[name].copy_(tensor)
         return [model] * (n - 1) + [self.stale]
 
 

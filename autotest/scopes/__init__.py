@@ -1,7 +1,7 @@
 """Check kinds: what a baseline check's ``scope:`` means, one module per kind, one registry.
 
-Built in: ``stepwise``, ``percentile``, ``breaches``, ``final``, ``points``, ``window``, ``pooled``, ``slope``. The baseline
-loader, the check engine (:mod:`autotest.judge.checks`), calibration, power, live fail-fast, triage and the
+Built in: ``stepwise``, ``percentile``, ``breaches``, ``final``, ``points``, ``window``, ``pooled``, ``slope``.
+The baseline loader, the check engine (:mod:`autotest.judge.checks`), calibration, power, live fail-fast, triage and the
 report ask :func:`scope_kind` (or :func:`find` for a result, whose scope may be a structural check's) and never
 compare scope names; this registry's list is the only list of kinds.
 

@@ -12,7 +12,7 @@ has measured the run-to-run noise.
 | eval              | absolute at the final eval point; pooled mean over the eval points             |
 | response_length   | relative p80 of per-step errors; pooled mean                                   |
 | entropy           | absolute at the first training step (the initialisation); pooled mean          |
-| mismatch          | absolute p50 of per-step errors                                                |
+| mismatch          | absolute p50 of per-step errors; value at every step, a count of breaching steps allowed |
 | distill_kl        | absolute p80; pooled mean                                                      |
 | ref_kl            | absolute p80 (reference only)                                                  |
 | step_time         | slowdown p50 (reference only: machine-dependent)                               |
@@ -25,7 +25,9 @@ while the pooled mean of the per-step deviations, in units of the calibrated noi
 (:mod:`autotest.scopes.pooled`). The per-step checks stay beside it for what a mean dilutes (a spike, a
 broken initialisation, the last point); calibration marks one that cannot fire (its minimum detectable effect
 exceeds the metric's whole range) and keeps it as reference only (:mod:`autotest.calibration.usefulness`).
-Mismatch, KL, time and memory keep their level checks: a bug moves them far past their seed noise.
+Mismatch, KL, time and memory keep their level checks: a bug moves them far past their seed noise. Mismatch gets a
+per-step bound as well (``scope: breaches``, the form of xtuner's own ``method: value`` check): a fault on every
+other step leaves the median at a clean step's level, and only a check of every step sees it.
 
 Other roles (loss, grad_norm, learning_rate, policy_kl, throughput) and metrics with no role are
 listed, not gated: add checks by hand if they matter. The memory role's checked metric is its peak one where the log
@@ -55,7 +57,8 @@ CHECKS_BY_ROLE: Mapping[str, tuple[tuple[str, dict, str], ...]] = MappingProxyTy
     "eval": (("absolute", {"scope": "final"}, "gate"), _POOLED),
     "response_length": (("relative", _P80, "gate"), _POOLED),
     "entropy": (("absolute", {"scope": "points"}, "gate"), _POOLED),
-    "mismatch": (("absolute", {"scope": "percentile", "percentile": 50.0}, "gate"),),
+    "mismatch": (("absolute", {"scope": "percentile", "percentile": 50.0}, "gate"),
+                 ("value", {"scope": "breaches"}, "gate")),
     "distill_kl": (("absolute", _P80, "gate"), _POOLED),
     "ref_kl": (("absolute", _P80, "reference"),),
     "step_time": (("slowdown", {"scope": "percentile", "percentile": 50.0}, "reference"),),

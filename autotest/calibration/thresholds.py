@@ -154,16 +154,9 @@ def _floors(check: CheckSpec, golden: Mapping[int, float], steps: Sequence[int],
             eval_set_size: Mapping[str, int], measured: float = 0.0) -> list[tuple[float, str]]:
     values = [golden[s] for s in steps if s in golden]
     floors: list[tuple[float, str]] = []
-    if check.metric in settings.floors:
-        declared = settings.floors[check.metric]
-        # the case's own runs say what healthy is: a floor sized for another precision must not hide it
-        level = max([abs(v) for v in values] + [measured])
-        cap = settings.floor_headroom * level
-        if 0 < cap < declared:
-            floors.append((cap, f"calibration.floors {declared:g} capped at floor_headroom "
-                                f"{settings.floor_headroom:g} x the case's own level {level:.3g}"))
-        else:
-            floors.append((declared, f"calibration.floors {declared:g}"))
+    declared = _declared_floor(check.metric, max([abs(v) for v in values] + [measured]), settings)
+    if declared is not None:
+        floors.append(declared)
     level = scope_kind(check.scope).floor(check, values, steps, settings.relative_floor)
     if check.method == "relative":
         floors.append((settings.relative_floor, f"relative floor {settings.relative_floor:g}"))
@@ -181,6 +174,18 @@ def _floors(check: CheckSpec, golden: Mapping[int, float], steps: Sequence[int],
         floors.append((settings.binomial_z * math.sqrt(variance / n),
                        f"binomial {settings.binomial_z:g} x sqrt(p(1-p)/n), n={n}, p={p:.3g}"))
     return floors
+
+
+def _declared_floor(metric: str, level: float, settings: CalibrationSpec) -> tuple[float, str] | None:
+    """``calibration.floors[metric]`` capped at ``floor_headroom`` x ``level``: the case's own runs say what healthy
+    is, so a floor sized for another precision must not hide it."""
+    if metric not in settings.floors:
+        return None
+    declared, cap = settings.floors[metric], settings.floor_headroom * level
+    if 0 < cap < declared:
+        return cap, (f"calibration.floors {declared:g} capped at floor_headroom {settings.floor_headroom:g} x the "
+                     f"case's own level {level:.3g}")
+    return declared, f"calibration.floors {declared:g}"
 
 
 def _measure(check: CheckSpec, baseline: Baseline, runs: Sequence[Trace]):
@@ -255,6 +260,9 @@ class _Calibrating:
     def uncalibrated(self, why: str) -> CalibratedCheck:
         return _uncalibrated(self.check, why)
 
+    def declared_floor(self, metric: str, level: float) -> tuple[float, str] | None:
+        return _declared_floor(metric, level, self.settings)
+
 
 def _uncalibrated(check: CheckSpec, why: str) -> CalibratedCheck:
     return CalibratedCheck(replace(check, derivation=f"uncalibrated: {why}", measured_max_deviation=None), check,
@@ -264,11 +272,12 @@ def _uncalibrated(check: CheckSpec, why: str) -> CalibratedCheck:
 def _calibrate_check(check: CheckSpec, baseline: Baseline, golden: Trace, runs: Sequence[Trace],
                      settings: CalibrationSpec, eval_set_size: Mapping[str, int],
                      noise_gates: int = 1) -> CalibratedCheck:
-    if check.method == "value" or check.operator not in ("<", "<="):
-        why = "method 'value' is a bound, not a distance to golden" if check.method == "value" else \
+    kind = scope_kind(check.scope)
+    value = check.method == "value" and not kind.calibrates_value  # a bound written by hand is kept
+    if value or check.operator not in ("<", "<="):
+        why = "method 'value' is a bound, not a distance to golden" if value else \
             f"operator {check.operator!r}: only error < / <= threshold is calibrated from noise"
         return CalibratedCheck(check, check, KEPT, f"threshold kept: {why}")
-    kind = scope_kind(check.scope)
     job = _Calibrating(check, baseline, golden, runs, settings, eval_set_size, noise_gates)
     made = ask(kind, "calibrate", check, job, passing=(CalibrationError,))
     if not isinstance(made, CalibratedCheck):
@@ -315,7 +324,7 @@ def calibrate(spec: Baseline, traces: Sequence[Trace], *, settings: CalibrationS
     sizes = {**dict(eval_set_size or {}), **dict(settings.eval_set_size)}
     if spec.metric_aliases:
         traces = [t.with_aliases(dict(spec.metric_aliases)) for t in traces]
-    metrics = sorted({c.metric for c in spec.checks if c.method != "value"})
+    metrics = sorted({c.metric for c in spec.checks if c.method != "value" or scope_kind(c.scope).calibrates_value})
     table, uncovered = _mean_table(metrics, traces)
     steps = [s for series in table.values() for s in series]
     frozen = MappingProxyType({m: MappingProxyType(v) for m, v in table.items()})

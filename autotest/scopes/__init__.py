@@ -1,7 +1,7 @@
 """Check kinds: what a baseline check's ``scope:`` means, one module per kind, one registry.
 
-Built in: ``stepwise``, ``percentile``, ``final``, ``points``, ``window``, ``pooled``, ``slope``. The baseline
-loader, the check engine (:mod:`autotest.judge.checks`), calibration, power, live fail-fast, triage and the
+Built in: ``stepwise``, ``percentile``, ``breaches``, ``final``, ``points``, ``window``, ``pooled``, ``slope``.
+The baseline loader, the check engine (:mod:`autotest.judge.checks`), calibration, power, live fail-fast, triage and the
 report ask :func:`scope_kind` (or :func:`find` for a result, whose scope may be a structural check's) and never
 compare scope names; this registry's list is the only list of kinds.
 
@@ -24,6 +24,7 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from autotest.errors import UsageError
+from autotest.scopes.breaches import Breaches
 from autotest.scopes.final import Final
 from autotest.scopes.kind import Scope
 from autotest.scopes.percentile import Percentile
@@ -39,8 +40,8 @@ __all__ = ["ENTRY_POINT_GROUP", "Scope", "ask", "find", "kinds", "load_plugins",
 #: the entry point group third-party check kinds register in
 ENTRY_POINT_GROUP = "rl_autotest.checks"
 
-_KINDS: dict[str, Scope] = {kind.name: kind for kind in (Stepwise(), Percentile(), Final(), Points(), Window(),
-                                                         Pooled(), Slope())}
+_KINDS: dict[str, Scope] = {kind.name: kind for kind in (Stepwise(), Percentile(), Breaches(), Final(), Points(),
+                                                         Window(), Pooled(), Slope())}
 #: the built-in check kinds' names (a plugin may register more)
 BUILTIN = tuple(_KINDS)
 _plugins_loaded = False

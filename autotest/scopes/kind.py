@@ -151,6 +151,10 @@ class CalibrationJob(Protocol):
     def uncalibrated(self, why: str) -> Any:
         """The check left uncalibrated (an uncalibrated gate cannot pass), ``why`` saying what is missing."""
 
+    def declared_floor(self, metric: str, level: float) -> tuple[float, str] | None:
+        """``calibration.floors[metric]`` capped at ``floor_headroom`` x ``level`` (the case's own level) and
+        what it is made of; None when the metric has no declared floor."""
+
     def t_quantile(self, p: float, dof: int) -> float:
         """Student's t quantile (``p`` in (0.5, 1))."""
 
@@ -206,6 +210,8 @@ class Scope:
     per_step_growth: ClassVar[bool] = False
     #: the plot overlays golden and current per step with the threshold band (False: only the curves)
     plots_band: ClassVar[bool] = True
+    #: calibration sets a ``method: value`` bound of this kind too (``calibrate``; any other kind's bound is kept)
+    calibrates_value: ClassVar[bool] = False
 
     def parse(self, sec: Section) -> dict[str, Any]:
         """This kind's fields of the :class:`CheckSpec` from the check's section (a bad value fails there).

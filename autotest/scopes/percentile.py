@@ -9,6 +9,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from autotest.scopes.kind import Job, error_name, fmt, in_range, passes
+from autotest.scopes.period import period_note
 from autotest.scopes.stepwise import Stepwise
 
 if TYPE_CHECKING:
@@ -16,6 +17,13 @@ if TYPE_CHECKING:
     from autotest.inputs.schema import Section
 
 PERCENTILE_INTERPOLATION = "linear"
+
+
+def breached_share(points, breaches) -> str:
+    """``11/45 steps (24%) breach the threshold; every 2nd step (...)``: what a percentile passes over."""
+    share = len(breaches) / len(points) if len(points) else 0.0
+    return (f"{len(breaches)}/{len(points)} steps ({share:.0%}) breach the threshold"
+            f"{period_note(points.steps, [p.step for p in breaches])}")
 
 
 class Percentile(Stepwise):
@@ -48,11 +56,14 @@ class Percentile(Stepwise):
         if not passes(value, spec.operator, spec.threshold):
             return job.fail(f"{job.display}: p{spec.percentile:g} of per-step {error_name(spec)} over "
                             f"{len(points)} steps is {fmt(value)}, not {spec.operator} "
-                            f"{spec.threshold:g} (worst step {worst.step}: {fmt(worst.error)})", **extra)
+                            f"{spec.threshold:g} (worst step {worst.step}: {fmt(worst.error)}; "
+                            f"{breached_share(points, breaches)})", **extra)
         return None
 
     def summary(self, spec: CheckSpec, worst, extra: dict) -> str:
-        return f"p{spec.percentile:g} = {fmt(extra['observed'])}"
+        # a percentile reads one step's error: the share beyond the threshold says what it did not read
+        points = extra["points"]
+        return f"p{spec.percentile:g} = {fmt(extra['observed'])}; {breached_share(points, points.breaches())}"
 
     def decide_early(self, spec: CheckSpec, job: Job) -> Any:
         """A percentile gate that a prefix of the run already fails, whatever the steps still to come log; else None.
@@ -93,4 +104,6 @@ class Percentile(Stepwise):
                         first_breach_step=breaches[0].step if breaches else None)
 
     def table_cells(self, result: Any, error: str, threshold: str, step: str) -> tuple[str, str, str]:
-        return f"p{result.parameters.get('percentile', 0):g} = {error}", threshold, f"worst {step}"
+        breached = len(result.points.breaches())
+        shown = f"; {breached}/{len(result.points)} steps breach" if len(result.points) else ""
+        return f"p{result.parameters.get('percentile', 0):g} = {error}{shown}", threshold, f"worst {step}"

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from autotest.scopes.kind import Job, Scope, breach_message, error_name, fmt, in_range, steps_text
+from autotest.scopes.period import period_note
 
 if TYPE_CHECKING:
     from autotest.inputs.baseline_model import CheckSpec
@@ -44,7 +45,8 @@ class Stepwise(Scope):
         if breaches:
             return job.fail(breach_message(spec, breaches[0], job.display)
                             + f" (first breach; worst step {worst.step}: {fmt(worst.error)}; "
-                              f"{len(breaches)}/{len(points)} steps breach)", **extra)
+                              f"{len(breaches)}/{len(points)} steps breach"
+                              f"{period_note(points.steps, [p.step for p in breaches])})", **extra)
         return None
 
     def summary(self, spec: CheckSpec, worst, extra: dict) -> str:

@@ -1,7 +1,7 @@
 """The hook points a fault of the embedded workloads may override; with no fault each is the identity.
 
 Hook points (and who calls them): ``configure`` (the entry point, on the run config),
-``on_step_start`` and ``loop_end`` (the driver loop), ``on_sync`` and ``patch_rollout_model`` (the rollout engine),
+``on_step_start`` and ``loop_end`` (the driver loop), ``on_sync``, ``patch_rollout_model`` and ``rollout_ranks`` (the rollout engine),
 ``wrap_judge`` (the training reward), ``on_advantages``, ``on_actor_logprobs``, ``actor_logprob_fn`` and
 ``recompute_logprob_fn`` and ``loss_normaliser`` (the trainer), ``decode_positions`` (the rollout's decode forwards), ``wrap_tracker`` (the metric log), ``on_prompts`` (the driver's prompt batch),
 ``draw_logprobs`` (what the rollout draws from, apart from what it reports), ``eval_logits`` (the rollout
@@ -64,6 +64,11 @@ class FaultHooks:
 
     def patch_rollout_model(self, model: torch.nn.Module) -> None:
         """Change the rollout copy of the model once, after it is built."""
+
+    def rollout_ranks(self, model: torch.nn.Module) -> list[torch.nn.Module]:
+        """The model each data-parallel rollout rank samples its equal, contiguous shard of a training batch with;
+        by default one rank, the engine's synced ``model``."""
+        return [model]
 
     def wrap_judge(self, judge: Judge) -> Judge:
         """The reward function used for training rewards (eval grades with the task's own)."""

@@ -35,13 +35,17 @@ when it holds the run against a healthy baseline (``FaultHooks.expected``; all o
 | ``recompute-dtype`` | trainer's old-log-prob recompute under bf16 autocast, rollout fp32 | FAIL | k3 | mismatch (train/inference inconsistency) |
 | ``log-scale[:METRIC:FACTOR]`` | METRIC (``response/response_len/mean``) logged x FACTOR (2), training unchanged | FAIL | response length | logging-units (how it is logged) |
 | ``fewer-steps[:N]`` | the training loop ends N (1) steps early, exit 0; the steps it did are the clean run's | ERROR | - | run-shape (step count / schedule / config) |
+| ``sync-skip-alternate`` | the sync after every odd step is skipped: even steps sample one step stale | FAIL | k3 (breaches, every 2nd step) | mismatch (train/inference inconsistency) |
+| ``sync-skip-every[:N]`` | the sync after every Nth (5th) step is skipped | FAIL | k3 (breaches, every Nth step) | mismatch (train/inference inconsistency) |
+| ``stale-rank[:N]`` | one of N (4) emulated rollout ranks samples with the previous sync's weights at every step | FAIL | k3 (breaches, every step) | mismatch (train/inference inconsistency) |
 | ``loss-per-microbatch`` | token loss averaged per micro-batch, not over the mini-batch (bitwise clean at one micro-batch) | PASS | - (the ``--micro-batches 4`` equivalence breaks) | - |
 
 k3 is ``mismatch/mismatch_k3_kl``; rewards ``response/rewards/mean``; eval ``eval/accuracy``. The resume faults
 breach the case's resume phase (``resume[match:<metric>]``), never a gate of the run that saved the checkpoint.
 ``decode-positions`` and ``recompute-dtype`` (:mod:`autotest.workloads.consistency_faults`) also carry the
 consistency job's finding; ``log-scale`` and ``fewer-steps`` are in :mod:`autotest.workloads.log_faults`, ``loss-per-microbatch`` in
-:mod:`autotest.workloads.equivalence_faults`.
+:mod:`autotest.workloads.equivalence_faults`, the sync-skip and ``stale-rank`` faults (with how one process emulates
+ranks, and ``expected["period"]``: the step period the verdict names) in :mod:`autotest.workloads.intermittent_faults`.
 
 The ``expected`` dicts below are the exact data, each with what was ``measured`` (seed 0,
 default 45-step run; the raw effects are pinned by tests/unit/workloads and tests/integration/workloads).
@@ -73,6 +77,7 @@ from autotest.workloads.fault_kinds import (
     TruncatedTracker,
     UnsyncedLayer,
 )
+from autotest.workloads.intermittent_faults import INTERMITTENT_FAULTS
 from autotest.workloads.log_faults import LOG_FAULTS
 from autotest.workloads.regressions import REGRESSIONS
 from autotest.workloads.resume_faults import RESUME_FAULTS
@@ -88,6 +93,7 @@ FAULTS: dict[str, type[FaultHooks]] = {
         *CONSISTENCY_FAULTS,  # named by the consistency job (autotest.workloads.consistency_faults)
         *LOG_FAULTS,  # change the log or the run's length, never a trained step (autotest.workloads.log_faults)
         *EQUIVALENCE_FAULTS,  # break a variant that must train the same (autotest.workloads.equivalence_faults)
+        *INTERMITTENT_FAULTS,  # break the sync on some steps or one rank (autotest.workloads.intermittent_faults)
     )
 }  # fmt: skip
 

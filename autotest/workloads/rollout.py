@@ -225,7 +225,11 @@ class RolloutEngine:
         import torch
 
         prompt_ids = torch.tensor([p.token_ids for p in prompts]).repeat_interleave(samples_per_prompt, dim=0)
-        response_ids, mask, logp, scored_at, cache_lengths = self._decode(prompt_ids, greedy=False)
+        ranks = self.hooks.rollout_ranks(self.model)
+        if len(ranks) == 1:
+            response_ids, mask, logp, scored_at, cache_lengths = self._decode(prompt_ids, greedy=False)
+        else:  # a fault's data-parallel ranks: each samples its shard with its own model (stale-rank)
+            response_ids, mask, logp, scored_at, cache_lengths = self._decode_ranks(prompt_ids, ranks)
         return RolloutBatch(
             prompts=[p for p in prompts for _ in range(samples_per_prompt)],
             prompt_ids=prompt_ids,
@@ -236,6 +240,23 @@ class RolloutEngine:
             weight_version=self.weight_version,
             kv_path=(scored_at, cache_lengths) if self.layout == "engine" else None,
         )
+
+    def _decode_ranks(self, prompt_ids: torch.Tensor, ranks: Sequence[Any]) -> tuple[torch.Tensor, ...]:
+        """:meth:`_decode` of each rank's contiguous shard with its own model, joined (padded to the widest)."""
+        import torch
+
+        parts = [self._decode(shard, greedy=False, model=model)
+                 for shard, model in zip(prompt_ids.tensor_split(len(ranks)), ranks, strict=True)]
+        fills = (self.tokenizer.pad_id, 0.0, 0.0, 0, 0)  # ids, mask, log-probs, KV path: masked past the end
+
+        def joined(i: int) -> torch.Tensor:
+            if parts[0][i].dim() < 2:  # no KV-path record outside the engine layout
+                return torch.cat([part[i] for part in parts])
+            width = max(part[i].shape[1] for part in parts)
+            return torch.cat([torch.nn.functional.pad(part[i], (0, width - part[i].shape[1]), value=fills[i])
+                              for part in parts])
+
+        return tuple(joined(i) for i in range(len(fills)))
 
     def evaluate(self, prompts: Sequence[Prompt], judge: Judge) -> float:
         """Greedy accuracy on ``prompts`` graded by ``judge``."""

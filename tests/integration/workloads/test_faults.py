@@ -11,6 +11,7 @@ import pytest
 
 from autotest.inputs.case import load_case
 from autotest.pipeline import JudgeOptions, LaunchOptions, PublishOptions, RunOptions, run_case
+from autotest.scopes.period import ordinal
 from autotest.workloads.faults import MISMATCH, catalogue
 
 ARGS = {"crash-at": "10", "hang-at": "10", "nan-at": "10", "truncated-tracker": "10"}
@@ -48,6 +49,9 @@ def test_fault_gives_its_documented_verdict(name, expected, tmp_path):
     detail = "\n".join(f"{r.status} {r.check_id}: {r.message}" for r in verdict.results)
     assert verdict.status == expected["verdict"], detail
     assert set(expected["breached"]) <= failing, detail
+    if "period" in expected:  # an intermittent fault: the per-step bound names the period its breaches follow
+        bounded = next(r for r in verdict.results if r.check_id == f"{MISMATCH}[breaches]")
+        assert bounded.status == "FAIL" and f"every {ordinal(expected['period'])} step" in bounded.message, detail
     primary = next((f.rule for f in verdict.triage if f.primary), "")
     assert primary == expected["triage"], f"{primary}: {[f.evidence for f in verdict.triage]}\n{detail}"
     # logs, tracker and report are kept whatever happened, and nothing of the run survives

@@ -9,7 +9,9 @@ def test_reduced_checks_show_their_statistic_beside_the_worst_step():
     golden = {s: 0.0 for s in range(1, 11)}
     r = check(golden, {s: (0.5 if s == 10 else 0.01) for s in range(1, 11)}, scope="percentile", percentile=80)
     text = render_markdown(Verdict(r.status, "c", (r,)))
-    assert "| m[percentile] | ✅ PASS | worst 10 | 0 | 0.5 | p80 = 0.01 | absolute < 0.1 | gate |" in text
+    # the row also says how many steps a percentile passed over
+    assert ("| m[percentile] | ✅ PASS | worst 10 | 0 | 0.5 | p80 = 0.01; 1/10 steps breach | absolute < 0.1 | gate |"
+            in text)
 
 
 def test_a_replicate_mean_shows_every_replicate_its_own_values_and_the_scale():

@@ -72,3 +72,18 @@ def test_a_decided_percentile_fails_every_completion_and_the_stopped_prefix(oper
 def test_nothing_is_decided_early_for_a_value_check_or_a_broken_baseline():
     assert _decided({1: 0.0, 2: 0.0, 3: 0.0}, {1: 5.0, 2: 5.0}, method="value", percentile=0) is None
     assert _decided({1: math.nan, 2: 0.0, 3: 0.0}, {1: 5.0, 2: 5.0}, percentile=0) is None
+
+
+def test_a_percentile_row_and_message_say_what_share_of_steps_breached():
+    from autotest.scopes import scope_kind
+
+    golden = {s: 0.0 for s in range(1, 46)}
+    current = {s: (1.0 if s % 2 == 0 else 0.0) for s in range(1, 46)}  # every other step far off
+    result = check(golden, current, threshold=0.5, scope="percentile", percentile=50)
+    assert result.status != FAIL  # the median reads a clean step
+    assert result.message.endswith("p50 = 0; 22/45 steps (49%) breach the threshold; every 2nd step (steps = 0 mod "
+                                   "2: 2, 4, 6, ...; 22/22 of them breach, 0 off them))")
+    assert scope_kind("percentile").table_cells(result, "0", "0.5", "2") == (
+        "p50 = 0; 22/45 steps breach", "0.5", "worst 2")
+    failed = check(golden, {s: 1.0 for s in range(1, 46)}, threshold=0.5, scope="percentile", percentile=50)
+    assert failed.status == FAIL and "45/45 steps (100%) breach the threshold)" in failed.message

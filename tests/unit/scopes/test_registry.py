@@ -15,7 +15,7 @@ from autotest.judge.checks import evaluate_check
 from autotest.judge.model import ERROR, FAIL, PASS
 from tests.unit.judge.test_checks import trace
 
-BUILT_IN = ("stepwise", "percentile", "final", "points", "window", "pooled", "slope")
+BUILT_IN = ("stepwise", "percentile", "breaches", "final", "points", "window", "pooled", "slope")
 MEDIAN = "tests.unit.scopes.median_kind:Median"
 
 
@@ -142,18 +142,18 @@ def test_a_plugin_whose_parse_returns_no_check_field_is_one_line(plugins, tmp_pa
 
 
 @pytest.mark.parametrize("trait,kinds", [
-    ("locates", {"stepwise", "percentile", "final", "points"}),  # triage reads their first breach as the start
+    ("locates", {"stepwise", "percentile", "breaches", "final", "points"}),  # triage reads their first breach as the start
     ("uses_noise", {"pooled"}),
     ("per_step_growth", {"slope"}),
-    ("plots_band", {"stepwise", "percentile", "final", "points", "window"}),
+    ("plots_band", {"stepwise", "percentile", "breaches", "final", "points", "window"}),
 ])
 def test_each_built_in_kind_has_the_traits_the_old_lists_gave_it(trait, kinds):
     assert {name for name in BUILT_IN if getattr(scopes.scope_kind(name), trait)} == kinds
 
 
-def test_only_stepwise_points_and_percentile_decide_before_the_end():
+def test_only_stepwise_points_percentile_and_breaches_decide_before_the_end():
     early = {name for name in BUILT_IN if type(scopes.scope_kind(name)).decide_early is not scopes.Scope.decide_early}
-    assert early == {"stepwise", "points", "percentile"}
+    assert early == {"stepwise", "points", "percentile", "breaches"}
 
 
 def test_a_baseline_of_built_in_kinds_reads_no_entry_points(plugins, monkeypatch, tmp_path):

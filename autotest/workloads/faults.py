@@ -35,6 +35,7 @@ when it holds the run against a healthy baseline (``FaultHooks.expected``; all o
 | ``recompute-dtype`` | trainer's old-log-prob recompute under bf16 autocast, rollout fp32 | FAIL | k3 | mismatch (train/inference inconsistency) |
 | ``log-scale[:METRIC:FACTOR]`` | METRIC (``response/response_len/mean``) logged x FACTOR (2), training unchanged | FAIL | response length | logging-units (how it is logged) |
 | ``fewer-steps[:N]`` | the training loop ends N (1) steps early, exit 0; the steps it did are the clean run's | ERROR | - | run-shape (step count / schedule / config) |
+| ``log-previous[:METRIC]`` | METRIC (``response/response_len/mean``) logged from the previous step, training unchanged | FAIL | resume: response length | resume-logging (how it is logged) |
 | ``sync-skip-alternate`` | the sync after every odd step is skipped: even steps sample one step stale | FAIL | k3 (breaches, every 2nd step) | mismatch (train/inference inconsistency) |
 | ``sync-skip-every[:N]`` | the sync after every Nth (5th) step is skipped | FAIL | k3 (breaches, every Nth step) | mismatch (train/inference inconsistency) |
 | ``stale-rank[:N]`` | one of N (4) emulated rollout ranks samples with the previous sync's weights at every step | FAIL | k3 (breaches, every step) | mismatch (train/inference inconsistency) |
@@ -43,7 +44,7 @@ when it holds the run against a healthy baseline (``FaultHooks.expected``; all o
 k3 is ``mismatch/mismatch_k3_kl``; rewards ``response/rewards/mean``; eval ``eval/accuracy``. The resume faults
 breach the case's resume phase (``resume[match:<metric>]``), never a gate of the run that saved the checkpoint.
 ``decode-positions`` and ``recompute-dtype`` (:mod:`autotest.workloads.consistency_faults`) also carry the
-consistency job's finding; ``log-scale`` and ``fewer-steps`` are in :mod:`autotest.workloads.log_faults`, ``loss-per-microbatch`` in
+consistency job's finding; ``log-scale``, ``fewer-steps`` and ``log-previous`` are in :mod:`autotest.workloads.log_faults`, ``loss-per-microbatch`` in
 :mod:`autotest.workloads.equivalence_faults`, the sync-skip and ``stale-rank`` faults (with how one process emulates
 ranks, and ``expected["period"]``: the step period the verdict names) in :mod:`autotest.workloads.intermittent_faults`.
 

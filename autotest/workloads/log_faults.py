@@ -5,7 +5,7 @@ units and a loop that ends early (issue 30). Registered in :mod:`autotest.worklo
 |---|---|---|---|---|
 | ``log-scale[:METRIC:FACTOR]`` | METRIC (``response/response_len/mean``) is logged x FACTOR (2); training unchanged | FAIL | response length | logging-units |
 | ``fewer-steps[:N]`` | the training loop ends N (1) steps early and the run exits 0; the steps it did are the clean run's | ERROR | - | run-shape |
-| ``log-previous[:METRIC]`` | METRIC (``response/response_len/mean``) is logged from the previous step; training unchanged (not registered yet: :class:`LogPrevious`) | FAIL | resume: response length | resume-logging |
+| ``log-previous[:METRIC]`` | METRIC (``response/response_len/mean``) is logged from the previous step; training unchanged | FAIL | resume: response length | resume-logging |
 """
 
 from __future__ import annotations
@@ -91,10 +91,7 @@ class LogPrevious(FaultHooks):
     """METRIC is written from the previous step: the logger keeps the value it was handed and writes the one it kept
     before (a stale cache, a value read before the step filled it), the first step's as it is. What the run trains,
     and every other metric, is unchanged; a resumed process starts with an empty cache, so its first step writes its
-    own value where the uninterrupted run wrote the step before's.
-
-    Not in :data:`LOG_FAULTS` yet: the catalogue's module table (:mod:`autotest.workloads.faults`) lists every
-    registered fault, and its row is added with the registration."""
+    own value where the uninterrupted run wrote the step before's."""
 
     name = "log-previous"
     arg_help = f"METRIC, the metric logged from the previous step (default {LENGTH})"
@@ -134,4 +131,4 @@ class _PreviousTracker:
         return getattr(self.inner, name)
 
 
-LOG_FAULTS: tuple[type[FaultHooks], ...] = (LogScale, FewerSteps)
+LOG_FAULTS: tuple[type[FaultHooks], ...] = (LogScale, FewerSteps, LogPrevious)

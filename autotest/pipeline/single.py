@@ -10,18 +10,12 @@ whatever happened.
 
 from __future__ import annotations
 
-import json
 import os
 import time
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import replace
 
 from autotest.errors import UsageError, WriteFailed
-from autotest.files import make_folder, write_atomic
-from autotest.inputs.baseline import load_baseline
-from autotest.inputs.baseline_model import Baseline, for_hardware, in_shadow
 from autotest.inputs.case import Case
-from autotest.inputs.detect import check_detect_targets
 from autotest.inputs.tracker_layout import COPY_NAMES
 from autotest.judge.live import Follower
 from autotest.readers.reading import read_trace
@@ -29,10 +23,8 @@ from autotest.report import plot_worker
 from autotest.judge.seed_use import logged_seed
 from autotest.judge.shadow import load_shadow_candidate
 from autotest.judge.structural import LogFinding, RunFacts
-from autotest.judge.trace import Trace
 from autotest.judge.performance import MachineContext
-from autotest.judge.spec_diff import SpecComparison, spec_comparison
-from autotest.judge.verdict import Comparison, checked_metrics, golden_trace, judge, with_framework_spec
+from autotest.judge.verdict import Comparison, checked_metrics, judge, with_framework_spec
 from autotest.pipeline.options import RunOptions
 from autotest.pipeline.outcome import DRY_RUN, SKIP, CaseRun, finished, harness_error_log, power_ask, save
 from autotest.report.consistency_request import write_consistency_request
@@ -40,19 +32,14 @@ from autotest.report.cost import run_cost
 from autotest.report.markdown import relaunches_of
 from autotest.run.artifacts import artifacts_for, mask_logs
 from autotest.run.backends import start
-from autotest.run.card import card_criteria, hardware_thresholds, render_card
 from autotest.run.fault_catalogue import check_fault
 from autotest.run.framework import (
-    Checkout,
     checkout,
     default_cache_dir,
     framework_request,
 )
 from autotest.run.framework_spec_read import (
-    SpecReading,
-    follow_baseline,
     follow_case,
-    follow_problem,
     read_case_spec,
 )
 from autotest.run.gpu_slots import case_slice
@@ -68,37 +55,17 @@ from autotest.run.launch import (
     LaunchResult,
     LaunchSpec,
     RunInterrupted,
-    launch_spec,
     with_own_ray,
 )
 from autotest.run.node_preconditions import check_node
 from autotest.run.platform import check_platform
-from autotest.run.preflight import Preflight, run_preflight
-from autotest.run.recipe_guard import hold_recipe
 from autotest.run.recipe_presence import REFUSE, place_recipe
 from autotest.run.recipe_presence import SKIP as RECIPE_ABSENT
-from autotest.run.results_dir import default_results_root, new_results_dir, require_room
-from autotest.run.resume_launch import RESUME_FOLDER, checkpoint_args, launch_resumed
+from autotest.run.results_dir import default_results_root, require_room
+from autotest.run.resume_launch import RESUME_FOLDER, launch_resumed
 from autotest.run.upload_budget import finalise_uploads
 from autotest.judge.resume import judge_resume, main_run_problem
-
-
-@dataclass(frozen=True)
-class _Prepared:
-    """What the run needs before launching; ``problems`` stop it at preflight."""
-
-    case: Case
-    results_dir: Path
-    work_dir: Path
-    preflight: Preflight
-    baseline: Baseline | None
-    golden: Trace | None
-    spec: LaunchSpec | None
-    card: str
-    problems: tuple[str, ...]
-    context: dict
-    #: the framework's own spec at the commit under test against the baseline (None: the case names none)
-    spec_note: SpecComparison | None = None
+from autotest.pipeline.prepare import Prepared, prepare
 
 
 def run_single(case: Case, options: RunOptions) -> CaseRun:
@@ -127,7 +94,7 @@ def run_single(case: Case, options: RunOptions) -> CaseRun:
     # the framework's own spec, read at the commit under test; a case that follows it runs with its settings
     reading = read_case_spec(case, framework.path if framework else platform.framework_dir or case.framework_checkout)
     own_case, case = case, follow_case(case, reading)
-    prep = _prepare(case, options, framework, (recipe.reason,) if recipe.action == REFUSE else (), reading, own_case)
+    prep = prepare(case, options, framework, (recipe.reason,) if recipe.action == REFUSE else (), reading, own_case)
     case = prep.case  # the tracker format the config resolves to, when the harness reads it
     command_line = prep.spec.command_line if prep.spec else ""
     shown = CaseRun(case.name, DRY_RUN, prep.results_dir, card=prep.card, command_line=command_line)
@@ -180,14 +147,14 @@ def run_single(case: Case, options: RunOptions) -> CaseRun:
                     relaunches=tuple(relaunches_of(verdict.context)))
 
 
-def _not_launched(case: Case, prep: _Prepared, problems: tuple[str, ...]) -> Comparison:
+def _not_launched(case: Case, prep: Prepared, problems: tuple[str, ...]) -> Comparison:
     """The ERROR verdict of a run stopped before launch (preflight or node preconditions), each problem a line."""
     facts = RunFacts(case.expected.steps, case.expected.exact_steps, preflight_problems=problems, launched=False)
     comparison = judge(prep.baseline, None, golden=prep.golden, facts=facts, case=case.name, context=prep.context)
     return with_framework_spec(comparison, prep.spec_note)
 
 
-def _harness_failure(case: Case, prep: _Prepared, exc: Exception) -> Comparison:
+def _harness_failure(case: Case, prep: Prepared, exc: Exception) -> Comparison:
     """An ERROR verdict for a run the harness could not launch or follow; the traceback goes to a log."""
     log = harness_error_log(prep.results_dir, exc)
     if isinstance(exc, UsageError):  # e.g. the command could not start: the message says what to fix
@@ -199,70 +166,8 @@ def _harness_failure(case: Case, prep: _Prepared, exc: Exception) -> Comparison:
                  context={**prep.context, "harness_error_log": str(log)})
 
 
-def _prepare(case: Case, options: RunOptions, framework: Checkout | None, refused: tuple[str, ...],
-             reading: SpecReading | None = None, own: Case | None = None) -> _Prepared:
-    launch = options.launch
-    results_dir = launch.results_dir or new_results_dir(case, launch.results_root, fault=launch.fault)
-    results_dir = Path(results_dir).resolve()
-    work_dir = make_folder(results_dir / "work")
-    environ = {**os.environ, **launch.env}
-    preflight = run_preflight(case, Path(framework.path) if framework else None, environ,
-                              framework=framework.to_dict() if framework else None)
-    write_atomic(results_dir / "preflight.json", json.dumps(preflight.to_dict(), indent=2) + "\n")
-    baseline, golden, baseline_error, spec_note = None, None, None, None
-    try:
-        # per-hardware thresholds (time/step, wall time) picked by this node's GPU fingerprint
-        baseline = for_hardware(load_baseline(options.judge.baseline_path or case.baseline_path),
-                                preflight.environment.get("gpu"))
-        # compared as the baseline is written (and picked for this node), then held as the case says
-        spec_note = spec_comparison(reading, baseline, own or case) if reading is not None else None
-        baseline = follow_baseline(baseline, reading)
-        if case.shadow:  # a case in shadow: judged and recorded, never failing the job
-            baseline = in_shadow(baseline)
-        golden = golden_trace(baseline)
-    except UsageError as exc:
-        baseline_error = str(exc)
-        if spec_note is None and reading is not None:
-            spec_note = spec_comparison(reading, None, own or case)
-    detect_error = None
-    try:  # a detect: typo fails fast, naming the metric, before any launch
-        if baseline is not None:
-            check_detect_targets(case.detect, [c.metric for c in baseline.checks], case.source, baseline.path)
-    except UsageError as exc:
-        detect_error = str(exc)
-    spec, spec_error = None, None
-    try:
-        spec = launch_spec(case, work_dir, seed=launch.seed, fault=launch.fault,
-                           extra_args=checkpoint_args(case, work_dir, seed=launch.seed, fault=launch.fault,
-                                                      environ=environ),  # the resume phase's checkpoint
-                           environ=environ)
-        spec = replace(spec, env={**launch.env, **spec.env})
-    except UsageError as exc:
-        spec_error = str(exc)
-    criteria = card_criteria(baseline, baseline_error) + ([spec_note.headline()] if spec_note is not None else [])
-    card = render_card(case, preflight, criteria, spec=spec)
-    write_atomic(results_dir / "card.md", card)
-    context = {"results_dir": str(results_dir), "work_dir": str(work_dir), "card": str(results_dir / "card.md"),
-               "commit": preflight.commit.to_dict(), "harness_commit": preflight.harness.to_dict(),
-               "seed": launch.seed if launch.seed is not None else case.seed.default, "fault": launch.fault,
-               "kind": options.kind, "framework": framework.to_dict() if framework else None,
-               "hardware_thresholds": hardware_thresholds(baseline)}
-    problems = [*refused, *(m for m in (baseline_error, detect_error, spec_error, follow_problem(reading)) if m)]
-    problems += preflight.requirement_problems(case)
-    if spec is not None and not refused:  # the config held against the case, resolved in the framework's Python
-        guard = hold_recipe(case, spec.cwd, {**environ, **spec.env})
-        problems += guard.problems
-        if case.recipe is not None:
-            context["recipe"] = guard.to_dict()
-        if guard.tracker_format is not None:
-            case = replace(case, tracker=replace(case.tracker, format=guard.tracker_format))
-    problems += [f"input {s.name} is missing: {s.path or s.raw} ({s.reason})" for s in preflight.missing_inputs]
-    return _Prepared(case, results_dir, work_dir, preflight, baseline, golden, spec, card, tuple(problems), context,
-                     spec_note)
-
-
 def _attempts(case: Case, options: RunOptions, spec: LaunchSpec,
-              prep: _Prepared) -> tuple[Comparison, RunInterrupted | None]:
+              prep: Prepared) -> tuple[Comparison, RunInterrupted | None]:
     """Launch and judge; relaunch only on a known infrastructure failure (never on an accuracy FAIL,
     never after an interrupt).
 
@@ -298,7 +203,7 @@ def _attempts(case: Case, options: RunOptions, spec: LaunchSpec,
 
 
 def _attempt(case: Case, options: RunOptions, spec: LaunchSpec,
-             prep: _Prepared) -> tuple[Comparison, InfraFailure | None, str, RunInterrupted | None]:
+             prep: Prepared) -> tuple[Comparison, InfraFailure | None, str, RunInterrupted | None]:
     """One launch, its artifacts and its verdict (an interrupted run is judged too: ERROR)."""
     assert prep.baseline is not None and prep.golden is not None
     launch, judging, progress = options.launch, options.judge, options.publish.progress

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.workloads.test_harness_killed import Harness
+from tests import waits
 
 STOPPED_WITHIN_S = 30.0  # two runs' SIGTERM grace (10 s each, in parallel) and the verdicts; a run takes minutes
 
@@ -25,7 +26,7 @@ def test_one_ctrl_c_stops_every_run_and_promotes_nothing(tmp_path: Path) -> None
     run.wait_until_running("tiny-grpo", runs=2)
     run.proc.send_signal(signal.SIGINT)
     t0 = time.monotonic()
-    output, _ = run.proc.communicate(timeout=120)
+    output, _ = waits.communicate(run.proc, 120)
     took_s = time.monotonic() - t0
     run.assert_nothing_left(set())
     assert took_s < STOPPED_WITHIN_S, f"calibrate took {took_s:.0f} s to stop after one Ctrl-C: {output[-2000:]}"

@@ -18,6 +18,7 @@ from autotest.readers.reading import read_trace
 from autotest.judge.power import calibration_runs
 from autotest.judge.replicate_mean import pooled_threshold_scale
 from autotest.pipeline import JudgeOptions, LaunchOptions, PublishOptions, RunOptions, run_case
+from tests import waits
 
 pytestmark = pytest.mark.slow
 
@@ -127,13 +128,10 @@ def test_an_interrupt_stops_every_replicate_and_each_ending_leaves_a_verdict(tmp
     proc = subprocess.Popen([sys.executable, "-m", "autotest.cli", "run", str(tmp_path / "slow.yaml"), "--yes",
                              "--no-history", "--results-dir", str(tmp_path / "results")], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while len(_scripted_runs(tmp_path)) < 2:  # both replicates side by side
-        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
-        time.sleep(0.1)
+    waits.until(lambda: len(_scripted_runs(tmp_path)) >= 2, 60, proc=proc)  # both replicates side by side
     time.sleep(1.5)  # a step logged
     proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
+    _, err = waits.communicate(proc, 60)
     assert proc.returncode == 2 and "rl-autotest: interrupted (SIGTERM)" in err
     assert not _scripted_runs(tmp_path)
     (folder,) = (tmp_path / "results" / "slow").iterdir()

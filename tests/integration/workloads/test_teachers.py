@@ -28,6 +28,7 @@ from autotest.workloads.teachers import (  # noqa: E402
 )
 from autotest.workloads.tiny_lm import DigitTokenizer  # noqa: E402
 from tests.unit.workloads.test_teachers import QUICK
+from tests import waits  # noqa: E402
 
 #: each test trains or prepares the teachers for real (13-40 s each on 2 cores);
 #: out of the quick tier, `pytest -m "not slow"`
@@ -80,7 +81,7 @@ def test_parallel_cold_runs_prepare_once(tmp_path: Path) -> None:
               "root=Path(sys.argv[1])).root)")
     procs = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], cwd=REPO, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(2)]
-    outputs = [p.communicate(timeout=120) for p in procs]
+    outputs = [waits.communicate(p, 120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outputs
     roots = {out.strip().splitlines()[-1] for out, _ in outputs}
     assert roots == {str(tmp_path / "teachers" / QUICK.key())}
@@ -141,8 +142,8 @@ def _weights_unpinned(tmp_path: Path, capability: str) -> dict[str, str]:
 
     out = tmp_path / f"unpinned-{capability}"
     env = {**os.environ, "ATEN_CPU_CAPABILITY": capability}
-    subprocess.run([sys.executable, "-c", _PREPARE, str(out), json.dumps(dataclasses.asdict(QUICK))], cwd=REPO,
-                   env=env, check=True, timeout=120)
+    waits.run([sys.executable, "-c", _PREPARE, str(out), json.dumps(dataclasses.asdict(QUICK))], cwd=REPO,
+              env=env, check=True, limit_s=120)
     return Fixture(out, QUICK.domains).weights()
 
 

@@ -61,7 +61,7 @@ platform: {gpus: 0, framework: null}
 inputs: {}
 launch:
   command: ["{python}", train_kv.py, "{work_dir}", "{seed}"]
-  timeout_s: 60
+  timeout_s: 60  # bounds a broken run: this one takes seconds, at load 20 too
 tracker: {format: keyvalue, work_dir_env: WORK_DIR}
 expected: {steps: 20, exact_steps: true}
 baseline: ../baselines/mine-kv.yaml

@@ -25,7 +25,7 @@ platform: {{gpus: 0, framework: null}}
 launch:
   command: ["{{python}}", scripted_run.py, --work-dir, "{{work_dir}}", --seed, "{{seed}}"]
   fault_args: [--fault, "{{fault}}"]
-  timeout_s: 30
+  timeout_s: 30  # bounds a broken run: this one takes seconds, at load 20 too
 tracker: {{format: xtuner, work_dir_env: WORK_DIR}}
 expected: {{steps: 10, exact_steps: true}}
 seed: {{default: 0}}

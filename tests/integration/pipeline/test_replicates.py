@@ -100,7 +100,7 @@ platform: {gpus: 0, framework: null}
 inputs: {}
 launch:
   command: ["{python}", tests/data/scripted_run.py, --work-dir, "{work_dir}", --seed, "{seed}", --step-s, "1.0"]
-  timeout_s: 120
+  timeout_s: 120  # bounds a broken run: this one takes seconds, at load 20 too
 tracker: {format: xtuner, work_dir_env: WORK_DIR}
 expected: {steps: 10, exact_steps: true}
 baseline: REPO_ROOT/tests/data/baselines/scripted.yaml
@@ -165,7 +165,7 @@ inputs: {}
 launch:
   command: if echo "SEEDS" | grep -qw {seed}; then offset="--fault reward-offset:0.015"; fi; exec {python}
     tests/data/scripted_run.py --work-dir {work_dir} --seed {seed} --step-s 0.3 $offset
-  timeout_s: 120
+  timeout_s: 120  # bounds a broken run: this one takes seconds, at load 20 too
 tracker: {format: xtuner, work_dir_env: WORK_DIR}
 expected: {steps: 10, exact_steps: true}
 baseline: REPO_ROOT/tests/data/baselines/scripted.yaml

@@ -223,15 +223,17 @@ launch(LaunchSpec(command=(sys.executable, '-c', code), cwd=Path({str(tmp_path)!
 
 def test_cleanup_commands_run_with_the_runs_env(tmp_path: Path) -> None:
     out = tmp_path / "seen"
-    ok = py(f"import os, pathlib; pathlib.Path({str(out)!r}).write_text(os.environ['RL_T_RUN'] + ' ' + os.getcwd())")
+    # a shell one-liner (milliseconds of CPU) where a Python start-up could outlast the limit on a busy machine;
+    # the second command never finishes, so only the limit ends it
+    ok = ("sh", "-c", 'printf "%s %s" "$RL_T_RUN" "$(pwd -P)" > "$1"', "sh", str(out))
     hang = py("import time; time.sleep(600)")
-    the_spec = spec(tmp_path, "pass", env={"RL_T_RUN": "run-7"}, cleanup_timeout_s=0.5,
+    the_spec = spec(tmp_path, "pass", env={"RL_T_RUN": "run-7"}, cleanup_timeout_s=2.0,
                     cleanup_commands=(ok, hang, ("/nonexistent/ray", "stop", "--force")))
     result = launch(the_spec, tmp_path / "res")
     assert out.read_text() == f"run-7 {tmp_path}"
     first, second, third = result.cleanup
     assert (first.exit_code, first.timed_out, first.error) == (0, False, None)
-    assert second.timed_out and second.error == "timed out after 0.5 s"
+    assert second.timed_out and second.error == "timed out after 2 s"
     assert third.exit_code is None and third.error is not None and third.error.startswith("could not start")
     log = (tmp_path / "res" / "logs" / "cleanup.log").read_text()
     assert "$ /nonexistent/ray stop --force" in log

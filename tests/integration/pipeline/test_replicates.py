@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -100,7 +99,7 @@ platform: {gpus: 0, framework: null}
 inputs: {}
 launch:
   command: ["{python}", tests/data/scripted_run.py, --work-dir, "{work_dir}", --seed, "{seed}", --step-s, "1.0"]
-  timeout_s: 120  # bounds a broken run: this one takes seconds, at load 20 too
+  timeout_s: 120  # bounds a broken run: this one (10 steps of 1 s) is interrupted after its first step
 tracker: {format: xtuner, work_dir_env: WORK_DIR}
 expected: {steps: 10, exact_steps: true}
 baseline: REPO_ROOT/tests/data/baselines/scripted.yaml
@@ -129,7 +128,12 @@ def test_an_interrupt_stops_every_replicate_and_each_ending_leaves_a_verdict(tmp
                              "--no-history", "--results-dir", str(tmp_path / "results")], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     waits.until(lambda: len(_scripted_runs(tmp_path)) >= 2, 60, proc=proc)  # both replicates side by side
-    time.sleep(1.5)  # a step logged
+    def stepped(tracker: Path) -> bool:
+        return any(json.loads(line).get("step", 0) >= 1 for line in tracker.read_text().splitlines()
+                   if line.endswith("}"))
+
+    # step 1 logged by each (on a busy machine later than a second in)
+    waits.until(lambda: sum(map(stepped, (tmp_path / "results").rglob("tracker.jsonl"))) >= 2, 60, proc=proc)
     proc.send_signal(signal.SIGTERM)
     _, err = waits.communicate(proc, 60)
     assert proc.returncode == 2 and "rl-autotest: interrupted (SIGTERM)" in err

@@ -208,8 +208,8 @@ def wait_ready(servers: list[Server], timeout_s: float, probe: list[list[int]]) 
                 except (OSError, ValueError, KeyError):
                     continue  # not listening yet
                 server.url = f"http://127.0.0.1:{port}"
-            try:
-                request_logprobs(server.url, probe, timeout_s=2.0)
+            try:  # a listening server's first forward may take seconds on a busy machine: let it finish
+                request_logprobs(server.url, probe, timeout_s=30.0)
             except TeacherError:
                 continue
             say(f"{server.label} is ready at {server.url}")

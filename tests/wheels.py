@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from tests.helpers import ROOT
+from tests import waits
 
 #: what never goes into the wheel's source copy (built outputs, local state)
 NOT_SOURCE = (".git", ".venv", "results", "node_modules", "build", "dist", "__pycache__", ".pytest_cache",
@@ -23,8 +24,8 @@ def build_wheel(tmp: Path) -> Path:
     source = tmp / "source"
     shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(*NOT_SOURCE))
     wheels = tmp / "wheels"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-                    "--wheel-dir", str(wheels), str(source)], check=True, capture_output=True, timeout=300)
+    waits.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+               "--wheel-dir", str(wheels), str(source)], check=True, capture_output=True, limit_s=300)
     return next(wheels.glob("rl_autotest-*.whl"))
 
 

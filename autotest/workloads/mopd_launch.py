@@ -9,8 +9,9 @@ The lifecycle of xtuner's ``run_sampled_token_mopd.sh``, in Python:
 2. start one HTTP server per teacher replica (``teacher_server``), each in its own process
    group, on a port the kernel picks (never a fixed one), logging to
    ``<work_dir>/teachers/<teacher>-<replica>.log``;
-3. wait until every server answers a real log-prob request (timeout); a server that exits
-   first fails the launch at once, naming the teacher and its log;
+3. wait until every server answers a real log-prob request; a server that exits first fails the launch at
+   once, naming the teacher and its log, and one that has had ``--ready-timeout-s`` of its own time (wall
+   time less its waits for a CPU, ``autotest.own_time``: load never decides it) fails it the same way;
 4. export ``XTUNER_OPD_TEACHER_ENDPOINTS_JSON`` = ``{"<teacher>": ["http://127.0.0.1:PORT", ...]}``
    and run the training process (``autotest.workloads.mopd``), watching the servers: one that
    dies mid-run stops the run, naming the teacher and its log;
@@ -53,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from autotest.errors import UsageError
+from autotest.own_time import OwnClock
 from autotest.workloads.faults import make_fault
 from autotest.workloads.mopd import ACCEPTED_FAULTS
 from autotest.workloads.regressions import MOPD_REGRESSIONS, listed
@@ -191,8 +193,10 @@ def probe_tokens(domain: str) -> list[list[int]]:
 
 
 def wait_ready(servers: list[Server], timeout_s: float, probe: list[list[int]]) -> None:
-    """Until every server answers a real log-prob request; ``LaunchError`` on death or timeout."""
-    deadline = time.monotonic() + timeout_s
+    """Until every server answers a real log-prob request; ``LaunchError`` at once when one dies, or when one has
+    had ``timeout_s`` of its own time (wall time less its waits for a CPU: a busy machine slows a start, it never
+    decides it) without becoming ready."""
+    clocks = {server.proc.pid: OwnClock(server.proc.pid, tree=False) for server in servers}
     pending = list(servers)
     while pending:
         for server in list(pending):
@@ -204,18 +208,19 @@ def wait_ready(servers: list[Server], timeout_s: float, probe: list[list[int]]) 
                 except (OSError, ValueError, KeyError):
                     continue  # not listening yet
                 server.url = f"http://127.0.0.1:{port}"
-            try:
-                request_logprobs(server.url, probe, timeout_s=2.0)
+            try:  # a listening server's first forward may take seconds on a busy machine: let it finish
+                request_logprobs(server.url, probe, timeout_s=30.0)
             except TeacherError:
                 continue
             say(f"{server.label} is ready at {server.url}")
             pending.remove(server)
-        if pending and time.monotonic() >= deadline:
-            server = pending[0]
-            tail = server.tail()
-            say(f"ERROR: {server.label} did not become ready within {timeout_s:g} s; its log: {server.log}"
-                + (f"\n{tail}" if tail else ""), error=True)
-            raise LaunchError(f"{server.label} did not become ready within {timeout_s:g} s; its log: {server.log}")
+        late = [s for s in pending if clocks[s.proc.pid].elapsed_s() >= timeout_s]
+        if late:
+            server, tail = late[0], late[0].tail()
+            what = (f"{server.label} did not become ready within {timeout_s:g} s "
+                    f"({clocks[server.proc.pid].describe()}); its log: {server.log}")
+            say(f"ERROR: {what}" + (f"\n{tail}" if tail else ""), error=True)
+            raise LaunchError(what)
         if pending:
             time.sleep(0.2)
 
@@ -357,7 +362,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--fault", help=f"inject a fault NAME[:ARG] ({', '.join(TEACHER_FAULTS + ACCEPTED_FAULTS)})")
     p.add_argument("--fixture", type=Path, help="a prepared fixture dir instead of the cached one")
     p.add_argument("--replicas", type=int, default=1, help="servers per teacher")
-    p.add_argument("--ready-timeout-s", type=float, default=120.0, help="how long the teachers may take to start")
+    p.add_argument("--ready-timeout-s", type=float, default=120.0,
+                   help="seconds of its own time (waits for a CPU not counted) a teacher may take to start")
     p.add_argument("--list-faults", action="store_true", help="print the fault catalogue as JSON and exit")
     return p.parse_args(argv)
 

@@ -23,6 +23,7 @@ import pytest
 
 from tests.helpers import ROOT
 from tests.wheels import build_wheel, commit_all, user_env
+from tests import waits
 
 pytestmark = pytest.mark.slow
 
@@ -57,18 +58,18 @@ def _venv_with_wheel(tmp: Path) -> Path:
     """A fresh venv holding the harness as a built wheel (not editable); the heavy packages come from ours."""
     wheel = build_wheel(tmp)
     venv = tmp / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    waits.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, limit_s=120)
     python = venv / "bin" / "python"
     purelib = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                   capture_output=True, text=True, check=True).stdout.strip())
     (purelib / "shared_site_packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps",
-                    str(wheel)], check=True, capture_output=True, timeout=300)
+    waits.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps",
+               str(wheel)], check=True, capture_output=True, limit_s=300)
     return venv
 
 
 def _run(args: list[str], cwd: Path, env: dict[str, str], timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    return waits.run(args, cwd=cwd, env=env, capture_output=True, text=True, limit_s=timeout)
 
 
 def test_a_trl_project_is_gated_from_a_wheel_in_five_commands(tmp_path: Path) -> None:
@@ -107,7 +108,7 @@ def test_a_trl_project_is_gated_from_a_wheel_in_five_commands(tmp_path: Path) ->
     runs = {name: subprocess.Popen(pytest_args, cwd=project, env=run_env, stdout=subprocess.PIPE,
                                    stderr=subprocess.STDOUT, text=True)
             for name, run_env in (("clean", env), ("lr x 0.1", user_env(venv, GRPO_LR_SCALE="0.1")))}
-    outputs = {name: proc.communicate(timeout=600)[0] for name, proc in runs.items()}
+    outputs = {name: waits.communicate(proc, 600)[0] for name, proc in runs.items()}
     assert runs["clean"].returncode == 0, outputs["clean"]
     assert "trl-grpo: PASS" in outputs["clean"] and "1 passed" in outputs["clean"]
     assert runs["lr x 0.1"].returncode == 1, outputs["lr x 0.1"]

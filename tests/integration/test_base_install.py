@@ -22,6 +22,7 @@ import yaml
 
 from tests.helpers import ROOT
 from tests.wheels import build_wheel, commit_all, user_env
+from tests import waits
 
 pytestmark = pytest.mark.slow
 
@@ -60,7 +61,7 @@ platform: {gpus: 0, framework: null}
 inputs: {}
 launch:
   command: ["{python}", train_kv.py, "{work_dir}", "{seed}"]
-  timeout_s: 60
+  timeout_s: 60  # bounds a broken run: this one takes seconds, at load 20 too
 tracker: {format: keyvalue, work_dir_env: WORK_DIR}
 expected: {steps: 20, exact_steps: true}
 baseline: ../baselines/mine-kv.yaml
@@ -77,15 +78,15 @@ def _base_venv(tmp: Path) -> Path:
     """A fresh venv holding the wheel and what pip resolves for it: the base dependencies only."""
     wheel = build_wheel(tmp)
     venv = tmp / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True, timeout=120)
-    install = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(wheel)],
-                             capture_output=True, text=True, timeout=600)
+    waits.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True, limit_s=120)
+    install = waits.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(wheel)],
+                        capture_output=True, text=True, limit_s=600)
     assert install.returncode == 0, install.stdout + install.stderr
     return venv
 
 
 def _run(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
-    done = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    done = waits.run(args, cwd=cwd, env=env, capture_output=True, text=True, limit_s=600)
     assert "Traceback" not in done.stderr, done.stderr
     return done
 
@@ -142,9 +143,9 @@ def test_the_base_install_gates_a_third_party_case_end_to_end(tmp_path: Path) ->
 
 def _plugin_gates_its_own_case(tmp_path: Path, venv: Path, project: Path, env: dict[str, str]) -> None:
     wheels = tmp_path / "plugin-wheel"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-                    "--wheel-dir", str(wheels), str(ROOT / "examples" / "plugin")], check=True, capture_output=True,
-                   timeout=300)
+    waits.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+               "--wheel-dir", str(wheels), str(ROOT / "examples" / "plugin")], check=True, capture_output=True,
+              limit_s=300)
     install = _run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-deps",
                     str(next(wheels.glob("*.whl")))], tmp_path, env)
     assert install.returncode == 0, install.stdout + install.stderr

@@ -7,13 +7,14 @@ from pathlib import Path
 
 from tests.helpers import ROOT
 from tests.unit.judge.test_checks import mopd_tracker
+from tests import waits
 
 MOPD = ROOT / "baselines" / "mopd-qwen3-vl-2b.yaml"
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "autotest.cli", *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=120)
+    return waits.run([sys.executable, "-m", "autotest.cli", *args], capture_output=True, text=True,
+                     cwd=cwd, limit_s=120)
 
 
 def test_compare_pass_fail_error_exit_codes(tmp_path):
@@ -53,8 +54,8 @@ def test_a_reader_that_leaves_early_gets_no_traceback() -> None:
     read_fd, write_fd = os.pipe()
     os.close(read_fd)
     try:
-        done = subprocess.run([sys.executable, "-m", "autotest.cli", "cases"], stdout=write_fd,
-                              stderr=subprocess.PIPE, text=True, cwd=ROOT, timeout=120)
+        done = waits.run([sys.executable, "-m", "autotest.cli", "cases"], stdout=write_fd,
+                         stderr=subprocess.PIPE, text=True, cwd=ROOT, limit_s=120)
     finally:
         os.close(write_fd)
     assert done.returncode == 2 and "Traceback" not in done.stderr and "Exception" not in done.stderr, done.stderr

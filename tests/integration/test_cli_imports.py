@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -21,6 +20,7 @@ import pytest
 import yaml
 
 from tests.helpers import ROOT
+from tests import waits
 
 HEAVY = ("sqlalchemy", "pandas", "matplotlib", "torch", "ray", "msprobe", "scipy")
 #: the calibration package's modules (init_cli, the init command's shell, lives beside them and is light)
@@ -42,8 +42,8 @@ print(json.dumps({"code": code, "out": out.getvalue(), "modules": sorted(sys.mod
 
 def loaded(*argv: str, env: dict[str, str] | None = None) -> tuple[int, str, set[str]]:
     """(exit code, what the command printed, the top-level names of every module it loaded)."""
-    done = subprocess.run([sys.executable, "-c", PROBE, *argv], capture_output=True, text=True, timeout=120,
-                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+    done = waits.run([sys.executable, "-c", PROBE, *argv], capture_output=True, text=True, limit_s=120,
+                     cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
     assert done.returncode == 0, done.stderr
     probe = json.loads(done.stdout.strip().splitlines()[-1])
     return probe["code"], probe["out"], set(probe["modules"])
@@ -110,8 +110,8 @@ def test_baseline_promote_and_power_load_no_heavy_library(tmp_path):
 def test_the_pytest_plugin_loads_only_option_parsing():
     """Every pytest session of an environment with rl-autotest installed loads the plugin (its entry point)."""
     probe = "import json, sys, autotest.plugin; print(json.dumps(sorted(sys.modules)))"
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    done = waits.run([sys.executable, "-c", probe], capture_output=True, text=True, limit_s=120, cwd=ROOT,
+                     env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr
     modules = set(json.loads(done.stdout.strip().splitlines()[-1]))
     assert heavy_in(modules, extra=("numpy", "yaml", "autotest.pipeline", "autotest.judge",

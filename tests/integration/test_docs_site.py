@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests import waits
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -19,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def build(project: Path, site: Path) -> subprocess.CompletedProcess[str]:
     """`mkdocs build --strict` of the project at ``project`` into ``site`` (never the checkout's site/)."""
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}  # the theme's end-of-life banner, not a finding
-    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
-                          cwd=project, env=env, capture_output=True, text=True, timeout=300)
+    return waits.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+                     cwd=project, env=env, capture_output=True, text=True, limit_s=300)
 
 
 def copy_project(tmp_path: Path) -> Path:

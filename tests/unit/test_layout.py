@@ -24,7 +24,7 @@ PACKAGE = Path(autotest.__file__).parent
 
 #: stage of each top-level module or subpackage; a module may import from stages of rank <= its own
 RANKS = {
-    "errors": 0, "files": 0, "redaction": 0, "terminal": 0, "shell_script": 0,
+    "errors": 0, "files": 0, "own_time": 0, "redaction": 0, "terminal": 0, "shell_script": 0,
     "inputs": 1, "scopes": 1,
     "run": 2,
     "judge": 3, "readers": 3,
@@ -38,8 +38,8 @@ RANKS = {
 MODULE_RANKS = {"autotest.readers.registry": 1, "autotest.readers.console_pattern": 1,
                 "autotest.consistency.layout": 1}
 #: what the workloads (a separate program launched by the harness) may import from the harness
-WORKLOAD_IMPORTS = ("autotest.errors", "autotest.workloads", "autotest.consistency.collect",
-                    "autotest.consistency.config", "autotest.consistency.correlation", "autotest.consistency.hook",
+WORKLOAD_IMPORTS = ("autotest.errors", "autotest.own_time", "autotest.workloads",
+                    "autotest.consistency.collect", "autotest.consistency.config", "autotest.consistency.correlation", "autotest.consistency.hook",
                     "autotest.consistency.msprobe_config")
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from tests.helpers import ROOT
 from tests.shared_build import content_key, session_root, shared_build
+from tests import waits
 
 
 class _Factory:
@@ -98,7 +99,7 @@ def test_two_worker_processes_build_once_and_both_read_it(tmp_path: Path) -> Non
     procs = [subprocess.Popen([sys.executable, str(script), str(ROOT), str(tmp_path / f"popen-gw{i}"), str(log),
                                f"gw{i}"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for i in (0, 1)]
-    outs = [proc.communicate(timeout=120) for proc in procs]
+    outs = [waits.communicate(proc, 120) for proc in procs]
     assert [proc.returncode for proc in procs] == [0, 0], outs
     builders = log.read_text().split()
     assert len(builders) == 1  # one process built it

@@ -20,6 +20,7 @@ from autotest.bisect.session import ENVIRONMENT, FOUND, BisectOptions, bisect
 from autotest.inputs.case import load_case
 from autotest.run.framework import CACHE_ENV, REF_ENV, REPO_ENV
 from tests.helpers import ROOT
+from tests import waits
 
 pytestmark = pytest.mark.slow
 
@@ -148,10 +149,10 @@ def test_bisect_names_the_commit_that_cut_the_learning_rate(framework, tmp_path:
 def test_the_environment_changed_not_the_code(framework, tmp_path: Path, monkeypatch) -> None:
     repo, commits, _ = framework
     monkeypatch.setenv("TINYFW_ENV_FAULT", "lr-scale:0.25")  # a new image: every commit trains slower now
-    result = subprocess.run([sys.executable, "-m", "autotest.cli", "bisect", str(tmp_path / "tinyfw.yaml"),
-                             "--good", commits[0], "--bad", "main", "--results-dir", str(tmp_path / "results")],
-                            capture_output=True, text=True, timeout=600, cwd=ROOT,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    result = waits.run([sys.executable, "-m", "autotest.cli", "bisect", str(tmp_path / "tinyfw.yaml"),
+                        "--good", commits[0], "--bad", "main", "--results-dir", str(tmp_path / "results")],
+                       capture_output=True, text=True, limit_s=600, cwd=ROOT,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert result.returncode == 1, result.stdout + result.stderr
     assert f"bisect: {ENVIRONMENT}: the environment changed, not the code: the good ref {commits[0]} fails today" \
         in result.stdout

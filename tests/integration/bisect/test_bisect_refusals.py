@@ -20,7 +20,7 @@ platform:
   framework: {{name: fw, env: FW_ROOT, repo: "{repo}"}}
 launch:
   command: ["{{python}}", "${{FW_ROOT}}/train.py"]
-  timeout_s: 60
+  timeout_s: 60  # bounds a broken run: this one takes seconds, at load 20 too
 tracker: {{format: xtuner}}
 expected: {{steps: 3}}
 baseline: baselines/fw.yaml

@@ -43,7 +43,7 @@ platform:
   framework: {{name: fakefw, env: FAKEFW_ROOT, repo: "{repo}"}}
 launch:
   command: ["{{python}}", "${{FAKEFW_ROOT}}/train.py", "{{seed}}"]
-  timeout_s: 60
+  timeout_s: 60  # bounds a broken run: this one takes seconds, at load 20 too
 tracker: {{format: xtuner}}
 expected: {{steps: 5}}
 baseline: ../baselines/fw-cal.yaml

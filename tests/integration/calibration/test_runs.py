@@ -67,7 +67,7 @@ platform:
 launch:
   command: ["{{python}}", "${{FAKE_FW_ROOT}}/train.py", --seed, "{{seed}}"]
   fault_args: [--fault, "{{fault}}"]
-  timeout_s: 60
+  timeout_s: 60  # bounds a broken run: this one takes seconds, at load 20 too
 tracker: {{format: xtuner}}
 expected: {{steps: 10}}
 baseline: baselines/{name}.yaml

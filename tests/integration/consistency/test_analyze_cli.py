@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.shared_build import content_key, shared_build
+from tests import waits
 
 pytestmark = pytest.mark.slow
 
@@ -69,7 +70,7 @@ def _make_dumps(base: Path) -> None:
     procs += [_launch("rollout", "fused-k", base / "fused_k_tensor", RANK_REQUESTS[0], task="tensor")]
     procs += [_launch("rollout", "other", base / "other", RANK_REQUESTS[0], window="3,4")]
     for proc in procs:
-        _, err = proc.communicate(timeout=600)
+        _, err = waits.communicate(proc, 600)
         assert proc.returncode == 0, err.decode()[-2000:]
 
 
@@ -86,7 +87,7 @@ def analyze(tmp_path: Path, train: Side, rollout: Side, *extra: str, logs: bool 
            "--rollout-dump", str(rollout.dump), "--out", str(tmp_path / "out"), *extra]
     if logs:
         cmd += ["--train-correlation", str(train.log), "--rollout-correlation", str(rollout.log)]
-    return subprocess.run(cmd, check=False, env=_env(), capture_output=True, text=True, timeout=300)
+    return waits.run(cmd, check=False, env=_env(), capture_output=True, text=True, limit_s=300)
 
 
 def report(tmp_path: Path) -> dict:

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 
 from autotest.consistency import hook
+from tests import waits
 
 
 def test_importing_the_hook_loads_no_heavy_dependency():
     code = ("import sys, autotest.consistency.hook as h; "
             "print(sorted(m for m in ('torch', 'msprobe', 'transformers', 'pandas', 'yaml') if m in sys.modules))")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    result = waits.run([sys.executable, "-c", code], capture_output=True, text=True, limit_s=60, check=True)
     assert result.stdout.strip() == "[]"
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from tests import waits
 
 pytestmark = pytest.mark.slow
 
@@ -42,8 +42,8 @@ def _run(tmp_path: Path, config: Path | None) -> tuple[str, int]:
     env["PYTHONPATH"] = os.pathsep.join([str(site), str(ROOT)])
     if config is not None:
         env["RL_AUTOTEST_CONSISTENCY"] = str(config)
-    result = subprocess.run([sys.executable, str(tmp_path / "app.py")], check=False, env=env, capture_output=True,
-                            text=True, timeout=300)
+    result = waits.run([sys.executable, str(tmp_path / "app.py")], check=False, env=env, capture_output=True,
+                       text=True, limit_s=300)
     assert result.returncode == 0, result.stderr[-2000:]
     digest, msprobe_modules = result.stdout.split()[-2:]
     return digest, int(msprobe_modules)

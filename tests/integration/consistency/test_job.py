@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import pytest
 
 from autotest.consistency.job import REQUEST_FILE, run_consistency_job
 from autotest.workloads.faults import catalogue
+from tests import waits
 
 ROOT = Path(__file__).resolve().parents[3]
 EXPECTED = {f["name"]: f["expected"] for f in catalogue()}
@@ -20,8 +20,8 @@ def accuracy_results(tmp_path: Path, fault: str, window: int = 2, case_file: Pat
     """A results folder as an accuracy run leaves it: tracker, saved config, results.json, request."""
     results = tmp_path / "results"
     work = results / "work"
-    subprocess.run([sys.executable, "-m", "autotest.workloads.grpo", "--work-dir", str(work), "--seed", "0",
-                    "--steps", str(window + 1), "--fault", fault], check=True, capture_output=True, timeout=300)
+    waits.run([sys.executable, "-m", "autotest.workloads.grpo", "--work-dir", str(work), "--seed", "0",
+               "--steps", str(window + 1), "--fault", fault], check=True, capture_output=True, limit_s=300)
     exp = next(work.iterdir())
     (results / "run_config" / "exp_dir").mkdir(parents=True)
     (results / "run_config" / "exp_dir" / "config.json").write_bytes((exp / "config.json").read_bytes())
@@ -58,6 +58,6 @@ def test_fault_is_localised_to_its_module(tmp_path, fault):
 
 
 def test_cli_consistency_on_a_folder_without_request(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "autotest.cli", "consistency", str(tmp_path)],
-                            capture_output=True, text=True, timeout=120)
+    result = waits.run([sys.executable, "-m", "autotest.cli", "consistency", str(tmp_path)],
+                       capture_output=True, text=True, limit_s=120)
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and "no consistency request here" in result.stderr

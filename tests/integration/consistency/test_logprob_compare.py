@@ -8,7 +8,6 @@ rollout model and the trainer while the recorded log-probs still equal the rollo
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from autotest.consistency.job import _summary, run_consistency_job
 from autotest.consistency.logprob_compare import NOT_PROVIDED
 from tests.integration.consistency.test_job import accuracy_results
 from tests.shared_build import content_key, shared_build
+from tests import waits
 
 K3 = "mismatch/mismatch_k3_kl"
 WINDOW = 2
@@ -35,7 +35,7 @@ def collect_window(folder: Path, fault: str | None) -> Path:
                                   "msprobe_log_level": "error"}))
     command = [sys.executable, "-m", "autotest.workloads.grpo", "--work-dir", str(folder / "work"), "--seed", "0",
                "--diagnostic-config", str(config)] + (["--fault", fault] if fault else [])
-    subprocess.run(command, check=True, capture_output=True, timeout=300)
+    waits.run(command, check=True, capture_output=True, limit_s=300)
     return out
 
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 from autotest.consistency.job import REQUEST_FILE
 from tests.helpers import ROOT, write_tracker
+from tests import waits
 
 CASE_FILE = "autotest/cases/grpo-gsm8k-qwen3-8b-lmdeploy.yaml"
 
@@ -42,8 +42,8 @@ def test_not_runnable_here_is_not_collected_with_the_manual_steps(tmp_path: Path
     shutil.rmtree(made)  # nothing of the first runner's paths is left to lean on
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RL_AUTOTEST_GPU_COUNT": "0", "XTUNER_ROOT": str(tmp_path),
            "CI_SHARE_MODEL": "/share/m", "CI_SHARE_DATA": "/share/d", "FRAMEWORK_PYTHON": sys.executable}
-    done = subprocess.run([sys.executable, "-m", "autotest.cli", "consistency", str(moved)], env=env, check=False,
-                          capture_output=True, text=True, timeout=120)
+    done = waits.run([sys.executable, "-m", "autotest.cli", "consistency", str(moved)], env=env, check=False,
+                     capture_output=True, text=True, limit_s=120)
     assert done.returncode == 3, done.stdout + done.stderr
     assert "consistency: not collected: the case cannot run here: needs 8 GPUs" in done.stdout
     manual = (moved / "consistency" / "how_to_collect.md").read_text()

@@ -19,6 +19,7 @@ from autotest.consistency.dumps import find_dump_dirs, load_tensor, read_dump
 from autotest.consistency.layout import SideLayout
 from autotest.workloads import engine_tp, sharded_dump
 from tests.shared_build import content_key, shared_build
+from tests import waits
 
 pytestmark = pytest.mark.slow
 
@@ -49,8 +50,8 @@ def dumps(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _cli(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "autotest.cli", "consistency", "analyze", *argv], check=False,
-                          capture_output=True, text=True, timeout=300)
+    return waits.run([sys.executable, "-m", "autotest.cli", "consistency", "analyze", *argv], check=False,
+                     capture_output=True, text=True, limit_s=300)
 
 
 def _analyse(dumps: Path, train: str, rollout: str, out: Path, layouts: dict[str, SideLayout] | None = None):

@@ -10,10 +10,10 @@ import glob
 import os
 import shutil
 import socket
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from tests import waits
 
 
 @dataclass(frozen=True)
@@ -54,17 +54,17 @@ def start(bin_dir: Path) -> tuple[PostgresServer, Path]:
         shutil.chown(base, "postgres")
         shutil.chown(sockets, "postgres")
     user = "postgres" if os.geteuid() == 0 else os.environ.get("USER", "postgres")
-    subprocess.run(_as_server_user([str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", user,
-                                    "--no-sync", "-E", "UTF8"]), check=True, capture_output=True, timeout=120)
+    waits.run(_as_server_user([str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", user,
+                               "--no-sync", "-E", "UTF8"]), check=True, capture_output=True, limit_s=120)
     port = _free_port()
     options = f"-k {sockets} -p {port} -c listen_addresses='' -c fsync=off"
-    subprocess.run(_as_server_user([str(bin_dir / "pg_ctl"), "-D", str(data), "-o", options, "-w", "-t", "60",
-                                    "-l", str(base / "server.log"), "start"]),
-                   check=True, capture_output=True, timeout=90)
+    waits.run(_as_server_user([str(bin_dir / "pg_ctl"), "-D", str(data), "-o", options, "-w", "-t", "60",
+                               "-l", str(base / "server.log"), "start"]),
+              check=True, capture_output=True, limit_s=90)
     return PostgresServer(sockets, port, user), base
 
 
 def stop(bin_dir: Path, base: Path) -> None:
-    subprocess.run(_as_server_user([str(bin_dir / "pg_ctl"), "-D", str(base / "data"), "-m", "fast", "-w",
-                                    "stop"]), capture_output=True, timeout=60)
+    waits.run(_as_server_user([str(bin_dir / "pg_ctl"), "-D", str(base / "data"), "-m", "fast", "-w",
+                               "stop"]), capture_output=True, limit_s=60)
     shutil.rmtree(base, ignore_errors=True)

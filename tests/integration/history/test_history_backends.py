@@ -18,6 +18,7 @@ from tests.unit.history.builders import (
     write_nightlies,
     write_results_folder,
 )
+from tests import waits
 
 SHIFT_NIGHT = 25
 ROOT = Path(__file__).resolve().parents[3]
@@ -26,8 +27,8 @@ ROOT = Path(__file__).resolve().parents[3]
 def _cli(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("RL_AUTOTEST_HISTORY", None)
-    return subprocess.run([sys.executable, "-m", "autotest.cli", "history", *args], capture_output=True,
-                          text=True, env=env, timeout=120)
+    return waits.run([sys.executable, "-m", "autotest.cli", "history", *args], capture_output=True,
+                     text=True, env=env, limit_s=120)
 
 
 def test_half_threshold_shift_at_night_25_is_reported_within_a_few_nights(tmp_path, history_url) -> None:
@@ -91,7 +92,7 @@ def test_concurrent_writers_record_each_run_once(tmp_path, history_url) -> None:
                                  str(tmp_path / "results"), "--history", history_url],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
                for _ in range(4)]
-    outputs = [w.communicate(timeout=120) for w in writers]
+    outputs = [waits.communicate(w, 120) for w in writers]
     assert [w.returncode for w in writers] == [0, 0, 0, 0], outputs
     recorded = sum(int(out.split("recorded ")[1].split(" ")[0]) for out, _ in outputs)
     assert recorded == 12

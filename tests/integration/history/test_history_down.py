@@ -14,6 +14,7 @@ import pytest
 
 from tests.helpers import DATA
 from tests.integration.history import postgres
+from tests import waits
 
 CASE = DATA / "cases" / "scripted.yaml"
 ROOT = Path(__file__).resolve().parents[3]
@@ -45,8 +46,8 @@ def stopped_url() -> Iterator[str]:
     with engine.connect() as conn:
         conn.execute(sa.text('CREATE DATABASE "history"'))
     engine.dispose()
-    subprocess.run(postgres._as_server_user([str(bin_dir / "pg_ctl"), "-D", str(base / "data"), "-m", "fast",
-                                             "-w", "stop"]), check=True, capture_output=True, timeout=60)
+    waits.run(postgres._as_server_user([str(bin_dir / "pg_ctl"), "-D", str(base / "data"), "-m", "fast",
+                                        "-w", "stop"]), check=True, capture_output=True, limit_s=60)
     yield server.url("history")
     postgres.stop(bin_dir, base)
 
@@ -55,9 +56,9 @@ def _run(tmp_path: Path, url: str, *extra: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RL_AUTOTEST_GPU_COUNT": "0"}
     env.pop("RL_AUTOTEST_HISTORY", None)
     env.pop("GITHUB_STEP_SUMMARY", None)
-    return subprocess.run([sys.executable, "-m", "autotest.cli", "run", str(CASE), "--yes", "--results-dir",
-                           str(tmp_path), "--history", url, *extra], capture_output=True, text=True, env=env,
-                          timeout=300)
+    return waits.run([sys.executable, "-m", "autotest.cli", "run", str(CASE), "--yes", "--results-dir",
+                      str(tmp_path), "--history", url, *extra], capture_output=True, text=True, env=env,
+                     limit_s=300)
 
 
 def _results(tmp_path: Path) -> dict:

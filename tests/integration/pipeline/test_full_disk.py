@@ -21,6 +21,7 @@ from autotest.inputs.case import load_case
 from autotest.pipeline import JudgeOptions, LaunchOptions, PublishOptions, RunOptions, run_case
 from tests.filesystems import leftovers, read_only, tmpfs
 from tests.helpers import DATA, ROOT
+from tests import waits
 
 RL_AUTOTEST = [sys.executable, "-m", "autotest.cli"]
 #: the scripted run; its fill-disk:LEAVE_KIB[:PAD_ROWS] fault fills its disk once its tracker is written
@@ -33,8 +34,8 @@ CAUGHT = r"( — (could have caught: [^—]*|cost [^—]*))?"
 def _cli(*args: str, env: dict[str, str] | None = None, timeout_s: float = 300) -> subprocess.CompletedProcess:
     environ = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     environ.pop("GITHUB_STEP_SUMMARY", None)
-    return subprocess.run([*RL_AUTOTEST, *args], capture_output=True, text=True, env=environ, cwd=ROOT,
-                          timeout=timeout_s)
+    return waits.run([*RL_AUTOTEST, *args], capture_output=True, text=True, env=environ, cwd=ROOT,
+                     limit_s=timeout_s)
 
 
 def test_a_read_only_results_root_is_one_preflight_line_and_nothing_launched(tmp_path: Path) -> None:

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from autotest.readers.reading import read_trace
 from autotest.judge.power import calibration_runs
 from autotest.judge.replicate_mean import pooled_threshold_scale
 from autotest.pipeline import JudgeOptions, LaunchOptions, PublishOptions, RunOptions, run_case
+from tests import waits
 
 pytestmark = pytest.mark.slow
 
@@ -99,7 +99,7 @@ platform: {gpus: 0, framework: null}
 inputs: {}
 launch:
   command: ["{python}", tests/data/scripted_run.py, --work-dir, "{work_dir}", --seed, "{seed}", --step-s, "1.0"]
-  timeout_s: 120
+  timeout_s: 120  # bounds a broken run: this one (10 steps of 1 s) is interrupted after its first step
 tracker: {format: xtuner, work_dir_env: WORK_DIR}
 expected: {steps: 10, exact_steps: true}
 baseline: REPO_ROOT/tests/data/baselines/scripted.yaml
@@ -127,13 +127,15 @@ def test_an_interrupt_stops_every_replicate_and_each_ending_leaves_a_verdict(tmp
     proc = subprocess.Popen([sys.executable, "-m", "autotest.cli", "run", str(tmp_path / "slow.yaml"), "--yes",
                              "--no-history", "--results-dir", str(tmp_path / "results")], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while len(_scripted_runs(tmp_path)) < 2:  # both replicates side by side
-        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
-        time.sleep(0.1)
-    time.sleep(1.5)  # a step logged
+    waits.until(lambda: len(_scripted_runs(tmp_path)) >= 2, 60, proc=proc)  # both replicates side by side
+    def stepped(tracker: Path) -> bool:
+        return any(json.loads(line).get("step", 0) >= 1 for line in tracker.read_text().splitlines()
+                   if line.endswith("}"))
+
+    # step 1 logged by each (on a busy machine later than a second in)
+    waits.until(lambda: sum(map(stepped, (tmp_path / "results").rglob("tracker.jsonl"))) >= 2, 60, proc=proc)
     proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
+    _, err = waits.communicate(proc, 60)
     assert proc.returncode == 2 and "rl-autotest: interrupted (SIGTERM)" in err
     assert not _scripted_runs(tmp_path)
     (folder,) = (tmp_path / "results" / "slow").iterdir()
@@ -167,7 +169,7 @@ inputs: {}
 launch:
   command: if echo "SEEDS" | grep -qw {seed}; then offset="--fault reward-offset:0.015"; fi; exec {python}
     tests/data/scripted_run.py --work-dir {work_dir} --seed {seed} --step-s 0.3 $offset
-  timeout_s: 120
+  timeout_s: 120  # bounds a broken run: this one takes seconds, at load 20 too
 tracker: {format: xtuner, work_dir_env: WORK_DIR}
 expected: {steps: 10, exact_steps: true}
 baseline: REPO_ROOT/tests/data/baselines/scripted.yaml

@@ -41,7 +41,7 @@ launch:
   command: ["{{python}}", -c, "{PRINTS_ENV}", --work-dir, "{{work_dir}}", --seed, "{{seed}}"]
   fault_args: [--fault, "{{fault}}"]
   env: {{MY_OPTION: "{SECRET}"}}
-  timeout_s: 30
+  timeout_s: 30  # bounds a broken run: this one takes seconds, at load 20 too
 tracker: {{format: xtuner, work_dir_env: WORK_DIR}}
 expected: {{steps: 10, exact_steps: true}}
 baseline: {REPO_ROOT}/tests/data/baselines/scripted.yaml

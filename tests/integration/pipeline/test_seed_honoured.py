@@ -18,7 +18,7 @@ minimal_scale: one process writing 10 steps
 platform: {{gpus: 0, framework: null}}
 launch:
   command: ["{{python}}", {DATA / 'scripted_run.py'}, --work-dir, "{{work_dir}}", --seed, "0"]
-  timeout_s: 30
+  timeout_s: 30  # bounds a broken run: this one takes seconds, at load 20 too
 tracker: {{format: xtuner, work_dir_env: WORK_DIR}}
 expected: {{steps: 10, exact_steps: true}}
 baseline: {ROOT / 'tests' / 'data' / 'baselines' / 'scripted.yaml'}

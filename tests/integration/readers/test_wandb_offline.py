@@ -4,7 +4,6 @@ log and judged end to end by ``rl-autotest compare``."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 from autotest.inputs.log_search import find_logs
 from autotest.readers.reading import read_trace
 from tests.helpers import DATA, run_cli
+from tests import waits
 
 pytest.importorskip("wandb")
 
@@ -36,7 +36,7 @@ def work_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("wandb-run")
     env = dict(os.environ, WANDB_MODE="offline", WANDB_DIR=str(folder), WANDB_SILENT="true",
                WANDB_DISABLE_GIT="true", WANDB_CONSOLE="off")
-    subprocess.run([sys.executable, "-c", TRAIN], cwd=folder, env=env, check=True, timeout=120)
+    waits.run([sys.executable, "-c", TRAIN], cwd=folder, env=env, check=True, limit_s=120)
     return folder
 
 

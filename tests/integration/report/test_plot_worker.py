@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from autotest.readers.reading import read_trace
 from autotest.judge.verdict import compare
 from autotest.report import plot_worker
 from autotest.report.plots import Drawer, MetricPlot, metric_plots
+from tests import waits
 from tests.helpers import FROZEN_TINY_GRPO_BASELINE, ROOT, tiny_grpo_tracker
 
 
@@ -85,10 +85,7 @@ def test_a_killed_harness_leaves_no_plot_worker(tmp_path):
         os.kill(pid, 0)  # the worker runs
         harness.send_signal(signal.SIGKILL)
         harness.wait()
-        deadline = time.monotonic() + 30
-        while _running(pid):
-            assert time.monotonic() < deadline, "the plot worker outlived its SIGKILLed harness"
-            time.sleep(0.1)
+        waits.until(lambda: not _running(pid), 30, pid=pid, what="the plot worker outlived its SIGKILLed harness")
     finally:
         harness.kill()
         harness.wait()

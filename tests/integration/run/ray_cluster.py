@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from autotest.own_time import OwnClock
 from autotest.run.proctable import descendants
 from tests.integration.run.test_ray_job import free_port
 
@@ -114,12 +115,13 @@ def ray_cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalCluster]:
         yield LocalCluster(cluster, temp_dir, nodes)
     finally:
         cluster.shutdown()
-        deadline = time.monotonic() + 30
-        while True:
-            left = sorted({p for p in descendants(os.getpid()) if p not in before and _alive(p)}
+        def still_there() -> list[int]:
+            return sorted({p for p in descendants(os.getpid()) if p not in before and _alive(p)}
                           | {p for p in _pids_naming(temp_dir)})
-            if not left or time.monotonic() > deadline:
-                break
+
+        # 30 s of the leftovers' own time (autotest/own_time.py): their exit, however busy the machine
+        clock = OwnClock(0, pids=still_there)
+        while (left := still_there()) and clock.elapsed_s() < 30:
             time.sleep(0.5)
         for pid in left:  # a node that failed to start is not in the cluster's lists: ours by its temp dir
             try:

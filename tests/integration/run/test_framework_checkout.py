@@ -71,7 +71,7 @@ inputs:
 launch:
   command: [bash, run.sh]
   cwd: ${{FAKEFW_ROOT}}
-  timeout_s: 60
+  timeout_s: 60  # bounds a broken run: this one takes seconds, at load 20 too
 tracker: {{format: xtuner}}
 expected: {{steps: 3}}
 baseline: baselines/fw-case.yaml

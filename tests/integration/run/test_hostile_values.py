@@ -52,7 +52,7 @@ minimal_scale: m
 platform: {gpus: 0, framework: null}
 launch:
   command: 'printf "%s\\n" {work_dir} && mkdir -p {work_dir}/e && echo "{\\"r\\": 1.0, \\"step\\": 1}" > {work_dir}/e/tracker.jsonl'
-  timeout_s: 60
+  timeout_s: 60  # bounds a broken run: this one takes seconds, at load 20 too
 tracker: {format: xtuner, path: "{work_dir}/e/tracker.jsonl"}
 expected: {steps: 1}
 baseline: baselines/echo.yaml

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from autotest.run.isolation import cluster_pids, free_ports
 from tests.helpers import ROOT
+from tests import waits
 
 
 def _daemon(port: int, *extra: str) -> subprocess.Popen:
@@ -31,11 +32,11 @@ def test_stop_ray_stops_its_cluster_and_spares_the_neighbours(tmp_path: Path) ->
         assert {mine.pid, worker.pid} <= set(cluster_pids(mine_port, str(temp_dir)))
         assert other.pid not in cluster_pids(mine_port, str(temp_dir))
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        done = subprocess.run([sys.executable, "-m", "autotest.run.isolation", "stop-ray", "--gcs-port",
-                               str(mine_port), "--temp-dir", str(temp_dir)], env=env, capture_output=True,
-                              text=True, timeout=60, check=True)
+        done = waits.run([sys.executable, "-m", "autotest.run.isolation", "stop-ray", "--gcs-port",
+                          str(mine_port), "--temp-dir", str(temp_dir)], env=env, capture_output=True,
+                         text=True, limit_s=60, check=True)
         assert done.stdout.startswith(f"stopped 2 process(es) of the Ray cluster on port {mine_port}: ")
-        assert mine.wait(timeout=10) == -signal.SIGTERM and worker.wait(timeout=10) == -signal.SIGTERM
+        assert waits.wait(mine, 10) == -signal.SIGTERM and waits.wait(worker, 10) == -signal.SIGTERM
         assert other.poll() is None and not temp_dir.exists()
     finally:
         for proc in (mine, worker, other):

@@ -19,9 +19,12 @@ import pytest
 from autotest.run.gpu_slots import SLOTS_DIR_ENV, GpuSlotTimeout, acquire, current_holders, slots_dir_for
 from autotest.run.proctable import alive_as_recorded, descendants
 from tests.integration.run.xtuner_node import NVIDIA_SMI
+from tests import waits
 
 REPO = Path(__file__).resolve().parents[3]
-GONE_WITHIN_S = 15.0  # the run's SIGTERM grace (10 s) plus slack on a loaded machine
+#: of the left processes' own time (tests/waits.py): the run's SIGTERM grace (10 s, which they sleep through) plus
+#: their exit; a run left behind is never gone, however long the wait
+GONE_WITHIN_S = 15.0
 
 
 def case_file(tmp_path: Path, step_s: float = 1.0, timeout_s: int = 120, gpus: int = 0) -> Path:
@@ -55,17 +58,14 @@ def harness(args: list[str], tmp_path: Path, env: dict[str, str] | None = None) 
 
 def wait_for_run(proc: subprocess.Popen, at_least: int = 1, timeout_s: float = 60.0) -> dict[int, int]:
     """Every descendant of the harness once the run is up (its watchdog too): {pid: start time}."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    def up() -> bool:
         found = descendants(proc.pid)
-        cmdlines = [_cmdline(pid) for pid in found]
-        if len(found) >= at_least and any("scripted_run.py" in c for c in cmdlines):
-            time.sleep(1.0)  # a step or two logged
-            return descendants(proc.pid)
-        if proc.poll() is not None:
-            pytest.fail(f"the harness ended early: {proc.communicate()}")
-        time.sleep(0.1)
-    pytest.fail("the run did not start")
+        return len(found) >= at_least and any("scripted_run.py" in _cmdline(pid) for pid in found)
+
+    # ``timeout_s`` of the harness's tree's own time; its early end fails at once
+    waits.until(up, timeout_s, proc=proc, what="the run did not start")
+    time.sleep(1.0)  # a step or two logged
+    return descendants(proc.pid)
 
 
 def _cmdline(pid: int) -> str:
@@ -76,14 +76,15 @@ def _cmdline(pid: int) -> str:
 
 
 def assert_all_gone(tracked: dict[int, int]) -> float:
+    """Wait until none of ``tracked`` runs (within GONE_WITHIN_S of their own time); the wall seconds it took."""
     t0 = time.monotonic()
-    while alive_as_recorded(tracked):
-        if time.monotonic() - t0 > GONE_WITHIN_S:
-            left = {pid: _cmdline(pid) for pid in alive_as_recorded(tracked)}
-            for pid in left:
-                os.kill(pid, signal.SIGKILL)
-            pytest.fail(f"still running {GONE_WITHIN_S:g} s after the harness ended: {left}")
-        time.sleep(0.1)
+    try:
+        waits.until(lambda: not alive_as_recorded(tracked), GONE_WITHIN_S, pids=lambda: alive_as_recorded(tracked),
+                    what=lambda: f"still running after the harness ended: "
+                                 f"{ {pid: _cmdline(pid) for pid in alive_as_recorded(tracked)} }")
+    finally:
+        for pid in alive_as_recorded(tracked):
+            os.kill(pid, signal.SIGKILL)
     return time.monotonic() - t0
 
 
@@ -97,7 +98,7 @@ def test_a_caught_signal_stops_the_run_and_publishes_an_error_verdict(tmp_path: 
     proc = harness(run_command(tmp_path, fault="spawn-grandchild"), tmp_path)
     tracked = wait_for_run(proc, at_least=2)  # the run and its grandchild
     proc.send_signal(sig)
-    _, err = proc.communicate(timeout=60)
+    _, err = waits.communicate(proc, 60)
     assert_all_gone(tracked)
     name = "KeyboardInterrupt" if sig == signal.SIGINT else sig.name
     assert proc.returncode == 2 and f"rl-autotest: interrupted ({name})" in err
@@ -110,9 +111,8 @@ def test_sigkill_of_the_harness_stops_a_hung_run(tmp_path: Path) -> None:
     proc = harness(run_command(tmp_path), tmp_path)
     tracked = wait_for_run(proc)
     proc.kill()
-    proc.communicate(timeout=30)
-    took_s = assert_all_gone(tracked)
-    assert took_s < GONE_WITHIN_S  # not the case's 120 s timeout
+    waits.communicate(proc, 30)
+    assert_all_gone(tracked)  # within GONE_WITHIN_S of their own time: never the case's 120 s timeout
     log = next((tmp_path / "results").glob("slow/*/logs/watchdog.log")).read_text()
     assert "is gone: stopping session" in log and "stopped" in log
 
@@ -131,11 +131,12 @@ def test_sigkill_of_the_harness_releases_its_gpu_slots(tmp_path: Path, monkeypat
     tracked = wait_for_run(proc)
     assert {h.pid for h in current_holders(slots, 8)} == {proc.pid}  # the harness holds all 8
     with pytest.raises(GpuSlotTimeout):
-        with acquire(1, 8, timeout_s=0.5, slots_dir=slots, poll_s=0.05):
+        with acquire(1, 8, timeout_s=0.5, slots_dir=slots, poll_s=0.05):  # held while the harness lives
             pass
     proc.kill()
-    proc.communicate(timeout=30)
-    with acquire(8, 8, timeout_s=5.0, slots_dir=slots, poll_s=0.05) as devices:  # the kernel dropped the flocks
+    waits.communicate(proc, 30)
+    # the kernel dropped the flocks with the harness: free at once (120 s bounds a release that never comes)
+    with acquire(8, 8, timeout_s=120.0, slots_dir=slots, poll_s=0.05) as devices:
         assert devices == list(range(8))
     assert_all_gone(tracked)
 
@@ -157,7 +158,7 @@ def test_sigkill_of_pytest_stops_the_run(tmp_path: Path) -> None:
     proc = pytest_harness(tmp_path)
     tracked = wait_for_run(proc)
     proc.kill()
-    proc.communicate(timeout=30)
+    waits.communicate(proc, 30)
     assert_all_gone(tracked)
 
 
@@ -165,7 +166,7 @@ def test_sigterm_of_pytest_publishes_the_verdict(tmp_path: Path) -> None:
     proc = pytest_harness(tmp_path)
     tracked = wait_for_run(proc)
     proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=60)
+    out, _ = waits.communicate(proc, 60)
     assert_all_gone(tracked)
     assert proc.returncode == 2, out  # pytest's "interrupted"
     results = json.loads(next((tmp_path / "results").glob("slow/*/results.json")).read_text())

@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from autotest.run.proctable import descendants, session_members, session_tree
+from tests import waits
 
 
 def test_a_session_tree_holds_its_members_and_a_grandchild_that_left_the_session(tmp_path: Path) -> None:
@@ -23,10 +23,8 @@ time.sleep(600)
     bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
     grandchild = None
     try:
-        deadline = time.monotonic() + 30
-        while not (pid_file.exists() and pid_file.read_text()):
-            assert time.monotonic() < deadline, "the run never started its child"
-            time.sleep(0.05)
+        waits.until(lambda: pid_file.exists() and pid_file.read_text(), 30, proc=run,
+                    what="the run never started its child")
         grandchild = int(pid_file.read_text())
         tree = session_tree(run.pid)
         assert set(tree) == {run.pid, grandchild}

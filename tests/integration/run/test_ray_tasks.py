@@ -16,6 +16,7 @@ import pytest
 from autotest.errors import UsageError
 from autotest.run.interrupts import Interrupted, clear_stop, request_stop
 from autotest.run.ray_tasks import RayCall, RayPlacement, attempts, run_on_cluster
+from tests import waits
 from tests.integration.run.ray_cluster import LocalCluster, leftovers, ray_cluster
 
 pytestmark = pytest.mark.slow
@@ -56,10 +57,8 @@ def _lost(i: int, why: str) -> str:
 
 
 def _wait_for(check, what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
+    # the tasks run in the cluster's workers, not a tree of ours: stretched by the load per core (tests/waits.py)
+    waits.until(check, WAIT_S, what=f"timed out waiting for {what}")
 
 
 def test_each_call_lands_on_a_node_with_its_resources(cluster: LocalCluster, tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from autotest.run.proctable import alive_as_recorded, descendants, session_members
 from tests.helpers import ROOT
+from tests import waits
 
 
 def session(code: str) -> subprocess.Popen:
@@ -28,12 +29,12 @@ def watchdog(sid: int, deadline_s: float, log: Path) -> subprocess.Popen:
                                 env=env)
 
 
-def wait_for(condition, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
+def wait_for(condition, timeout_s: float, **watched) -> bool:
+    """``condition`` came true within ``timeout_s`` of the watched processes' own time (tests/waits.py)."""
+    try:
+        waits.until(condition, timeout_s, **watched)
+    except AssertionError:
+        return False
     return True
 
 
@@ -42,11 +43,11 @@ def test_a_stuck_harness_does_not_stop_the_case_timeout(tmp_path: Path) -> None:
     run = session("import time; time.sleep(600)")
     guard = watchdog(run.pid, deadline_s=1.0, log=tmp_path / "watchdog.log")
     try:
-        t0 = time.monotonic()
-        guard.wait(timeout=30)  # stdin stays open: the harness is alive
+        # stdin stays open: the harness is alive. The run sleeps 600 s and the watchdog too until it acts, so these
+        # waits (own time: wall time for a sleeper) end only if the watchdog stops the run at its 1 s deadline
+        waits.wait(guard, 30)
         out = (tmp_path / "watchdog.log").read_bytes()
-        assert run.wait(timeout=10) is not None and not session_members(run.pid)
-        assert time.monotonic() - t0 < 10
+        assert waits.wait(run, 10) is not None and not session_members(run.pid)
         assert b"outlived its timeout" in out and b"stopped" in out, out
         assert guard.returncode == 0
     finally:
@@ -61,7 +62,7 @@ def test_done_leaves_the_run_alone(tmp_path: Path) -> None:
     run = session("import time; time.sleep(600)")
     guard = watchdog(run.pid, deadline_s=600.0, log=tmp_path / "watchdog.log")
     try:
-        guard.communicate(b"done\n", timeout=30)
+        waits.communicate(guard, 30, b"done\n")
         assert guard.returncode == 0 and (tmp_path / "watchdog.log").read_bytes() == b""
         assert run.poll() is None  # still running: the launcher cleans up its own run
     finally:
@@ -78,19 +79,19 @@ child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
 open({str(pid_file)!r}, "w").write(str(child.pid))
 time.sleep(600)
 """)
-    assert wait_for(pid_file.exists, 30)
-    assert wait_for(lambda: pid_file.read_text() != "", 5)
+    assert wait_for(lambda: pid_file.exists() and pid_file.read_text() != "", 30, proc=run)
     grandchild = int(pid_file.read_text())
     recorded = {grandchild: descendants(run.pid)[grandchild]}
     guard = watchdog(run.pid, deadline_s=600.0, log=tmp_path / "watchdog.log")
     try:
         time.sleep(1.0)  # the watchdog records the session's descendants while the chain exists
         guard.stdin.close()  # the harness is gone: no "done"
-        guard.wait(timeout=30)
+        waits.wait(guard, 30)
         out = (tmp_path / "watchdog.log").read_bytes()
         assert b"is gone: stopping session" in out, out
-        run.wait(timeout=10)
-        assert wait_for(lambda: not alive_as_recorded(recorded), 10), "the grandchild outlived its run"
+        waits.wait(run, 10)
+        assert wait_for(lambda: not alive_as_recorded(recorded), 10, pids=lambda: alive_as_recorded(recorded)), \
+            "the grandchild outlived its run"
     finally:
         for pid in alive_as_recorded(recorded):
             os.kill(pid, 9)

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 
 import pytest
+from tests import waits
 
 pytestmark = pytest.mark.slow
 
@@ -18,9 +18,9 @@ TRAINER_METRICS = ("train_metrics/", "entropy/", "mismatch/")
 
 
 def run(work, *args, env=None):
-    done = subprocess.run([sys.executable, "-m", "autotest.workloads.grpo", "--work-dir", str(work), "--seed", "3",
-                           "--steps", STEPS, "--eval-every", "3", *args],
-                          env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=600)
+    done = waits.run([sys.executable, "-m", "autotest.workloads.grpo", "--work-dir", str(work), "--seed", "3",
+                      "--steps", STEPS, "--eval-every", "3", *args],
+                     env={**os.environ, **(env or {})}, capture_output=True, text=True, limit_s=600)
     return done
 
 

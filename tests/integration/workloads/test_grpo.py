@@ -15,7 +15,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import types
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ torch = pytest.importorskip("torch")
 
 from autotest.workloads.grpo import GRPOConfig, main, run  # noqa: E402
 from autotest.workloads.tracker import TRACKER_RELPATH  # noqa: E402
+from tests import waits  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
 SMALL = GRPOConfig(steps=3, eval_every=2, prompts_per_step=8, samples_per_prompt=4)
@@ -76,7 +76,7 @@ def _run(tmp_path: Path, name: str, **changes: Any) -> list[dict[str, Any]]:
 def _launch(work_dir: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, "-m", "autotest.workloads.grpo", "--work-dir", str(work_dir), *args]
-    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    return waits.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, limit_s=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -237,16 +237,13 @@ def test_hang_really_hangs_until_killed(tmp_path: Path) -> None:
         [*cmd, "--fault", "hang-at:2"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True
     )
     try:
-        deadline = time.monotonic() + 90
-        while "hang-at:2" not in (tmp_path / "stderr.txt").read_text():
-            assert proc.poll() is None, "exited instead of hanging"
-            assert time.monotonic() < deadline, "never reached the hang"
-            time.sleep(0.2)
+        waits.until(lambda: "hang-at:2" in (tmp_path / "stderr.txt").read_text(), 90, proc=proc,
+                    what="never reached the hang")
         with pytest.raises(subprocess.TimeoutExpired):
             proc.wait(timeout=3)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
+        waits.wait(proc, 30)
         err.close()
     assert proc.returncode == -signal.SIGKILL
     assert sorted(_summaries(_rows(_newest_exp(tmp_path)))) == [1]

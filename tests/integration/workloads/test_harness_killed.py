@@ -25,13 +25,16 @@ import pytest
 
 from autotest.inputs.case import load_case
 from tests.helpers import ROOT
+from tests import waits
 
 # the runs import torch, this process does not (importing it here would cost every worker seconds at collection)
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
 
 MARKER_ENV = "RL_AUTOTEST_KILL_TEST"
-UP_WITHIN_S = 240.0  # harness start, the fault check, torch imports and (tiny-mopd) two servers, on 2 busy cores
-GONE_WITHIN_S = 20.0  # tiny-mopd's SIGTERM grace is 15 s; the launcher stops its servers within 5 s
+# both of the own time of the processes awaited (tests/waits.py: wall time less their waits for a CPU), so load
+# never decides them; a run that never comes up, or is left behind, still runs out of them
+UP_WITHIN_S = 240.0  # harness start, the fault check, torch imports and (tiny-mopd) two servers
+GONE_WITHIN_S = 20.0  # tiny-mopd's SIGTERM grace is 15 s (slept through); the launcher stops its servers within 5 s
 WORKLOAD_MODULE = {"tiny-grpo": "autotest.workloads.grpo", "tiny-mopd": "autotest.workloads.mopd"}
 
 
@@ -89,32 +92,35 @@ class Harness:
 
     def wait_until_running(self, case: str, runs: int = 1) -> set[int]:
         """Block until ``runs`` training processes run (and tiny-mopd's servers listen); their ports."""
-        deadline = time.monotonic() + UP_WITHIN_S
         module = WORKLOAD_MODULE[case]
-        while time.monotonic() < deadline:
+
+        def up() -> bool:
             procs = marked_processes(self.marker)
             training = [p for p in procs if module in _cmdline(p) and "--work-dir" in _cmdline(p)]
             ports = listening_ports(procs)
-            if len(training) >= runs and (case != "tiny-mopd" or len(ports) >= 2 * runs):
-                time.sleep(2.0)  # a few seconds into the run
-                return listening_ports(marked_processes(self.marker))
             if self.proc.poll() is not None:
                 pytest.fail(f"the harness ended before the run was up: {self.proc.communicate()[0][-3000:]}")
-            time.sleep(0.2)
-        self.kill_everything()
-        pytest.fail(f"the run of {case} was not up within {UP_WITHIN_S:g} s")
+            return len(training) >= runs and (case != "tiny-mopd" or len(ports) >= 2 * runs)
+
+        try:
+            waits.until(up, UP_WITHIN_S, pid=self.proc.pid, what=f"the run of {case} was not up")
+        except AssertionError:
+            self.kill_everything()
+            raise
+        time.sleep(2.0)  # a few seconds into the run
+        return listening_ports(marked_processes(self.marker))
 
     def assert_nothing_left(self, ports: set[int]) -> float:
         """Within GONE_WITHIN_S: no marked process and none of ``ports`` listening; seconds it took."""
         t0 = time.monotonic()
-        while (left := marked_processes(self.marker)) or still_listening(ports):
-            if time.monotonic() - t0 > GONE_WITHIN_S:
-                listening = still_listening(ports)
-                lines = describe(left)
-                self.kill_everything()
-                pytest.fail(f"{GONE_WITHIN_S:g} s after the harness ended: still running {lines}, "
-                            f"still listening {sorted(listening)}")
-            time.sleep(0.1)
+        try:
+            waits.until(lambda: not marked_processes(self.marker) and not still_listening(ports), GONE_WITHIN_S,
+                        pids=lambda: [p.pid for p in marked_processes(self.marker)],
+                        what=lambda: f"after the harness ended: still running {describe(marked_processes(self.marker))}"
+                                     f", still listening {sorted(still_listening(ports))}")
+        except AssertionError:
+            self.kill_everything()
+            raise
         return time.monotonic() - t0
 
     def kill_everything(self) -> None:
@@ -123,7 +129,7 @@ class Harness:
                 proc.kill()
             except (ProcessLookupError, psutil.NoSuchProcess):
                 pass
-        self.proc.communicate(timeout=30)
+        waits.communicate(self.proc, 30)
 
     def results_json(self) -> dict:
         (path,) = self.results.glob("*/*/results.json")
@@ -171,7 +177,7 @@ def test_killing_the_harness_leaves_no_process_and_no_port(sig: signal.Signals, 
     if case == "tiny-mopd":
         assert len(ports) >= 2, ports  # the two teacher servers
     run.proc.send_signal(sig)
-    output, _ = run.proc.communicate(timeout=60)
+    output, _ = waits.communicate(run.proc, 60)
     took_s = run.assert_nothing_left(ports)
     print(f"{sig.name} {case} {harness}: nothing left {took_s:.1f} s after the harness ended; ports {sorted(ports)}")
     # a case with replicates (tiny-mopd) runs each seed in its own folder, with its own session and watchdog

@@ -32,6 +32,7 @@ from autotest.workloads.teachers import (  # noqa: E402
 from autotest.workloads.tiny_lm import response_logprobs  # noqa: E402
 
 from .test_teacher_server import Served  # noqa: E402
+from tests import waits  # noqa: E402
 
 #: its fixture trains the tiny-mopd teachers and runs a distillation (~120 s of setup on 2 cores);
 #: out of the quick tier, `pytest -m "not slow"`
@@ -119,8 +120,8 @@ def test_teacher_logprobs_over_http_line_up_with_the_response_tokens(
 
 def _run_cli(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     environ = {k: v for k, v in os.environ.items() if k != ENDPOINTS_ENV}
-    return subprocess.run([sys.executable, "-m", "autotest.workloads.mopd", "--work-dir", str(tmp_path), *args],
-                          cwd=REPO, capture_output=True, text=True, timeout=120, env={**environ, **(env or {})})
+    return waits.run([sys.executable, "-m", "autotest.workloads.mopd", "--work-dir", str(tmp_path), *args],
+                     cwd=REPO, capture_output=True, text=True, limit_s=120, env={**environ, **(env or {})})
 
 
 def test_cli_usage_errors_are_one_line(tmp_path: Path, mopd_fixture: Fixture) -> None:

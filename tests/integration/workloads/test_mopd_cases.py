@@ -11,6 +11,7 @@ from pathlib import Path
 from autotest.inputs.case import load_case
 from autotest.run.launch import launch_spec
 from tests.unit.workloads.test_mopd_cases import SCRIPT, SEED_ENV
+from tests import waits
 
 
 def _checkout(tmp_path: Path, config_text: str) -> Path:
@@ -34,7 +35,7 @@ def _run_case_command(tmp_path: Path, root: Path) -> subprocess.CompletedProcess
     environ = {"CI_SHARE_MODEL": "/share/models", "CI_SHARE_DATA": "/share/data", "XTUNER_ROOT": str(root)}
     spec = launch_spec(case, tmp_path / "work", environ=environ)
     env = {**os.environ, **spec.env, "CUDA_VISIBLE_DEVICES": "3,4"}
-    return subprocess.run(spec.argv, cwd=spec.cwd, env=env, capture_output=True, text=True, timeout=60)
+    return waits.run(spec.argv, cwd=spec.cwd, env=env, capture_output=True, text=True, limit_s=60)
 
 
 def test_the_published_config_logging_to_tensorboard_runs(tmp_path: Path) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import subprocess
 import sys
 
 import numpy as np
@@ -20,6 +19,7 @@ from autotest.history.changepoint import (
     replicate_spread_change,
     spread_change,
 )
+from tests import waits
 
 
 def _series(n: int = 40, shift_at: int | None = None, shift: float = 0.5, sd: float = 0.1, seed: int = 0):
@@ -107,7 +107,7 @@ def test_finding_a_change_imports_neither_ruptures_nor_scipy() -> None:
     code = ("import sys; from autotest.history.changepoint import change_points; "
             "assert change_points([0.3] * 20 + [0.9] * 20 + [0.31, 0.29] * 5); "
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'ruptures', 'scipy'}))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    out = waits.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, limit_s=60)
     assert out.stdout.strip() == "[]"
 
 

@@ -17,12 +17,12 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from tests import waits
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))
@@ -188,8 +188,8 @@ def test_every_pytest_flag_a_page_names_is_an_option() -> None:
                     if "pytest" in _argv(part.strip())[:4]
                     for flag in re.findall(r"(?<!\S)(--[a-z][a-z-]+)", part)})
     assert "--strict-cases" in flags and "--ab-base" in flags
-    shown = subprocess.run([sys.executable, "-m", "pytest", "--help", "-p", "no:cacheprovider"], cwd=ROOT,
-                           capture_output=True, text=True, timeout=120).stdout
+    shown = waits.run([sys.executable, "-m", "pytest", "--help", "-p", "no:cacheprovider"], cwd=ROOT,
+                      capture_output=True, text=True, limit_s=120).stdout
     missing = [flag for flag in flags if not re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", shown)]
     assert not missing, f"pytest flags the docs name that pytest --help does not list: {missing}"
 
@@ -214,8 +214,8 @@ def test_the_cheap_commands_run_as_the_pages_show_them(workspace: Path) -> None:
     env.pop("RL_AUTOTEST_HISTORY", None)
     for command in _ordered():
         expected = RUN[command]
-        done = subprocess.run([sys.executable, "-m", "autotest.cli", *_rl_autotest(command, optional=False)], cwd=workspace,
-                              env=env, capture_output=True, text=True, timeout=120)
+        done = waits.run([sys.executable, "-m", "autotest.cli", *_rl_autotest(command, optional=False)], cwd=workspace,
+                         env=env, capture_output=True, text=True, limit_s=120)
         out = done.stdout + done.stderr
         assert done.returncode in expected.exits, f"`{command}` exited {done.returncode}:\n{out[-2000:]}"
         assert "Traceback" not in out, f"`{command}`:\n{out[-2000:]}"
@@ -239,6 +239,6 @@ def test_each_sample_mark_sits_on_a_block_of_a_declared_page() -> None:
 @pytest.mark.slow
 def test_the_generated_samples_are_what_the_commands_print() -> None:
     """The pages' samples against a fresh run of their commands (the grpo gate: a real 45-step run)."""
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "doc_samples.py"), "--check"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=900)
+    done = waits.run([sys.executable, str(ROOT / "scripts" / "doc_samples.py"), "--check"], cwd=ROOT,
+                     capture_output=True, text=True, limit_s=900)
     assert done.returncode == 0, done.stderr[-4000:]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tests import waits
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "gpu_check.sh"
@@ -34,7 +35,7 @@ def test_an_unknown_argument_is_one_line_and_exit_2() -> None:
 
 def test_the_dry_run_reads_the_one_gpu_case_and_trains_nothing(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHON": sys.executable, "TMPDIR": str(tmp_path)}
-    done = subprocess.run(["bash", str(SCRIPT), "--dry-run"], capture_output=True, text=True, env=env, timeout=300)
+    done = waits.run(["bash", str(SCRIPT), "--dry-run"], capture_output=True, text=True, env=env, limit_s=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "setup ok" in done.stdout
     # on a machine without GPUs the one-GPU case is skipped with its reason; on one with a GPU it would run

@@ -18,6 +18,7 @@ import pytest
 
 from autotest.consistency.attach.rl_autotest_collect import POINTS
 from autotest.consistency.attach_contract import COMMIT, check_source, check_wheel, module_files, released_points
+from tests import waits
 
 pytestmark = pytest.mark.slow
 CACHE = Path(os.environ.get("RL_AUTOTEST_WHEEL_CACHE", Path.home() / ".cache" / "rl-autotest-wheels"))
@@ -35,9 +36,9 @@ def _wheel(release: str) -> Path:
         if found:
             break
         CACHE.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--quiet",
+        waits.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--quiet",
                         "--python-version", python, *(f"--platform={p}" for p in PLATFORMS), "-d", str(CACHE),
-                        release], check=False, capture_output=True, timeout=900)
+                        release], check=False, capture_output=True, limit_s=900)
         found = sorted(CACHE.glob(pattern))
     assert found, f"{release}: no wheel in {CACHE} and pip download found none"
     return found[0]

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
+from tests import waits
 from autotest.consistency.attach_run import ATTACH_DIR
 
 PROBE = """
@@ -35,8 +35,8 @@ def _run(tmp_path: Path, config: Path | None) -> dict:
     env["PYTHONPATH"] = os.pathsep.join([str(ATTACH_DIR), str(tmp_path / "fw")])
     if config is not None:
         env["RL_AUTOTEST_COLLECT"] = str(config)
-    done = subprocess.run([sys.executable, "-c", PROBE], env=env, cwd=tmp_path, capture_output=True, text=True,
-                          timeout=120, check=False)
+    done = waits.run([sys.executable, "-c", PROBE], env=env, cwd=tmp_path, capture_output=True, text=True,
+                     limit_s=120, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.splitlines()[-1])
 
@@ -77,8 +77,8 @@ def test_a_point_that_cannot_collect_runs_uncollected_and_says_why(tmp_path: Pat
     config.write_text(json.dumps({"output_dir": str(tmp_path / "out"), "window_step": 1}))
     env = {**os.environ, "RL_AUTOTEST_COLLECT": str(config),
            "PYTHONPATH": os.pathsep.join([str(ATTACH_DIR), str(tmp_path / "fw"), str(tmp_path / "blocked")])}
-    done = subprocess.run([sys.executable, "-c", CALL], env=env, cwd=tmp_path, capture_output=True, text=True,
-                          timeout=120, check=False)
+    done = waits.run([sys.executable, "-c", CALL], env=env, cwd=tmp_path, capture_output=True, text=True,
+                     limit_s=120, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout.splitlines()[-1])["result"] == "a"
     status = [json.loads(x) for x in next((tmp_path / "out" / "attach").glob("*.jsonl")).read_text().splitlines()]
@@ -95,8 +95,8 @@ def test_a_module_the_package_no_longer_has_is_recorded_missing(tmp_path: Path) 
     config.write_text(json.dumps({"output_dir": str(tmp_path / "out"), "window_step": 1}))
     env = {**os.environ, "RL_AUTOTEST_COLLECT": str(config),
            "PYTHONPATH": os.pathsep.join([str(ATTACH_DIR), str(tmp_path / "fw")])}
-    done = subprocess.run([sys.executable, "-c", "import xtuner.v1.rl.trainer.training_worker"], env=env,
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+    done = waits.run([sys.executable, "-c", "import xtuner.v1.rl.trainer.training_worker"], env=env,
+                     cwd=tmp_path, capture_output=True, text=True, limit_s=120, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     status = [json.loads(x) for x in next((tmp_path / "out" / "attach").glob("*.jsonl")).read_text().splitlines()]
     assert [(s["status"], s["what"], s["detail"]) for s in status] == [
@@ -110,6 +110,6 @@ def test_the_run_s_own_sitecustomize_still_runs(tmp_path: Path) -> None:
     (own / "sitecustomize.py").write_text("import os\nos.environ['OWN_SITECUSTOMIZE'] = 'ran'\n")
     env = {k: v for k, v in os.environ.items() if k != "RL_AUTOTEST_COLLECT"}
     env["PYTHONPATH"] = os.pathsep.join([str(ATTACH_DIR), str(own)])
-    done = subprocess.run([sys.executable, "-c", "import os; print(os.environ.get('OWN_SITECUSTOMIZE'))"], env=env,
-                          capture_output=True, text=True, timeout=60, check=False)
+    done = waits.run([sys.executable, "-c", "import os; print(os.environ.get('OWN_SITECUSTOMIZE'))"], env=env,
+                     capture_output=True, text=True, limit_s=60, check=False)
     assert done.stdout.strip() == "ran", done.stderr[-2000:]

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from autotest.inputs.case import REPO_ROOT
+from tests import waits
 
 CASE = REPO_ROOT / "tests" / "data" / "cases" / "scripted.yaml"
 BASELINE = REPO_ROOT / "tests" / "data" / "baselines" / "scripted.yaml"
@@ -37,7 +38,7 @@ def _calibrated_case(folder: Path) -> Path:
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=180, cwd=cwd)
+    return waits.run([*CLI, *args], capture_output=True, text=True, limit_s=180, cwd=cwd)
 
 
 def test_two_real_verdicts_export_their_cost_and_mde_to_csv(tmp_path) -> None:

@@ -15,6 +15,7 @@ import pytest
 
 from autotest.inputs.case_node import NodeRequirements
 from autotest.run.node_preconditions import path_owner, probe_executable, probe_node, ray_daemons, unmet
+from tests import waits
 
 
 def _script(folder: Path, name: str, text: str) -> Path:
@@ -86,8 +87,8 @@ def test_the_open_file_limit_is_the_launching_process_s_own(tmp_path):
              "from autotest.run.node_preconditions import probe_node, unmet; "
              "facts = probe_node(R(open_files=65536), {}, slot_env={}, environ={}); "
              "print(json.dumps([facts.open_files_hard, unmet(R(open_files=65536), facts, 0)]))")
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, preexec_fn=lower,
-                          check=True, timeout=60)
+    done = waits.run([sys.executable, "-c", probe], capture_output=True, text=True, preexec_fn=lower,
+                     check=True, limit_s=60)
     seen, problems = json.loads(done.stdout)
     assert seen == lowered
     if lowered < 65536 and not _can_raise():

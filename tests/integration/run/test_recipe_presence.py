@@ -18,6 +18,7 @@ import pytest
 
 from autotest.inputs.project import PROJECT_ENV
 
+from tests import waits
 from tests.helpers import ROOT
 from tests.integration.run.recipe_checkout import add_refs
 from tests.integration.run.xtuner_node import build_node
@@ -36,7 +37,7 @@ def _pytest(node: dict, *extra: str) -> subprocess.CompletedProcess:
     argv = [sys.executable, "-m", "pytest", str(ROOT / "autotest" / "suites" / "test_accuracy.py"), "-m", "mopd",
             "-k", MOPD, "--framework-repo", str(node["repo"]), "--framework-ref", "trunk", "--no-history",
             "--results-dir", str(node["tmp"] / "results"), "-p", "no:cacheprovider", "-q", "-rs", *extra]
-    return subprocess.run(argv, cwd=ROOT, env=node["env"], capture_output=True, text=True, timeout=300)
+    return waits.run(argv, cwd=ROOT, env=node["env"], capture_output=True, text=True, limit_s=300)
 
 
 def _project_case(node: dict) -> Path:
@@ -48,7 +49,7 @@ def _project_case(node: dict) -> Path:
 def _cli(node: dict, case: str) -> subprocess.CompletedProcess:
     argv = [sys.executable, "-m", "autotest.cli", "run", case, "--framework-repo", str(node["repo"]),
             "--framework-ref", "trunk", "--results-dir", str(node["tmp"] / "results"), "--yes", "--no-history"]
-    return subprocess.run(argv, cwd=ROOT, env=node["env"], capture_output=True, text=True, timeout=300)
+    return waits.run(argv, cwd=ROOT, env=node["env"], capture_output=True, text=True, limit_s=300)
 
 
 def test_a_recipe_not_merged_yet_is_a_skip_with_its_commit_and_ref(node):
@@ -72,7 +73,7 @@ def test_a_local_checkout_without_the_recipe_is_a_skip_naming_its_branch(node):
     argv = [sys.executable, "-m", "autotest.cli", "run", str(_project_case(node)),
             "--results-dir", str(node["tmp"] / "results"),
             "--yes", "--no-history"]
-    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    done = waits.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, limit_s=300)
     assert (f"{MOPD}: SKIP — recipe/on_policy_distillation/ is not in xtuner at {node['trunk']} (trunk): "
             "not merged yet?") in done.stdout, done.stdout + done.stderr
 

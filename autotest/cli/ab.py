@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from autotest.cli.common import CASE_HELP, EXIT_ERROR, EXIT_FAIL, EXIT_PASS, results_help
+from autotest.cli.common import CASE_HELP, EXIT_ERROR, EXIT_FAIL, EXIT_PASS
+from autotest.cli.flags import add_declared, base_request
 from autotest.errors import UsageError
 
 DEFAULT_SEEDS = 3
@@ -27,13 +28,7 @@ def add_ab_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("case", help=CASE_HELP)
     p.add_argument("--base", required=True, metavar="REF", help="what the head is compared against")
     p.add_argument("--head", required=True, metavar="REF", help="the change under test")
-    p.add_argument("--replicates", type=int, metavar="K", help=f"seeds per side (default {DEFAULT_SEEDS}: the "
-                   "case's first calibration seeds after those the paired noise was measured on)")
-    p.add_argument("--seeds", help="comma-separated seeds (instead of --replicates)")
-    p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
-                   help="environment for every run of both sides (judge an environment change A/B)")
-    p.add_argument("--results-dir", type=Path, help=results_help())
-    p.add_argument("--baselines-dir", type=Path, help="read <DIR>/<baseline file name> instead of the case's baseline")
+    add_declared(p, "ab")
     p.add_argument("--no-plots", action="store_true", help="write ab.md and ab.json only")
     p.add_argument("--aa-check", action="store_true",
                    help="per seed, also run the base again as the A/A pairs were; if that pair moves beyond the "
@@ -47,21 +42,17 @@ def ab(args: argparse.Namespace) -> int:
     from autotest.ab.sides import parse_side
     from autotest.ab.interleave import AbOptions, run_ab
     from autotest.calibration.runs import baseline_files
-    from autotest.files import require_folder
     from autotest.inputs.case import load_case
 
-    case = load_case(args.case)
     seeds = _seeds(args)
-    env = _env(args.env)
-    for flag, folder in (("--results-dir", args.results_dir), ("--baselines-dir", args.baselines_dir)):
-        if folder is not None:
-            require_folder(folder, flag)
+    request = base_request(args, "ab")
+    case = load_case(args.case)
     base, head = parse_side(case, "base", args.base), parse_side(case, "head", args.head)
     baseline_path = baseline_files(case, args.baselines_dir)[0] if args.baselines_dir else None
     outcome = run_ab(case, base, head, AbOptions(
-        seeds=seeds, results_root=args.results_dir, env=env, baseline_path=baseline_path,
+        seeds=seeds, results_root=args.results_dir, baseline_path=baseline_path,
         progress=lambda line: print(line, flush=True), with_plots=not args.no_plots, split=args.split,
-        aa_check=args.aa_check))
+        aa_check=args.aa_check, run=request))
     for result in outcome.verdict.results:
         print(f"{result.status}: {result.message}")
     if outcome.verdict.reason:
@@ -80,28 +71,10 @@ FIRST_AB_SEED = 11
 
 
 def _seeds(args: argparse.Namespace) -> tuple[int, ...]:
+    """--seeds as given (checked where parsed), else --replicates seeds from FIRST_AB_SEED (default 3)."""
     if args.seeds is not None and args.replicates is not None:
         raise UsageError("--seeds and --replicates: give one (the seeds, or how many)")
     if args.seeds is not None:
-        try:
-            seeds = tuple(int(s) for s in args.seeds.split(",") if s.strip())
-        except ValueError:
-            raise UsageError(f"--seeds: {args.seeds!r} is not a comma-separated list of whole numbers, "
-                             "e.g. 11,12,13") from None
-        if not seeds or len(set(seeds)) != len(seeds):
-            raise UsageError(f"--seeds: {args.seeds!r}: give distinct seeds, e.g. 11,12,13")
-        return seeds
+        return args.seeds
     count = DEFAULT_SEEDS if args.replicates is None else args.replicates
-    if count < 1:
-        raise UsageError(f"--replicates: {count} is below 1")
     return tuple(range(FIRST_AB_SEED, FIRST_AB_SEED + count))
-
-
-def _env(items: list[str]) -> dict[str, str]:
-    env = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--env: {item!r} is not KEY=VALUE")
-        env[key.strip()] = value
-    return env

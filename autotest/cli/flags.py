@@ -50,32 +50,41 @@ def _typed(option: Option) -> Callable[[str], Any]:
     return typed
 
 
-class _Renamed(argparse.Action):
-    """An old spelling: stores into the new option's place and says the new spelling once."""
+class _Declared(argparse.Action):
+    """Stores a declared option's converted value (appends, for a repeatable one); an old spelling also says the
+    new one, once."""
 
-    def __init__(self, option_strings: list[str], dest: str, option: Option, **kwargs: Any) -> None:
-        self.option = option
+    def __init__(self, option_strings: list[str], dest: str, option: Option, renamed: bool = False,
+                 **kwargs: Any) -> None:
+        self.option, self.renamed = option, renamed
         super().__init__(option_strings, dest, **kwargs)
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
-        print(rename_notice(option_string or "", self.option), file=sys.stderr)
-        setattr(namespace, self.dest, True if self.option.kind == FLAG else values)
+        if self.renamed:
+            print(rename_notice(option_string or "", self.option), file=sys.stderr)
+        if self.option.kind == FLAG:
+            values = True
+        elif isinstance(values, list):  # argparse drops a lone "--" given as the value (--seed=--): nothing given
+            raise Refused(UsageError(f"{self.option.flag}: empty" + (f"; {self.option.fix}" if self.option.fix
+                                                                        else "")))
+        if self.option.kind == PAIRS:
+            values = [*(getattr(namespace, self.dest) or []), values]
+        setattr(namespace, self.dest, values)
 
 
 def add_declared(p: argparse.ArgumentParser, command: str) -> None:
     """Every declared option ``command`` takes, with its old spellings."""
     for option in options_for(command):
-        if option.kind == FLAG:
-            p.add_argument(option.flag, dest=option.dest, action="store_true", help=help_text(option, command))
-        else:
-            p.add_argument(option.flag, dest=option.dest, type=_typed(option), metavar=option.metavar,
-                           help=help_text(option, command), **(
-                               {"action": "append", "default": []} if option.kind == PAIRS
-                               else {"default": option.default}))
-        for old in renamed_in(option, command):
-            p.add_argument(old, dest=option.dest, action=_Renamed, option=option, help=argparse.SUPPRESS,
-                           **({"nargs": 0} if option.kind == FLAG else {"type": _typed(option)}))
+        for names, renamed in (((option.flag,), False), (renamed_in(option, command), True)):
+            if not names:
+                continue
+            kwargs: dict[str, Any] = {"nargs": 0} if option.kind == FLAG else {"type": _typed(option),
+                                                                               "metavar": option.metavar}
+            if not renamed:
+                kwargs["default"] = False if option.kind == FLAG else [] if option.kind == PAIRS else option.default
+            p.add_argument(*names, dest=option.dest, action=_Declared, option=option, renamed=renamed,
+                           help=argparse.SUPPRESS if renamed else help_text(option, command), **kwargs)
 
 
 def ray_resources(args: argparse.Namespace) -> dict[str, float]:

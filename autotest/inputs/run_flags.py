@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from autotest.errors import UsageError
+from autotest.files import require_folder
 from autotest.inputs.replicate_limits import CAPS_HELP
 
 #: kinds of option: a switch, a line of text, a whole number, a real number, a folder, a repeatable KEY=VALUE,
@@ -170,7 +171,9 @@ OPTIONS: tuple[Option, ...] = (
     # the run history
     Option("--history", TEXT, "run history database URL (default: $RL_AUTOTEST_HISTORY, else <results "
            "root>/history.sqlite)", (*_HISTORY, NIGHTLY), pytest="--history", env="RL_AUTOTEST_HISTORY",
-           metavar="URL", fix="give a database URL, e.g. sqlite:///history.sqlite"),
+           metavar="URL", fix="give a database URL, e.g. sqlite:///history.sqlite",
+           help_in={"compare": "with --out: run history database URL (default: $RL_AUTOTEST_HISTORY, else <results "
+                               "root>/history.sqlite)"}),
     Option("--no-history", FLAG, "do not record the verdicts in the run history", _HISTORY, pytest="--no-history"),
     Option("--strict-history", FLAG, "a verdict the history could not record is an ERROR (exit 2), not a warning "
            "(the nightly uses it)", _HISTORY, pytest="--strict-history"),
@@ -254,8 +257,6 @@ def convert(option: Option, raw: Any) -> Any:
     if option.kind == TEXT:
         return raw
     if option.kind == FOLDER:
-        from autotest.files import require_folder
-
         require_folder(Path(raw), flag)
         return Path(raw)
     if option.kind == PAIRS:
@@ -276,6 +277,8 @@ def convert(option: Option, raw: Any) -> Any:
         return value
     assert option.kind == NUMBER, option.kind
     try:
+        if not raw.isascii():  # float() reads other scripts' digits ("١" is 1.0): never what was meant
+            raise ValueError(raw)
         number = float(raw)
     except ValueError:
         raise UsageError(f"{flag}: {raw!r} is not {option.range_text}{fix}") from None

@@ -189,9 +189,10 @@ def results_root_option(config: pytest.Config) -> Path | None:
 
 def _ray_resources(values: dict[str, Any]) -> tuple[str | None, dict[str, float]]:
     """The Ray jobs' address (--ray-jobs, else $RAY_ADDRESS) and the resources each asks for."""
+    from autotest.inputs.run_flags import BY_FLAG, PYTEST
     from autotest.run.ray_tasks import requested_resources
 
-    address = values["ray_jobs"] or os.environ.get("RAY_ADDRESS")
+    address = values["ray_jobs"] or os.environ.get(BY_FLAG["--ray-jobs"].env_for(PYTEST) or "")
     return address, requested_resources(address, values["ray_resource"], "--ray-jobs or $RAY_ADDRESS")
 
 

@@ -24,7 +24,7 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
 def add_cases_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("cases", help="list the cases (the project's, else the packaged demo) and whether each "
                        "can run here")
-    p.add_argument("--packaged", action="store_true", help="in a project, also list the packaged demo cases")
+    add_declared(p, "cases")
 
 
 def _confirm_on_terminal(card: str) -> bool:
@@ -83,7 +83,7 @@ def cases(args: argparse.Namespace) -> int:
     from autotest.run.platform import check_platform
 
     project = find_project()
-    found = list_cases(packaged=args.packaged or project is None)
+    found = list_cases(packaged=args.packaged_cases or project is None)
     if not found:
         assert project is not None  # the packaged demo always has cases
         raise UsageError(f"{project.source}: no case files (*.yaml) in {', '.join(map(str, project.cases))}; "

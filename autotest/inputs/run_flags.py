@@ -57,8 +57,10 @@ class Option:
     pytest: str | None = None
     #: the RunOptions field it sets ("launch.seed"); None: the command reads it itself
     field: str | None = None
-    #: the environment variable that gives its default when it is absent (read where the value is resolved)
+    #: the environment variable that gives its default when it is absent, read by the library wherever the value
+    #: is resolved; or, with ``env_in``, only by those shells ("pytest")
     env: str | None = None
+    env_in: tuple[str, ...] | None = None
     default: Any = None
     minimum: float | None = None
     maximum: float | None = None
@@ -78,6 +80,10 @@ class Option:
     @property
     def dest(self) -> str:
         return self.flag.lstrip("-").replace("-", "_")
+
+    def env_for(self, command: str) -> str | None:
+        """The environment variable that gives the default in ``command`` (None: none there)."""
+        return self.env if self.env_in is None or command in self.env_in else None
 
     def help_for(self, command: str) -> str:
         return self.help_in.get(command, self.help)
@@ -147,8 +153,8 @@ OPTIONS: tuple[Option, ...] = (
            help_in={BISECT: "probes side by side a round (default: 2)", NIGHTLY: "probes side by side a round "
                     "(default: 2)"}),
     Option("--ray-jobs", TEXT, "submit each launch (each replicate's, calibration run's, A/B side's, probe's) as "
-           "a Ray job to this cluster (default for pytest: $RAY_ADDRESS)", (RUN, AB, CALIBRATE, BISECT, NIGHTLY),
-           pytest="--ray-jobs", field="launch.ray_address", env="RAY_ADDRESS", metavar="ADDRESS",
+           "a Ray job to this cluster (default for pytest: $RAY_ADDRESS)", (RUN, AB, CALIBRATE, BISECT),
+           pytest="--ray-jobs", field="launch.ray_address", env="RAY_ADDRESS", env_in=(PYTEST,), metavar="ADDRESS",
            fix="give the cluster's address, e.g. http://HEAD:8265",
            renamed={"--ray-address": (RUN, PYTEST)}),
     Option("--ray-tasks", TEXT, "run each calibration run or bisect probe (checkout, launch, judge) as a Ray task "
@@ -156,7 +162,7 @@ OPTIONS: tuple[Option, ...] = (
            metavar="ADDRESS", fix="give the head's host:port, or 'local'",
            renamed={"--ray-address": (CALIBRATE, BISECT)}),
     Option("--ray-resource", PAIRS, "a custom resource each Ray job or task asks for, so it lands on a node that "
-           "offers it (repeatable)", (RUN, AB, CALIBRATE, BISECT, NIGHTLY), pytest="--ray-resource", metavar="NAME=AMOUNT",
+           "offers it (repeatable)", (RUN, AB, CALIBRATE, BISECT), pytest="--ray-resource", metavar="NAME=AMOUNT",
            fix="e.g. --ray-resource probe=1"),
     Option("--gpu-wait-s", NUMBER, "how long a case waits for free GPUs on this node (default 21600 s: 6 h)",
            (RUN,), pytest="--gpu-wait-s", field="launch.gpu_wait_s", minimum=0, maximum=7 * 86400,
@@ -197,7 +203,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("--strict-cases", FLAG, "a case that cannot run here fails instead of skipping (nightly)", (),
            pytest="--strict-cases"),
     Option("--packaged-cases", FLAG, "in a project ([tool.rl-autotest]), also run the harness's packaged demo "
-           "cases", (), pytest="--packaged-cases"),
+           "cases", ("cases",), pytest="--packaged-cases", renamed={"--packaged": ("cases",)},
+           help_in={"cases": "in a project, also list the packaged demo cases"}),
     Option("--ab-base", TEXT, "judge each case paired A/B: this REF as base, the --framework-ref (or the case as it "
            "is) as head, on --replicates seeds (default 3); see docs/ab.md", (), pytest="--ab-base", metavar="REF",
            fix="give clean, fault:NAME, variant:NAME or a framework ref"),

@@ -122,8 +122,9 @@ def test_each_nightly_probe_derives_from_the_base_request(requests, monkeypatch,
     monkeypatch.setattr(autotest.bisect.nightly, "run_nightly_bisect",
                         lambda *args, options, **kw: given.append(options) or _stop())
     with pytest.raises(Stopped):
-        main(["nightly-bisect", "--results-dir", str(tmp_path), "--test-wait-s=123", *RAY])
-    _reached(_probe_request(given[0], tmp_path), history=False)
+        main(["nightly-bisect", "--results-dir", str(tmp_path), "--test-wait-s=123"])
+    request = _probe_request(given[0], tmp_path)
+    assert request.launch.gpu_wait_s == 123.0 and request.judge.purpose == "bisect"
 
 
 def test_bisect_ray_tasks_place_the_probes_and_jobs_launch_them(monkeypatch, capsys) -> None:

@@ -151,6 +151,16 @@ def test_a_bad_ray_resource_is_one_usage_line_before_anything_runs(pytester, mon
     assert not results.exists()  # nothing launched
 
 
+def test_the_old_ray_address_option_still_works_and_names_its_new_spelling(pytester, monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    pytester.makepyfile(test_suite=REPLICATED)
+    result = pytester.runpytest_subprocess("--ray-address", "http://127.0.0.1:1", "--ray-resource", "probe",
+                                           "-p", "no:cacheprovider")
+    assert result.ret == 4  # the value reached --ray-jobs: the resource is checked against it
+    result.stderr.fnmatch_lines(["rl-autotest: --ray-address is now --ray-jobs (the old spelling goes in the next "
+                                 "release)", "ERROR: --ray-resource 'probe': give NAME=AMOUNT*"])
+
+
 def test_replicates_over_the_cap_fail_the_case_in_one_line(pytester):
     from autotest.inputs.replicate_limits import REPLICATE_CAPS
 

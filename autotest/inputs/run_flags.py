@@ -149,7 +149,8 @@ OPTIONS: tuple[Option, ...] = (
            env="RL_AUTOTEST_FRAMEWORK_REPO", metavar="URL", fix="give a repository URL or a local path"),
     # how it runs
     Option("--jobs", COUNT, "runs side by side on this node (default: as CPUs or GPU slices allow)",
-           (CALIBRATE, BISECT, NIGHTLY), minimum=1, maximum=COUNT_MAX, fix="give how many runs go side by side",
+           (CALIBRATE, BISECT, NIGHTLY), minimum=1, maximum=COUNT_MAX, metavar="N",
+           fix="give how many runs go side by side",
            help_in={BISECT: "probes side by side a round (default: 2)", NIGHTLY: "probes side by side a round "
                     "(default: 2)"}),
     Option("--ray-jobs", TEXT, "submit each launch (each replicate's, calibration run's, A/B side's, probe's) as "
@@ -185,13 +186,14 @@ OPTIONS: tuple[Option, ...] = (
            "(the nightly uses it)", _HISTORY, pytest="--strict-history"),
     # budgets and counts of the commands that make many runs
     Option("--runs", COUNT, "number of runs (default: the baseline's calibration.runs, else 3)", (CALIBRATE,),
-           minimum=2, maximum=COUNT_MAX, fix="give how many runs to measure the noise on",
+           minimum=2, maximum=COUNT_MAX, metavar="N", fix="give how many runs to measure the noise on",
            below="run-to-run noise needs at least two runs"),
     Option("--last", COUNT, "with --from-history: how many passing runs (default: --runs)", (CALIBRATE,),
            minimum=2, maximum=COUNT_MAX, metavar="N", fix="give how many passing runs to take",
            below="run-to-run noise needs at least two runs"),
     Option("--max-runs", COUNT, "stop after this many training runs, the two ends included (a budget)",
-           (BISECT, NIGHTLY), minimum=2, maximum=10_000, fix="give the most training runs one bisect may make",
+           (BISECT, NIGHTLY), minimum=2, maximum=10_000, metavar="N",
+           fix="give the most training runs one bisect may make",
            below="the good and bad ends take two runs",
            help_in={NIGHTLY: "training runs one bisect may make, its two ends included (default: 12)"}),
     Option("--budget-device-s", NUMBER, "device-seconds the whole night may spend, its own runs and the bisects "
@@ -278,7 +280,8 @@ def convert(option: Option, raw: Any) -> Any:
             raise UsageError(f"{flag}: {raw!r} is not a whole number{fix}")
         value = int(raw)
         if option.minimum is not None and value < option.minimum:
-            raise UsageError(f"{flag}: {value} is below {_number(option.minimum)}; {option.below or option.fix}".rstrip("; "))
+            why = option.below or option.fix
+            raise UsageError(f"{flag}: {value} is below {_number(option.minimum)}" + (f"; {why}" if why else ""))
         if option.maximum is not None and value > option.maximum:
             raise UsageError(f"{flag}: {value} is above {_number(option.maximum)}{fix}")
         return value

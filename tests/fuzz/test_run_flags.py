@@ -28,7 +28,8 @@ from autotest.inputs.run_flags import COUNT, FLAG, FOLDER, NUMBER, OPTIONS, PAIR
 #: what each command needs besides the fuzzed flag
 REQUIRED = {"run": ["tiny-grpo", "--yes"], "ab": ["tiny-grpo", "--base=clean", "--head=clean"],
             "calibrate": ["tiny-grpo"], "bisect": ["tiny-grpo", "--good=a", "--bad=b"], "nightly-bisect": [],
-            "power": ["tiny-grpo"], "compare": ["--baseline=b.yaml", "--current=t.jsonl", "--out=."], "baseline promote": ["tiny-grpo"]}
+            "power": ["tiny-grpo"], "compare": ["--baseline=b.yaml", "--current=t.jsonl", "--out=."],
+            "baseline promote": ["tiny-grpo"]}
 RUNNERS = [(autotest.pipeline, "run_case"), (autotest.ab.interleave, "run_ab"), (autotest.ab.aa, "calibrate_paired"),
            (autotest.calibration.runs, "calibrate_case"), (autotest.bisect.session, "bisect"),
            (autotest.bisect.nightly, "run_nightly_bisect"), (autotest.calibration.promote, "promote"),

@@ -62,10 +62,6 @@ def add_baseline_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--from-shadow", action="store_true",
                    help="replace the baseline with the candidate in shadow once each of its gates held (history "
                    "promote-ready)")
-    p.add_argument("--nights", default="7", metavar="K",
-                   help="with --shadow: the last K trusted gate runs it must have held (default 7)")
-    p.add_argument("--allowed", default="0", metavar="N",
-                   help="with --shadow: false alarms it may have had (default 0)")
     p.add_argument("--history", metavar="URL", help="with --shadow: " + HISTORY_HELP)
     p.add_argument("--results-dir", type=Path, help="with --shadow: results root holding history.sqlite")
 
@@ -192,12 +188,11 @@ def baseline(args: argparse.Namespace) -> int:
 
 def _standing(args: argparse.Namespace, case: str) -> dict[str, str]:
     """Each shadow check of ``case`` -> ``yes`` or ``no: <why>`` over the last --nights trusted gate runs."""
-    from autotest.history.cli import count_option
     from autotest.history.shadow_ready import shadow_standings
     from autotest.history.store import open_for_reading
     from autotest.run.results_dir import default_results_root
 
-    nights, allowed = count_option(args.nights, "--nights", 1), count_option(args.allowed, "--allowed", 0)
+    nights, allowed = args.nights, args.allowed  # bounded where parsed (autotest/inputs/run_flags.py)
     try:
         with open_for_reading(args.history, args.results_dir or default_results_root()) as store:
             if case in store.cases():

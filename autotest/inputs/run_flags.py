@@ -199,6 +199,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("--budget-device-s", NUMBER, "device-seconds the whole night may spend, its own runs and the bisects "
            "together (wall x GPUs, or wall x cores on CPU); inf: no limit", (NIGHTLY,), minimum=0,
            maximum=math.inf, range_text="a positive number of device-seconds", metavar="SECONDS"),
+    Option("--nights", COUNT, "with --shadow: the last K trusted gate runs it must have held (default 7)",
+           ("baseline promote",), default=7, minimum=1, maximum=3650, metavar="K", fix="give e.g. --nights 7"),
+    Option("--allowed", COUNT, "with --shadow: false alarms it may have had (default 0)", ("baseline promote",),
+           default=0, minimum=0, maximum=3650, metavar="N", fix="give e.g. --allowed 0"),
     Option("--allow-dirty", FLAG, "calibrate from an uncommitted tree (recorded in the provenance)", (CALIBRATE,),
            pytest="--allow-dirty"),
     # the plugin's own

@@ -8,16 +8,16 @@ option parsing at load: the pipeline, the case reader, the history and the judge
 from __future__ import annotations
 
 import os
+import sys
 import warnings
 from contextlib import nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import pytest
 
 from autotest.errors import UsageError
 from autotest.inputs.project import find_project
-from autotest.inputs.replicate_limits import CAPS_HELP
 from autotest.redaction import collect_secrets
 from autotest.run.interrupts import signals_as_interrupt
 
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from autotest.ab.environment_fallback import EnvironmentFallback
     from autotest.ab.interleave import AbOutcome
     from autotest.pipeline import CaseRun
+    from autotest.pipeline.options import RunOptions
     from autotest.inputs.case import Case
 
 MARKERS = {
@@ -36,55 +37,53 @@ MARKERS = {
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    """The plugin's options, from the declared table (autotest.inputs.run_flags): the same spelling, help and
+    bounds as the command line's; the values are checked in :func:`pytest_configure`."""
+    from autotest.inputs.run_flags import FLAG, PAIRS, PYTEST, options_for, renamed_in
+
     group = parser.getgroup("rl-autotest", "RL accuracy regression harness")
-    group.addoption("--results-dir", default=None,
-                    help="root folder for per-case results (default: $RL_AUTOTEST_RESULTS, else results/ "
-                         "in the harness checkout)")
-    group.addoption("--adaptive-replicates", type=int, default=None, metavar="K_MAX",
-                    help="one seed per case, then K_MAX seeds on their mean when it lands near a pooled threshold")
-    group.addoption("--strict-power", action="store_true",
-                    help="a PASS whose gates cannot catch the case's declared detect: targets fails (nightly)")
-    group.addoption("--strict-cases", action="store_true",
-                    help="a case that cannot run here fails instead of skipping (nightly)")
-    group.addoption("--dry-run", action="store_true",
-                    help="print each case's experiment card and exact command; launch nothing")
-    group.addoption("--fail-fast", action="store_true",
-                    help="stop a run once a gate is decided failed (a per-step breach, a percentile gate past rescue)")
-    group.addoption("--ray-address", default=None,
-                    help="submit each case as a Ray job to this cluster (default: $RAY_ADDRESS when set)")
-    group.addoption("--ray-resource", action="append", default=[], metavar="NAME=AMOUNT",
-                    help="a custom resource each Ray job asks for, so it lands on a node that offers it")
-    group.addoption("--gpu-wait-s", type=float, default=None,
-                    help="how long a case waits for free GPUs on this node (default 21600 s: 6 h)")
-    group.addoption("--history", default=None, metavar="URL",
-                    help="run history database URL (default: $RL_AUTOTEST_HISTORY, else <results root>/history.sqlite)")
-    group.addoption("--no-history", action="store_true", help="do not record verdicts in the run history")
-    group.addoption("--strict-history", action="store_true",
-                    help="a verdict the history could not record is an ERROR, not a warning (nightly)")
-    group.addoption("--framework-ref", default=None,
-                    help="framework ref to test (branch, tag, sha, refs/pull/N/head); default "
-                         "$RL_AUTOTEST_FRAMEWORK_REF, else the case file's")
-    group.addoption("--framework-repo", default=None,
-                    help="framework repository (URL or local path); default $RL_AUTOTEST_FRAMEWORK_REPO, "
-                         "else the case file's, else the clone its env var names")
-    group.addoption("--ab-base", default=None, metavar="REF",
-                    help="judge each case paired A/B: this REF as base, the --framework-ref (or the case as it is) "
-                         "as head, on --replicates seeds (default 3); see docs/ab.md")
-    group.addoption("--ab-split", action="store_true",
-                    help="with --ab-base: a failed A/B also trains each side on the other's rollout batches, to say "
-                         "whether the change lives in the trainer or the rollout (cases with a replay: section)")
-    group.addoption("--ab-if-environment-changed", action="store_true",
-                    help="nightly: a case whose golden was calibrated in another environment (packages, GPU, driver) "
-                         "is judged A/B against the last trusted commit in the history instead (framework cases)")
-    group.addoption("--replicates", type=int, default=None, metavar="K",
-                    help="run K seeds of each case side by side and judge their mean (default: the case's replicates; "
-                         f"{CAPS_HELP} without --force-replicates)")
-    group.addoption("--force-replicates", action="store_true",
-                    help="run more replicates than the platform's cap")
-    group.addoption("--allow-dirty", action="store_true",
-                    help="calibration: accept uncommitted changes (recorded in the provenance)")
-    group.addoption("--packaged-cases", action="store_true",
-                    help="in a project ([tool.rl-autotest]), also run the harness's packaged demo cases")
+    for option in options_for(PYTEST):
+        names = (option.pytest, *renamed_in(option, PYTEST))
+        if option.kind == FLAG:
+            group.addoption(*names, dest=option.dest, action="store_true", help=option.help_for(PYTEST))
+        else:
+            group.addoption(*names, dest=option.dest, metavar=option.metavar, help=_pytest_help(option),
+                            **({"action": "append", "default": []} if option.kind == PAIRS else {"default": None}))
+
+
+def _pytest_help(option) -> str:
+    from autotest.inputs.run_flags import RESULTS_DEFAULT
+
+    return option.help_for("pytest").replace(RESULTS_DEFAULT, "$RL_AUTOTEST_RESULTS, else the project's results")
+
+
+_VALUES = pytest.StashKey[dict]()
+
+
+def declared_values(config: pytest.Config) -> dict[str, Any]:
+    """Every declared option's value, converted and checked (a bad one: one usage line); an old spelling given
+    is named once with its new one."""
+    from autotest.inputs.run_flags import PYTEST, convert, options_for, rename_notice, renamed_in
+
+    if _VALUES in config.stash:
+        return config.stash[_VALUES]
+    given = [str(arg) for arg in config.invocation_params.args]
+    values = {}
+    for option in options_for(PYTEST):
+        for old in renamed_in(option, PYTEST):
+            if any(arg == old or arg.startswith(old + "=") for arg in given):
+                print(rename_notice(old, option), file=sys.stderr)
+        raw = config.getoption(option.dest)
+        try:
+            values[option.dest] = [convert(option, r) for r in raw] if isinstance(raw, list) else convert(option, raw)
+        except UsageError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    try:  # the resources need a cluster to place on: checked with the values, before any case
+        _ray_resources(values)
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[_VALUES] = values
+    return values
 
 
 SUITES = Path(__file__).resolve().parent / "suites"
@@ -119,7 +118,7 @@ def selected_cases(config: pytest.Config) -> list[Case]:
 
 def pytest_configure(config: pytest.Config) -> None:
     collect_secrets(argv=config.invocation_params.args)  # secret values are masked in everything written
-    replicates_option(config)  # a bad --replicates is one line before anything runs
+    declared_values(config)  # a bad value of any option is one line before anything runs
     _collect_suites_in_project(config)
     for name, text in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
@@ -172,35 +171,49 @@ class CaseSummary:
 def recorder_option(config: pytest.Config, warn: Callable[[str], None] | None = None):
     """Record every verdict in the run history unless --no-history; --strict-history makes a record that
     could not be written an ERROR verdict (else a warning through ``warn``)."""
-    strict = config.getoption("--strict-history")
-    if config.getoption("--no-history"):
+    strict = config.getoption("strict_history")
+    if config.getoption("no_history"):
         if strict:
             raise pytest.UsageError("--strict-history and --no-history contradict each other; drop one")
         return None
     from autotest.history.drift import history_recorder
 
-    return history_recorder(config.getoption("--history"), strict=strict, warn=warn)
-
-
-def replicates_option(config: pytest.Config) -> int | None:
-    """--replicates K (K >= 1), else None: the case's own."""
-    count = config.getoption("--replicates")
-    if count is not None and count < 1:
-        raise pytest.UsageError(f"--replicates: {count} is below 1; give the number of seeds to run and average")
-    return count
-
-
-def ray_resources_option(config: pytest.Config, address: str | None) -> dict[str, float]:
-    """--ray-resource NAME=AMOUNT (repeatable); only with a Ray address to place the jobs on (a UsageError)."""
-    from autotest.run.ray_tasks import requested_resources
-
-    return requested_resources(address, config.getoption("--ray-resource"), "--ray-address or $RAY_ADDRESS")
+    return history_recorder(declared_values(config)["history"], strict=strict, warn=warn)
 
 
 def results_root_option(config: pytest.Config) -> Path | None:
     """--results-dir, else None: the pipeline's one default (see autotest.run.results_dir)."""
-    option = config.getoption("--results-dir")
+    option = declared_values(config)["results_dir"]
     return Path(option).resolve() if option else None
+
+
+def _ray_resources(values: dict[str, Any]) -> tuple[str | None, dict[str, float]]:
+    """The Ray jobs' address (--ray-jobs, else $RAY_ADDRESS) and the resources each asks for."""
+    from autotest.inputs.run_flags import BY_FLAG, PYTEST
+    from autotest.run.ray_tasks import requested_resources
+
+    address = values["ray_jobs"] or os.environ.get(BY_FLAG["--ray-jobs"].env_for(PYTEST) or "")
+    return address, requested_resources(address, values["ray_resource"], "--ray-jobs or $RAY_ADDRESS")
+
+
+def config_request(config: pytest.Config, *, progress: Callable[[str], None] | None = None,
+                   confirm: Callable[[str], bool] | None = None, warn: Callable[[str], None] | None = None
+                   ) -> RunOptions:
+    """The base request of every run in this session (a case's, an A/B side's, a calibration run's): each
+    declared option in its field, the Ray jobs ($RAY_ADDRESS by default) and the history hook.
+
+    A malformed --history or $RL_AUTOTEST_HISTORY is a UsageError."""
+    from autotest.inputs.run_flags import PYTEST, request_fields
+    from autotest.pipeline.options import RunOptions
+
+    values = declared_values(config)
+    fields = request_fields(PYTEST, values)
+    address, resources = _ray_resources(values)
+    fields.update({"launch.results_root": results_root_option(config), "launch.ray_address": address,
+                   "launch.ray_resources": resources,
+                   "publish.after_results": recorder_option(config, warn), "publish.progress": progress,
+                   "launch.confirm": confirm})
+    return RunOptions().with_fields(fields)
 
 
 @pytest.fixture
@@ -230,7 +243,7 @@ def run_accuracy_case(request: pytest.FixtureRequest) -> Callable[..., CaseRun]:
     def run(case: Case | str | Path, *, fault: str | None = None, seed: int | None = None,
             results_root: Path | None = None) -> CaseRun:
         from autotest.inputs.case import load_case
-        from autotest.pipeline import JudgeOptions, LaunchOptions, PublishOptions, RunOptions, run_case
+        from autotest.pipeline import run_case
 
         if isinstance(case, (str, Path)):
             try:
@@ -238,25 +251,13 @@ def run_accuracy_case(request: pytest.FixtureRequest) -> Callable[..., CaseRun]:
             except UsageError as exc:  # an unknown name or a bad case file: one line, as on the command line
                 pytest.fail(str(exc), pytrace=False)
 
-        ray_address = config.getoption("--ray-address") or os.environ.get("RAY_ADDRESS")
         try:
-            recorder = recorder_option(config, warn=lambda line: live([f"warning: {line}"]))
-            ray_resources = ray_resources_option(config, ray_address)
+            options = config_request(config, progress=progress, confirm=show_card,
+                                     warn=lambda line: live([f"warning: {line}"]))
         except UsageError as exc:  # a malformed --history, $RL_AUTOTEST_HISTORY or --ray-resource: one line, first
             pytest.fail(f"{case.name}: {exc}", pytrace=False)
-        launch = LaunchOptions(results_root=results_root or results_root_option(config), seed=seed, fault=fault,
-                               framework_repo=config.getoption("--framework-repo"),
-                               framework_ref=config.getoption("--framework-ref"),
-                               ray_address=ray_address, ray_resources=ray_resources,
-                               dry_run=config.getoption("--dry-run"), confirm=show_card)
-        options = RunOptions(launch, JudgeOptions(replicates=replicates_option(config),
-                                                  force_replicates=config.getoption("--force-replicates"),
-                                                  adaptive_max=config.getoption("--adaptive-replicates"),
-                                                  fail_fast=config.getoption("--fail-fast"),
-                                                  strict_power=config.getoption("--strict-power")),
-                             PublishOptions(after_results=recorder, progress=progress))
-        if config.getoption("--gpu-wait-s") is not None:
-            options = options.changed(launch={"gpu_wait_s": config.getoption("--gpu-wait-s")})
+        options = options.changed(launch={"results_root": results_root or options.launch.results_root, "seed": seed,
+                                          "fault": fault})
         try:
             with signals_as_interrupt(), warnings.catch_warnings():  # CI cancels with SIGTERM: as Ctrl-C
                 # a warning in the harness's own code never fails a user's accuracy run (filterwarnings=error)
@@ -280,16 +281,18 @@ def run_ab_case(config: pytest.Config, case: Case, base_ref: str | None = None, 
     from autotest.ab.sides import CLEAN, parse_side
     from autotest.ab.ab_preflight import ab_seeds
 
-    count = config.getoption("--replicates") or 3
+    values = declared_values(config)
+    count = values["replicates"] or 3
     try:
-        base = parse_side(case, "ab-base", base_ref or config.getoption("--ab-base"))
-        head = parse_side(case, "framework-ref", config.getoption("--framework-ref") or CLEAN)
+        base = parse_side(case, "ab-base", base_ref or values["ab_base"])
+        head = parse_side(case, "framework-ref", values["framework_ref"] or CLEAN)
+        request = config_request(config)
         with signals_as_interrupt(), warnings.catch_warnings():
             warnings.simplefilter("default")
             return run_ab(case, base, head, AbOptions(seeds=ab_seeds(case, None, count),
                                                       results_root=results_root_option(config),
-                                                      split=config.getoption("--ab-split") and case.replay is not None,
-                                                      aa_check=aa_check))
+                                                      split=values["ab_split"] and case.replay is not None,
+                                                      aa_check=aa_check, run=request))
     except UsageError as exc:
         pytest.fail(f"{case.name}: {exc}", pytrace=False)
 

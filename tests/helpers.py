@@ -74,11 +74,12 @@ def tiny_grpo_tracker(path: Path, seed: int = 0, baseline: Path = FROZEN_TINY_GR
 def run_cli(*argv: str) -> int:
     """What ``autotest.cli.main`` does with these commands: dispatch, one line and exit 2 on a usage error."""
     from autotest.cli import COMMANDS, build_parser
+    from autotest.cli.flags import Refused
     from autotest.errors import UsageError
 
-    args = build_parser().parse_args(list(argv))
     try:
+        args = build_parser().parse_args(list(argv))
         return COMMANDS[args.command](args)
-    except UsageError as exc:
+    except (UsageError, Refused) as exc:
         print(f"rl-autotest: error: {exc}")
         return 2

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from autotest.calibration.promote import promote
@@ -29,7 +29,7 @@ from autotest.inputs.tracker_layout import tracker_copy
 from autotest.judge.model import ERROR
 from autotest.judge.paired import measure_paired, paired_mde, paired_threshold
 from autotest.judge.verdict import golden_trace
-from autotest.pipeline import JudgeOptions, LaunchOptions, PublishOptions, RunOptions, run_case
+from autotest.pipeline import RunOptions, run_case
 from autotest.readers.reading import read_trace
 from autotest.run.results_dir import default_results_root, fresh_folder, run_stamp
 
@@ -44,6 +44,8 @@ class PairedCalibrationOptions:
     baselines_dir: Path | None = None
     promote: bool = False
     progress: Callable[[str], None] | None = None
+    #: the base request every A/A run derives from (the command's declared flags: Ray, the history hook, ...)
+    run: RunOptions = field(default_factory=RunOptions)
 
 
 @dataclass(frozen=True)
@@ -64,15 +66,16 @@ def calibrate_paired(case: Case, options: PairedCalibrationOptions) -> PairedCal
     if runs < 2:
         raise UsageError(f"--runs: {runs} is below 2; paired noise needs at least two A/A pairs")
     seeds = calibration_seeds(case, runs)
-    folder = fresh_folder(Path(options.results_root or default_results_root()).resolve() / case.name,
+    root = options.results_root or options.run.launch.results_root or default_results_root()
+    folder = fresh_folder(Path(root).resolve() / case.name,
                           f"aa-{run_stamp()}")
     say = options.progress or (lambda line: None)
     say(f"{case.name}: {runs} A/A pairs (the second run of each with {PERTURBATION}) in {folder}")
     pairs = []
     for seed in seeds:
         aliases = dict(baseline.metric_aliases)
-        first = _run(case, seed, folder / f"a-seed{seed}", {}, aliases)
-        second = _run(case, seed, folder / f"a2-seed{seed}", {PERTURB_ENV: "1"}, aliases)
+        first = _run(case, pair_request(options.run, seed, folder / f"a-seed{seed}", {}), aliases)
+        second = _run(case, pair_request(options.run, seed, folder / f"a2-seed{seed}", {PERTURB_ENV: "1"}), aliases)
         pairs.append((seed, first, second))
         say(f"{case.name}: A/A pair seed {seed} done")
     measurement = measure_paired(baseline, golden_trace(baseline), pairs, PERTURBATION,
@@ -94,10 +97,19 @@ def calibrate_paired(case: Case, options: PairedCalibrationOptions) -> PairedCal
     return PairedCalibrationOutcome(candidate, folder, lines, measurement.warnings, promoted)
 
 
-def _run(case: Case, seed: int, run_dir: Path, env: dict[str, str], aliases: dict[str, str]):
-    run = run_case(case, RunOptions(LaunchOptions(results_dir=run_dir, seed=seed, env=env),
-                                    JudgeOptions(replicates=1, purpose="ab"),
-                                    PublishOptions(step_summary=False, with_plots=False)))
+def pair_request(base: RunOptions, seed: int, run_dir: Path, env: dict[str, str]) -> RunOptions:
+    """One run of an A/A pair: the base request on the case's own code, one replicate, its kind "ab"."""
+    return base.changed(
+        launch={"results_dir": run_dir, "seed": seed, "env": {**base.launch.env, **env}, "fault": None,
+                "dry_run": False, "confirm": None},
+        judge={"replicates": 1, "adaptive_max": None, "fail_fast": False, "purpose": "ab"},
+        publish={"step_summary": False, "with_plots": False, "progress": None})
+
+
+def _run(case: Case, request: RunOptions, aliases: dict[str, str]):
+    run = run_case(case, request)
+    run_dir = request.launch.results_dir
+    assert run_dir is not None
     broken = [r.message for r in (run.verdict.results if run.verdict else ()) if r.status == ERROR
               and r.check_id.startswith(("run[", "preflight"))]
     tracker = tracker_copy(run_dir)

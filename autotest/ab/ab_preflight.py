@@ -25,13 +25,16 @@ def seeds_cap(case: Case) -> int:
     return REPLICATE_CAPS[platform_kind(case.platform.gpus)]
 
 
-def ab_seeds(case: Case, seeds: str | None, replicates: int | None) -> tuple[int, ...]:
-    """The seeds both sides run: ``--seeds`` as given, else ``--replicates`` (default 3) seeds from 11 on."""
+def ab_seeds(case: Case, seeds: str | Sequence[int] | None, replicates: int | None) -> tuple[int, ...]:
+    """The seeds both sides run: ``--seeds`` as given (text, or as the flag table parsed it), else ``--replicates``
+    (default 3) seeds from 11 on; at most the case's platform cap either way."""
     cap = seeds_cap(case)
     if seeds is not None and replicates is not None:
         raise UsageError("--seeds and --replicates: give one (the seeds, or how many)")
-    if seeds is not None:
+    if isinstance(seeds, str):
         return parse_seeds(seeds, "--seeds", cap)
+    if seeds is not None:
+        return parse_seeds(",".join(str(s) for s in seeds), "--seeds", cap)
     count = DEFAULT_SEEDS if replicates is None else replicates
     check_count("--replicates", count, limit=CountLimit(1, cap, "give the number of seeds per side"))
     return tuple(range(FIRST_AB_SEED, FIRST_AB_SEED + count))

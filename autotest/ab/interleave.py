@@ -38,7 +38,7 @@ from autotest.inputs.tracker_layout import tracker_copy
 from autotest.judge.model import ERROR, FAIL, PASS
 from autotest.judge.paired import PairedVerdict, judge_paired
 from autotest.judge.trace import Trace
-from autotest.pipeline import CaseRun, JudgeOptions, LaunchOptions, PublishOptions, RunOptions, run_case
+from autotest.pipeline import CaseRun, RunOptions, run_case
 from autotest.readers.reading import read_trace
 from autotest.run.results_dir import default_results_root, fresh_folder, run_stamp
 
@@ -63,6 +63,8 @@ class AbOptions:
     #: per seed, also run the base again as the A/A pairs were (the paired section's perturbation); a pair that
     #: moves beyond the paired noise makes the A/B an ERROR: the noise measured elsewhere does not hold here
     aa_check: bool = False
+    #: the base request every side's run derives from (the command's declared flags: Ray, the history hook, ...)
+    run: RunOptions = field(default_factory=RunOptions)
 
 
 @dataclass(frozen=True)
@@ -106,7 +108,8 @@ def run_ab(case: Case, base: Side, head: Side, options: AbOptions) -> AbOutcome:
                          "and trains on kept ones); add one (docs/ab.md) or leave --split out")
     baseline = load_baseline(options.baseline_path or case.baseline_path)
     check_before_runs(case, (base, head), baseline, {**os.environ, **options.env})
-    folder = fresh_folder(Path(options.results_root or default_results_root()).resolve() / case.name,
+    root = options.results_root or options.run.launch.results_root or default_results_root()
+    folder = fresh_folder(Path(root).resolve() / case.name,
                           f"ab-{run_stamp()}")
     say = options.progress or (lambda line: None)
     say(f"{case.name}: A/B {base.ref} (base) against {head.ref} (head) on seeds "
@@ -153,11 +156,20 @@ def run_ab(case: Case, base: Side, head: Side, options: AbOptions) -> AbOutcome:
 
 def _run_side(case: Case, side: Side, seed: int, results_dir: Path, options: AbOptions) -> CaseRun:
     """One ordinary run of ``case`` (already the side's variant, and whatever replay arguments it carries)."""
-    return run_case(case, RunOptions(
-        LaunchOptions(results_dir=results_dir, seed=seed, fault=side.fault, framework_ref=side.framework_ref,
-                      env=dict(options.env), poll_interval_s=options.poll_interval_s),
-        JudgeOptions(replicates=1, baseline_path=options.baseline_path, purpose="ab"),
-        PublishOptions(step_summary=False, with_plots=False)))
+    return run_case(case, side_request(options, side, seed, results_dir))
+
+
+def side_request(options: AbOptions, side: Side, seed: int, results_dir: Path) -> RunOptions:
+    """One side's run of one seed: the base request with the side's code, seed and folder, one replicate, judged
+    for the record (its kind "ab": the history never trusts it)."""
+    base = options.run
+    return base.changed(
+        launch={"results_dir": results_dir, "seed": seed, "fault": side.fault, "framework_ref": side.framework_ref,
+                "env": {**base.launch.env, **options.env}, "poll_interval_s": options.poll_interval_s,
+                "dry_run": False, "confirm": None},
+        judge={"replicates": 1, "adaptive_max": None, "fail_fast": False, "purpose": "ab",
+               "baseline_path": options.baseline_path or base.judge.baseline_path},
+        publish={"step_summary": False, "with_plots": False, "progress": None})
 
 
 def _side_run(side: Side, seed: int, run: CaseRun) -> SideRun:

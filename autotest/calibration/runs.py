@@ -42,7 +42,7 @@ from autotest.judge.power import baseline_power, target_misses
 from autotest.readers.reading import read_trace
 from autotest.judge.seed_use import identical_runs
 from autotest.judge.verdict import golden_trace
-from autotest.pipeline import JudgeOptions, LaunchOptions, PublishOptions, RunOptions, run_case
+from autotest.pipeline import RunOptions, run_case
 from autotest.report.power_table import power_provenance, power_report
 from autotest.report.publish import AfterResults
 from autotest.run.framework import checkout, default_cache_dir, framework_request
@@ -84,6 +84,11 @@ class CalibrationOptions:
     #: the code under test, resolved for every run as ``run`` resolves it (--framework-repo / --framework-ref)
     framework_repo: str | None = None
     framework_ref: str | None = None
+    #: with ``ray_address`` (Ray tasks): the custom resources each task asks for
+    ray_resources: dict[str, float] = field(default_factory=dict)
+    #: the base request every calibration run derives from (the command's declared flags: Ray jobs, the history
+    #: hook, ...); the fields above, where set, take precedence over its own
+    run: RunOptions = field(default_factory=RunOptions)
 
 
 @dataclass(frozen=True)
@@ -170,15 +175,25 @@ def calibration_seeds(case: Case, runs: int) -> tuple[int, ...]:
     return tuple(listed[:runs])
 
 
-def calibration_run(case: Case, index: int, seed: int, run_dir: Path, results_root: Path | None = None,
-             baseline_path: Path | None = None, after_results: AfterResults | None = None,
-             framework_repo: str | None = None, framework_ref: str | None = None) -> RunRecord:
-    """One calibration run: the same pipeline as ``rl-autotest run``, into ``run_dir``."""
-    run = run_case(case, RunOptions(
-        LaunchOptions(results_root=results_root, results_dir=run_dir, seed=seed, framework_repo=framework_repo,
-                      framework_ref=framework_ref),
-        JudgeOptions(replicates=1, baseline_path=baseline_path, purpose="calibration"),
-        PublishOptions(after_results=after_results)))
+def calibration_request(options: CalibrationOptions, seed: int, run_dir: Path,
+                        baseline_path: Path | None = None) -> RunOptions:
+    """One calibration run: the base request with its seed and folder, one replicate, judged for the record."""
+    base = options.run
+    return base.changed(
+        launch={"results_root": options.results_root or base.launch.results_root, "results_dir": run_dir,
+                "seed": seed, "fault": None, "dry_run": False, "confirm": None,
+                "framework_repo": options.framework_repo or base.launch.framework_repo,
+                "framework_ref": options.framework_ref or base.launch.framework_ref},
+        judge={"replicates": 1, "adaptive_max": None, "fail_fast": False, "baseline_path": baseline_path,
+               "purpose": "calibration"},
+        publish={"after_results": options.after_results or base.publish.after_results, "progress": None})
+
+
+def calibration_run(case: Case, index: int, seed: int, run_dir: Path, request: RunOptions | None = None
+                    ) -> RunRecord:
+    """One calibration run: the same pipeline as ``rl-autotest run``, into ``run_dir`` (``request``: from
+    :func:`calibration_request`; None: the defaults)."""
+    run = run_case(case, request or calibration_request(CalibrationOptions(), seed, run_dir))
     verdict = run.verdict
     assert verdict is not None  # the platform was checked and preflight passed before any run
     # calibration needs complete runs; their verdict against the old baseline is for the record only
@@ -239,8 +254,8 @@ def run_all(case: Case, seeds: Sequence[int], folder: Path, options: Calibration
     say(f"{case.name}: {len(seeds)} calibration runs, {jobs} at a time, in {folder}")
 
     def one(i: int) -> RunRecord:
-        record = calibration_run(case, i + 1, seeds[i], dirs[i], options.results_root, baseline_path,
-                                 options.after_results, options.framework_repo, options.framework_ref)
+        record = calibration_run(case, i + 1, seeds[i], dirs[i],
+                                 calibration_request(options, seeds[i], dirs[i], baseline_path))
         say(f"{case.name}: {record.label}: {record.describe()}")
         return record
 
@@ -252,15 +267,16 @@ def run_all(case: Case, seeds: Sequence[int], folder: Path, options: Calibration
 
 
 def _run_on_ray(case: Case, seeds: Sequence[int], dirs: Sequence[Path], options: CalibrationOptions,
-                say: Callable[[str], None], baseline_path: Path | None,
-                resources: Mapping[str, float] | None = None) -> list[RunRecord]:
+                say: Callable[[str], None], baseline_path: Path | None) -> list[RunRecord]:
     """Every run as a Ray task (:mod:`autotest.run.ray_tasks`, the dispatch bisect probes use too)."""
     address = options.ray_address
     assert address is not None
-    placement = RayPlacement(address, dict(resources or {}), num_gpus=float(case.platform.gpus))
+    placement = RayPlacement(address, dict(options.ray_resources), num_gpus=float(case.platform.gpus))
+    # on the node: no results root of this machine's, no history hook (the database lives here)
     calls = [RayCall(f"run {i + 1} (seed {seed})", dirs[i],
-                     partial(calibration_run, case, i + 1, seed, dirs[i], None, baseline_path, None,
-                             options.framework_repo, options.framework_ref))
+                     partial(calibration_run, case, i + 1, seed, dirs[i], calibration_request(
+                         options, seed, dirs[i], baseline_path).changed(launch={"results_root": None},
+                                                                         publish={"after_results": None})))
              for i, seed in enumerate(seeds)]
     say(f"{case.name}: {len(seeds)} calibration runs as Ray tasks on {address}")
     return run_on_cluster(calls, placement, say=say, lost=lambda i, why: RunRecord(
@@ -281,6 +297,10 @@ def _eval_set_sizes(records: Sequence[RunRecord], metrics: set[str]) -> dict[str
 
 def calibrate_case(case: Case, options: CalibrationOptions) -> CalibrationOutcome:
     """Run ``case`` N times and write a candidate baseline with its diff report (see the module doc)."""
+    base = options.run.launch  # the base request's root and code under test, unless the options name their own
+    options = replace(options, results_root=options.results_root or base.results_root,
+                      framework_repo=options.framework_repo or base.framework_repo,
+                      framework_ref=options.framework_ref or base.framework_ref)
     # the code under test is resolved as `run` resolves it, once: the ref becomes one sha that every run checks
     # out (a ref that moves mid-calibration cannot mix commits); the provenance is what the runs recorded
     request = None if options.from_history else framework_request(

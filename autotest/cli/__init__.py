@@ -16,6 +16,7 @@ from typing import Callable, Sequence
 
 from autotest.cli.common import (CASE_HELP, EXIT_CODES_HELP, EXIT_ENVIRONMENT, EXIT_ERROR, EXIT_FAIL,
                                  EXIT_NOT_COLLECTED, EXIT_PASS, exit_code_for)
+from autotest.cli.flags import Refused
 from autotest.errors import UsageError
 from autotest.redaction import MaskedStream, collect_secrets
 from autotest.run.interrupts import describe, signals_as_interrupt
@@ -84,11 +85,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         from autotest.calibration.init_cli import split_command
 
         argv, launch_command = split_command(argv)
-    args = parser.parse_args(argv)
-    args.launch_command = launch_command
     out, err = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = MaskedStream(out), MaskedStream(err)
     try:
+        try:
+            args = parser.parse_args(argv)
+        except Refused as exc:  # a declared flag's bad value: one line, before any command code runs
+            print(f"rl-autotest: error: {exc}", file=sys.stderr)
+            return EXIT_ERROR
+        args.launch_command = launch_command
         with signals_as_interrupt():  # SIGTERM/SIGHUP (CI cancelling) take Ctrl-C's path: cleanup, verdict
             return COMMANDS[args.command](args)
     except UsageError as exc:

@@ -7,11 +7,10 @@ run on either side, a baseline without paired noise) or on bad usage.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from autotest.cli.common import CASE_HELP, EXIT_ERROR, EXIT_FAIL, EXIT_PASS, results_help
+from autotest.cli.common import CASE_HELP, EXIT_ERROR, EXIT_FAIL, EXIT_PASS
+from autotest.cli.flags import add_declared, base_request
 from autotest.terminal import echo
-from autotest.inputs.run_limits import AB_DEFAULT_SEEDS as DEFAULT_SEEDS
 
 
 def add_ab_parser(sub: argparse._SubParsersAction) -> None:
@@ -26,13 +25,7 @@ def add_ab_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("case", help=CASE_HELP)
     p.add_argument("--base", required=True, metavar="REF", help="what the head is compared against")
     p.add_argument("--head", required=True, metavar="REF", help="the change under test")
-    p.add_argument("--replicates", type=int, metavar="K", help=f"seeds per side (default {DEFAULT_SEEDS}: the "
-                   "case's first calibration seeds after those the paired noise was measured on)")
-    p.add_argument("--seeds", help="comma-separated seeds (instead of --replicates)")
-    p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
-                   help="environment for every run of both sides (judge an environment change A/B)")
-    p.add_argument("--results-dir", type=Path, help=results_help())
-    p.add_argument("--baselines-dir", type=Path, help="read <DIR>/<baseline file name> instead of the case's baseline")
+    add_declared(p, "ab")
     p.add_argument("--no-plots", action="store_true", help="write ab.md and ab.json only")
     p.add_argument("--aa-check", action="store_true",
                    help="per seed, also run the base again as the A/A pairs were; if that pair moves beyond the "
@@ -43,25 +36,22 @@ def add_ab_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def ab(args: argparse.Namespace) -> int:
-    from autotest.ab.ab_preflight import ab_env, ab_seeds
     from autotest.ab.sides import parse_side
     from autotest.ab.interleave import AbOptions, run_ab
     from autotest.calibration.runs import baseline_files
-    from autotest.files import require_folder
     from autotest.inputs.case import load_case
 
+    from autotest.ab.ab_preflight import ab_seeds
+
     case = load_case(args.case)
-    seeds = ab_seeds(case, args.seeds, args.replicates)
-    env = ab_env(args.env)
-    for flag, folder in (("--results-dir", args.results_dir), ("--baselines-dir", args.baselines_dir)):
-        if folder is not None:
-            require_folder(folder, flag)
+    seeds = ab_seeds(case, args.seeds, args.replicates)  # the table checked each seed; the cap is the platform's
+    request = base_request(args, "ab")
     base, head = parse_side(case, "base", args.base), parse_side(case, "head", args.head)
     baseline_path = baseline_files(case, args.baselines_dir)[0] if args.baselines_dir else None
     outcome = run_ab(case, base, head, AbOptions(
-        seeds=seeds, results_root=args.results_dir, env=env, baseline_path=baseline_path,
+        seeds=seeds, results_root=args.results_dir, baseline_path=baseline_path,
         progress=lambda line: echo(line), with_plots=not args.no_plots, split=args.split,
-        aa_check=args.aa_check))
+        aa_check=args.aa_check, run=request))
     for result in outcome.verdict.results:
         echo(f"{result.status}: {result.message}")
     if outcome.verdict.reason:

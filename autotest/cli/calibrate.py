@@ -12,15 +12,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from autotest.cli.common import (
-    CASE_HELP,
-    EXIT_ERROR,
-    EXIT_FAIL,
-    EXIT_PASS,
-    HISTORY_HELP,
-    add_framework_arguments,
-    results_help,
-)
+from autotest.cli.common import CASE_HELP, EXIT_ERROR, EXIT_FAIL, EXIT_PASS, HISTORY_HELP
+from autotest.cli.flags import add_declared, base_request, ray_resources
 from autotest.errors import UsageError
 from autotest.terminal import echo
 
@@ -32,25 +25,14 @@ def add_calibrate_parser(sub: argparse._SubParsersAction) -> None:
                                    "case's false-alarm budget x the statistic's spread (floors apply), and write "
                                    "<baseline>.candidate.yaml with a diff report beside the baseline.")
     p.add_argument("case", help=CASE_HELP)
-    p.add_argument("--runs", type=int, help="number of runs (default: the baseline's calibration.runs, else 3)")
-    p.add_argument("--jobs", type=int, help="runs side by side here (default: as CPUs or GPU slices allow)")
-    p.add_argument("--ray-address", help="run each calibration run as a Ray task on this cluster "
-                                         "(shared filesystem; 'local' starts a private one)")
-    p.add_argument("--results-dir", type=Path, help=results_help())
-    p.add_argument("--baselines-dir", "--out", dest="baselines_dir", type=Path,
-                   help="folder for the candidate (and the baseline --promote replaces); default: beside the "
-                        "case's baseline")
+    add_declared(p, "calibrate")
     p.add_argument("--paired", action="store_true",
                    help="measure the paired (A/B) noise instead: N A/A pairs (the same seed twice, the second "
                         "run nudged), written as the candidate's paired: section; the checks are unchanged")
     p.add_argument("--promote", action="store_true",
                    help="also replace the baseline with the candidate (only when the self-check is clean)")
-    p.add_argument("--allow-dirty", action="store_true", help="calibrate from an uncommitted tree (recorded)")
     p.add_argument("--from-history", action="store_true",
                    help="build the candidate from the last passing runs in the run history; run nothing")
-    p.add_argument("--last", type=int, metavar="N", help="with --from-history: how many passing runs (default: --runs)")
-    p.add_argument("--history", metavar="URL", help=HISTORY_HELP)
-    add_framework_arguments(p)
 
 
 def add_power_parser(sub: argparse._SubParsersAction) -> None:
@@ -59,7 +41,7 @@ def add_power_parser(sub: argparse._SubParsersAction) -> None:
                        epilog="exit 0: every detect: target of the case is reached (or none declared); 1: a target "
                        "is missed; 2: error")
     p.add_argument("case", help=CASE_HELP)
-    p.add_argument("--baselines-dir", type=Path, help="read <DIR>/<baseline file name> instead of the case's baseline")
+    add_declared(p, "power")
 
 
 def add_baseline_parser(sub: argparse._SubParsersAction) -> None:
@@ -67,8 +49,7 @@ def add_baseline_parser(sub: argparse._SubParsersAction) -> None:
     actions = b.add_subparsers(dest="baseline_command", required=True, metavar="ACTION")
     p = actions.add_parser("promote", help="replace a case's baseline with its reviewed candidate (atomic)")
     p.add_argument("case", help=CASE_HELP)
-    p.add_argument("--baselines-dir", "--out", dest="baselines_dir", type=Path,
-                   help="folder holding the baseline and its candidate (default: beside the case's baseline)")
+    add_declared(p, "baseline promote")
     p.add_argument("--force", metavar="REASON", help="promote a candidate without calibrate provenance or with "
                    "self-check false alarms (or a shadow gate not ready); REASON is recorded in the baseline")
     p.add_argument("--shadow", action="append", metavar="CHECK", default=[],
@@ -82,10 +63,6 @@ def add_baseline_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--from-shadow", action="store_true",
                    help="replace the baseline with the candidate in shadow once each of its gates held (history "
                    "promote-ready)")
-    p.add_argument("--nights", default="7", metavar="K",
-                   help="with --shadow: the last K trusted gate runs it must have held (default 7)")
-    p.add_argument("--allowed", default="0", metavar="N",
-                   help="with --shadow: false alarms it may have had (default 0)")
     p.add_argument("--history", metavar="URL", help="with --shadow: " + HISTORY_HELP)
     p.add_argument("--results-dir", type=Path, help="with --shadow: results root holding history.sqlite")
 
@@ -93,8 +70,6 @@ def add_baseline_parser(sub: argparse._SubParsersAction) -> None:
 def calibrate(args: argparse.Namespace) -> int:
     from autotest.calibration.runs import CalibrationOptions, calibrate_case
     from autotest.calibration.thresholds import CalibrationError
-    from autotest.files import require_folder
-    from autotest.history.drift import history_recorder
     from autotest.inputs.case import load_case
 
     if args.paired:
@@ -103,25 +78,17 @@ def calibrate(args: argparse.Namespace) -> int:
         if not args.from_history:
             raise UsageError("--last: only with --from-history (the number of passing runs to take)")
         args.runs = args.last
-    from autotest.inputs.run_limits import COUNTS, check_count
-
-    if args.runs is not None:
-        check_count("--last" if args.last is not None else "--runs", args.runs, limit=COUNTS["--runs"])
-    if args.jobs is not None:
-        check_count("--jobs", args.jobs)
     if args.from_history and (args.framework_ref or args.framework_repo):
         flag = "--framework-ref" if args.framework_ref else "--framework-repo"
         raise UsageError(f"{flag}: not with --from-history (it runs nothing: each recorded run names the commit it "
                          "ran); drop one")
-    for flag, folder in (("--results-dir", args.results_dir), ("--baselines-dir", args.baselines_dir)):
-        if folder is not None:  # before N runs, not after them
-            require_folder(folder, flag)
+    request = base_request(args, "calibrate")
     options = CalibrationOptions(
-        results_root=args.results_dir, runs=args.runs, jobs=args.jobs, ray_address=args.ray_address,
+        results_root=args.results_dir, runs=args.runs, jobs=args.jobs, ray_address=args.ray_tasks,
+        ray_resources=ray_resources(args) if args.ray_tasks else {},
         baselines_dir=args.baselines_dir, allow_dirty=args.allow_dirty, promote=args.promote,
-        from_history=args.from_history, history=args.history, after_results=history_recorder(args.history),
-        command=_calibrate_command_line(args), progress=lambda line: echo(line),
-        framework_repo=args.framework_repo, framework_ref=args.framework_ref)
+        from_history=args.from_history, history=args.history, command=_calibrate_command_line(args),
+        progress=lambda line: echo(line), run=request)
     try:
         outcome = calibrate_case(load_case(args.case), options)
     except CalibrationError as exc:
@@ -147,23 +114,16 @@ def calibrate(args: argparse.Namespace) -> int:
 
 def _calibrate_paired(args: argparse.Namespace) -> int:
     from autotest.ab.aa import PairedCalibrationOptions, calibrate_paired
-    from autotest.files import require_folder
     from autotest.inputs.case import load_case
 
-    for flag, value in (("--from-history", args.from_history), ("--ray-address", args.ray_address),
+    for flag, value in (("--from-history", args.from_history), ("--ray-tasks", args.ray_tasks),
                         ("--framework-ref", args.framework_ref), ("--framework-repo", args.framework_repo)):
         if value:
             raise UsageError(f"{flag}: not with --paired (A/A pairs run here, on the case's own checkout); drop one")
-    from autotest.inputs.run_limits import check_count
-
-    if args.runs is not None:
-        check_count("--runs", args.runs, why="paired noise needs at least two A/A pairs")
-    for flag, folder in (("--results-dir", args.results_dir), ("--baselines-dir", args.baselines_dir)):
-        if folder is not None:
-            require_folder(folder, flag)
+    request = base_request(args, "calibrate")
     outcome = calibrate_paired(load_case(args.case), PairedCalibrationOptions(
         runs=args.runs, results_root=args.results_dir, baselines_dir=args.baselines_dir, promote=args.promote,
-        progress=lambda line: echo(line)))
+        progress=lambda line: echo(line), run=request))
     for warning in outcome.warnings:
         echo(f"warning: {warning}", file=sys.stderr)
     for line in outcome.lines:
@@ -177,7 +137,8 @@ def _calibrate_paired(args: argparse.Namespace) -> int:
 def _calibrate_command_line(args: argparse.Namespace) -> str:
     """The calibrate command as given (recorded in the baseline's provenance)."""
     words = ["rl-autotest", "calibrate", args.case]
-    for flag, value in (("--runs", args.runs), ("--jobs", args.jobs), ("--ray-address", args.ray_address),
+    for flag, value in (("--runs", args.runs), ("--jobs", args.jobs), ("--ray-jobs", args.ray_jobs),
+                        ("--ray-tasks", args.ray_tasks),
                         ("--results-dir", args.results_dir), ("--baselines-dir", args.baselines_dir),
                         ("--framework-ref", args.framework_ref), ("--framework-repo", args.framework_repo)):
         if value is not None:
@@ -190,15 +151,12 @@ def _calibrate_command_line(args: argparse.Namespace) -> str:
 def baseline(args: argparse.Namespace) -> int:
     from autotest.calibration.promote import promote
     from autotest.calibration.runs import baseline_files
-    from autotest.files import require_folder
     from autotest.inputs.baseline import load_baseline
     from autotest.inputs.case import load_case
     from autotest.judge.power import baseline_power, target_misses
 
     if args.force is not None and not args.force.strip():
         raise UsageError("--force: give the reason for overriding the checks, e.g. --force 'reviewed by X'")
-    if args.baselines_dir is not None:
-        require_folder(args.baselines_dir, "--baselines-dir")
     target, _, _ = baseline_files(load_case(args.case), args.baselines_dir)
     if sum(map(bool, (args.shadow or args.shadow_ready, args.to_shadow, args.from_shadow))) > 1:
         raise UsageError("--shadow/--shadow-ready, --to-shadow and --from-shadow are different promotions; give one")
@@ -231,12 +189,11 @@ def baseline(args: argparse.Namespace) -> int:
 
 def _standing(args: argparse.Namespace, case: str) -> dict[str, str]:
     """Each shadow check of ``case`` -> ``yes`` or ``no: <why>`` over the last --nights trusted gate runs."""
-    from autotest.history.cli import count_option
     from autotest.history.shadow_ready import shadow_standings
     from autotest.history.store import open_for_reading
     from autotest.run.results_dir import default_results_root
 
-    nights, allowed = count_option(args.nights, "--nights", 1), count_option(args.allowed, "--allowed", 0)
+    nights, allowed = args.nights, args.allowed  # bounded where parsed (autotest/inputs/run_flags.py)
     try:
         with open_for_reading(args.history, args.results_dir or default_results_root()) as store:
             if case in store.cases():
@@ -266,7 +223,6 @@ def _promote_shadow(args: argparse.Namespace, target: Path):
 
 def power(args: argparse.Namespace) -> int:
     from autotest.calibration.runs import baseline_files
-    from autotest.files import require_folder
     from autotest.inputs.baseline import load_baseline
     from autotest.inputs.case import load_case
     from autotest.inputs.detect import check_detect_targets
@@ -274,8 +230,6 @@ def power(args: argparse.Namespace) -> int:
     from autotest.report.power_table import paired_power_rows, power_report
 
     case = load_case(args.case)
-    if args.baselines_dir is not None:
-        require_folder(args.baselines_dir, "--baselines-dir")
     path, _, _ = baseline_files(case, args.baselines_dir)
     baseline = load_baseline(path)
     check_detect_targets(case.detect, [c.metric for c in baseline.checks], case.source, path)

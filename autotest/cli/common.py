@@ -16,23 +16,6 @@ EXIT_NOT_COLLECTED = 3  # `consistency`: no collection hook wired for the framew
 HISTORY_HELP = f"run history database URL (default: ${HISTORY_ENV}, else <results root>/history.sqlite)"
 
 
-def add_framework_arguments(p: argparse.ArgumentParser) -> None:
-    """``--framework-ref`` and ``--framework-repo``: one resolution of the code under test for every command that
-    runs a case (``autotest.run.framework.framework_request``)."""
-    p.add_argument("--framework-ref", help="framework ref to test: branch, tag, sha or refs/pull/N/head "
-                   "(default: $RL_AUTOTEST_FRAMEWORK_REF, else the case's platform.framework.ref)")
-    p.add_argument("--framework-repo", help="framework repository URL or local path to fetch the ref from "
-                   "(default: $RL_AUTOTEST_FRAMEWORK_REPO, else the case's, else the local clone in its env var)")
-
-
-def results_help() -> str:
-    """``--results-dir``'s help: names the default root (the project's is looked up, so only the commands that
-    take the option pay for it)."""
-    from autotest.run.results_dir import DEFAULT_ROOT_HELP
-
-    return f"root of the per-case results folders (default: {DEFAULT_ROOT_HELP})"
-
-
 #: an environment outcome (sysexits' EX_TEMPFAIL): a performance gate the runner's contention explains; CI
 #: retries it on a quiet runner and never merges on it (docs/running.md, "A busy runner")
 EXIT_ENVIRONMENT = 75

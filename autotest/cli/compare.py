@@ -11,7 +11,8 @@ import math
 import sys
 from pathlib import Path
 
-from autotest.cli.common import EXIT_ERROR, HISTORY_HELP, exit_code_for, recorder
+from autotest.cli.common import EXIT_ERROR, exit_code_for, recorder
+from autotest.cli.flags import add_declared
 from autotest.readers.registry import BUILTIN
 from autotest.terminal import echo
 
@@ -28,10 +29,7 @@ def add_compare_parser(sub: argparse._SubParsersAction) -> None:
                         "console:megatron, console:<regex>)")
     p.add_argument("--wall-time-s", type=float, help="measured end-to-end wall time, for the wall-time check")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
-    p.add_argument("--history", metavar="URL", help="with --out: " + HISTORY_HELP)
-    p.add_argument("--no-history", action="store_true", help="with --out: do not record the verdict in the history")
-    p.add_argument("--strict-history", action="store_true", help="with --out: a verdict the history could not "
-                   "record is an ERROR (exit 2), not a warning")
+    add_declared(p, "compare")  # the history hook: --history, --no-history, --strict-history (with --out)
 
 
 def compare(args: argparse.Namespace) -> int:

@@ -4,8 +4,8 @@ Replicates (``replicates: K`` in a case, ``--replicates K``) run K seeds side by
 (:mod:`autotest.judge.replicate_mean`). Two rules keep that bounded and real:
 
 - a cap per platform, :data:`REPLICATE_CAPS` (a CPU case 8, a GPU case 4): above it the runs no longer fit
-  one node side by side and a typo (``--replicates 1000``) would start a thousand trainings. ``--force``
-  (pytest: ``--force-replicates``) lifts the cap on the command line; a case file is never above it.
+  one node side by side and a typo (``--replicates 1000``) would start a thousand trainings. ``--force-replicates``
+  (the command line and pytest alike) lifts the cap; a case file is never above it.
 - K > 1 needs a launch that takes the seed (``{seed}`` in launch, or ``seed.env``): K copies of one seed
   are not independent samples, and the K-replicate thresholds would be too tight for them.
 
@@ -38,7 +38,7 @@ def replicates_problem(count: int, *, gpus: int, takes_seed: bool, force: bool =
     kind = platform_kind(gpus)
     cap = REPLICATE_CAPS[kind]
     if count > cap and not force:
-        fix = f"lower it, or run --replicates {count} --force" if in_case else "pass --force to run more (pytest: --force-replicates)"
+        fix = f"lower it, or run --replicates {count} --force-replicates" if in_case else "pass --force-replicates to run more"
         return f"{count} is above the cap of {cap} replicates for a {kind.upper()} case", fix
     return None
 

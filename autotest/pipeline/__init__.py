@@ -28,7 +28,7 @@ def run_case(case: Case, options: RunOptions) -> CaseRun:
     with replicates, one such attempt per seed and a verdict on their mean."""
     judge = options.judge
     count = judge.adaptive_max or judge.replicates or case.replicates
-    flag = "--adaptive" if judge.adaptive_max is not None else "--replicates" if judge.replicates else None
+    flag = "--adaptive-replicates" if judge.adaptive_max is not None else "--replicates" if judge.replicates else None
     problem = replicates_problem(count, gpus=case.platform.gpus, takes_seed=case.takes_seed,
                                  force=judge.force_replicates, in_case=flag is None)
     if problem:  # refused before any folder, card or run

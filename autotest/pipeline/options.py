@@ -10,7 +10,9 @@
 
 :class:`RunOptions` composes the three (each defaults to its own defaults), so a call site names only what it
 changes: ``RunOptions(LaunchOptions(seed=3), publish=PublishOptions(with_plots=False))``;
-``options.changed(launch={"seed": 4})`` is a copy with fields of one or more groups changed.
+``options.changed(launch={"seed": 4})`` is a copy with fields of one or more groups changed. The command line and
+the pytest options build one base request from the declared flags (:mod:`autotest.inputs.run_flags`); a command
+that makes many runs (A/B, calibration, bisect, the nightly) derives each from it with ``changed``.
 """
 
 from __future__ import annotations
@@ -121,3 +123,12 @@ class RunOptions:
         """A copy with the named fields of each group changed (``dataclasses.replace`` one level down)."""
         return RunOptions(replace(self.launch, **(launch or {})), replace(self.judge, **(judge or {})),
                           replace(self.publish, **(publish or {})))
+
+    def with_fields(self, values: Mapping[str, Any]) -> RunOptions:
+        """A copy with fields named ``group.name`` changed (``{"launch.seed": 3}``): how a declared flag
+        (:mod:`autotest.inputs.run_flags`) sets the request it names."""
+        groups: dict[str, dict[str, Any]] = {"launch": {}, "judge": {}, "publish": {}}
+        for name, value in values.items():
+            group, _, key = name.partition(".")
+            groups[group][key] = value
+        return self.changed(**groups)

@@ -9,16 +9,15 @@ real framework has no catalogue to ask, so its faults are the framework's busine
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 
 from autotest.errors import UsageError
 from autotest.inputs.case import Case
+from autotest.inputs.run_flags import FAULT_SPEC
 
 EMBEDDED_PREFIX = "autotest.workloads."
 #: NAME[:ARG] as a fault is written: it becomes one argument of the launch, never an option or shell text
-FAULT_SPEC = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*(?::[A-Za-z0-9_.,=+/:-]*)?")
 LIST_TIMEOUT_S = 60.0
 
 

@@ -80,7 +80,7 @@ ClientFactory = Callable[[str], Any]
 
 
 def address_from(value: str | None, environ: Mapping[str, str] | None = None) -> str | None:
-    """The Ray address to submit to: ``value`` (``--ray-address``), else ``$RAY_ADDRESS``, else None."""
+    """The Ray address to submit to: ``value`` (``--ray-jobs``), else ``$RAY_ADDRESS``, else None."""
     env = os.environ if environ is None else environ
     return value or env.get("RAY_ADDRESS") or None
 
@@ -268,7 +268,7 @@ def submit(spec: LaunchSpec, results_dir: Path, *, address: str, num_gpus: int =
     """
     if spec.uses_ray:
         raise UsageError("launch.uses_ray: the run starts a Ray cluster of its own, and its `ray stop --force` "
-                         "would stop the cluster the job runs on; run it without --ray-address / RAY_ADDRESS")
+                         "would stop the cluster the job runs on; run it without --ray-jobs / RAY_ADDRESS")
     logs = Path(results_dir) / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     stdout_log, stderr_log, launch_json = logs / "stdout.log", logs / "stderr.log", logs / "launch.json"

@@ -87,7 +87,7 @@ def parse_resources(values: Sequence[str], flag: str = "--ray-resource") -> dict
 
 
 def requested_resources(address: str | None, values: Sequence[str],
-                        address_flags: str = "--ray-address") -> dict[str, float]:
+                        address_flags: str = "--ray-jobs") -> dict[str, float]:
     """The ``--ray-resource`` values as a resource dict; they need a cluster to place on (``address``)."""
     if values and not address:
         raise UsageError(f"--ray-resource: needs {address_flags} (the cluster whose nodes offer it)")
@@ -133,7 +133,7 @@ def connected(address: str) -> Iterator[Any]:
     try:
         import ray
     except ImportError:
-        raise UsageError(f"--ray-address {address}: Ray tasks need ray; install it with {EXTRA_HINT}") from None
+        raise UsageError(f"--ray-tasks {address}: Ray tasks need ray; install it with {EXTRA_HINT}") from None
     kwargs: dict[str, Any] = {"log_to_driver": False}
     temp_dir = None
     if address == "local":  # a private cluster of this node, in a short temp dir (Ray's socket paths are short)
@@ -146,7 +146,7 @@ def connected(address: str) -> Iterator[Any]:
         if temp_dir is not None:
             shutil.rmtree(temp_dir, ignore_errors=True)
         text = " ".join(str(exc).split())[:300]
-        raise UsageError(f"--ray-address {address}: cannot connect to the Ray cluster ({text}); give the head's "
+        raise UsageError(f"--ray-tasks {address}: cannot connect to the Ray cluster ({text}); give the head's "
                          "GCS address (host:6379) or 'local'") from None
     try:
         yield ray
@@ -171,7 +171,7 @@ def run_on_cluster(calls: Sequence[RayCall[T]], placement: RayPlacement, *, lost
             asked["GPU"] = placement.num_gpus
         problem = missing_resources(asked, [node["Resources"] for node in ray.nodes() if node["Alive"]])
         if problem:
-            raise UsageError(f"--ray-address {placement.address}: {problem}; start nodes with "
+            raise UsageError(f"--ray-tasks {placement.address}: {problem}; start nodes with "
                              "`ray start --resources '{\"NAME\": N}'` or change --ray-resource")
         task = ray.remote(_attempt).options(num_cpus=placement.num_cpus, num_gpus=placement.num_gpus,
                                             resources=dict(placement.resources), max_retries=MAX_RETRIES,

@@ -10,8 +10,6 @@ uncommitted changes is refused unless ``--allow-dirty``.
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from autotest.calibration.runs import (
@@ -21,7 +19,7 @@ from autotest.calibration.runs import (
 )
 from autotest.calibration.thresholds import CalibrationError
 from autotest.errors import UsageError
-from autotest.plugin import recorder_option, results_root_option, selected_cases
+from autotest.plugin import config_request, selected_cases
 from autotest.run.platform import check_platform
 
 
@@ -47,12 +45,11 @@ def test_calibrate_case(case, request):
             pytest.fail(f"{case.name} cannot run here (strict mode): {platform.skip_reason}", pytrace=False)
         pytest.skip(f"{case.name}: {platform.skip_reason}")
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    options = CalibrationOptions(
-        results_root=results_root_option(config), after_results=recorder_option(config), allow_dirty=config.getoption("--allow-dirty"),
-        ray_address=config.getoption("--ray-address") or os.environ.get("RAY_ADDRESS"),
-        command=f"pytest -m calibration -k {case.name}",
-        progress=reporter.write_line if reporter is not None else None)
     try:
+        # every run derives from the session's one base request: --ray-jobs ($RAY_ADDRESS), resources, history
+        options = CalibrationOptions(run=config_request(config), allow_dirty=config.getoption("--allow-dirty"),
+                                     command=f"pytest -m calibration -k {case.name}",
+                                     progress=reporter.write_line if reporter is not None else None)
         outcome = calibrate_case(case, options)
     except (CalibrationError, UsageError) as exc:
         pytest.fail(str(exc), pytrace=False)

@@ -137,18 +137,28 @@ def test_a_bad_replicates_option_is_one_usage_line(pytester):
 
 
 @pytest.mark.parametrize("argv,line", [
-    (["--ray-resource", "probe=1"], "*--ray-resource: needs --ray-address or $RAY_ADDRESS*"),
-    (["--ray-address", "http://127.0.0.1:1", "--ray-resource", "probe"], "*--ray-resource 'probe': give NAME=AMOUNT*"),
+    (["--ray-resource", "probe=1"], "*--ray-resource: needs --ray-jobs or $RAY_ADDRESS*"),
+    (["--ray-jobs", "http://127.0.0.1:1", "--ray-resource", "probe"], "*--ray-resource 'probe': give NAME=AMOUNT*"),
 ])
-def test_a_bad_ray_resource_fails_the_case_in_one_line_before_it_runs(pytester, monkeypatch, argv, line):
+def test_a_bad_ray_resource_is_one_usage_line_before_anything_runs(pytester, monkeypatch, argv, line):
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     pytester.makepyfile(test_suite=REPLICATED)
     results = pytester.path / "out"
     result = pytester.runpytest_subprocess("--results-dir", str(results), "--no-history", "-p", "no:cacheprovider",
                                            *argv)
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([line])
+    assert result.ret == 4  # pytest's usage error
+    result.stderr.fnmatch_lines([f"ERROR: {line}"])
     assert not results.exists()  # nothing launched
+
+
+def test_the_old_ray_address_option_still_works_and_names_its_new_spelling(pytester, monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    pytester.makepyfile(test_suite=REPLICATED)
+    result = pytester.runpytest_subprocess("--ray-address", "http://127.0.0.1:1", "--ray-resource", "probe",
+                                           "-p", "no:cacheprovider")
+    assert result.ret == 4  # the value reached --ray-jobs: the resource is checked against it
+    result.stderr.fnmatch_lines(["rl-autotest: --ray-address is now --ray-jobs (the old spelling goes in the next "
+                                 "release)", "ERROR: --ray-resource 'probe': give NAME=AMOUNT*"])
 
 
 def test_replicates_over_the_cap_fail_the_case_in_one_line(pytester):
@@ -161,7 +171,7 @@ def test_replicates_over_the_cap_fail_the_case_in_one_line(pytester):
                                            "--no-history", "-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([f"*scripted: --replicates: {count} is above the cap of {REPLICATE_CAPS['cpu']} "
-                                 "replicates for a CPU case; pass --force to run more (pytest: --force-replicates)"])
+                                 "replicates for a CPU case; pass --force-replicates to run more"])
     assert "Traceback" not in result.stdout.str() and not results.exists()
 
 

@@ -71,7 +71,7 @@ def test_each_call_lands_on_a_node_with_its_resources(cluster: LocalCluster, tmp
 def test_resources_no_node_offers_are_one_line(cluster: LocalCluster, tmp_path: Path) -> None:
     with pytest.raises(UsageError) as caught:
         run_on_cluster([RayCall("c", tmp_path, lambda: 1)], RayPlacement(cluster.address, {"tag_c": 1}), lost=_lost)
-    assert str(caught.value).startswith(f"--ray-address {cluster.address}: no node offers CPU=1, tag_c=1 "
+    assert str(caught.value).startswith(f"--ray-tasks {cluster.address}: no node offers CPU=1, tag_c=1 "
                                         "(the nodes offer: ")
     assert "start nodes with `ray start --resources" in str(caught.value) and "\n" not in str(caught.value)
 

@@ -105,8 +105,9 @@ def test_a_case_in_shadow_is_refused_naming_its_key(tmp_path: Path, capsys: pyte
 
 @pytest.mark.parametrize(("flag", "value", "message"), [
     ("--nights", "seven", "--nights: 'seven' is not a whole number; give e.g. --nights 7"),
-    ("--nights", "0", "--nights: must be at least 1, got 0"),
-    ("--allowed", "-1", "--allowed: must be at least 0, got -1"),
+    ("--nights", "0", "--nights: 0 is below 1; give e.g. --nights 7"),
+    ("--allowed", "-1", "--allowed: -1 is below 0; give e.g. --allowed 0"),
+    ("--nights", "100000", "--nights: 100000 is above 3650; give e.g. --nights 7"),
 ])
 def test_a_bad_count_of_nights_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture, flag: str, value: str,
                                            message: str) -> None:

@@ -18,19 +18,27 @@ from tests.unit.inputs.test_case import write_case
 CAP = REPLICATE_CAPS["cpu"]
 
 
-@pytest.mark.parametrize("count", [CAP + 1, 1000])
+@pytest.mark.parametrize("count", [CAP + 1, 200])
 def test_more_replicates_than_the_cap_are_refused_before_any_run(count: int, tmp_path: Path, capsys) -> None:
     code = main(["run", "tiny-grpo", "--yes", "--no-history", "--results-dir", str(tmp_path), f"--replicates={count}"])
     assert code == 2
     assert _one_error_line(capsys) == (f"rl-autotest: error: --replicates: {count} is above the cap of {CAP} "
-                                       "replicates for a CPU case; pass --force to run more (pytest: "
-                                       "--force-replicates)")
+                                       "replicates for a CPU case; pass --force-replicates to run more")
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("argv", [["run", "tiny-grpo", "--yes", "--force-replicates"],
+                                  ["ab", "tiny-grpo", "--base=clean", "--head=clean"]])
+def test_a_replicate_count_past_any_cap_is_refused_where_it_is_parsed(argv: list[str], capsys) -> None:
+    """Past the declared bound (even --force-replicates stops there): the flag's own line, in every command."""
+    assert main([*argv, "--replicates=1000000"]) == 2
+    assert _one_error_line(capsys) == ("rl-autotest: error: --replicates: 1000000 is above 256; give the number of "
+                                       "seeds to run and average")
 
 
 def test_force_lifts_the_cap_and_the_card_shows_the_cost(tmp_path: Path, capsys) -> None:
     code = main(["run", "tiny-grpo", "--dry-run", "--no-history", "--results-dir", str(tmp_path),
-                 f"--replicates={CAP + 1}", "--force"])
+                 f"--replicates={CAP + 1}", "--force-replicates"])
     out = capsys.readouterr().out
     assert code == 0 and f"{CAP + 1} seeds" in out
     assert f"Cost: {CAP + 1} runs" in out
@@ -84,8 +92,8 @@ def test_history_last_that_is_not_a_number_names_the_problem(value: str, capsys)
 
 
 def test_adaptive_replicates_have_the_same_cap(tmp_path: Path, capsys) -> None:
-    code = main(["run", "tiny-grpo", "--yes", "--no-history", "--results-dir", str(tmp_path), f"--adaptive={CAP + 1}"])
+    code = main(["run", "tiny-grpo", "--yes", "--no-history", "--results-dir", str(tmp_path), f"--adaptive-replicates={CAP + 1}"])
     assert code == 2
-    assert _one_error_line(capsys).startswith(f"rl-autotest: error: --adaptive: {CAP + 1} is above the cap of {CAP} "
-                                              "replicates for a CPU case; pass --force")
+    assert _one_error_line(capsys).startswith(f"rl-autotest: error: --adaptive-replicates: {CAP + 1} is above the cap "
+                                              f"of {CAP} replicates for a CPU case; pass --force-replicates")
     assert not any(tmp_path.iterdir())

@@ -28,7 +28,7 @@ def test_a_count_above_the_cap_is_refused_naming_the_cap_and_force(tmp_path: Pat
     with pytest.raises(UsageError) as info:
         load_case(path)
     assert str(info.value) == (f"{path}: replicates: {count} is above the cap of {REPLICATE_CAPS['cpu']} "
-                               f"replicates for a CPU case; lower it, or run --replicates {count} --force")
+                               f"replicates for a CPU case; lower it, or run --replicates {count} --force-replicates")
 
 
 def test_a_gpu_case_has_its_own_cap(tmp_path: Path) -> None:

@@ -49,8 +49,9 @@ def test_the_attempt_trail_is_read_oldest_first(tmp_path: Path):
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["--ray-resource", "probe=1"], "--ray-resource: needs --ray-address (the cluster whose nodes offer it)"),
-    (["--ray-address", "local", "--ray-resource", "probe"], "--ray-resource 'probe': give NAME=AMOUNT"),
+    (["--ray-resource", "probe=1"], "--ray-resource: needs --ray-jobs or --ray-tasks (the cluster whose nodes "
+                                    "offer it)"),
+    (["--ray-tasks", "local", "--ray-resource", "probe"], "--ray-resource 'probe': give NAME=AMOUNT"),
 ])
 def test_bisect_ray_flags_are_checked_before_anything_runs(argv, message, capsys, tmp_path: Path):
     assert run_cli("bisect", "tiny-grpo", "--good", "a", "--bad", "b", "--results-dir", str(tmp_path), *argv) == 2
@@ -59,8 +60,8 @@ def test_bisect_ray_flags_are_checked_before_anything_runs(argv, message, capsys
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["--ray-resource", "probe=1"], "--ray-resource: needs --ray-address (the cluster whose nodes offer it)"),
-    (["--ray-address", "http://127.0.0.1:1", "--ray-resource", "GPU=1"], "--ray-resource 'GPU=1': GPU is Ray's own"),
+    (["--ray-resource", "probe=1"], "--ray-resource: needs --ray-jobs (the cluster whose nodes offer it)"),
+    (["--ray-jobs", "http://127.0.0.1:1", "--ray-resource", "GPU=1"], "--ray-resource 'GPU=1': GPU is Ray's own"),
 ])
 def test_run_ray_flags_are_checked_before_anything_runs(argv, message, capsys, tmp_path: Path):
     assert run_cli("run", "tiny-grpo", "--yes", "--no-history", "--results-dir", str(tmp_path), *argv) == 2

@@ -22,7 +22,7 @@ from dataclasses import field as _field
 from pathlib import Path
 from typing import Any, Mapping
 
-from autotest.inputs.run_limits import COUNTS, SEED_LIMIT
+from autotest.inputs.run_limits import COUNTS, SEED_LIMIT, check_count, check_seed, parse_seeds
 from autotest.errors import UsageError
 from autotest.files import require_folder
 from autotest.inputs.replicate_limits import CAPS_HELP
@@ -287,6 +287,11 @@ def convert(option: Option, raw: Any) -> Any:
         if not _WHOLE.fullmatch(raw.strip()):
             raise UsageError(f"{flag}: {raw!r} is not a whole number{fix}")
         value = int(raw)
+        # seeds and the counts run_limits declares keep its one wording (the case files' seeds use it too)
+        if option.field == "launch.seed":
+            return check_seed(value, flag)
+        if flag in COUNTS:
+            return check_count(flag, value, why=option.below or None)
         if option.minimum is not None and value < option.minimum:
             why = option.below or option.fix
             raise UsageError(f"{flag}: {value} is below {_number(option.minimum)}" + (f"; {why}" if why else ""))
@@ -313,11 +318,7 @@ def _seeds(option: Option, raw: str) -> tuple[int, ...]:
     words = [w.strip() for w in raw.split(",")]
     if not all(_WHOLE.fullmatch(w) for w in words):
         raise UsageError(f"{option.flag}: {raw!r} is not a comma-separated list of whole numbers; {option.fix}")
-    seeds = tuple(int(w) for w in words)
-    if len(set(seeds)) != len(seeds) or len(seeds) > COUNT_MAX or not all(0 <= s <= SEED_MAX for s in seeds):
-        raise UsageError(f"{option.flag}: {raw!r}: give at most {COUNT_MAX} distinct seeds from 0 to {SEED_MAX}, "
-                         "e.g. 11,12,13")
-    return seeds
+    return parse_seeds(raw, option.flag, COUNT_MAX)  # distinct, each a seed: the bounds of run_limits
 
 
 def _number(value: float) -> str:

@@ -34,7 +34,6 @@ class CountLimit:
 
 #: every count flag, by flag; a cap keeps a typo from starting hundreds of trainings (or probes, or nights)
 COUNTS: dict[str, CountLimit] = {
-    "--replicates": CountLimit(1, 8, "give the number of seeds to run and average"),
     "--runs": CountLimit(2, 64, "run-to-run noise needs at least two runs"),
     "--max-runs": CountLimit(2, 200, "the good and bad ends take two runs"),
     "--jobs": CountLimit(1, 64),

@@ -35,18 +35,18 @@ def _one_error_line(capsys) -> str:
     (["--seeds=-1"], "--seeds: -1 is below 0; give a seed >= 0"),
     (["--seeds", str(10**20)], f"--seeds: {10**20} is not below 2**32 (random generators take 32-bit seeds); give a "
                                "whole number from 0 to 4294967295"),
-    (["--seeds", "11,x"], "--seeds: '11,x' is not a comma-separated list of whole numbers, e.g. 11,12,13"),
+    (["--seeds", "11,x"], "--seeds: '11,x' is not a comma-separated list of whole numbers; give distinct whole numbers, e.g. 11,12,13"),
     (["--seeds", "11,11"], "--seeds: '11,11': give distinct seeds, e.g. 11,12,13"),
     (["--seeds", ",".join(str(s) for s in range(11, 12 + CAP))],
      f"--seeds: {CAP + 1} seeds is above the cap of {CAP} runs per side; give at most {CAP}"),
-    (["--replicates", "1000000"], f"--replicates: 1000000 is above the cap of {CAP}; give at most {CAP} (a typo here "
-                                  "would start that many trainings)"),
-    (["--replicates", "0"], "--replicates: 0 is below 1; give the number of seeds per side"),
-    (["--env", "A;touch X=1"], "--env: 'A;touch X' is not a variable name; write KEY=VALUE with KEY of letters, "
-                               "digits and _ (not starting with a digit)"),
-    (["--env", "1A=2"], "--env: '1A' is not a variable name"),
-    (["--env", " A=1"], "--env: ' A' is not a variable name"),
-    (["--env", "=1"], "--env: '=1' is not KEY=VALUE"),
+    (["--replicates", "1000000"], "--replicates: 1000000 is above 256"),  # the flag table's bound, where parsed
+    (["--replicates", str(CAP + 1)], f"--replicates: {CAP + 1} is above the cap of {CAP}; give at most {CAP} (a typo "
+                                     "here would start that many trainings)"),  # the platform's, before any run
+    (["--replicates", "0"], "--replicates: 0 is below 1; give the number of seeds to run and average"),
+    (["--env", "A;touch X=1"], "--env 'A;touch X=1': give KEY=VALUE; KEY a variable name (letters, digits, '_')"),
+    (["--env", "1A=2"], "--env '1A=2': give KEY=VALUE; KEY a variable name"),
+    (["--env", " A=1"], "--env ' A=1': give KEY=VALUE; KEY a variable name"),
+    (["--env", "=1"], "--env '=1': give KEY=VALUE"),
 ])
 def test_a_bad_seed_count_or_variable_is_one_line_before_any_run(extra, line, tmp_path: Path, capsys) -> None:
     assert main(_ab(tmp_path, *extra)) == 2

@@ -37,7 +37,7 @@ def test_the_declared_bounds_hold_at_their_edges() -> None:
     (["calibrate", "tiny-grpo", "--runs", "1000000"], "--runs: 1000000 is above the cap of 64"),
     (["calibrate", "tiny-grpo", "--paired", "--runs", "1000000"], "--runs: 1000000 is above the cap of 64"),
     (["calibrate", "tiny-grpo", "--paired", "--runs", "1"],
-     "--runs: 1 is below 2; paired noise needs at least two A/A pairs"),
+     "--runs: 1 is below 2; run-to-run noise needs at least two runs"),
     (["calibrate", "tiny-grpo", "--jobs", "1000"], "--jobs: 1000 is above the cap of 64"),
 ])
 def test_every_command_bounds_its_seeds_and_counts_before_any_run(argv, line, tmp_path: Path, capsys) -> None:

@@ -97,14 +97,14 @@ def _own_process_table():
 
 
 @pytest.fixture
-def node(tmp_path: Path) -> dict:
+def node(tmp_path: Path, request) -> dict:
     # The cases declare exclusive_ray: the harness refuses to launch beside any Ray cluster of this user, and
     # CI runs other tests' real Ray clusters in parallel (pytest -n auto). The node gets a process table of its
     # own, so the harness's probe sees only the node's processes (and a foreign cluster a test starts in it).
     problem = _namespace_problem()
     if problem is None:
         with _own_process_table() as enter:
-            yield {**build_node(tmp_path), "enter": enter}
+            yield {**build_node(tmp_path, models=getattr(request, "param", False)), "enter": enter}
         return
     deadline = time.monotonic() + OUTSIDE_RAY_WAIT_S  # a neighbouring test's cluster is short-lived
     while (outside := ray_daemons()) and time.monotonic() < deadline:
@@ -113,7 +113,7 @@ def node(tmp_path: Path) -> dict:
         pytest.skip(f"a Ray cluster outside the simulated node runs on this machine ({outside[0].name} pid "
                     f"{outside[0].pid}) and the node cannot have a process table of its own ({problem}); the "
                     "node's runs would be refused")
-    yield {**build_node(tmp_path), "enter": []}
+    yield {**build_node(tmp_path, models=getattr(request, "param", False)), "enter": []}
 
 
 def _pytest(node: dict, ref: str, results: Path, cases: str = f"{GRPO} or {MOPD}", env: dict | None = None,
@@ -253,6 +253,42 @@ def test_a_gate_and_a_nightly_on_one_xtuner_node(node):
     wrapper = (downloaded / "consistency" / "statistics" / "diagnostic_wrapper.sh").read_text()
     assert f"/commits/{node['bad']}" in wrapper and "examples/v1/scripts/run_rl.sh" in wrapper
     assert (downloaded / "consistency" / "how_to_collect.md").is_file()
+
+
+@pytest.mark.slow  # a GRPO run, then the consistency job's two re-runs on the model stand-ins (see docs/benchmarks.md)
+@pytest.mark.parametrize("node", [True], indirect=True, ids=["with-models"])
+def test_a_mismatch_fault_on_the_node_is_collected_on_both_sides_and_localised(node):
+    # the gate's GRPO run at the regressing commit breaches k3 and requests the consistency job
+    tmp = node["tmp"]
+    gate = _pytest(node, "refs/pull/42/head", tmp / "gate-results", cases=GRPO)
+    output = gate.communicate(timeout=500)[0]
+    assert gate.returncode == 1 and f"{GRPO}: FAIL" in output, output
+    folder, _, _ = _run(node, "gate", GRPO)
+    assert (folder / "consistency_request.json").is_file()
+
+    # the job on a runner of this node with the checkout (XTUNER_ROOT): the wrapper re-runs the case's own launch
+    # at the gate's commit, collection attached through the environment in the trainer and in the api_server process
+    env = {**node["env"], "XTUNER_ROOT": str(node["repo"])}
+    job = subprocess.run([*node["enter"], *([f"--wd={tmp}"] if node["enter"] else []), sys.executable, "-m",
+                          "autotest.cli", "consistency", str(folder)], cwd=tmp, env=env, capture_output=True,
+                         text=True, timeout=900, check=False)
+    out = folder / "consistency"
+    stats = out / "statistics"
+    actor = sorted(stats.glob("actor/dump/step*/proc*/dump.json"))
+    rollout = sorted(stats.glob("rollout/dump/step*/proc*/dump.json"))
+    assert len(actor) == 1 and len(rollout) == 1, (job.stdout + job.stderr)[-4000:]
+    # the window is the first breached step (k3 from step 10), the sides two processes: the trainer, the server
+    assert actor[0].parent.parent.name == rollout[0].parent.parent.name == "step10"
+    assert actor[0].parent.name != rollout[0].parent.name
+    wrapper = (stats / "diagnostic_wrapper.sh").read_text()
+    assert f"/commits/{node['bad']}" in wrapper and "examples/v1/scripts/run_rl.sh" in wrapper
+    report = json.loads((out / "output_5_root_cause_report.json").read_text())
+    assert report["verdict"] == "root_cause_found", job.stdout
+    cause = report["root_cause"]
+    assert cause["bucket"] == "parameter_sync_mismatch", cause
+    assert "layers.1.mlp" in f"{cause['module']} {cause['localisation']}", cause
+    assert job.returncode == 0 and "layers.1.mlp" in job.stdout, job.stdout + job.stderr
+    assert "## Consistency dump job" in (folder / "report.md").read_text()
 
 
 @pytest.mark.slow  # two cases refused before launch, in one pytest session (10-30 s on 2 cores)

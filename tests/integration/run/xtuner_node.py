@@ -50,6 +50,7 @@ from autotest.inputs.project import PROJECT_ENV
 from autotest.run.isolation import free_ports
 from tests.helpers import ROOT
 from tests.integration.run.recipe_checkout import write_recipe
+from tests.integration.run.xtuner_node_models import MODEL_STEPS, add_models, fault_commit_change
 
 NVIDIA_SMI = """#!/usr/bin/env bash
 # fake nvidia-smi: an H200 node of $FAKE_GPU_COUNT GPUs (default 8)
@@ -298,8 +299,9 @@ def _executable(path: Path, text: str) -> None:
     path.chmod(0o755)
 
 
-def build_node(tmp_path: Path) -> dict:
-    """The fake node: binaries, the node's Python, the framework repository (two refs) and the shares."""
+def build_node(tmp_path: Path, models: bool = False) -> dict:
+    """The fake node: binaries, the node's Python, the framework repository (two refs) and the shares; with
+    ``models``, the model stand-ins the consistency job attaches to (xtuner_node_models.py)."""
     fakebin = tmp_path / "fakebin"
     _executable(fakebin / "nvidia-smi", NVIDIA_SMI)
     node_python = tmp_path / "node-python"
@@ -312,7 +314,9 @@ def build_node(tmp_path: Path) -> dict:
 
     repo = tmp_path / "xtuner"
     _executable(repo / "examples" / "v1" / "scripts" / "run_rl.sh", RUN_RL.format(node_tmp=node_tmp, nofile=NOFILE))
-    _executable(repo / "xtuner" / "v1" / "train" / "cli" / "rl.py", TRAINER)
+    _executable(repo / "xtuner" / "v1" / "train" / "cli" / "rl.py", TRAINER + (MODEL_STEPS if models else ""))
+    if models:
+        add_models(repo)
     (repo / "autotest" / "config").mkdir(parents=True)
     (repo / "autotest" / "config" / "rl_qwen3_gsm8k_grpo.py").write_text(CONFIG)
     recipe = repo / "recipe" / "on_policy_distillation"
@@ -327,8 +331,10 @@ def build_node(tmp_path: Path) -> dict:
     _git(repo, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "-m", "good")
     good = _git(repo, "rev-parse", "HEAD")
     trainer = repo / "xtuner" / "v1" / "train" / "cli" / "rl.py"
-    trainer.write_text(TRAINER.replace("K3_KL = 2e-05", "K3_KL = 5e-03"))
+    trainer.write_text(trainer.read_text().replace("K3_KL = 2e-05", "K3_KL = 5e-03"))
     (recipe / "train_mopd.py").write_text(mopd_trainer.replace("GSM8K_DROP = 0.0", "GSM8K_DROP = 0.1"))
+    if models:
+        fault_commit_change(repo)
     _git(repo, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "-am", "rollout: bf16 logits")
     bad = _git(repo, "rev-parse", "HEAD")
     _git(repo, "update-ref", "refs/pull/42/head", bad)
@@ -348,7 +354,7 @@ def build_node(tmp_path: Path) -> dict:
     # the golden: the good commit's own tracker, as a reviewed reference run would be
     golden_work = tmp_path / "golden-run"
     subprocess.run([str(node_python / "bin" / "python"), str(trainer), "--config", "c",
-                    "--num-workers", "8"], cwd=repo, check=True, capture_output=True,
+                    "--num-workers", "8"], cwd=tmp_path, check=True, capture_output=True,
                    env={"WORK_DIR": str(golden_work), "RAY_HEAD_PORT": "1", "RAY_DASHBOARD_PORT": "2",
                         "PATH": os.defpath})
     golden = share / "baseline" / "qwen3-rl-lmdeploy" / "tracker.jsonl"

@@ -12,6 +12,10 @@ run's TensorBoard log is read through the baseline's aliases; nothing is left ru
 A node that breaks every precondition the cases declare (``node:``) gets one ERROR per case naming each, and
 the trainer never starts; a trainer that crashes under the script's ``| tee`` exits 0 and is still no PASS.
 
+A node built with the model stand-ins (``xtuner_node_models.py``): the gate's k3 breach ends in the consistency
+job, run where the checkout is (XTUNER_ROOT), with both sides' MSProbe dumps at the breached step and an analysis
+naming the layer the regressing commit leaves unsynced. Without the checkout the job ends "not collected".
+
 The node's processes (the harness runs, the foreign cluster a test starts) run in a PID namespace of their own
 (``unshare --pid --fork --mount-proc``): the cases' ``exclusive_ray`` probe reads /proc, and under ``pytest -n auto``
 other tests start real Ray clusters on this machine at any moment. Without unshare the fixture waits for them.

@@ -48,7 +48,8 @@ OUTSIDE_RAY_WAIT_S = 180.0
 
 
 # the namespace's init: reaps the node's orphans (a fake daemon killed by `ray stop --force`) until it is killed
-REAPER = "import os, time\nwhile True:\n    try:\n        os.wait()\n    except ChildProcessError:\n        time.sleep(0.2)"
+REAPER = ("import os, time\nwhile True:\n    try:\n        os.wait()\n    except ChildProcessError:\n"
+          "        time.sleep(0.2)")
 
 
 @functools.lru_cache(maxsize=1)

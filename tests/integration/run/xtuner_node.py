@@ -40,6 +40,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -199,8 +200,6 @@ total_epochs = 3
 global_batch_size = 64
 recompute_logprobs = True
 """
-
-
 
 
 # The published script's contract: teachers as setsid'd servers on the highest GPUs, stopped by the
@@ -374,7 +373,9 @@ def build_node(tmp_path: Path, models: bool = False) -> dict:
         "RL_AUTOTEST_FRAMEWORK_CACHE": str(tmp_path / "framework-cache"),
         "RL_AUTOTEST_SLOTS_DIR": str(tmp_path / "node-slots"),
         "WORK_DIR": str(tmp_path / "inherited-work-dir"),  # left in a runner's environment: overridden
-        "FAKE_RAY_LOG": str(tmp_path / "ray.log"), "FAKE_RAY_MARK": f"fake-ray-gcs-{tmp_path.name}",
+        "FAKE_RAY_LOG": str(tmp_path / "ray.log"), "FAKE_RAY_MARK": f"fake-ray-gcs-{secrets.token_hex(6)}",
+        # the fake `ray stop --force` kills every daemon with this mark, as Ray's kills every cluster of its user:
+        # unique, so a node test of another session (same tmp_path name, own namespace or none) never stops this one's
         "FAKE_TEACHER_PORTS": " ".join(map(str, teacher_ports)),
         PROJECT_ENV: str(node_project(tmp_path / "project", node_tmp)),
     })

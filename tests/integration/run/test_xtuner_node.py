@@ -11,14 +11,25 @@ run's TensorBoard log is read through the baseline's aliases; nothing is left ru
 
 A node that breaks every precondition the cases declare (``node:``) gets one ERROR per case naming each, and
 the trainer never starts; a trainer that crashes under the script's ``| tee`` exits 0 and is still no PASS.
+
+A node built with the model stand-ins (``xtuner_node_models.py``): the gate's k3 breach ends in the consistency
+job, run where the checkout is (XTUNER_ROOT), with both sides' MSProbe dumps at the breached step and an analysis
+naming the layer the regressing commit leaves unsynced. Without the checkout the job ends "not collected".
+
+The node's processes (the harness runs, the foreign cluster a test starts) run in a PID namespace of their own
+(``unshare --pid --fork --mount-proc``): the cases' ``exclusive_ray`` probe reads /proc, and under ``pytest -n auto``
+other tests start real Ray clusters on this machine at any moment. Without unshare the fixture waits for them.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import os
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -36,18 +47,78 @@ MOPD = "mopd-qwen3-vl-2b"
 OUTSIDE_RAY_WAIT_S = 180.0
 
 
+# the namespace's init: reaps the node's orphans (a fake daemon killed by `ray stop --force`) until it is killed
+REAPER = ("import os, time\nwhile True:\n    try:\n        os.wait()\n    except ChildProcessError:\n"
+          "        time.sleep(0.2)")
+
+
+@functools.lru_cache(maxsize=1)
+def _namespace_problem() -> str | None:
+    """Why this machine cannot give the node a PID namespace of its own (probed once), or None."""
+    for tool in ("unshare", "nsenter"):
+        if shutil.which(tool) is None:
+            return f"`{tool}` (util-linux) is not installed"
+    try:
+        done = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True,
+                              text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"`unshare --pid --fork --mount-proc` failed: {exc}"
+    if done.returncode:
+        return f"`unshare --pid --fork --mount-proc` failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}"
+    return None
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+@contextlib.contextmanager
+def _own_process_table():
+    """A PID namespace (with its own /proc) for the simulated node, held by a reaper as its init; yields the
+    argv prefix that runs a command inside it. Killing the init ends everything left in it."""
+    holder = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", "--kill-child", sys.executable, "-c",
+                               REAPER], stdin=subprocess.DEVNULL)
+    init: list[int] = []
+    try:
+        deadline = time.monotonic() + 30
+        while not (init := _children(holder.pid)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert init, "the node's PID namespace never started"
+        yield ["nsenter", f"--target={init[0]}", "--pid", "--mount"]
+    finally:
+        # the init's end is the namespace's: the kernel kills every process left in it (unshare ignores SIGTERM)
+        for pid in init:
+            os.kill(pid, signal.SIGKILL)
+        if not init:
+            holder.kill()  # --kill-child: its init, if it started after all, goes with it
+        holder.wait(timeout=30)
+
+
 @pytest.fixture
-def node(tmp_path: Path) -> dict:
-    # the simulated node is this machine's process table: a Ray cluster of this user outside it is a real
-    # foreign cluster, which the cases' node preconditions rightly refuse (on a machine shared with other Ray
-    # work, run these tests in a process table of their own: `unshare --pid --fork --mount-proc pytest ...`)
+def node(tmp_path: Path, request) -> dict:
+    # The cases declare exclusive_ray: the harness refuses to launch beside any Ray cluster of this user, and
+    # CI runs other tests' real Ray clusters in parallel (pytest -n auto). The node gets a process table of its
+    # own, so the harness's probe sees only the node's processes (and a foreign cluster a test starts in it).
+    problem = _namespace_problem()
+    if problem is None:
+        with _own_process_table() as enter:
+            yield {**build_node(tmp_path, models=getattr(request, "param", False)), "enter": enter}
+        return
     deadline = time.monotonic() + OUTSIDE_RAY_WAIT_S  # a neighbouring test's cluster is short-lived
     while (outside := ray_daemons()) and time.monotonic() < deadline:
         time.sleep(1.0)
     if outside:
         pytest.skip(f"a Ray cluster outside the simulated node runs on this machine ({outside[0].name} pid "
-                    f"{outside[0].pid}); the node's runs would be refused")
-    return build_node(tmp_path)
+                    f"{outside[0].pid}) and the node cannot have a process table of its own ({problem}); the "
+                    "node's runs would be refused")
+    yield {**build_node(tmp_path, models=getattr(request, "param", False)), "enter": []}
 
 
 def _pytest(node: dict, ref: str, results: Path, cases: str = f"{GRPO} or {MOPD}", env: dict | None = None,
@@ -55,8 +126,9 @@ def _pytest(node: dict, ref: str, results: Path, cases: str = f"{GRPO} or {MOPD}
     argv = [sys.executable, "-m", "pytest", str(ROOT / "autotest" / "suites" / "test_accuracy.py"),
             "-m", "grpo or mopd", "-k", cases, "--strict-cases", "--framework-repo", str(node["repo"]),
             "--framework-ref", ref, "--results-dir", str(results), "--no-history", "-p", "no:cacheprovider", "-q"]
-    return subprocess.Popen(argv, cwd=ROOT, env=env or node["env"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, preexec_fn=preexec_fn)
+    enter = [*node["enter"], f"--wd={ROOT}"] if node["enter"] else []
+    return subprocess.Popen([*enter, *argv], cwd=ROOT, env=env or node["env"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, preexec_fn=preexec_fn)
 
 
 def _leftover(mark: str) -> list[int]:
@@ -188,14 +260,50 @@ def test_a_gate_and_a_nightly_on_one_xtuner_node(node):
     assert (downloaded / "consistency" / "how_to_collect.md").is_file()
 
 
+@pytest.mark.slow  # a GRPO run, then the consistency job's two re-runs on the model stand-ins (see docs/benchmarks.md)
+@pytest.mark.parametrize("node", [True], indirect=True, ids=["with-models"])
+def test_a_mismatch_fault_on_the_node_is_collected_on_both_sides_and_localised(node):
+    # the gate's GRPO run at the regressing commit breaches k3 and requests the consistency job
+    tmp = node["tmp"]
+    gate = _pytest(node, "refs/pull/42/head", tmp / "gate-results", cases=GRPO)
+    output = gate.communicate(timeout=500)[0]
+    assert gate.returncode == 1 and f"{GRPO}: FAIL" in output, output
+    folder, _, _ = _run(node, "gate", GRPO)
+    assert (folder / "consistency_request.json").is_file()
+
+    # the job on a runner of this node with the checkout (XTUNER_ROOT): the wrapper re-runs the case's own launch
+    # at the gate's commit, collection attached through the environment in the trainer and in the api_server process
+    env = {**node["env"], "XTUNER_ROOT": str(node["repo"])}
+    job = subprocess.run([*node["enter"], *([f"--wd={tmp}"] if node["enter"] else []), sys.executable, "-m",
+                          "autotest.cli", "consistency", str(folder)], cwd=tmp, env=env, capture_output=True,
+                         text=True, timeout=900, check=False)
+    out = folder / "consistency"
+    stats = out / "statistics"
+    actor = sorted(stats.glob("actor/dump/step*/proc*/dump.json"))
+    rollout = sorted(stats.glob("rollout/dump/step*/proc*/dump.json"))
+    assert len(actor) == 1 and len(rollout) == 1, (job.stdout + job.stderr)[-4000:]
+    # the window is the first breached step (k3 from step 10), the sides two processes: the trainer, the server
+    assert actor[0].parent.parent.name == rollout[0].parent.parent.name == "step10"
+    assert actor[0].parent.name != rollout[0].parent.name
+    wrapper = (stats / "diagnostic_wrapper.sh").read_text()
+    assert f"/commits/{node['bad']}" in wrapper and "examples/v1/scripts/run_rl.sh" in wrapper
+    report = json.loads((out / "output_5_root_cause_report.json").read_text())
+    assert report["verdict"] == "root_cause_found", job.stdout
+    cause = report["root_cause"]
+    assert cause["bucket"] == "parameter_sync_mismatch", cause
+    assert "layers.1.mlp" in f"{cause['module']} {cause['localisation']}", cause
+    assert job.returncode == 0 and "layers.1.mlp" in job.stdout, job.stdout + job.stderr
+    assert "## Consistency dump job" in (folder / "report.md").read_text()
+
+
 @pytest.mark.slow  # two cases refused before launch, in one pytest session (10-30 s on 2 cores)
 def test_a_node_breaking_every_precondition_gets_one_error_per_case_before_launch(node):
     tmp, env = node["tmp"], dict(node["env"])
     bin_dir = node["node_python"] / "bin"
     # a Ray cluster the harness did not start: the node's own `ray start --head`, as a user would leave it
     foreign_port = 6390
-    subprocess.run([str(bin_dir / "ray"), "start", "--head", f"--port={foreign_port}"], env=env, check=True,
-                   capture_output=True, timeout=60)
+    subprocess.run([*node["enter"], str(bin_dir / "ray"), "start", "--head", f"--port={foreign_port}"], env=env,
+                   check=True, capture_output=True, timeout=60)
     try:
         # the framework environment has python3 only: `python` and `ray` are not its own
         (bin_dir / "python").unlink()

@@ -40,6 +40,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -50,6 +51,7 @@ from autotest.inputs.project import PROJECT_ENV
 from autotest.run.isolation import free_ports
 from tests.helpers import ROOT
 from tests.integration.run.recipe_checkout import write_recipe
+from tests.integration.run.xtuner_node_models import MODEL_STEPS, add_models, fault_commit_change
 
 NVIDIA_SMI = """#!/usr/bin/env bash
 # fake nvidia-smi: an H200 node of $FAKE_GPU_COUNT GPUs (default 8)
@@ -200,8 +202,6 @@ recompute_logprobs = True
 """
 
 
-
-
 # The published script's contract: teachers as setsid'd servers on the highest GPUs, stopped by the
 # EXIT trap; its own Ray head; the students' trainer through tee.
 MOPD_SCRIPT = """set -ex
@@ -298,8 +298,9 @@ def _executable(path: Path, text: str) -> None:
     path.chmod(0o755)
 
 
-def build_node(tmp_path: Path) -> dict:
-    """The fake node: binaries, the node's Python, the framework repository (two refs) and the shares."""
+def build_node(tmp_path: Path, models: bool = False) -> dict:
+    """The fake node: binaries, the node's Python, the framework repository (two refs) and the shares; with
+    ``models``, the model stand-ins the consistency job attaches to (xtuner_node_models.py)."""
     fakebin = tmp_path / "fakebin"
     _executable(fakebin / "nvidia-smi", NVIDIA_SMI)
     node_python = tmp_path / "node-python"
@@ -312,7 +313,9 @@ def build_node(tmp_path: Path) -> dict:
 
     repo = tmp_path / "xtuner"
     _executable(repo / "examples" / "v1" / "scripts" / "run_rl.sh", RUN_RL.format(node_tmp=node_tmp, nofile=NOFILE))
-    _executable(repo / "xtuner" / "v1" / "train" / "cli" / "rl.py", TRAINER)
+    _executable(repo / "xtuner" / "v1" / "train" / "cli" / "rl.py", TRAINER + (MODEL_STEPS if models else ""))
+    if models:
+        add_models(repo)
     (repo / "autotest" / "config").mkdir(parents=True)
     (repo / "autotest" / "config" / "rl_qwen3_gsm8k_grpo.py").write_text(CONFIG)
     recipe = repo / "recipe" / "on_policy_distillation"
@@ -327,8 +330,10 @@ def build_node(tmp_path: Path) -> dict:
     _git(repo, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "-m", "good")
     good = _git(repo, "rev-parse", "HEAD")
     trainer = repo / "xtuner" / "v1" / "train" / "cli" / "rl.py"
-    trainer.write_text(TRAINER.replace("K3_KL = 2e-05", "K3_KL = 5e-03"))
+    trainer.write_text(trainer.read_text().replace("K3_KL = 2e-05", "K3_KL = 5e-03"))
     (recipe / "train_mopd.py").write_text(mopd_trainer.replace("GSM8K_DROP = 0.0", "GSM8K_DROP = 0.1"))
+    if models:
+        fault_commit_change(repo)
     _git(repo, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "-am", "rollout: bf16 logits")
     bad = _git(repo, "rev-parse", "HEAD")
     _git(repo, "update-ref", "refs/pull/42/head", bad)
@@ -348,7 +353,7 @@ def build_node(tmp_path: Path) -> dict:
     # the golden: the good commit's own tracker, as a reviewed reference run would be
     golden_work = tmp_path / "golden-run"
     subprocess.run([str(node_python / "bin" / "python"), str(trainer), "--config", "c",
-                    "--num-workers", "8"], cwd=repo, check=True, capture_output=True,
+                    "--num-workers", "8"], cwd=tmp_path, check=True, capture_output=True,
                    env={"WORK_DIR": str(golden_work), "RAY_HEAD_PORT": "1", "RAY_DASHBOARD_PORT": "2",
                         "PATH": os.defpath})
     golden = share / "baseline" / "qwen3-rl-lmdeploy" / "tracker.jsonl"
@@ -368,7 +373,9 @@ def build_node(tmp_path: Path) -> dict:
         "RL_AUTOTEST_FRAMEWORK_CACHE": str(tmp_path / "framework-cache"),
         "RL_AUTOTEST_SLOTS_DIR": str(tmp_path / "node-slots"),
         "WORK_DIR": str(tmp_path / "inherited-work-dir"),  # left in a runner's environment: overridden
-        "FAKE_RAY_LOG": str(tmp_path / "ray.log"), "FAKE_RAY_MARK": f"fake-ray-gcs-{tmp_path.name}",
+        "FAKE_RAY_LOG": str(tmp_path / "ray.log"), "FAKE_RAY_MARK": f"fake-ray-gcs-{secrets.token_hex(6)}",
+        # the fake `ray stop --force` kills every daemon with this mark, as Ray's kills every cluster of its user:
+        # unique, so a node test of another session (same tmp_path name, own namespace or none) never stops this one's
         "FAKE_TEACHER_PORTS": " ".join(map(str, teacher_ports)),
         PROJECT_ENV: str(node_project(tmp_path / "project", node_tmp)),
     })

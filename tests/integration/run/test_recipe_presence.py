@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,16 +22,16 @@ from autotest.inputs.project import PROJECT_ENV
 from tests import waits
 from tests.helpers import ROOT
 from tests.integration.run.recipe_checkout import add_refs
-from tests.integration.run.xtuner_node import build_node
+from tests.integration.run.node_namespace import simulated_node
 
 MOPD = "mopd-qwen3-vl-2b"
 
 
 @pytest.fixture
-def node(tmp_path: Path) -> dict:
-    built = build_node(tmp_path)
-    built["recipe"], built["trunk"] = add_refs(built["repo"])
-    return built
+def node(tmp_path: Path) -> Iterator[dict]:
+    with simulated_node(tmp_path) as built:  # the pinned run launches: the node's own process table
+        built["recipe"], built["trunk"] = add_refs(built["repo"])
+        yield built
 
 
 def _pytest(node: dict, *extra: str) -> subprocess.CompletedProcess:
@@ -47,7 +48,8 @@ def _project_case(node: dict) -> Path:
 
 
 def _cli(node: dict, case: str) -> subprocess.CompletedProcess:
-    argv = [sys.executable, "-m", "autotest.cli", "run", case, "--framework-repo", str(node["repo"]),
+    enter = [*node["enter"], f"--wd={ROOT}"] if node["enter"] else []
+    argv = [*enter, sys.executable, "-m", "autotest.cli", "run", case, "--framework-repo", str(node["repo"]),
             "--framework-ref", "trunk", "--results-dir", str(node["tmp"] / "results"), "--yes", "--no-history"]
     return waits.run(argv, cwd=ROOT, env=node["env"], capture_output=True, text=True, limit_s=300)
 

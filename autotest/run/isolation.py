@@ -32,6 +32,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from autotest.run.proctable import own_processes
 from autotest.errors import UsageError
 
 PYTHON_ENV = "FRAMEWORK_PYTHON"
@@ -107,35 +108,15 @@ def free_ports(count: int) -> list[int]:
             sock.close()
 
 
-def _cmdline(pid: int) -> list[str]:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return []
-    return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
-
-
 def cluster_pids(gcs_port: int, temp_dir: str | None) -> list[int]:
     """This user's processes that belong to the Ray cluster on ``gcs_port`` (or under ``temp_dir``).
 
     Ray's daemons name the cluster on their command line: gcs_server ``--gcs_server_port=P``, raylet,
     dashboard, log monitor and workers ``--gcs-address=HOST:P``; the session dir sits in the temp dir.
     """
-    mine = {os.getpid(), os.getppid()}
     port = re.compile(rf"^--(?:gcs[-_]address|address)=\S*:{gcs_port}$|^--gcs_server_port={gcs_port}$")
-    found = []
-    for entry in Path("/proc").iterdir() if Path("/proc/self").exists() else ():
-        if not entry.name.isdigit() or int(entry.name) in mine:
-            continue
-        try:
-            if entry.stat().st_uid != os.getuid():
-                continue
-        except OSError:
-            continue
-        args = _cmdline(int(entry.name))
-        if any(port.match(a) for a in args) or (temp_dir and any(temp_dir in a for a in args)):
-            found.append(int(entry.name))
-    return found
+    return [pid for pid, args in own_processes()
+            if any(port.match(a) for a in args) or (temp_dir and any(temp_dir in a for a in args))]
 
 
 def stop_cluster(gcs_port: int, temp_dir: str | None, grace_s: float = STOP_GRACE_S) -> list[int]:

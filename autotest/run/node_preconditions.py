@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from autotest.run.proctable import own_processes
 from autotest.inputs.case_node import NodeRequirements
 from autotest.run.platform import detect_gpus
 
@@ -184,22 +185,16 @@ def path_owner(path: str) -> PathOwner:
 
 def ray_daemons(skip: frozenset[int] | None = None) -> tuple[RayDaemon, ...]:
     """This user's running Ray head daemons (gcs_server, raylet), by argv[0] or process name."""
-    mine = skip if skip is not None else frozenset({os.getpid(), os.getppid()})
     found = []
-    for entry in Path("/proc").iterdir() if Path("/proc/self").exists() else ():
-        if not entry.name.isdigit() or int(entry.name) in mine:
-            continue
+    for pid, args in own_processes(skip):
         try:
-            if entry.stat().st_uid != os.getuid():
-                continue
-            args = [a.decode(errors="replace") for a in (entry / "cmdline").read_bytes().split(b"\0") if a]
-            comm = (entry / "comm").read_text().strip()
+            comm = Path(f"/proc/{pid}/comm").read_text().strip()
         except OSError:
             continue  # gone while we looked
         name = Path(args[0]).name if args else ""
         for daemon in RAY_DAEMONS:
             if daemon in (name, comm):
-                found.append(RayDaemon(int(entry.name), daemon, " ".join(args)[:160]))
+                found.append(RayDaemon(pid, daemon, " ".join(args)[:160]))
                 break
     return tuple(sorted(found, key=lambda d: d.pid))
 

@@ -6,6 +6,8 @@ module imports nothing of the harness.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +39,22 @@ def process_table() -> list[Proc]:
         if fields[0] not in ("Z", "X"):
             table.append(Proc(int(entry.name), int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19])))
     return table
+
+
+def own_processes(skip: frozenset[int] | None = None) -> Iterator[tuple[int, list[str]]]:
+    """This user's live processes as (pid, argv), this process and its parent left out (or ``skip``); a process
+    that exits while the table is read is left out too. Empty where there is no /proc."""
+    mine = skip if skip is not None else frozenset({os.getpid(), os.getppid()})
+    for entry in Path("/proc").iterdir() if Path("/proc/self").exists() else ():
+        if not entry.name.isdigit() or int(entry.name) in mine:
+            continue
+        try:
+            if entry.stat().st_uid != os.getuid():
+                continue
+            raw = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        yield int(entry.name), [a.decode(errors="replace") for a in raw.split(b"\0") if a]
 
 
 def session_members(sid: int) -> list[int]:

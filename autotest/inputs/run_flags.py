@@ -207,6 +207,8 @@ OPTIONS: tuple[Option, ...] = (
            ("baseline promote",), default=7, minimum=1, maximum=3650, metavar="K", fix="give e.g. --nights 7"),
     Option("--allowed", COUNT, "with --shadow: false alarms it may have had (default 0)", ("baseline promote",),
            default=0, minimum=0, maximum=3650, metavar="N", fix="give e.g. --allowed 0"),
+    Option("--steps", FLAG, "also print the MDE of every gate by run length: one row per prefix where another gate "
+           "can be judged, 'not judged' where its steps lie beyond", ("power",)),
     Option("--allow-dirty", FLAG, "calibrate from an uncommitted tree (recorded in the provenance)", (CALIBRATE,),
            pytest="--allow-dirty"),
     # the plugin's own

@@ -13,6 +13,7 @@ from typing import Any
 from autotest.inputs.baseline_model import Baseline, PairedSpec
 from autotest.judge.paired import paired_mde, paired_threshold
 from autotest.judge.model import Verdict
+from autotest.judge.power_steps import full_run, prefix_gates, prefix_rows, table_steps
 from autotest.judge.power import MORE_RUNS, REPLICATES, GatePower, describe_mde, target_misses
 
 
@@ -48,8 +49,6 @@ def power_report(powers: Sequence[GatePower], targets: Mapping[str, float], repl
 def power_by_steps_report(baseline: Baseline, targets: Mapping[str, float], replicates: int = 1) -> list[str]:
     """``power CASE --steps``: each gate's MDE at each prefix of the run where another gate can be judged
     (:mod:`autotest.judge.power_steps`), and whether the ``detect:`` targets are reached there."""
-    from autotest.judge.power_steps import full_run, prefix_gates, prefix_rows, table_steps
-
     gates = prefix_gates(baseline)
     if not gates:
         return ["(no gate: nothing is judged at any run length)"]

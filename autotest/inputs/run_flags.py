@@ -173,6 +173,10 @@ OPTIONS: tuple[Option, ...] = (
            "past rescue)", (RUN,), pytest="--fail-fast", field="judge.fail_fast"),
     Option("--strict-power", FLAG, "a PASS whose gates cannot catch the case's declared detect: targets is an "
            "ERROR (default: a warning)", (RUN,), pytest="--strict-power", field="judge.strict_power"),
+    Option("--tier", TEXT, "run the case's shorter tier NAME (tiers: in the case): its steps only, judged on the "
+           "gates they hold; the verdict states what it gave up", (RUN,), pytest="--tier", field="launch.tier",
+           metavar="NAME", pattern=re.compile(r"[A-Za-z][A-Za-z0-9_-]*"), range_text="a tier name",
+           fix="name a tier the case declares, e.g. --tier pr"),
     Option("--dry-run", FLAG, "show the card and the exact command; launch nothing", (RUN,), pytest="--dry-run",
            field="launch.dry_run"),
     Option("--yes", FLAG, "launch without asking for confirmation", (RUN,)),

@@ -134,7 +134,9 @@ def given_up(gates: Sequence[PrefixGate], steps: int, full: int, replicates: int
     short, whole = best_mde(gates, steps, replicates), best_mde(gates, full, replicates)
     for metric, (value, _) in whole.items():
         if metric not in short:
-            lines.append(f"{metric}: no MDE (was ±{value:.2g})")
+            judged = any(g.metric == metric and g.judged_at(steps) for g in gates)
+            what = "only its bounds judged" if judged else "no gate judged"
+            lines.append(f"{metric}: {what} (the full run's best ±{value:.2g})")
         elif not math.isclose(short[metric][0], value):
             lines.append(f"{metric} ±{short[metric][0]:.2g} instead of ±{value:.2g}")
     return lines

@@ -58,6 +58,8 @@ class LaunchOptions:
     poll_interval_s: float = 0.1
     #: relaunch limits per infrastructure failure kind (an accuracy FAIL is never relaunched)
     retry_policy: RetryPolicy = DEFAULT_POLICY
+    #: run the case's shorter tier of this name (``tiers:``; autotest.judge.tier); None: the full run
+    tier: str | None = None
     #: make the folder, preflight and card, and launch nothing
     dry_run: bool = False
     #: shown the experiment card before launching; returning False launches nothing

@@ -91,7 +91,8 @@ def test_what_a_prefix_gives_up_names_each_gate_it_does_not_judge(grpo) -> None:
     lines = given_up(gates, 30, 45)
     assert "response/rewards/mean[pooled 31-45] not judged" in lines
     assert not any("pooled 1-15" in line or "pooled 16-30" in line for line in lines)
-    assert "eval/accuracy: no MDE (was ±0.098)" in lines
+    assert "eval/accuracy: no gate judged (the full run's best ±0.098)" in lines
+    assert "mismatch/mismatch_k3_kl: only its bounds judged (the full run's best ±1.5e-11)" in lines
     assert given_up(gates, 45, 45) == []
 
 

@@ -117,8 +117,11 @@ class RunOptions:
 
     @property
     def kind(self) -> str:
-        """The run's kind in its results and the history: "fault" for an injected fault, else its purpose."""
-        return "fault" if self.launch.fault else self.judge.purpose
+        """The run's kind in its results and the history: "fault" for an injected fault, "tier" for a gate run of a
+        shorter tier (its prefix must not feed calibration, drift or bands as a full run), else its purpose."""
+        if self.launch.fault:
+            return "fault"
+        return "tier" if self.launch.tier and self.judge.purpose == "gate" else self.judge.purpose
 
     def changed(self, *, launch: Mapping[str, Any] | None = None, judge: Mapping[str, Any] | None = None,
                 publish: Mapping[str, Any] | None = None) -> RunOptions:

@@ -160,12 +160,15 @@ class CaseSummary:
         if not self.runs:
             return
         from autotest.judge.power import power_warnings
+        from autotest.judge.tier import tier_lines
 
         terminalreporter.section("rl-autotest cases")
         for run in self.runs:
             terminalreporter.write_line(run.summary_line())
             for warning in power_warnings(run.verdict) if run.verdict is not None else ():
                 terminalreporter.write_line(f"  warning: {warning}")
+            for line in tier_lines(run.verdict):
+                terminalreporter.write_line(f"  {line}")
 
 
 def recorder_option(config: pytest.Config, warn: Callable[[str], None] | None = None):
@@ -258,6 +261,8 @@ def run_accuracy_case(request: pytest.FixtureRequest) -> Callable[..., CaseRun]:
             pytest.fail(f"{case.name}: {exc}", pytrace=False)
         options = options.changed(launch={"results_root": results_root or options.launch.results_root, "seed": seed,
                                           "fault": fault})
+        if options.launch.tier and options.launch.tier not in case.tiers:  # --tier pr: the cases that declare it
+            pytest.skip(f"{case.name}: declares no {options.launch.tier} tier (tiers: in the case)")
         try:
             with signals_as_interrupt(), warnings.catch_warnings():  # CI cancels with SIGTERM: as Ctrl-C
                 # a warning in the harness's own code never fails a user's accuracy run (filterwarnings=error)

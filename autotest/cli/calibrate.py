@@ -227,7 +227,8 @@ def power(args: argparse.Namespace) -> int:
     from autotest.inputs.case import load_case
     from autotest.inputs.detect import check_detect_targets
     from autotest.judge.power import baseline_power, target_misses
-    from autotest.report.power_table import paired_power_rows, power_report
+    from autotest.judge.tier import tier_record
+    from autotest.report.power_table import paired_power_rows, power_by_steps_report, power_report
 
     case = load_case(args.case)
     path, _, _ = baseline_files(case, args.baselines_dir)
@@ -238,4 +239,9 @@ def power(args: argparse.Namespace) -> int:
     echo(f"{case.name}: {path}" + (f" (verdicts on {case.replicates} replicates)" if case.replicates > 1 else ""))
     for line in [*power_report(powers, case.detect, case.replicates), "", *paired_power_rows(baseline.paired)]:
         echo(line)
+    if args.steps:
+        echo("", *power_by_steps_report(baseline, case.detect, case.replicates))
+        # each declared tier as its verdict will state it (autotest.judge.tier)
+        echo(*(f"- tier {t.name}: {tier_record(t.name, baseline, t.steps, case.replicates)['statement']}"
+               for t in case.tiers.values()))
     return EXIT_FAIL if target_misses(powers, case.detect, case.replicates) else EXIT_PASS

@@ -43,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
     from autotest.calibration.runs import baseline_files
     from autotest.inputs.case import load_case
     from autotest.judge.power import power_warnings
+    from autotest.judge.tier import tier_lines
     from autotest.judge.shadow import SHADOW, shadow_alarms, shadow_line
     from autotest.pipeline import DRY_RUN, SKIP, run_case
 
@@ -64,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
             echo(shadow_line(result))
         for warning in power_warnings(outcome.verdict):
             echo(f"warning: {warning}", file=sys.stderr)
+        echo(*tier_lines(outcome.verdict))
     echo(outcome.summary_line())
     if outcome.status == DRY_RUN and args.dry_run and outcome.problems:
         echo(f"rl-autotest: error: {case.name}: the run would not start: {'; '.join(outcome.problems)}",

@@ -94,6 +94,10 @@ Schema::
       owned_paths: [str]   node-wide paths it deletes or re-links: absent or the runner user's
       exclusive_ray: bool  it stops (and may join) any Ray cluster of its user: none may be running
       whole_node: bool     it uses absolute GPU ordinals: the run's GPU slot must be the whole node
+    tiers:                 optional: shorter runs of the case, by name (autotest.inputs.case_tiers; docs/cases.md)
+      NAME:
+        steps: int         the steps it trains (1..expected.steps - 1), judged on the gates they hold
+        args: [str]        appended to launch.command so the workload stops after them
     shadow: bool           optional (default false): every gate of the baseline is a shadow gate, judged and
                            recorded, never failing the run (autotest.judge.shadow; docs/cases.md)
     framework_spec:        optional: the framework's own accuracy spec for the case, read at the commit under

@@ -14,6 +14,7 @@ from autotest.inputs.case_node import NodeRequirements
 from autotest.inputs.performance_policy import PerformancePolicy
 from autotest.inputs.placeholders import REPO_ROOT
 from autotest.inputs.case_recipe import Recipe
+from autotest.inputs.case_tiers import Tier
 from autotest.inputs.case_framework_spec import FrameworkSpecRef
 from autotest.inputs.case_replay import Replay
 from autotest.inputs.case_variants import Variant
@@ -133,6 +134,8 @@ class Case:
     framework_spec: FrameworkSpecRef | None = None
     #: what its launch script assumes of the node (``node:``; autotest.inputs.case_node); None: nothing
     node: NodeRequirements | None = None
+    #: shorter runs of it, by name (``tiers:``; autotest.inputs.case_tiers)
+    tiers: dict[str, Tier] = field(default_factory=dict)
 
     @property
     def packaged(self) -> bool:

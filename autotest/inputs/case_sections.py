@@ -34,6 +34,7 @@ from autotest.inputs.replicate_limits import replicates_problem
 from autotest.inputs.case_recipe import parse_recipe
 from autotest.inputs.case_framework_spec import parse_framework_spec
 from autotest.inputs.case_node import parse_node
+from autotest.inputs.case_tiers import parse_tiers
 from autotest.inputs.case_replay import parse_replay
 from autotest.inputs.case_variants import parse_variants
 from autotest.inputs.resume_phase import parse_resume
@@ -51,7 +52,7 @@ def parse_case(path: Path, project: Project | None) -> Case:
     needed = ("name", "description", "markers", "goal", "minimal_scale", "platform", "launch", "tracker",
               "expected")
     optional = ("inputs", "seed", "consistency", "replicates", "detect", "performance", "resume", "equivalence",
-                "replay", "shadow", "recipe", "framework_spec", "node")
+                "replay", "shadow", "recipe", "framework_spec", "node", "tiers")
     top = load_section(path, what="a case", doc="docs/cases.md", required=needed if project else (*needed, "baseline"),
                        optional=(*optional, "baseline") if project else optional)
     name = top.text("name")
@@ -89,7 +90,8 @@ def parse_case(path: Path, project: Project | None) -> Case:
                 shadow=top.boolean("shadow", default=False), recipe=parse_recipe(top.section("recipe", optional=True)),
                 framework_spec=parse_framework_spec(top, platform.framework is not None or (
                     project is not None and project.framework is not None)),
-                node=parse_node(top.section("node", optional=True), platform.gpus))
+                node=parse_node(top.section("node", optional=True), platform.gpus),
+                tiers=parse_tiers(top.section("tiers", optional=True), expected.steps, PLACEHOLDERS))
     if case.recipe is not None and platform.framework is None:
         top.fail("recipe", "holds a framework config, but the case runs no framework",
                  "set platform.framework or remove recipe")

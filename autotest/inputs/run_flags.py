@@ -173,6 +173,10 @@ OPTIONS: tuple[Option, ...] = (
            "past rescue)", (RUN,), pytest="--fail-fast", field="judge.fail_fast"),
     Option("--strict-power", FLAG, "a PASS whose gates cannot catch the case's declared detect: targets is an "
            "ERROR (default: a warning)", (RUN,), pytest="--strict-power", field="judge.strict_power"),
+    Option("--tier", TEXT, "run the case's shorter tier NAME (tiers: in the case): its steps only, judged on the "
+           "gates they hold; the verdict states what it gave up", (RUN,), pytest="--tier", field="launch.tier",
+           metavar="NAME", pattern=re.compile(r"[A-Za-z][A-Za-z0-9_-]*"), range_text="a tier name",
+           fix="name a tier the case declares, e.g. --tier pr"),
     Option("--dry-run", FLAG, "show the card and the exact command; launch nothing", (RUN,), pytest="--dry-run",
            field="launch.dry_run"),
     Option("--yes", FLAG, "launch without asking for confirmation", (RUN,)),
@@ -207,6 +211,8 @@ OPTIONS: tuple[Option, ...] = (
            ("baseline promote",), default=7, minimum=1, maximum=3650, metavar="K", fix="give e.g. --nights 7"),
     Option("--allowed", COUNT, "with --shadow: false alarms it may have had (default 0)", ("baseline promote",),
            default=0, minimum=0, maximum=3650, metavar="N", fix="give e.g. --allowed 0"),
+    Option("--steps", FLAG, "also print the MDE of every gate by run length: one row per prefix where another gate "
+           "can be judged, 'not judged' where its steps lie beyond", ("power",)),
     Option("--allow-dirty", FLAG, "calibrate from an uncommitted tree (recorded in the provenance)", (CALIBRATE,),
            pytest="--allow-dirty"),
     # the plugin's own

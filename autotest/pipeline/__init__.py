@@ -33,6 +33,9 @@ def run_case(case: Case, options: RunOptions) -> CaseRun:
                                  force=judge.force_replicates, in_case=flag is None)
     if problem:  # refused before any folder, card or run
         raise UsageError(f"{flag or f'{case.source}: replicates'}: {problem[0]}; {problem[1]}")
+    if options.launch.tier and (count > 1 or judge.adaptive_max is not None):
+        # the mean's verdict would be judged on the full baseline: refused before anything runs
+        raise UsageError(f"--tier {options.launch.tier}: judged on one seed only for now; run it with --replicates 1")
     if judge.adaptive_max is not None:
         return run_replicates(case, options.changed(judge={"adaptive_max": None}), count, adaptive=True)
     if count > 1:

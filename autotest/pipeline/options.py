@@ -58,6 +58,8 @@ class LaunchOptions:
     poll_interval_s: float = 0.1
     #: relaunch limits per infrastructure failure kind (an accuracy FAIL is never relaunched)
     retry_policy: RetryPolicy = DEFAULT_POLICY
+    #: run the case's shorter tier of this name (``tiers:``; autotest.judge.tier); None: the full run
+    tier: str | None = None
     #: make the folder, preflight and card, and launch nothing
     dry_run: bool = False
     #: shown the experiment card before launching; returning False launches nothing
@@ -115,8 +117,11 @@ class RunOptions:
 
     @property
     def kind(self) -> str:
-        """The run's kind in its results and the history: "fault" for an injected fault, else its purpose."""
-        return "fault" if self.launch.fault else self.judge.purpose
+        """The run's kind in its results and the history: "fault" for an injected fault, "tier" for a gate run of a
+        shorter tier (its prefix must not feed calibration, drift or bands as a full run), else its purpose."""
+        if self.launch.fault:
+            return "fault"
+        return "tier" if self.launch.tier and self.judge.purpose == "gate" else self.judge.purpose
 
     def changed(self, *, launch: Mapping[str, Any] | None = None, judge: Mapping[str, Any] | None = None,
                 publish: Mapping[str, Any] | None = None) -> RunOptions:

@@ -14,6 +14,7 @@ from pathlib import Path
 from autotest.errors import UsageError
 from autotest.files import make_folder, write_atomic
 from autotest.inputs.baseline import load_baseline
+from autotest.judge.tier import tier_baseline, tier_record
 from autotest.inputs.baseline_model import Baseline, for_hardware, in_shadow
 from autotest.inputs.case import Case
 from autotest.inputs.detect import check_detect_targets
@@ -61,7 +62,7 @@ def prepare(case: Case, options: RunOptions, framework: Checkout | None, refused
     preflight = run_preflight(case, Path(framework.path) if framework else None, environ,
                               framework=framework.to_dict() if framework else None)
     write_atomic(results_dir / "preflight.json", json.dumps(preflight.to_dict(), indent=2) + "\n")
-    baseline, golden, baseline_error, spec_note = None, None, None, None
+    baseline, golden, baseline_error, spec_note, tier = None, None, None, None, None
     try:
         # per-hardware thresholds (time/step, wall time) picked by this node's GPU fingerprint
         baseline = for_hardware(load_baseline(options.judge.baseline_path or case.baseline_path),
@@ -71,6 +72,9 @@ def prepare(case: Case, options: RunOptions, framework: Checkout | None, refused
         baseline = follow_baseline(baseline, reading)
         if case.shadow:  # a case in shadow: judged and recorded, never failing the job
             baseline = in_shadow(baseline)
+        if launch.tier:  # a shorter tier: only the gates its steps hold, and what it gave up
+            tier = tier_record(launch.tier, baseline, case.expected.steps, options.judge.replicates or case.replicates)
+            baseline = tier_baseline(baseline, case.expected.steps)
         golden = golden_trace(baseline)
     except UsageError as exc:
         baseline_error = str(exc)
@@ -98,7 +102,7 @@ def prepare(case: Case, options: RunOptions, framework: Checkout | None, refused
                "commit": preflight.commit.to_dict(), "harness_commit": preflight.harness.to_dict(),
                "seed": launch.seed if launch.seed is not None else case.seed.default, "fault": launch.fault,
                "kind": options.kind, "framework": framework.to_dict() if framework else None,
-               "hardware_thresholds": hardware_thresholds(baseline)}
+               "hardware_thresholds": hardware_thresholds(baseline), **({"tier": tier} if tier else {})}
     problems = [*refused, *(m for m in (baseline_error, detect_error, spec_error, follow_problem(reading)) if m)]
     problems += preflight.requirement_problems(case)
     if spec is not None and not refused:  # the config held against the case, resolved in the framework's Python

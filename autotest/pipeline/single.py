@@ -66,6 +66,7 @@ from autotest.run.resume_launch import RESUME_FOLDER, launch_resumed
 from autotest.run.upload_budget import finalise_uploads
 from autotest.judge.resume import judge_resume, main_run_problem
 from autotest.pipeline.prepare import Prepared, prepare
+from autotest.judge.tier import tier_case, with_tier
 
 
 def run_single(case: Case, options: RunOptions) -> CaseRun:
@@ -78,6 +79,8 @@ def run_single(case: Case, options: RunOptions) -> CaseRun:
     if not platform.runnable:
         return CaseRun(case.name, SKIP, None, reason=platform.skip_reason or "")
     check_fault(case, launch.fault)  # a misspelt fault must not cost a launch
+    if launch.tier:  # an undeclared tier must not cost a launch either
+        case = tier_case(case, launch.tier)
     # a verdict needs somewhere to go: a read-only or full results disk stops here, before any checkout
     require_room(launch.results_dir or launch.results_root or default_results_root(), environ)
     framework = None
@@ -135,7 +138,7 @@ def run_single(case: Case, options: RunOptions) -> CaseRun:
         request_path = write_consistency_request(case, comparison.verdict, prep.results_dir, prep.work_dir)
     except WriteFailed as exc:
         lost.append(str(exc))
-    comparison = with_framework_spec(comparison, prep.spec_note)
+    comparison = with_tier(with_framework_spec(comparison, prep.spec_note), prep.context.get("tier"))
     verdict, unsaved = save(comparison, prep.results_dir, options.publish, lost)
     if interrupt is not None:
         # the run is stopped and its ERROR verdict published; the interrupt still ends the session

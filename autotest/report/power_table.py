@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from autotest.inputs.baseline_model import PairedSpec
+from autotest.inputs.baseline_model import Baseline, PairedSpec
 from autotest.judge.paired import paired_mde, paired_threshold
 from autotest.judge.model import Verdict
+from autotest.judge.power_steps import full_run, prefix_gates, prefix_rows, table_steps
 from autotest.judge.power import MORE_RUNS, REPLICATES, GatePower, describe_mde, target_misses
 
 
@@ -43,6 +44,19 @@ def power_report(powers: Sequence[GatePower], targets: Mapping[str, float], repl
         lines += [f"- MISSED {line}" for line in misses] or [
             f"- reached: {', '.join(f'{m} {e:g}' for m, e in targets.items())}"]
     return lines
+
+
+def power_by_steps_report(baseline: Baseline, targets: Mapping[str, float], replicates: int = 1) -> list[str]:
+    """``power CASE --steps``: each gate's MDE at each prefix of the run where another gate can be judged
+    (:mod:`autotest.judge.power_steps`), and whether the ``detect:`` targets are reached there."""
+    gates = prefix_gates(baseline)
+    if not gates:
+        return ["(no gate: nothing is judged at any run length)"]
+    full = full_run(baseline)
+    return ["Minimum detectable effect by run length (K = %d): a run stopped after the first S steps judges the "
+            "gates whose steps it holds, each at the full run's MDE; a window or a whole-run statistic cut short is "
+            "not judged (its noise is calibrated over its whole span)." % replicates, "",
+            *prefix_rows(gates, table_steps(gates, full), full, replicates, targets)]
 
 
 def power_provenance(powers: Sequence[GatePower]) -> list[dict[str, Any]]:

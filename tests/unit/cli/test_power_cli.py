@@ -39,3 +39,22 @@ def test_power_judges_the_targets_at_the_case_s_own_replicates(tmp_path: Path, c
     out = capsys.readouterr().out
     assert ("- reached: response/rewards/mean 0.015" in out) == (code == 0), out
     assert (f"(verdicts on {replicates} replicates)" in out.splitlines()[0]) == bool(replicates)
+
+
+def test_power_steps_prints_the_mde_of_every_gate_by_run_length(tmp_path: Path, capsys) -> None:
+    case = _case(tmp_path, "detect: {response/rewards/mean: 0.05}\n")
+    assert main(["power", str(case)]) == 0
+    assert "by run length" not in capsys.readouterr().out
+    assert main(["power", str(case), "--steps"]) == 0
+    out = capsys.readouterr().out
+    table = out[out.index("Minimum detectable effect by run length"):].splitlines()
+    head = table[2].strip("| ").split(" | ")
+    assert head[0] == "steps" and head[-1] == "detect:"
+    rows = {line.split(" | ")[0].strip("| "): line.strip("| ").split(" | ") for line in table[4:] if line.startswith("|")}
+    assert list(rows) == ["1 of 45", "15 of 45", "30 of 45", "45 of 45"]
+    late = head.index("`response/rewards/mean[pooled 31-45]`")
+    assert [rows[r][late] for r in rows] == ["not judged"] * 3 + [rows["45 of 45"][late]]
+    assert rows["45 of 45"][late].startswith("±0.086")
+    assert [rows[r][-1] for r in rows] == ["missed 1 of 1", "reached", "reached", "reached"]
+    # the case's declared tier, as its verdict will state it
+    assert "- tier pr: pr tier, 30 of 45 steps: not judged: response/rewards/mean[percentile], " in out

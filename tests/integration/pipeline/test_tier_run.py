@@ -1,0 +1,29 @@
+"""A tier's real run: tiny-grpo's ``pr`` tier trains steps 1-30 of 45, is judged on the gates those steps hold, and
+its verdict states what it gave up; the history records it as a ``tier`` run, never trusted."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from autotest.inputs.case import load_case
+from autotest.pipeline import LaunchOptions, PublishOptions, RunOptions, run_case
+
+
+@pytest.mark.slow  # one real 30-step GRPO run, about 20 s on 2 cores
+def test_the_pr_tier_trains_30_steps_judges_what_they_hold_and_says_what_it_gave_up(tmp_path) -> None:
+    run = run_case(load_case("tiny-grpo"), RunOptions(LaunchOptions(results_root=tmp_path, tier="pr"),
+                                                      publish=PublishOptions(with_plots=False)))
+    assert run.status == "PASS", run.summary_line()
+    results = {r.check_id: r for r in run.verdict.results}
+    assert results["response/rewards/mean[pooled 16-30]"].status == "PASS"
+    assert results["mismatch/mismatch_k3_kl[stepwise]"].status == "PASS"
+    assert not {"response/rewards/mean[pooled 31-45]", "eval/accuracy[final]"} & set(results)
+    tier = results["tier[pr]"]
+    assert tier.status == "INFO" and tier.message.startswith("pr tier, 30 of 45 steps: not judged: ")
+    saved = json.loads((run.results_dir / "results.json").read_text())
+    assert saved["context"]["kind"] == "tier" and saved["context"]["tier"]["steps"] == 30
+    tracker = sorted(run.results_dir.glob("work/**/tracker.jsonl"))
+    steps = [json.loads(line).get("step") for line in tracker[0].read_text().splitlines() if line.strip()]
+    assert max(s for s in steps if isinstance(s, int)) == 30  # the workload stopped at the tier's last step

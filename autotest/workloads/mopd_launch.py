@@ -316,11 +316,11 @@ def launch(args: argparse.Namespace) -> int:
                       STEP_FAULT_FLAGS.get(teacher_fault or "", "--exit-at-step"))
         wait_ready(servers, args.ready_timeout_s, probe_tokens(fixture.domains[0]))
         say(f"all {len(servers)} teacher servers are ready")
-        # the probe's references, straight from the checkpoints on disk (never through a server); after the servers
-        # are ready, so a checkpoint that cannot load is reported by its server, with its log
+        # the probe's references: the answers recorded beside the fixture when it was made (probe_answers, a forward
+        # that shares no code with the server), checked against the weights on disk
         probe = args.work_dir / "teachers" / "probe.json"
-        write_references({teacher_name(d): (d, fixture.teacher(d)) for d in fixture.domains}, probe)
-        say(f"teacher probe references scored from the checkpoints: {probe}")
+        write_references(fixture, probe, log=say)
+        say(f"teacher probe references: the fixture's recorded answers, {probe}")
         endpoints = endpoints_of(servers, swap=teacher_fault == "teacher-swap")
         code = run_training(args, fixture, servers, endpoints, training_fault, procs, probe)
         if code != 0:

@@ -44,7 +44,7 @@ def test_sequences_are_fixed_prompts_with_a_correct_answer() -> None:
     assert all(seq[-1] == DigitTokenizer().eos_id for seq in first)
 
 
-def test_healthy_servers_answer_exactly_the_checkpoint(references: Path, mopd_fixture: Fixture,
+def test_healthy_servers_answer_as_the_recorded_answers(references: Path, mopd_fixture: Fixture,
                                                        tmp_path: Path) -> None:
     probe = load_references(references)
     served = {name: start_server(mopd_fixture.teacher(domain), tmp_path, name)

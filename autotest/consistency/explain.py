@@ -94,7 +94,7 @@ def evidence(
         pairing = (
             f"pairing: {num_pairs} forward pair(s); reported pair {pair.pair_id} holds {len(pair.request_ids)} "
             f"request(s) ({', '.join(pair.request_ids[:4])}{', ...' if len(pair.request_ids) > 4 else ''}) with "
-            f"identical token ids and weight version {pair.weight_version} (where logged) "
+            f"identical token ids and batch weight version {pair.weight_version} (where logged) "
             f"({pair.rollout.log_path}:{pair.rollout.line}, {pair.actor.log_path}:{pair.actor.line})"
         )
     else:

@@ -20,7 +20,8 @@ The lifecycle of xtuner's ``run_sampled_token_mopd.sh``, in Python:
    here, so there is no cluster to stop. Servers and training also exit by themselves when
    this process is gone (``--parent-pid``), so even SIGKILL leaves nothing behind.
 
-Once the servers are ready, the teacher probe's references are scored from the teacher checkpoints on disk into
+Once the servers are ready, the teacher probe's references, the answers recorded beside the fixture when it was
+made (``probe_answers``, checked against the weights on disk), are copied into
 ``<work_dir>/teachers/probe.json`` (``teacher_probe``); the training sends them through each teacher's endpoints
 before its first step and after its last, and logs ``distillation/teacher_probe/<teacher>``.
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +119,16 @@ def recorded_answers(root: Path, weights: dict[str, str], domains: Sequence[str]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UsageError(f"{path}: no recorded teacher probe answers ({type(exc).__name__}: {exc}); "
                          f"regenerate with {REGENERATE}") from None
+
+
+def check_weights(recorded: Mapping[str, str], on_disk: Mapping[str, str], root: Path) -> None:
+    """The weights on disk are the ones ``fixture.json`` recorded when the fixture was made (``name -> sha256``);
+    a ``UsageError`` line naming the first that is not (an edited, half-copied or swapped checkpoint)."""
+    for name, digest in on_disk.items():
+        if recorded.get(name) != digest:
+            raise UsageError(f"{root}: {name}/model.safetensors (sha256 {digest[:12]}) is not the checkpoint "
+                             f"fixture.json recorded (sha256 {str(recorded.get(name))[:12]}); restore it (git checkout) "
+                             "or regenerate with python -m autotest.workloads.teachers --refresh-committed")
 
 
 def main(argv: Sequence[str]) -> int:

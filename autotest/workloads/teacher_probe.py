@@ -53,13 +53,15 @@ def write_references(fixture: Fixture, path: Path, log: Callable[[str], None] = 
 
     A fixture made before answers were recorded beside it gets them scored now, by the same plain-torch forward
     (never through a server); answers recorded from other weights are a ``UsageError``."""
-    from autotest.workloads.probe_answers import ANSWERS_FILE, record_answers, recorded_answers
+    from autotest.workloads.probe_answers import ANSWERS_FILE, check_weights, record_answers, recorded_answers
     from autotest.workloads.teachers import teacher_name
 
+    weights = fixture.weights()
+    check_weights(fixture.info().get("weights_sha256", {}), weights, fixture.root)  # as made, student included
     if not (fixture.root / ANSWERS_FILE).exists():
         log(f"teacher probe: no {ANSWERS_FILE} beside the fixture {fixture.root}; scoring it from the weights")
         record_answers(fixture.root, fixture.domains)
-    answers = recorded_answers(fixture.root, fixture.weights(), fixture.domains)
+    answers = recorded_answers(fixture.root, weights, fixture.domains)
     refs = {teacher_name(d): {"checkpoint": str(fixture.teacher(d)), "recorded": str(fixture.root / ANSWERS_FILE),
                               "token_ids": answers[teacher_name(d)]["token_ids"],
                               "logprobs": answers[teacher_name(d)]["logprobs"]} for d in fixture.domains}

@@ -78,3 +78,15 @@ def test_a_fixture_without_answers_gets_them_scored_from_its_weights(tmp_path: P
     committed = json.loads((COMMITTED_DIR / ANSWERS_FILE).read_text(encoding="utf-8"))["teachers"]
     for name, ref in data["teachers"].items():
         assert _max_diff(ref["logprobs"], committed[name]["logprobs"]) < 1e-5
+
+
+def test_weights_that_are_not_the_ones_the_fixture_recorded_are_one_error_line(tmp_path: Path) -> None:
+    """fixture.json's sha256 were recorded when the fixture was made; the launcher compares them with the disk."""
+    root = _copy(tmp_path)
+    student = root / "student" / "model.safetensors"
+    student.write_bytes(student.read_bytes()[:-4] + b"\0\0\0\0")
+    with pytest.raises(UsageError) as info:
+        write_references(open_fixture(root), tmp_path / "probe.json", log=lambda line: None)
+    message = str(info.value)
+    assert "\n" not in message and message.startswith(f"{root}: student/model.safetensors (sha256 ")
+    assert "is not the checkpoint fixture.json recorded" in message

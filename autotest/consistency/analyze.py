@@ -23,7 +23,7 @@ from autotest.consistency.logprob_compare import load_comparison
 from autotest.consistency.logprob_verdict import with_logprob_finding
 from autotest.consistency.precision import dtype_differences, with_precision_finding
 from autotest.consistency.mapping import MappingGroup, load_user_mapping, map_modules
-from autotest.consistency.pairing import CannotConclude, ForwardPair
+from autotest.consistency.pairing import CannotConclude, ForwardPair, stale_sync_line
 from autotest.consistency.report import output_paths, write_outputs
 from autotest.consistency.explain import (
     evidence,
@@ -172,6 +172,10 @@ def analyze_dumps(
     steps.append(Step("root-cause judgement", "executed" if ran else "not_run", verdict))
 
     report_pair = pair or (analysed[0] if analysed else None)
+    stale = [p for p in analysed if p.stale_by is not None]
+    if stale and (report_pair is None or report_pair.stale_by is None):  # the reported pair's own line says it
+        judge_notes.append(f"{len(stale)} of {len(analysed)} forward pair(s) ran stale weights; first: "
+                           f"{stale_sync_line(stale[0])}")
     boundary = boundaries.get(pair.pair_id) if pair else None
     report = RootCauseReport(
         verdict=verdict,
@@ -182,7 +186,7 @@ def analyze_dumps(
         else None,
         suspects=tuple(suspect_row(s, pair) for s in boundary.suspects) if boundary and pair else (),
         excluded=excluded(analyses[report_pair.pair_id]) if report_pair else (),
-        hypothesis=hypothesis_for(module) if module else None,
+        hypothesis=hypothesis_for(module, pair) if module else None,
         evidence_chain=tuple(evidence(report_pair, analyses.get(report_pair.pair_id, ()), boundary, len(analysed)))
         if report_pair
         else tuple(f"{i.reason}: {i.detail} ({', '.join(i.evidence)})" for i in issues),

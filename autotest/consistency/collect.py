@@ -106,8 +106,10 @@ class ConsistencyObserver:
         token_ids: Sequence[Sequence[int]],
         weight_version: int,
         model: Any,
+        held_weight_version: int | None = None,
     ) -> Iterator[None]:
-        """Context manager around exactly one forward pass of ``model`` on ``side``."""
+        """Context manager around exactly one forward pass of ``model`` on ``side``; ``weight_version`` is the
+        batch's, ``held_weight_version`` the version the side's model holds (its last completed weight load)."""
         if side not in SIDES:
             raise ValueError(f"side must be one of {SIDES}, got {side!r}")
         if len(request_ids) != len(token_ids):
@@ -151,6 +153,7 @@ class ConsistencyObserver:
             phase=phase,
             forward_index=index,
             weight_version=int(weight_version),
+            held_weight_version=None if held_weight_version is None else int(held_weight_version),
             msprobe_step=step,
             task=self.cfg.task,
             dump_path=str(dump_dir),

@@ -14,6 +14,11 @@ Actor side (the ``update_actor`` shape, extended)::
     {"source": "update_actor", "side": "actor", ... same common keys ...,
      "request_ids": ["s3-p0-r1", ...], "token_ids": [[..], ...], "token_ranges": [[0, 12], ...]}
 
+``weight_version`` is the version of the batch (the weights the step's batch is meant to run with); optional on
+both sides, ``"held_weight_version"`` is the version this process held as the forward ran (its own last completed
+weight load). A rollout whose held version is behind the actor's for the same batch served stale weights: pairing
+names it with the number of versions (:func:`autotest.consistency.pairing.stale_by`).
+
 Optional on both sides: ``"autocast"``, the autocast state the hook saw when the model's forward began
 (``"off"`` or the autocast dtype, e.g. ``"torch.bfloat16"``); the dumps' dtypes say what each module computed in,
 this says why.
@@ -55,7 +60,7 @@ class ForwardRecord:
     phase: str
     forward_index: int
     weight_version: int | None
-    """None when the log does not say (other frameworks' logs)."""
+    """The version of the batch; None when the log does not say (other frameworks' logs)."""
     msprobe_step: int
     task: str
     dump_path: str
@@ -70,6 +75,8 @@ class ForwardRecord:
     """1-based line of this record in ``log_path`` (for evidence links)."""
     autocast: str | None = None
     """``off`` or the autocast dtype the hook saw as the forward began; None when not logged."""
+    held_weight_version: int | None = None
+    """The weight version this process held as the forward ran (its last completed load); None when not logged."""
 
     def to_json(self) -> dict[str, Any]:
         """The on-disk shape of this record (see module docstring)."""
@@ -89,6 +96,8 @@ class ForwardRecord:
         }
         if self.autocast is not None:
             common["autocast"] = self.autocast
+        if self.held_weight_version is not None:
+            common["held_weight_version"] = self.held_weight_version
         if self.side == "rollout":
             common["requests"] = [
                 {"request_id": rid, "type": self.phase, "tokens": list(tok), "token_range": list(rng), "batch_index": i}
@@ -174,7 +183,7 @@ def _parse(obj: dict[str, Any], side: str, where: str, path: Path, line: int, or
         token_ids = tuple(_wholes(toks, where, f"token_ids.{i}") for i, toks in enumerate(obj.get("token_ids", [])))
         ranges = (tuple(_range(r, where, f"token_ranges.{i}") for i, r in enumerate(_list(obj, "token_ranges", where)))
                   if "token_ranges" in obj else None)
-    version, rank = obj.get("weight_version"), obj.get("rank")
+    version, held, rank = obj.get("weight_version"), obj.get("held_weight_version"), obj.get("rank")
     return ForwardRecord(
         side=side,
         pid=_whole(obj["pid"], where, "pid"),
@@ -193,6 +202,7 @@ def _parse(obj: dict[str, Any], side: str, where: str, path: Path, line: int, or
         log_path=str(path),
         line=line,
         autocast=str(obj["autocast"]) if obj.get("autocast") is not None else None,
+        held_weight_version=None if held is None else _whole(held, where, "held_weight_version"),
     )
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from autotest.consistency.classify import Boundary, ModuleAnalysis
 from autotest.consistency.dumps import parse_key
 from autotest.consistency.mapping import MappingGroup
-from autotest.consistency.pairing import CannotConclude, ForwardPair
+from autotest.consistency.pairing import CannotConclude, ForwardPair, stale_sync_line
 from autotest.consistency.verdict import localisation, suspect_row
 
 WHY = {
@@ -94,12 +94,15 @@ def evidence(
         pairing = (
             f"pairing: {num_pairs} forward pair(s); reported pair {pair.pair_id} holds {len(pair.request_ids)} "
             f"request(s) ({', '.join(pair.request_ids[:4])}{', ...' if len(pair.request_ids) > 4 else ''}) with "
-            f"identical token ids and weight version {pair.weight_version} (where logged) "
+            f"identical token ids and batch weight version {pair.weight_version} (where logged) "
             f"({pair.rollout.log_path}:{pair.rollout.line}, {pair.actor.log_path}:{pair.actor.line})"
         )
     else:
         pairing = f"pairing: {pair.pair_id} by assumption (no correlation logs; see Assumptions)"
     chain = [pairing, f"dumps: actor {pair.actor_dump}/dump.json, rollout {pair.rollout_dump}/dump.json"]
+    stale = stale_sync_line(pair)
+    if stale is not None:  # from each side's own held version, whatever the modules show
+        chain.insert(1, f"weights: {stale}")
     if boundary is None:
         levels = Counter(a.output for a in analyses)
         chain.append(

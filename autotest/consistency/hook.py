@@ -49,12 +49,16 @@ def consistency_forward(
     step: int,
     requests: Sequence[tuple[str, Sequence[int]]] = (),
     weight_version: int | None = None,
+    held_weight_version: int | None = None,
 ) -> contextlib.AbstractContextManager[Any]:
-    """A context around exactly one forward of ``model``; a no-op unless ``RL_AUTOTEST_CONSISTENCY`` is set."""
+    """A context around exactly one forward of ``model``; a no-op unless ``RL_AUTOTEST_CONSISTENCY`` is set.
+
+    ``weight_version`` is the batch's version; ``held_weight_version`` the version this process holds (its own last
+    completed weight load): a rollout holding less than the actor is named a stale sync with the count."""
     path = os.environ.get(ENV)
     if not path:
         return _NULL
-    return _collector(path).forward(model, _SIDES[side], step, requests, weight_version)
+    return _collector(path).forward(model, _SIDES[side], step, requests, weight_version, held_weight_version)
 
 
 class _Collector:
@@ -79,7 +83,8 @@ class _Collector:
 
     @contextlib.contextmanager
     def forward(
-        self, model: Any, side: str, step: int, requests: Sequence[tuple[str, Sequence[int]]], version: int | None
+        self, model: Any, side: str, step: int, requests: Sequence[tuple[str, Sequence[int]]], version: int | None,
+        held: int | None = None,
     ) -> Iterator[None]:
         limit = self.cfg.max_forwards_per_side
         if step != self.cfg.window_step or (limit and self.forwards >= limit):
@@ -99,7 +104,7 @@ class _Collector:
             debugger.stop()
             self.pending_step = step
             self.forwards += 1
-            self._log(side, step, requests, version, autocast[0] if autocast else None)
+            self._log(side, step, requests, version, autocast[0] if autocast else None, held)
 
     def _debugger(self, side: str) -> Any:
         if self.side is not None and side != self.side:
@@ -122,7 +127,7 @@ class _Collector:
             self.debugger.step()
 
     def _log(self, side: str, step: int, requests: Sequence[tuple[str, Sequence[int]]], version: int | None,
-             autocast: str | None) -> None:
+             autocast: str | None, held: int | None = None) -> None:
         rank = _rank()
         line: dict[str, Any] = {"source": "dispatch_logger" if side == "rollout" else "update_actor",
                                 "pid": os.getpid(), "rank": rank, "step": step}  # fmt: skip
@@ -135,6 +140,8 @@ class _Collector:
             line.update(phase="recompute_logprob", request_ids=ids, token_ids=tokens)
         if version is not None:
             line["weight_version"] = version
+        if held is not None:
+            line["held_weight_version"] = held
         if autocast is not None:
             line["autocast"] = autocast
         log = self.cfg.side(side).correlation_log

@@ -57,12 +57,34 @@ class ForwardPair:
     request_ids: tuple[str, ...]
     """Empty when paired by assumption (no correlation logs)."""
     weight_version: int | None
-    """None when no log says which weights ran."""
+    """The batch's weight version; None when no log says which weights ran."""
     rollout: ForwardRecord | None
     """The correlation record; None when paired by assumption."""
     actor: ForwardRecord | None
     rollout_dump: Path
     actor_dump: Path
+    stale_by: int | None = None
+    """Versions the rollout's held weights were behind the actor's for this batch (:func:`stale_by`); None when
+    in sync or not logged."""
+
+
+def stale_by(rollout: ForwardRecord, actor: ForwardRecord) -> int | None:
+    """How many versions the rollout's held weights are behind the actor's for the same batch, from each side's own
+    ``held_weight_version``; None when either log does not say or the rollout is not behind."""
+    if rollout.held_weight_version is None or actor.held_weight_version is None:
+        return None
+    behind = actor.held_weight_version - rollout.held_weight_version
+    return behind if behind > 0 else None
+
+
+def stale_sync_line(pair: ForwardPair) -> str | None:
+    """The report's line naming a stale sync of ``pair`` (None when it has none)."""
+    if pair.stale_by is None or pair.rollout is None or pair.actor is None:
+        return None
+    batch = f" for the batch of weight version {pair.weight_version}" if pair.weight_version is not None else ""
+    return (f"the rollout served weights {pair.stale_by} version(s) behind the actor (a stale sync): step "
+            f"{pair.step}{batch}, the rollout held version {pair.rollout.held_weight_version} and the actor held "
+            f"{pair.actor.held_weight_version} ({_where(pair.rollout)}, {_where(pair.actor)})")
 
 
 @dataclass(frozen=True)
@@ -207,6 +229,7 @@ def pair_forwards(
                 actor=arec,
                 rollout_dump=rdump,
                 actor_dump=adump,
+                stale_by=stale_by(rrec, arec),
             )
         )
     return PairingResult(

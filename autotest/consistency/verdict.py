@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autotest.consistency.classify import Boundary, ModuleAnalysis
-from autotest.consistency.pairing import CannotConclude, ForwardPair
+from autotest.consistency.pairing import CannotConclude, ForwardPair, stale_sync_line
 from autotest.consistency.value_compare import TensorCompare
 
 VERDICTS = ("root_cause_found", "no_divergence", "cannot_conclude")
@@ -193,7 +193,7 @@ HYPOTHESES = {
 }
 
 
-def hypothesis_for(module: ModuleAnalysis) -> dict[str, str]:
+def hypothesis_for(module: ModuleAnalysis, pair: ForwardPair | None = None) -> dict[str, str]:
     out_t, par_t, in_t = _worst(module, "output"), _worst(module, "parameter"), _worst(module, "input")
     group = module.compare.group
     fields = {
@@ -207,6 +207,16 @@ def hypothesis_for(module: ModuleAnalysis) -> dict[str, str]:
         "it": _describe(in_t),
     }
     train, inference = HYPOTHESES[module.bucket if module.bucket in HYPOTHESES else "module_impl_mismatch"]
+    stale = stale_sync_line(pair) if pair is not None else None
+    if stale is not None:  # each side's own held version says which sync went wrong: name it, with N
+        inference = (f"The rollout engine's {{m}} holds different weights ({{pr}}): {stale}."
+                     if module.bucket == "parameter_sync_mismatch" else f"{inference} Besides, {stale}.")
+    elif (module.bucket == "parameter_sync_mismatch" and pair is not None and pair.rollout and pair.actor
+          and pair.rollout.held_weight_version is not None
+          and pair.rollout.held_weight_version == pair.actor.held_weight_version):
+        inference = inference.replace(
+            "(or it was loaded from a stale version)",
+            f"(not a stale sync: both sides held weight version {pair.actor.held_weight_version})")
     return {"expected_train_path": train.format(**fields), "inference_path": inference.format(**fields)}
 
 
@@ -245,12 +255,22 @@ def next_checks_for(
     if module is not None and boundary is not None and pair is not None:
         m = module.module_path
         if module.bucket == "parameter_sync_mismatch":
-            checks.append(
-                f"Trace the weight sync for {localisation([s.module_path for s in boundary.suspects])}: compare "
-                "the actor's parameter with what the rollout engine loaded"
-                + (f" (weight version {pair.weight_version} in both correlation logs)." if pair.weight_version
-                   is not None else " (no weight version was logged: check which sync the rollout ran with).")
-            )
+            where = localisation([s.module_path for s in boundary.suspects])
+            if pair.stale_by is not None and pair.rollout is not None and pair.actor is not None:
+                held = pair.rollout.held_weight_version
+                checks.append(
+                    f"Trace the weight sync for {where}: the rollout still held version {held}, the actor "
+                    f"{pair.actor.held_weight_version} ({pair.stale_by} version(s) behind): find why the sync(s) "
+                    f"after version {held} never reached the rollout engine (skipped, dropped while another was in "
+                    "flight, or issued before the update it should carry)."
+                )
+            else:
+                checks.append(
+                    f"Trace the weight sync for {where}: compare the actor's parameter with what the rollout engine "
+                    "loaded"
+                    + (f" (weight version {pair.weight_version} in both correlation logs)." if pair.weight_version
+                       is not None else " (no weight version was logged: check which sync the rollout ran with).")
+                )
         elif module.bucket == "module_impl_mismatch":
             checks.append(
                 f"Diff the training and inference implementations of {m} "

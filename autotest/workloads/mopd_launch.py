@@ -20,7 +20,8 @@ The lifecycle of xtuner's ``run_sampled_token_mopd.sh``, in Python:
    here, so there is no cluster to stop. Servers and training also exit by themselves when
    this process is gone (``--parent-pid``), so even SIGKILL leaves nothing behind.
 
-Once the servers are ready, the teacher probe's references are scored from the teacher checkpoints on disk into
+Once the servers are ready, the teacher probe's references, the answers recorded beside the fixture when it was
+made (``probe_answers``, checked against the weights on disk), are copied into
 ``<work_dir>/teachers/probe.json`` (``teacher_probe``); the training sends them through each teacher's endpoints
 before its first step and after its last, and logs ``distillation/teacher_probe/<teacher>``.
 
@@ -316,11 +317,11 @@ def launch(args: argparse.Namespace) -> int:
                       STEP_FAULT_FLAGS.get(teacher_fault or "", "--exit-at-step"))
         wait_ready(servers, args.ready_timeout_s, probe_tokens(fixture.domains[0]))
         say(f"all {len(servers)} teacher servers are ready")
-        # the probe's references, straight from the checkpoints on disk (never through a server); after the servers
-        # are ready, so a checkpoint that cannot load is reported by its server, with its log
+        # the probe's references: the answers recorded beside the fixture when it was made (probe_answers, a forward
+        # that shares no code with the server), checked against the weights on disk
         probe = args.work_dir / "teachers" / "probe.json"
-        write_references({teacher_name(d): (d, fixture.teacher(d)) for d in fixture.domains}, probe)
-        say(f"teacher probe references scored from the checkpoints: {probe}")
+        write_references(fixture, probe, log=say)
+        say(f"teacher probe references: the fixture's recorded answers, {probe}")
         endpoints = endpoints_of(servers, swap=teacher_fault == "teacher-swap")
         code = run_training(args, fixture, servers, endpoints, training_fault, procs, probe)
         if code != 0:

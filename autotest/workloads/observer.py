@@ -51,8 +51,10 @@ class ForwardObserver(Protocol):
         token_ids: list[list[int]],
         weight_version: int,
         model: torch.nn.Module,
+        held_weight_version: int | None = None,
     ) -> AbstractContextManager[Any]:
-        """A context manager that wraps exactly one forward pass of ``model``."""
+        """A context manager that wraps exactly one forward pass of ``model``; ``weight_version`` is the batch's,
+        ``held_weight_version`` the version ``model`` holds (its last completed weight load)."""
         ...
 
     def record_logprobs(
@@ -90,6 +92,7 @@ class NullObserver:
         token_ids: list[list[int]],
         weight_version: int,
         model: torch.nn.Module,
+        held_weight_version: int | None = None,
     ) -> AbstractContextManager[Any]:
         """A context manager that does nothing."""
         return contextlib.nullcontext()

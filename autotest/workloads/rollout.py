@@ -135,12 +135,17 @@ class RolloutEngine:
         self.generator = generator(seed + 1)
         self.observer = observer or NullObserver()
         self.weight_version = -1
+        #: the version of the weights this engine really holds (its last load that copied anything); the label
+        #: ``weight_version`` follows every sync call, even one a fault dropped
+        self.held_weight_version = -1
 
     def load_weights(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
         """Copy the trainer's weights in (cast to the rollout dtype); sync faults act here."""
         import torch
 
         state_dict = self.hooks.on_sync(state_dict, version)
+        if state_dict:
+            self.held_weight_version = version
         if self.layout == "engine":  # converts training names and layouts into the fused ones
             self.model.load_weights(state_dict.items())
             self.weight_version = version
@@ -155,7 +160,7 @@ class RolloutEngine:
         """What a checkpoint keeps of the engine: its model copy as synced (a sync fault's effect included), the
         weights version, and its sampling RNG."""
         return {"model": self.model.state_dict(), "weight_version": self.weight_version,
-                "rng": self.generator.get_state()}
+                "held_weight_version": self.held_weight_version, "rng": self.generator.get_state()}
 
     def load_checkpoint_state(self, state: dict[str, Any]) -> None:
         """Restore :meth:`checkpoint_state` (every part but those a resume fault leaves out)."""
@@ -163,6 +168,7 @@ class RolloutEngine:
             if part == "model":
                 self.model.load_state_dict(state["model"])
                 self.weight_version = int(state["weight_version"])
+                self.held_weight_version = int(state.get("held_weight_version", self.weight_version))
             else:
                 self.generator.set_state(state["rng"])
 
@@ -293,7 +299,8 @@ class RolloutEngine:
         with torch.no_grad():
             for rid, seq in zip(batch.request_ids, batch.sequences(), strict=True):
                 with self.observer.forward(
-                    ROLLOUT_SIDE, step, ROLLOUT_PHASE, [rid], [seq], batch.weight_version, self.model
+                    ROLLOUT_SIDE, step, ROLLOUT_PHASE, [rid], [seq], batch.weight_version, self.model,
+                    held_weight_version=self.held_weight_version,
                 ):
                     logp, _ = response_logprobs(self.model, torch.tensor([seq]), prompt_len)
                 recomputed.append(logp[0].tolist())

@@ -461,6 +461,10 @@ def prepare(recipe: TeacherRecipe, out_dir: Path, log: Callable[[str], None] = p
     for name, model in models.items():
         save_checkpoint(model, out_dir / name)
         accuracy[name] = sampled_accuracy(model, recipe.model, recipe.domains, recipe.eval_samples)
+    # the teacher probe's reference, scored from the saved weights by a forward that shares no code with the server
+    from autotest.workloads.probe_answers import record_answers
+
+    record_answers(out_dir, recipe.domains)
     info = {
         "key": recipe.key(),
         "recipe": dataclasses.asdict(recipe),

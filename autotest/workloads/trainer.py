@@ -166,6 +166,8 @@ class Trainer:
                         [ids[j, : prompt_len + int(lengths[i])].tolist() for j, i in enumerate(idx.tolist())],
                         batch.weight_version,
                         self.model,
+                        # what this model holds: one version per update applied (the sync after step k is version k)
+                        held_weight_version=self.schedule_steps,
                     )
                     if observe
                     else contextlib.nullcontext()

@@ -12,7 +12,10 @@ Unset, nothing is imported and nothing is patched. Set, an import hook waits for
   model in MSProbe's own layout (``<dump_path>/step{N}/rank{R}|proc{pid}/dump.json``, one ``forward.K``
   per model call), and each model call appends one correlation line keyed by request id;
 - the **weight-update points**: each completed update bumps this process's weight version, so every
-  line records the version the side actually holds (weight syncs it took part in), not a batch's label.
+  line records the version the side actually holds (weight syncs it took part in) as ``held_weight_version``.
+  A forward point sees no batch label, so ``weight_version`` (the batch's) is the same count: the step keys
+  the batch, and a side that missed a sync dumps another step (pairing then reports unpaired samples, not a
+  stale sync with its count; that needs a framework that logs the batch's version).
 
 The step of a forward is ``weight version + 1`` on both sides (weights of the N-th sync run step N+1),
 so the dumped window is the same computation on both sides whatever each framework calls its steps.
@@ -201,7 +204,8 @@ def _log_forward(state: _State, point: AttachPoint, step: int, args: tuple[Any, 
     tokens = _tokens(args, kwargs)
     ids = [_request_id(t) for t in tokens]
     line: dict[str, Any] = {"source": SOURCES[point.side], "pid": os.getpid(), "rank": _rank(), "step": step,
-                            "weight_version": state.version, "autocast": autocast, "attach_point": point.name}
+                            "weight_version": state.version, "held_weight_version": state.version,
+                            "autocast": autocast, "attach_point": point.name}
     if point.side == "rollout":
         line.update(phase="prefill", requests=[{"request_id": r, "type": "prefill", "tokens": t}
                                                for r, t in zip(ids, tokens)])

@@ -141,6 +141,35 @@ def _rewrite_actor_log(r: ScenarioRun, tmp_path: Path, change) -> Path:
     return path
 
 
+def _with_held_versions(r: ScenarioRun, tmp_path: Path, rollout_held: int, actor_held: int) -> RootCauseReport:
+    """The real mlp_unsynced dumps with each side's own held weight version written into its correlation log."""
+    logs = {}
+    for side, log, held in (("rollout", r.rollout_log, rollout_held), ("actor", r.actor_log, actor_held)):
+        lines = [json.loads(line) for line in log.read_text().splitlines()]
+        logs[side] = tmp_path / f"{side}.jsonl"
+        logs[side].write_text("".join(json.dumps({**line, "held_weight_version": held}) + "\n" for line in lines))
+    return analyze_dumps(r.actor_dump, r.rollout_dump, tmp_path / "out",
+                         train_correlation=logs["actor"], rollout_correlation=logs["rollout"])
+
+
+@pytest.mark.parametrize("behind", [1, 2])
+def test_a_rollout_holding_older_weights_is_named_a_stale_sync_with_n(scenario_runs, tmp_path, behind):
+    report = _with_held_versions(scenario_runs["mlp_unsynced"], tmp_path, 2 - behind, 2)
+    assert report.root_cause["bucket"] == "parameter_sync_mismatch" and not report.cannot_conclude
+    named = f"the rollout served weights {behind} version(s) behind the actor (a stale sync)"
+    assert named in report.hypothesis["inference_path"]
+    assert "(or it was loaded from a stale version)" not in report.hypothesis["inference_path"]
+    assert any(line.startswith(f"weights: {named}") for line in report.evidence_chain)
+    assert any(f"the rollout still held version {2 - behind}, the actor 2 ({behind} version(s) behind)" in c
+               for c in report.next_checks)
+
+
+def test_held_versions_in_sync_rule_a_stale_sync_out(scenario_runs, tmp_path):
+    report = _with_held_versions(scenario_runs["mlp_unsynced"], tmp_path, 2, 2)
+    assert "not a stale sync: both sides held weight version 2" in report.hypothesis["inference_path"]
+    assert not any("stale sync" in line for line in report.evidence_chain)
+
+
 def test_unpaired_request_ids_cannot_conclude(scenario_runs, tmp_path):
     r = scenario_runs["mlp_unsynced"]
     log = _rewrite_actor_log(

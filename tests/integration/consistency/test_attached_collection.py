@@ -84,6 +84,7 @@ def test_mismatch_is_collected_on_both_sides_and_localised(tmp_path: Path) -> No
     # the version each side holds: one weight sync before step 2, counted where each side received it
     assert [line["weight_version"] for line in logs["actor"]] == [1]
     assert [line["weight_version"] for line in logs["rollout"]] == [1]
+    assert [line["held_weight_version"] for side in ("actor", "rollout") for line in logs[side]] == [1, 1]
     ids = logs["actor"][0]["request_ids"]
     assert len(set(ids)) == 2 and ids == [r["request_id"] for r in logs["rollout"][0]["requests"]]
     report = json.loads(outcome.report_json.read_text())

@@ -267,9 +267,10 @@ class _RecordingObserver:
 
     @contextlib.contextmanager
     def forward(self, side: str, step: int, phase: str, request_ids: list[str], token_ids: list[list[int]],
-                weight_version: int, model: torch.nn.Module):  # noqa: ANN201
+                weight_version: int, model: torch.nn.Module, held_weight_version: int | None = None):  # noqa: ANN201
         call = {"side": side, "step": step, "phase": phase, "request_ids": request_ids, "token_ids": token_ids,
-                "weight_version": weight_version, "dtype": next(model.parameters()).dtype, "forwards": 0}
+                "weight_version": weight_version, "held_weight_version": held_weight_version,
+                "dtype": next(model.parameters()).dtype, "forwards": 0}
         handle = model.register_forward_hook(lambda *_: call.__setitem__("forwards", call["forwards"] + 1))
         try:
             yield
@@ -301,6 +302,7 @@ def test_diagnostic_hook_wraps_one_forward_per_sample_on_both_sides(
     (observer,) = observers
     assert observer.config["dump_path"] == "elsewhere" and observer.closed == 1
     assert all(c["forwards"] == 1 and c["step"] == 2 and c["weight_version"] == 1 for c in observer.calls)
+    assert {c["held_weight_version"] for c in observer.calls} == {1}  # each side's own version: in sync
     by_side = {s: [c for c in observer.calls if c["side"] == s] for s in ("rollout", "actor")}
     assert [c["phase"] for c in by_side["rollout"]] == ["prefill"] * 3
     assert [c["phase"] for c in by_side["actor"]] == ["recompute_logprob"] * 3
@@ -323,6 +325,38 @@ def test_diagnostic_hook_wraps_one_forward_per_sample_on_both_sides(
     saved = json.loads((_newest_exp(tmp_path / "w") / "config.json").read_text())
     assert (saved["window_step"], saved["prompts_per_step"], saved["micro_batch_size"]) == (2, 1, 1)
     assert "step 2/2" in capsys.readouterr().out
+
+
+def test_a_skipped_sync_leaves_the_rollout_holding_the_version_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """sync-skip-alternate drops the sync after step 1: at step 2 the rollout labels its batch version 1 but holds
+    version 0, while the actor holds 1, so pairing names the stale sync with N = 1."""
+    from autotest.consistency.correlation import ForwardRecord, token_ranges_of
+    from autotest.consistency.pairing import stale_by
+
+    observers: list[_RecordingObserver] = []
+    fake = types.ModuleType("autotest.consistency.collect")
+    fake.make_observer = lambda config: observers.append(_RecordingObserver(config)) or observers[-1]  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "autotest.consistency.collect", fake)
+    diag = tmp_path / "diag.json"
+    diag.write_text(json.dumps({"window_step": 2, "prompts_per_step": 1, "samples_per_prompt": 2,
+                                "micro_batch_size": 1}))
+    assert main(["--work-dir", str(tmp_path / "w"), "--diagnostic-config", str(diag),
+                 "--fault", "sync-skip-alternate"]) == 0
+    (observer,) = observers
+    held = {side: {c["held_weight_version"] for c in observer.calls if c["side"] == side} for side in ("rollout", "actor")}
+    assert held == {"rollout": {0}, "actor": {1}}
+    assert {c["weight_version"] for c in observer.calls} == {1}  # the label alone says nothing is wrong
+
+    def record(call: dict[str, Any]) -> ForwardRecord:
+        ids = tuple(tuple(t) for t in call["token_ids"])
+        return ForwardRecord(call["side"], 1, None, 2, call["phase"], 0, call["weight_version"], 2, "statistics",
+                             "", "", tuple(call["request_ids"]), ids, token_ranges_of(ids), "", 0,
+                             held_weight_version=call["held_weight_version"])
+
+    rollout, actor = (record(next(c for c in observer.calls if c["side"] == s)) for s in ("rollout", "actor"))
+    assert stale_by(rollout, actor) == 1
 
 
 def test_without_diagnostic_config_the_collector_is_never_touched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -85,7 +85,7 @@ def test_a_teacher_that_misscores_from_step_k_is_the_teacher_path(tmp_path: Path
                                 for t in ("digit_sum", "digit_product"))
     assert sum_probe.status == "FAIL" and product_probe.status == "PASS"
     assert sum_probe.first_breach_step == 25
-    assert sum_probe.points.steps == (1, 25) and sum_probe.points.current[0] == 0.0
+    assert sum_probe.points.steps == (1, 25) and sum_probe.points.current[0] < 1e-4  # float rounding, not 0: another forward
     log = (outcome.results_dir / "logs" / "stdout.log").read_text(encoding="utf-8", errors="replace")
     assert "teacher probe at end (after step 25)" in log
     assert "ANSWERS DIFFER from the checkpoint: digit_sum_teacher" in log

@@ -56,6 +56,15 @@ def test_the_autocast_state_is_optional_and_round_trips(tmp_path):
     assert "autocast" not in path.read_text().splitlines()[1]
 
 
+def test_the_held_weight_version_is_optional_and_round_trips(tmp_path):
+    path = tmp_path / "rollout.jsonl"
+    append_record(path, record("rollout", held_weight_version=2))
+    append_record(path, record("rollout"))
+    held, unlogged = read_correlation_log(path, "rollout")
+    assert (held.weight_version, held.held_weight_version) == (3, 2)
+    assert unlogged.held_weight_version is None and "held_weight_version" not in unlogged.to_json()
+
+
 def test_truncated_last_line_of_a_killed_run_is_skipped(tmp_path):
     path = tmp_path / "c.jsonl"
     append_record(path, record("actor"))
@@ -107,6 +116,7 @@ def _actor_line(**kw) -> str:
     ({"pid": None}, "key 'pid' is null, not a whole number >= 0"),
     ({"rank": [0]}, "key 'rank' is [0], not a whole number >= 0"),
     ({"weight_version": -1}, "key 'weight_version' is -1, not a whole number >= 0"),
+    ({"held_weight_version": "2"}, "key 'held_weight_version' is \"2\", not a whole number >= 0"),
     ({"token_ids": [None]}, "key 'token_ids.0' must be a list of token ids"),
     ({"token_ids": [[1, 2.5]]}, "key 'token_ids.0.1' is 2.5, not a whole number >= 0"),
     ({"token_ranges": [[0]]}, "key 'token_ranges.0' must be [start, end]"),

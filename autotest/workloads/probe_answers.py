@@ -2,8 +2,9 @@
 
     python -m autotest.workloads.probe_answers [FIXTURE_DIR]
 
-writes ``FIXTURE_DIR/probe_answers.json`` (default: the committed fixture). ``teachers.prepare`` writes it with
-every fixture it makes, so ``--refresh-committed`` regenerates it with the weights.
+writes ``FIXTURE_DIR/probe_answers.json`` (default: the committed fixture): run it after
+``python -m autotest.workloads.teachers --refresh-committed`` (a unit test fails while the answers are stale; a
+cached fixture without them is scored when a launch first reads it).
 
 The answers are computed by :func:`qwen3_logprobs`, a plain-torch forward of the Qwen3 layout read straight
 from ``model.safetensors`` (embedding, RMSNorm, q/k norms, rotary positions, grouped-query causal attention,
@@ -23,9 +24,24 @@ from pathlib import Path
 from typing import Any
 
 from autotest.errors import UsageError
+from autotest.workloads.tasks import get_task
 
 ANSWERS_FILE = "probe_answers.json"
 REGENERATE = "python -m autotest.workloads.probe_answers FIXTURE_DIR"
+
+#: fixed probe sequences per teacher (the first training targets of its domain)
+PROBE_PROMPTS = 4
+
+
+def probe_sequences(domain: str, count: int = PROBE_PROMPTS) -> list[list[int]]:
+    """``count`` fixed sequences of ``domain``: a prompt, a correct answer, ``<eos>``."""
+    from autotest.workloads.teachers import correct_pairs
+    from autotest.workloads.tiny_lm import DigitTokenizer
+
+    task = get_task(domain)
+    eos = DigitTokenizer().eos_id
+    return [list(task.prompt(t).token_ids) + list(correct_pairs(task, t)[0]) + [eos]
+            for t in task.train_targets[:count]]
 
 
 def qwen3_logprobs(checkpoint: Path, sequences: Sequence[Sequence[int]]) -> list[list[float]]:
@@ -80,7 +96,6 @@ def qwen3_logprobs(checkpoint: Path, sequences: Sequence[Sequence[int]]) -> list
 
 def record_answers(root: Path, domains: Sequence[str]) -> dict[str, Any]:
     """Score each teacher of the fixture at ``root`` on its probe sequences; write ``root/probe_answers.json``."""
-    from autotest.workloads.teacher_probe import probe_sequences
     from autotest.workloads.teachers import teacher_name, weights_digest
 
     teachers: dict[str, Any] = {}
@@ -98,7 +113,6 @@ def record_answers(root: Path, domains: Sequence[str]) -> dict[str, Any]:
 def recorded_answers(root: Path, weights: dict[str, str], domains: Sequence[str]) -> dict[str, Any]:
     """The answers recorded beside the fixture at ``root``, checked against its weights (``name -> sha256``)
     and today's probe sequences; a ``UsageError`` line naming the fix when they are missing or stale."""
-    from autotest.workloads.teacher_probe import probe_sequences
     from autotest.workloads.teachers import teacher_name
 
     path = root / ANSWERS_FILE

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autotest.errors import UsageError
-from autotest.workloads.tasks import get_task
 from autotest.workloads.teacher_client import request_logprobs
 
 if TYPE_CHECKING:
@@ -33,19 +32,7 @@ PROBE_METRIC = "distillation/teacher_probe/{teacher}"
 #: (~1e-6: another fp32 forward of the same weights), a temperature of 1.1 or a misaligned token gives 0.1 and more,
 #: the other teacher's weights several nats
 PROBE_TOLERANCE = 1e-3
-#: fixed probe sequences per teacher (the first training targets of its domain)
-PROBE_PROMPTS = 4
 
-
-def probe_sequences(domain: str, count: int = PROBE_PROMPTS) -> list[list[int]]:
-    """``count`` fixed sequences of ``domain``: a prompt, a correct answer, ``<eos>``."""
-    from autotest.workloads.teachers import correct_pairs
-    from autotest.workloads.tiny_lm import DigitTokenizer
-
-    task = get_task(domain)
-    eos = DigitTokenizer().eos_id
-    return [list(task.prompt(t).token_ids) + list(correct_pairs(task, t)[0]) + [eos]
-            for t in task.train_targets[:count]]
 
 
 def write_references(fixture: Fixture, path: Path, log: Callable[[str], None] = print) -> dict[str, Any]:

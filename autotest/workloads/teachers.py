@@ -461,10 +461,6 @@ def prepare(recipe: TeacherRecipe, out_dir: Path, log: Callable[[str], None] = p
     for name, model in models.items():
         save_checkpoint(model, out_dir / name)
         accuracy[name] = sampled_accuracy(model, recipe.model, recipe.domains, recipe.eval_samples)
-    # the teacher probe's reference, scored from the saved weights by a forward that shares no code with the server
-    from autotest.workloads.probe_answers import record_answers
-
-    record_answers(out_dir, recipe.domains)
     info = {
         "key": recipe.key(),
         "recipe": dataclasses.asdict(recipe),
@@ -482,6 +478,7 @@ def prepare(recipe: TeacherRecipe, out_dir: Path, log: Callable[[str], None] = p
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["--refresh-committed"]:
-        print(f"[teachers] committed fixture refreshed: {refresh_committed().weights()}")
+        print(f"[teachers] committed fixture refreshed: {refresh_committed().weights()}; now record the teacher "
+              "probe's answers from these weights: python -m autotest.workloads.probe_answers")
     else:  # the child of prepare_in_child: OUT_DIR RECIPE_JSON
         prepare(recipe_from_dict(json.loads(sys.argv[2])), Path(sys.argv[1]))

@@ -12,13 +12,12 @@ torch = pytest.importorskip("torch")
 
 from autotest.errors import UsageError  # noqa: E402
 from autotest.workloads.teacher_client import request_logprobs  # noqa: E402
+from autotest.workloads.probe_answers import PROBE_PROMPTS, probe_sequences  # noqa: E402
 from autotest.workloads.teacher_probe import (  # noqa: E402
-    PROBE_PROMPTS,
     PROBE_TOLERANCE,
     load_references,
     probe_line,
     probe_metrics,
-    probe_sequences,
     run_probe,
     write_references,
 )

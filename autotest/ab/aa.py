@@ -66,6 +66,10 @@ def calibrate_paired(case: Case, options: PairedCalibrationOptions) -> PairedCal
     if runs < 2:
         raise UsageError(f"--runs: {runs} is below 2; paired noise needs at least two A/A pairs")
     seeds = calibration_seeds(case, runs)
+    if len(set(seeds)) < len(seeds):  # a pair repeated on one seed measures one difference twice, not the noise
+        raise UsageError(f"{case.source}: seed.calibration: paired noise needs {runs} distinct seeds, one per A/A "
+                         f"pair, and the case gives {sorted(set(seeds))}; list them (e.g. seed.calibration: "
+                         f"{list(range(runs))}) or ask for fewer --runs")
     root = options.results_root or options.run.launch.results_root or default_results_root()
     folder = fresh_folder(Path(root).resolve() / case.name,
                           f"aa-{run_stamp()}")

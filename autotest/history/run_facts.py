@@ -14,7 +14,8 @@ from autotest.errors import UsageError
 #: a gating run (the default); the other kinds a run may have are in :data:`RUN_KINDS`
 GATE = "gate"
 #: why a run was made; only ``TRUSTED_KINDS`` feed calibrate --from-history, drift and the dashboard's bands
-RUN_KINDS = (GATE, "calibration", "fault", "dry-run", "bisect", "tier")  # tier: a shorter run (--tier), never trusted
+#: (``tier``: a shorter run, ``--tier``; ``ab``: a run of an A/B or of its A/A pairs: neither is ever trusted)
+RUN_KINDS = (GATE, "calibration", "fault", "dry-run", "bisect", "tier", "ab")
 TRUSTED_KINDS = (GATE, "calibration")
 
 

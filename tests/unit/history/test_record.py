@@ -97,7 +97,7 @@ V1 = '"schema_version": 1, '
     ('{' + V1 + '"case": "c", "status": "PASS", "results": [{"check_id": "a", "status": "PASS", "metric": 3}]}',
      "key 'results[0].metric' is a number, not text (or null)"),
     ('{' + V1 + '"case": "c", "status": "PASS", "context": {"kind": "nightly"}}',
-     "key 'context.kind' is 'nightly'; expected one of gate, calibration, fault, dry-run, bisect, tier"),
+     "key 'context.kind' is 'nightly'; expected one of gate, calibration, fault, dry-run, bisect, tier, ab"),
     ('{' + V1 + '"case": "c", "status": "PASS", "context": {"commit": {"sha": 5}}}',
      "key 'context.commit.sha' is 5; expected text"),
 ])

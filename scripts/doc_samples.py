@@ -58,7 +58,7 @@ def portable(text: str) -> str:
 
 
 def volatile(text: str) -> str:
-    """What differs between two runs of the same code: the results folder's name, the measured cost, pytest's seconds."""
+    """What differs between two runs of the same code: the results folder's name, the cost, pytest's seconds."""
     text = re.sub(r"\d{8}-\d{6}-pid\d+", "<run>", text)
     text = re.sub(r"(for|cost) \d+(\.\d+)? (CPU|GPU|core)-s", r"\1 <cost> \3-s", text)  # measured, varies per run
     return re.sub(r" in \d+(\.\d+)?s( \(\d+:\d\d:\d\d\))?", " in <s>s", text)

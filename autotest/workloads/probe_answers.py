@@ -141,7 +141,8 @@ def check_weights(recorded: Mapping[str, str], on_disk: Mapping[str, str], root:
     for name, digest in on_disk.items():
         if recorded.get(name) != digest:
             raise UsageError(f"{root}: {name}/model.safetensors (sha256 {digest[:12]}) is not the checkpoint "
-                             f"fixture.json recorded (sha256 {str(recorded.get(name))[:12]}); restore it (git checkout) "
+                             f"fixture.json recorded (sha256 {str(recorded.get(name))[:12]}); restore it "
+                             "(git checkout) "
                              "or regenerate with python -m autotest.workloads.teachers --refresh-committed")
 
 

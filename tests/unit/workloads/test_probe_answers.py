@@ -11,7 +11,12 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from autotest.errors import UsageError  # noqa: E402
-from autotest.workloads.probe_answers import ANSWERS_FILE, probe_sequences, qwen3_logprobs, recorded_answers  # noqa: E402
+from autotest.workloads.probe_answers import (  # noqa: E402
+    ANSWERS_FILE,
+    probe_sequences,
+    qwen3_logprobs,
+    recorded_answers,
+)
 from autotest.workloads.teacher_probe import write_references  # noqa: E402
 from autotest.workloads.teachers import COMMITTED_DIR, load_checkpoint, open_fixture, teacher_name  # noqa: E402
 

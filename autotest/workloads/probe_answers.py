@@ -142,8 +142,8 @@ def check_weights(recorded: Mapping[str, str], on_disk: Mapping[str, str], root:
         if recorded.get(name) != digest:
             raise UsageError(f"{root}: {name}/model.safetensors (sha256 {digest[:12]}) is not the checkpoint "
                              f"fixture.json recorded (sha256 {str(recorded.get(name))[:12]}); restore it "
-                             "(git checkout) "
-                             "or regenerate with python -m autotest.workloads.teachers --refresh-committed")
+                             "(git checkout) or regenerate with python -m autotest.workloads.teachers "
+                             "--refresh-committed")
 
 
 def main(argv: Sequence[str]) -> int:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from autotest.inputs.baseline import Baseline, CheckSpec
 from autotest.judge.power import GatePower, describe_mde, gate_power, target_misses
+from autotest.scopes import find
 
 NOT_JUDGED = "not judged"
 #: the cell of a judged gate with no MDE (a bound: ``method: value``, or an uncalibrated gate)
@@ -59,7 +60,8 @@ def judged_from(check: CheckSpec, metric_steps: Sequence[int], full: int) -> int
     metric whose golden logs ``metric_steps`` (none: a bound on a metric with no golden, read at the steps the check
     declares); None when nothing it reads falls inside the run."""
     steps = sorted(s for s in metric_steps if s <= full)
-    if check.scope == "stepwise":
+    kind = find(check.scope)
+    if kind is not None and kind.judged_per_step:
         return steps[0] if steps else min(1, full)
     if check.window is not None:
         first, last = check.window

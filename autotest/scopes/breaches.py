@@ -55,6 +55,7 @@ def allowed_count(runs: int, steps: int, budget: float) -> tuple[int, float]:
 
 class Breaches(Stepwise):
     name = "breaches"
+    judged_per_step = False  # its count of breaching steps is over the whole run
     exclusive_keys = (ALLOWED,)
     keys = (ALLOWED,)
     #: calibration sets this kind's value bound (every other ``method: value`` threshold is kept as written)

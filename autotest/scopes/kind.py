@@ -212,6 +212,8 @@ class Scope:
     plots_band: ClassVar[bool] = True
     #: calibration sets a ``method: value`` bound of this kind too (``calibrate``; any other kind's bound is kept)
     calibrates_value: ClassVar[bool] = False
+    #: each step is judged on its own, so any prefix of a run is judged from its first step (power by run length)
+    judged_per_step: ClassVar[bool] = False
 
     def parse(self, sec: Section) -> dict[str, Any]:
         """This kind's fields of the :class:`CheckSpec` from the check's section (a bad value fails there).

@@ -28,6 +28,7 @@ def breached_share(points, breaches) -> str:
 
 class Percentile(Stepwise):
     name = "percentile"
+    judged_per_step = False  # its statistic is over the whole run
     exclusive_keys = ("percentile",)
     keys = ("percentile",)
 

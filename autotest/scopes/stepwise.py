@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 class Stepwise(Scope):
     name = "stepwise"
     locates = True
+    judged_per_step = True
 
     def evaluate(self, spec: CheckSpec, job: Job) -> Any:
         steps = in_range(job.cur if job.gold is None else job.gold, job.calibrated)

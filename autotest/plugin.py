@@ -347,13 +347,14 @@ def assert_case_outcome(run: CaseRun, strict: bool) -> None:
     """Turn a CaseRun into the test's outcome: pass, skip (or fail when strict), or fail with the report."""
     from autotest.pipeline import DRY_RUN, SKIP
     from autotest.report.markdown import kind_phrase
+    from autotest.terminal import echo
 
     if run.status == SKIP:
         if strict:
             pytest.fail(f"{run.case} cannot run here (strict mode): {run.reason}", pytrace=False)
         pytest.skip(f"{run.case}: {run.reason}")
     if run.status == DRY_RUN:
-        print(run.card)
+        echo(*run.card.splitlines())  # stored text (a case's description, a path): escaped
         pytest.skip(f"{run.case}: dry run; command: {run.command_line}")
     if run.unsaved:  # the verdict stands, but its results folder is incomplete: never a silent pass
         pytest.fail(run.summary_line(), pytrace=False)

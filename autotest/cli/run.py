@@ -27,15 +27,20 @@ def add_cases_parser(sub: argparse._SubParsersAction) -> None:
     add_declared(p, "cases")
 
 
+def _show_card(card: str) -> None:
+    """The card, each line escaped: a case's description or a path is stored text (:mod:`autotest.terminal`)."""
+    echo(*card.splitlines())
+
+
 def _confirm_on_terminal(card: str) -> bool:
-    print(card)
+    _show_card(card)
     if not sys.stdin.isatty():
         raise UsageError("not on a terminal: pass --yes to launch without confirmation")
     return input("Launch this run? [y/N] ").strip().lower() in ("y", "yes")
 
 
 def _show(card: str) -> bool:
-    print(card)
+    _show_card(card)
     return True
 
 
@@ -55,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         options = options.changed(judge={"baseline_path": baseline_files(case, args.baselines_dir)[0]})
     outcome = run_case(case, options)
     if outcome.status == DRY_RUN and args.dry_run:
-        print(outcome.card)
+        _show_card(outcome.card)
     if outcome.verdict is not None:
         shadows = shadow_alarms(outcome.verdict.results)
         for result in outcome.verdict.failing():

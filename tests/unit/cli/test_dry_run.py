@@ -37,3 +37,17 @@ def test_a_dry_run_with_a_detect_typo_names_the_metric(tmp_path: Path, capsys) -
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1
     assert "detect.response/reward/mean: not a metric" in err[0] and "did you mean 'response/rewards/mean'?" in err[0]
+
+
+def test_the_card_shows_a_terminal_escape_in_the_case_as_text(tmp_path: Path, capsys) -> None:
+    """The card quotes the case's description: an escape there is shown as ``\\x1b``, never obeyed."""
+    case = tmp_path / "tiny-grpo.yaml"
+    text = (ROOT / "autotest" / "cases" / "tiny-grpo.yaml").read_text()
+    baseline = ROOT / "baselines" / "tiny-grpo.yaml"
+    lines = text.replace("baseline: baselines/tiny-grpo.yaml", f"baseline: {baseline}").splitlines()
+    lines = [('description: "clears the screen \\e[2J here"' if line.startswith("description:") else line)
+             for line in lines]
+    case.write_text("\n".join(lines) + "\n")
+    assert main(["run", str(case), "--dry-run", "--no-history", "--results-dir", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "clears the screen \\x1b[2J here" in out

@@ -42,10 +42,14 @@ ROLES: Mapping[str, tuple[str, str]] = MappingProxyType({
     "step_time": ("performance", "wall time of a step or of a phase of it (seconds)"),
     "throughput": ("performance", "tokens or samples per second"),
     "memory": ("memory", "memory of the training process per step: resident set or device memory, current or peak"),
+    "distinct_prompts": ("data", "distinct prompts (dataset rows) among a step's training prompts"),
+    "repeated_prompts": ("data", "a step's training prompts handed over again within the step (prompts - distinct)"),
+    "source_prompts": ("data", "a step's training prompts from one source (data_source, task or dataset)"),
+    "prompt_digest": ("data", "a digest (hash) of a step's training prompts in order; equal means the same prompts"),
 })
 
 #: triage groups, in the order evidence tables list them
-GROUPS = ("reward", "eval", "rollout", "dynamics", "teacher", "consistency", "performance", "memory")
+GROUPS = ("reward", "eval", "rollout", "dynamics", "teacher", "consistency", "performance", "memory", "data")
 
 TEACHER_SEPARATOR = "/"
 
@@ -109,10 +113,14 @@ PRESETS: Mapping[str, Preset] = MappingProxyType({p.name: p for p in (
            ("InternLM/xtuner xtuner/v1/train/rl_trainer.py (response/*, time/*, eval/*)",
             "InternLM/xtuner xtuner/v1/rl (mismatch/*, entropy/*)",
             "xtuner recipe/on_policy_distillation (distillation/*)",
-            "InternLM/xtuner xtuner/v1/train/trainer.py (memory/max_memory_GB, memory/reserved_memory_GB)"),
+            "InternLM/xtuner xtuner/v1/train/trainer.py (memory/max_memory_GB, memory/reserved_memory_GB)",
+            "rl-autotest's embedded workloads (data/*, autotest/workloads/data_metrics.py): xtuner logs no prompt "
+            "composition of its own"),
            _rules(("response/rewards/*", "reward"), ("response/response_len/*", "response_length"),
                   ("mismatch/*", "mismatch"), ("entropy/*", "entropy"), ("eval/*", "eval"),
-                  ("distillation/*", "distill_kl"), ("time/*", "step_time"), ("memory/*", "memory")),
+                  ("distillation/*", "distill_kl"), ("time/*", "step_time"), ("memory/*", "memory"),
+                  ("data/distinct_prompts", "distinct_prompts"), ("data/repeated_prompts", "repeated_prompts"),
+                  ("data/source/*", "source_prompts"), ("data/prompt_digest", "prompt_digest")),
            teacher_glob="distillation/teacher_kl/*"),
     Preset("verl", "verl (PPO/GRPO ray trainer, JSONL or TensorBoard)",
            ("volcengine/verl verl/trainer/ppo/metric_utils.py (critic/*, response_length/*, timing_s/*, perf/*)",

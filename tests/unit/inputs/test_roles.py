@@ -186,7 +186,7 @@ def test_bad_role_declarations_are_one_line(tmp_path: Path, extra, message):
 
 
 def test_vocabulary_is_small_and_closed():
-    assert 8 <= len(ROLES) <= 16
+    assert 8 <= len(ROLES) <= 18  # 14 training roles and the 4 of a step's data composition (issue 44)
     assert check_role("reward") is None and check_role("distill_kl/gsm8k") is None
     assert check_role("accuracy") is not None
 

@@ -1,0 +1,67 @@
+"""Faults in what the trainer is fed, never in how it trains: the data loader repeats prompts, the mix of sources
+changes (issue 44). The run logs its prompts' composition per step (:mod:`.data_metrics`), so the harness can name
+the data metric that moved. Registered in :mod:`autotest.workloads.faults` beside the others.
+
+| fault | effect | verdict | breached | triage |
+|---|---|---|---|---|
+| ``prompts-twice`` | every prompt of a step is handed over twice: the step trains on half as many distinct prompts | FAIL | rewards | training-data (``data composition``: repeated prompts) |
+| ``source-mix[:K]`` | from step K (16) every fourth prompt comes from ``digit_product``, a source the run never trained on | FAIL | rewards | training-data (``data composition``: the sources' counts) |
+
+Both act on the prompts after they are drawn (``FaultHooks.on_prompts``), draw nothing themselves, and leave the
+run's random streams as they are.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from autotest.workloads.fault_hooks import REWARDS, FaultHooks
+
+if TYPE_CHECKING:
+    from autotest.workloads.tasks import Prompt
+
+#: the triage rule that names other training data (autotest.judge.triage)
+TRAINING_DATA = "training-data"
+#: the source ``source-mix`` mixes in (a task of autotest.workloads.tasks the GRPO run does not train on)
+MIXED_SOURCE = "digit_product"
+#: every MIX_EVERY-th prompt is replaced from step K on
+MIX_EVERY = 4
+
+
+class PromptsTwice(FaultHooks):
+    """The data loader hands over every prompt of a step twice: it takes half the step's prompts and repeats each
+    one (a ``repeat`` or an ``n``-times expansion applied at the prompt level as well as the sample level), so the
+    step holds half as many distinct prompts, each with twice the samples."""
+
+    name = "prompts-twice"
+    expected = {"verdict": "FAIL", "breached": [REWARDS], "triage": TRAINING_DATA,
+                "composition": "data/repeated_prompts"}
+
+    def on_prompts(self, prompts: list[Prompt], step: int) -> list[Prompt]:
+        half = prompts[: (len(prompts) + 1) // 2]
+        return [p for p in half for _ in range(2)][: len(prompts)]
+
+
+class SourceMix(FaultHooks):
+    """From step K on, every fourth prompt comes from another source (``digit_product``): a data mixture whose weights
+    are read again at an epoch boundary from a config that mixes that dataset in. The prompts replaced keep their
+    place; each becomes the other task's prompt for a target chosen by the one it replaces."""
+
+    name = "source-mix"
+    arg_help = "K, the first step with the changed mix (default 16)"
+    default_arg = "16"
+    expected = {"verdict": "FAIL", "breached": [REWARDS], "triage": TRAINING_DATA,
+                "composition": f"data/source/{MIXED_SOURCE}"}
+
+    def on_prompts(self, prompts: list[Prompt], step: int) -> list[Prompt]:
+        from autotest.workloads.tasks import get_task
+
+        if step < self.int_arg():
+            return prompts
+        other = get_task(MIXED_SOURCE)
+        targets = other.train_targets
+        return [other.prompt(targets[p.target % len(targets)]) if i % MIX_EVERY == MIX_EVERY - 1 else p
+                for i, p in enumerate(prompts)]
+
+
+DATA_FAULTS = (PromptsTwice, SourceMix)

@@ -113,14 +113,10 @@ PRESETS: Mapping[str, Preset] = MappingProxyType({p.name: p for p in (
            ("InternLM/xtuner xtuner/v1/train/rl_trainer.py (response/*, time/*, eval/*)",
             "InternLM/xtuner xtuner/v1/rl (mismatch/*, entropy/*)",
             "xtuner recipe/on_policy_distillation (distillation/*)",
-            "InternLM/xtuner xtuner/v1/train/trainer.py (memory/max_memory_GB, memory/reserved_memory_GB)",
-            "rl-autotest's embedded workloads (data/*, autotest/workloads/data_metrics.py): xtuner logs no prompt "
-            "composition of its own"),
+            "InternLM/xtuner xtuner/v1/train/trainer.py (memory/max_memory_GB, memory/reserved_memory_GB)"),
            _rules(("response/rewards/*", "reward"), ("response/response_len/*", "response_length"),
                   ("mismatch/*", "mismatch"), ("entropy/*", "entropy"), ("eval/*", "eval"),
-                  ("distillation/*", "distill_kl"), ("time/*", "step_time"), ("memory/*", "memory"),
-                  ("data/distinct_prompts", "distinct_prompts"), ("data/repeated_prompts", "repeated_prompts"),
-                  ("data/source/*", "source_prompts"), ("data/prompt_digest", "prompt_digest")),
+                  ("distillation/*", "distill_kl"), ("time/*", "step_time"), ("memory/*", "memory")),
            teacher_glob="distillation/teacher_kl/*"),
     Preset("verl", "verl (PPO/GRPO ray trainer, JSONL or TensorBoard)",
            ("volcengine/verl verl/trainer/ppo/metric_utils.py (critic/*, response_length/*, timing_s/*, perf/*)",
@@ -186,6 +182,21 @@ PRESETS: Mapping[str, Preset] = MappingProxyType({p.name: p for p in (
 )})
 
 
+#: names for the roles no framework logs (a step's data composition, issue 44), defined by the harness and logged by
+#: its embedded workloads: any log that uses them gets these roles, whatever its preset (tried after the preset)
+HARNESS_NAMES = Preset("rl-autotest", "names rl-autotest defines where no framework logs the quantity",
+                       ("rl-autotest autotest/workloads/data_metrics.py (data/*)",),
+                       _rules(("data/distinct_prompts", "distinct_prompts"), ("data/repeated_prompts", "repeated_prompts"),
+                              ("data/source/*", "source_prompts"), ("data/prompt_digest", "prompt_digest")))
+
+
+def group_globs(group: str) -> tuple[str, ...]:
+    """Every preset's patterns for the roles of ``group`` (e.g. ``data``): what a comparison reads beside the
+    checked metrics so that a reading can see them."""
+    return tuple(dict.fromkeys(p for preset in (*PRESETS.values(), HARNESS_NAMES) for p, role in preset.rules
+                               if group_of(role) == group))
+
+
 def check_preset(name: object) -> tuple[str, str] | None:
     """None if ``name`` is a preset, else (problem, fix) with a did-you-mean."""
     if isinstance(name, str) and name in PRESETS:
@@ -222,7 +233,8 @@ class RoleMap:
             return None
         if metric in self.declared:
             return self.declared[metric]
-        return PRESETS[self.preset].role_of(metric) if self.preset else None
+        found = PRESETS[self.preset].role_of(metric) if self.preset else None
+        return found if found is not None else HARNESS_NAMES.role_of(metric)
 
     def base_role_of(self, metric: str | None) -> str | None:
         role = self.role_of(metric)

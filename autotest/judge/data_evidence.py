@@ -42,6 +42,7 @@ COMPOSITION_ROLES = ("repeated_prompts", "distinct_prompts", "source_prompts")
 MIN_SHARE = 0.05
 #: steps at the start of a run that are the reference of a source's count when the golden has none
 REFERENCE_STEPS = 3
+GOLDEN = "the golden's"
 
 
 def _step_total(current: Trace, roles: RoleMap, step: int) -> float | None:
@@ -64,18 +65,16 @@ def _reference(metric: str, role: str, golden: Trace, current: Trace) -> tuple[d
     steps = [s for s in current.train_steps if s in (current.get(metric) or {})]
     gold = golden.get(metric) or {}
     if any(s in gold for s in steps):
-        return {s: gold[s] for s in steps if s in gold}, "the golden's"
+        return {s: gold[s] for s in steps if s in gold}, GOLDEN
     if role == "repeated_prompts":
-        return dict.fromkeys(steps, 0.0), ("none repeated: the golden does not log it, and a sampler over dataset "
-                                           "rows hands each once per step")
+        return dict.fromkeys(steps, 0.0), "none repeated, as a sampler over dataset rows hands each once per step"
     train = list(current.train_steps)
     if role == "source_prompts" and len(train) >= REFERENCE_STEPS + ONSET_RUN:
         # a source absent from a step had no prompt there: a source mixed in later starts from 0
         values = current.get(metric) or {}
         first = train[:REFERENCE_STEPS]
         mean = math.fsum(values.get(s, 0.0) for s in first) / len(first)
-        return ({s: mean for s in train[REFERENCE_STEPS:]},
-                f"the run's own first {REFERENCE_STEPS} steps' mean; the golden does not log it")
+        return {s: mean for s in train[REFERENCE_STEPS:]}, f"the run's own first {REFERENCE_STEPS} steps"
     return None
 
 
@@ -141,7 +140,8 @@ def composition_evidence(golden: Trace, current: Trace, roles: RoleMap) -> Measu
     metric, role, what, run, differing, total = held
     step, have, want = run[0]
     direction = "above" if have > want else "below"
-    finding = (f"{metric} {direction} its reference from step {step}: {have:g} against {want:g} ({what}), "
+    unlogged = "" if what == GOLDEN else "; the golden does not log it"
+    finding = (f"{metric} {direction} its reference from step {step}: {have:g} against {want:g} ({what}{unlogged}), "
                f"{differing} of {total} steps differ")
     values = {"metric": metric, "role": role, "onset": str(step), "current": f"{have:g}", "reference": f"{want:g}",
               "reference_kind": what, "direction": direction, "steps": f"{differing} of {total}"}

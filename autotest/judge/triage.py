@@ -14,7 +14,7 @@ framework's metric names.
 | 3 | ``metric-names`` | the log lacks checked metrics of the baseline (``metrics[names]`` ERROR) |
 | 4 | ``run-shape`` | the step count differs from the case's while the run exited 0 of its own accord, its log ends on a whole row and every gate passes again over the steps both runs did (``run shape`` reading) |
 | 5 | ``run-incomplete`` | the run ended early (a structural check could not decide); not shown when ``run-shape`` fits |
-| 6 | ``training-data`` | the ``data composition`` reading: a metric of a data role (repeated prompts, distinct prompts, a source's prompts) off its reference (the golden's; without one, none repeated, or a source's share at the run's first steps) by a prompt and 5% of the step or more (a source: 2 binomial sds too) at 3+ steps in a row, one way |
+| 6 | ``training-data`` | an accuracy or mismatch breach and the ``data composition`` reading: a metric of a data role (repeated prompts, distinct prompts, a source's prompts) off its reference (the golden's; without one, none repeated, or a source's share at the run's first steps) by a prompt and 5% of the step or more (a source: 2 binomial sds too) at 3+ steps in a row, one way |
 | 7 | ``logging-units`` | the ``smoothed log`` reading: every metric logged at each step calmer (step-to-step roughness in noise sds) than the calmest calibration run, and with an exponential moving average undone on every metric every gate passes and every metric is within its per-step noise; no mismatch breach |
 | 8 | ``logging-units`` | one metric breached, not a score (reward, eval), a teacher's KL nor a mismatch metric, every other gate passed and every other gated metric within its per-step noise at every step; that metric is the golden moved by whole steps (logged from the previous or the next step), or divided by a constant factor (or less a constant offset, or against the golden smoothed by an EMA) it stays within its per-step noise at every step and passes its own gates, or it is off the golden from its first step while no other metric leaves its per-step noise (``logging/units`` reading, five common steps or more) |
 | 9 | ``eval-path`` | only eval breached; every checked training role within bounds at every step |
@@ -167,11 +167,10 @@ RULES: tuple[Rule, ...] = (
     Rule("run-incomplete", (incomplete,),
          "the run did not complete (crash, hang, timeout or a truncated log): read the run's logs before judging "
          "accuracy", "the breaches above were measured on the steps the run did reach", unless=("run-shape",)),
-    Rule("training-data", (measured_holds(COMPOSITION),),
-         "the training data changed: {metric} is {current} per step from step {onset} against {reference} ({reference_kind}; "
-         "{steps} steps differ); check what the trainer is fed (the data loader and its sampler: repeat or expansion "
-         "settings, shard and epoch index, the data mix and its weights, filters, deduplication), not the sampling "
-         "settings or the training loop",
+    Rule("training-data", (measured_holds(COMPOSITION), accuracy_breach),
+         "the training data changed: {metric} is {current} per step from step {onset}, {reference} before ("
+         "{reference_kind}); check what the trainer is fed (the data loader and sampler: repeat settings, shard "
+         "and epoch index, the data mix and its weights, filters), not the sampling settings",
          "the log's own count of what each step was fed moved: the data changed before anything the policy does",
          fills=COMPOSITION),
     Rule("logging-units", (measured_holds(SMOOTHED), not_breached("consistency")),

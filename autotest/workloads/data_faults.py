@@ -4,7 +4,7 @@ the data metric that moved. Registered in :mod:`autotest.workloads.faults` besid
 
 | fault | effect | verdict | breached | triage |
 |---|---|---|---|---|
-| ``prompts-twice`` | every prompt of a step is handed over twice: the step trains on half as many distinct prompts | FAIL | rewards | training-data (``data composition``: repeated prompts) |
+| ``prompts-repeated[:N]`` | every prompt of a step is handed over N (8) times: the step trains on 1/N as many distinct prompts | FAIL | rewards, eval | training-data (``data composition``: repeated prompts) |
 | ``source-mix[:K]`` | from step K (16) every fourth prompt comes from ``digit_product``, a source the run never trained on | FAIL | rewards | training-data (``data composition``: the sources' counts) |
 
 Both act on the prompts after they are drawn (``FaultHooks.on_prompts``), draw nothing themselves, and leave the
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from autotest.workloads.fault_hooks import REWARDS, FaultHooks
+from autotest.workloads.fault_hooks import EVAL, REWARDS, FaultHooks
 
 if TYPE_CHECKING:
     from autotest.workloads.tasks import Prompt
@@ -28,18 +28,24 @@ MIXED_SOURCE = "digit_product"
 MIX_EVERY = 4
 
 
-class PromptsTwice(FaultHooks):
-    """The data loader hands over every prompt of a step twice: it takes half the step's prompts and repeats each
+class PromptsRepeated(FaultHooks):
+    """The data loader hands over every prompt of a step N times: it takes 1/N of the step's prompts and repeats each
     one (a ``repeat`` or an ``n``-times expansion applied at the prompt level as well as the sample level), so the
-    step holds half as many distinct prompts, each with twice the samples."""
+    step holds 1/N as many distinct prompts, each with N times the samples."""
 
-    name = "prompts-twice"
-    expected = {"verdict": "FAIL", "breached": [REWARDS], "triage": TRAINING_DATA,
-                "composition": "data/repeated_prompts"}
+    name = "prompts-repeated"
+    arg_help = "N, how many times each prompt is handed over (default 8)"
+    default_arg = "8"
+    expected = {"verdict": "FAIL", "breached": [REWARDS, EVAL], "triage": TRAINING_DATA,
+                "composition": "data/repeated_prompts",
+                "measured": "seed 0: N = 8 logs 56 repeats of 64 at every step, rewards 0.81 and eval 0.81 at step 45 "
+                "(golden 0.91, 0.92); N = 2 (the issue's case: 32 repeats) and N = 4 pass every accuracy gate (0.91 and "
+                "0.90 at step 45): 32 or 16 draws a step still hold most of the 9 targets"}
 
     def on_prompts(self, prompts: list[Prompt], step: int) -> list[Prompt]:
-        half = prompts[: (len(prompts) + 1) // 2]
-        return [p for p in half for _ in range(2)][: len(prompts)]
+        times = self.int_arg()
+        kept = prompts[: -(-len(prompts) // times)]
+        return [p for p in kept for _ in range(times)][: len(prompts)]
 
 
 class SourceMix(FaultHooks):
@@ -51,7 +57,9 @@ class SourceMix(FaultHooks):
     arg_help = "K, the first step with the changed mix (default 16)"
     default_arg = "16"
     expected = {"verdict": "FAIL", "breached": [REWARDS], "triage": TRAINING_DATA,
-                "composition": f"data/source/{MIXED_SOURCE}"}
+                "composition": f"data/source/{MIXED_SOURCE}",
+                "measured": "seed 0: data/source/digit_product 16 from step 16 (0 before), rewards 0.75 at step 45 "
+                "(golden 0.91), eval 0.91: the digit_product prompts score ~0 and leave digit_sum's learning as it was"}
 
     def on_prompts(self, prompts: list[Prompt], step: int) -> list[Prompt]:
         from autotest.workloads.tasks import get_task
@@ -64,4 +72,4 @@ class SourceMix(FaultHooks):
                 for i, p in enumerate(prompts)]
 
 
-DATA_FAULTS = (PromptsTwice, SourceMix)
+DATA_FAULTS = (PromptsRepeated, SourceMix)

@@ -126,7 +126,7 @@ def test_every_prompt_drawn_twice_is_a_data_finding_naming_the_metric(tmp_path: 
     assert "32 against 0" in reading.finding and "30 of 30 steps" in reading.finding
     primary = verdict.triage[0]
     assert primary.rule == "training-data"
-    assert REPEATED in primary.suggestion and "the data loader and its sampler" in primary.suggestion
+    assert REPEATED in primary.suggestion and "the data loader and sampler" in primary.suggestion
     assert "sampling settings (temperature" not in primary.suggestion
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from autotest.errors import UsageError
 from autotest.workloads.fault_hooks import EVAL, REWARDS, FaultHooks
 
 if TYPE_CHECKING:
@@ -42,8 +43,15 @@ class PromptsRepeated(FaultHooks):
                 "(golden 0.91, 0.92); N = 2 (the issue's case: 32 repeats) and N = 4 pass every accuracy gate (0.91 and "
                 "0.90 at step 45): 32 or 16 draws a step still hold most of the 9 targets"}
 
+    def magnitude(self) -> int:
+        """N, checked (``make_fault`` calls it up front)."""
+        value = int(self.arg) if (self.arg or "").isdigit() else 0
+        if value < 1:
+            raise UsageError(f"--fault {self.name}: N must be a positive integer, e.g. {self.name}:2 (got {self.arg!r})")
+        return value
+
     def on_prompts(self, prompts: list[Prompt], step: int) -> list[Prompt]:
-        times = self.int_arg()
+        times = self.magnitude()
         kept = prompts[: -(-len(prompts) // times)]
         return [p for p in kept for _ in range(times)][: len(prompts)]
 

@@ -131,7 +131,7 @@ def _validate(hooks: FaultHooks) -> None:
     checks: dict[str, Callable[[], object]] = {
         "crash-at": hooks.int_arg, "hang-at": hooks.int_arg, "nan-at": hooks.int_arg,
         "truncated-tracker": hooks.int_arg, "decode-positions": hooks.int_arg, "fewer-steps": hooks.int_arg,
-        "source-mix": hooks.int_arg, "prompts-repeated": hooks.int_arg, "slow-step": hooks.float_arg,
+        "source-mix": hooks.int_arg, "slow-step": hooks.float_arg,
         "changed-init": hooks.float_arg, "leak-memory": hooks.float_arg,
     }  # fmt: skip
     if isinstance(hooks, JudgeBug):

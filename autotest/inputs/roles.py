@@ -186,8 +186,9 @@ PRESETS: Mapping[str, Preset] = MappingProxyType({p.name: p for p in (
 #: its embedded workloads: any log that uses them gets these roles, whatever its preset (tried after the preset)
 HARNESS_NAMES = Preset("rl-autotest", "names rl-autotest defines where no framework logs the quantity",
                        ("rl-autotest autotest/workloads/data_metrics.py (data/*)",),
-                       _rules(("data/distinct_prompts", "distinct_prompts"), ("data/repeated_prompts", "repeated_prompts"),
-                              ("data/source/*", "source_prompts"), ("data/prompt_digest", "prompt_digest")))
+                       _rules(("data/distinct_prompts", "distinct_prompts"),
+                              ("data/repeated_prompts", "repeated_prompts"), ("data/source/*", "source_prompts"),
+                              ("data/prompt_digest", "prompt_digest")))
 
 
 def group_globs(group: str) -> tuple[str, ...]:

@@ -10,17 +10,19 @@ one prompt or more, by ``MIN_SHARE`` of the step's prompts or more, and, for a s
 binomial sds of the reference share (draws of a mixture vary by that much); the reading holds when one metric
 differs at ``ONSET_RUN`` steps in a row or more, all one way. It names that metric, the reference and both values.
 
-Most changes to how the policy learns (learning rate, mini-batches, weight sync) move what it scores on its training
-prompts and on the eval set the same way: a policy that learns slower scores lower on both. A policy that scores
-better on its training prompts and worse on the eval set (or the reverse) was trained on other prompts than the
-golden's: a sampler that repeats one shard, a filter that drops part of the data, a changed data mix. Other prompts
-change what is scored first and how the policy samples after; a policy its update sharpens too fast (a learning rate
-x 10, an entropy penalty) also scores higher on its training prompts and lower on eval, but its entropy leaves the
-golden first, so a training role (entropy, length) that moved before the training scores keeps the reading from
-holding. A judger that grades training answers leniently does the same from the first step; its own rules come first.
+``train against eval``: most changes to how the policy learns (learning rate, mini-batches, weight sync) move what
+it scores on its training prompts and on the eval set the same way: a policy that learns slower scores lower on
+both. A policy that scores better on its training prompts and worse on the eval set (or the reverse) was trained on
+other prompts than the golden's: a sampler that repeats one shard, a filter that drops part of the data, a changed
+data mix. Other prompts change what is scored first and how the policy samples after; a policy its update sharpens
+too fast (a learning rate x 10, an entropy penalty) also scores higher on its training prompts and lower on eval,
+but its entropy leaves the golden first, so a training role (entropy, length) that moved before the training scores
+keeps the reading from holding. A judger that grades training answers leniently does the same from the first step;
+its own rules come first.
 
-For ``train against eval``: training scores are read per step against the golden's per-step noise (their first onset, :mod:`.per_step_noise`);
-eval scores, logged at a few points, from their failed gates (the mean of current - golden over the gate's points).
+Its training scores are read per step against the golden's per-step noise (their first onset,
+:mod:`.per_step_noise`); eval scores, logged at a few points, from their failed gates (the mean of current - golden
+over the gate's points).
 """
 
 from __future__ import annotations
@@ -78,7 +80,8 @@ def _reference(metric: str, role: str, golden: Trace, current: Trace) -> tuple[d
     return None
 
 
-def _differs(metric: str, role: str, ref: dict[int, float], current: Trace, roles: RoleMap) -> list[tuple[int, float, float]]:
+def _differs(metric: str, role: str, ref: dict[int, float], current: Trace,
+             roles: RoleMap) -> list[tuple[int, float, float]]:
     """(step, current, reference) where ``metric`` differs from its reference (module docstring), in step order."""
     values = current.get(metric) or {}
     out = []

@@ -105,13 +105,13 @@ def sampled_differently(first_step: int, sampled: Sequence[CheckResult], at_firs
                 "resumed with (check the weight sync after loading the checkpoint)")
     if mismatch and digests:
         return (f"the sampling RNG: {where}{same} sampled differently ({shown}) while the train–inference mismatch "
-                f"stayed at its level there ({mismatch[0]}), so the rollout engine holds the trainer's weights; check that "
-                "the checkpoint saves and the resume restores the rollout's sampling RNG (its generator or seed "
-                "state)")
+                f"stayed at its level there ({mismatch[0]}), so the rollout engine holds the trainer's weights; "
+                "check that the checkpoint saves and the resume restores the rollout's sampling RNG (its generator or "
+                "seed state)")
     if mismatch:
-        return (f"the RNG (prompt order or sampling): {where} sampled differently ({shown}) while the train–inference "
-                f"mismatch stayed at its level there ({mismatch[0]}), so the rollout engine holds the trainer's weights; "
-                f"check the data sampler's and the sampling RNG's saved state; {PROMPTS_MISSING}")
+        return (f"the RNG (prompt order or sampling): {where} sampled differently ({shown}) while the "
+                f"train–inference mismatch stayed at its level there ({mismatch[0]}), so the rollout engine holds "
+                f"the trainer's weights; check the data sampler's and the sampling RNG's saved state; {PROMPTS_MISSING}")
     if digests:
         return (f"the sampling RNG or the rollout engine's weights: {where}{same} sampled differently ({shown}); no "
                 "train–inference mismatch metric was compared to tell the weights from the sampling RNG")

@@ -40,14 +40,15 @@ class PromptsRepeated(FaultHooks):
     expected = {"verdict": "FAIL", "breached": [REWARDS, EVAL], "triage": TRAINING_DATA,
                 "composition": "data/repeated_prompts",
                 "measured": "seed 0: N = 8 logs 56 repeats of 64 at every step, rewards 0.81 and eval 0.81 at step 45 "
-                "(golden 0.91, 0.92); N = 2 (the issue's case: 32 repeats) and N = 4 pass every accuracy gate (0.91 and "
-                "0.90 at step 45): 32 or 16 draws a step still hold most of the 9 targets"}
+                "(golden 0.91, 0.92); N = 2 (the issue's case: 32 repeats) and N = 4 pass every accuracy gate "
+                "(0.91 and 0.90 at step 45): 32 or 16 draws a step still hold most of the 9 targets"}
 
     def magnitude(self) -> int:
         """N, checked (``make_fault`` calls it up front)."""
         value = int(self.arg) if (self.arg or "").isdigit() else 0
         if value < 1:
-            raise UsageError(f"--fault {self.name}: N must be a positive integer, e.g. {self.name}:2 (got {self.arg!r})")
+            raise UsageError(f"--fault {self.name}: N must be a positive integer, e.g. {self.name}:2 "
+                             f"(got {self.arg!r})")
         return value
 
     def on_prompts(self, prompts: list[Prompt], step: int) -> list[Prompt]:

@@ -49,9 +49,11 @@ when it holds the run against a healthy baseline (``FaultHooks.expected``; all o
 k3 is ``mismatch/mismatch_k3_kl``; rewards ``response/rewards/mean``; eval ``eval/accuracy``. The resume faults
 breach the case's resume phase (``resume[match:<metric>]``), never a gate of the run that saved the checkpoint.
 ``decode-positions`` and ``recompute-dtype`` (:mod:`autotest.workloads.consistency_faults`) also carry the
-consistency job's finding; ``log-scale``, ``fewer-steps`` and ``log-previous`` are in :mod:`autotest.workloads.log_faults`, ``loss-per-microbatch`` in
-:mod:`autotest.workloads.equivalence_faults`, ``prompts-repeated`` and ``source-mix`` in :mod:`autotest.workloads.data_faults`, the sync-skip and ``stale-rank`` faults (with how one process emulates
-ranks, and ``expected["period"]``: the step period the verdict names) in :mod:`autotest.workloads.intermittent_faults`.
+consistency job's finding; ``log-scale``, ``fewer-steps`` and ``log-previous`` are in
+:mod:`autotest.workloads.log_faults`, ``loss-per-microbatch`` in :mod:`autotest.workloads.equivalence_faults`,
+``prompts-repeated`` and ``source-mix`` in :mod:`autotest.workloads.data_faults`, the sync-skip and ``stale-rank``
+faults (with how one process emulates ranks, and ``expected["period"]``: the step period the verdict names) in
+:mod:`autotest.workloads.intermittent_faults`.
 
 The ``expected`` dicts below are the exact data, each with what was ``measured`` (seed 0,
 default 45-step run; the raw effects are pinned by tests/unit/workloads and tests/integration/workloads).

@@ -168,7 +168,7 @@ RULES: tuple[Rule, ...] = (
          "the run did not complete (crash, hang, timeout or a truncated log): read the run's logs before judging "
          "accuracy", "the breaches above were measured on the steps the run did reach", unless=("run-shape",)),
     Rule("training-data", (measured_holds(COMPOSITION), accuracy_breach),
-         "the training data changed: {metric} is {current} per step from step {onset}, {reference} before ("
+         "the training data changed: {metric} is {current} per step from step {onset} against {reference} ("
          "{reference_kind}); check what the trainer is fed (the data loader and sampler: repeat settings, shard "
          "and epoch index, the data mix and its weights, filters), not the sampling settings",
          "the log's own count of what each step was fed moved: the data changed before anything the policy does",

@@ -128,6 +128,7 @@ def test_every_prompt_drawn_twice_is_a_data_finding_naming_the_metric(tmp_path: 
     assert primary.rule == "training-data"
     assert REPEATED in primary.suggestion and "the data loader and sampler" in primary.suggestion
     assert "sampling settings (temperature" not in primary.suggestion
+    assert len(primary.suggestion.split()) <= 70  # the next-step line's bound (test_next_step.py)
 
 
 def test_clean_data_metrics_do_not_read_as_data(tmp_path: Path) -> None:

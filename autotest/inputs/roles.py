@@ -42,10 +42,14 @@ ROLES: Mapping[str, tuple[str, str]] = MappingProxyType({
     "step_time": ("performance", "wall time of a step or of a phase of it (seconds)"),
     "throughput": ("performance", "tokens or samples per second"),
     "memory": ("memory", "memory of the training process per step: resident set or device memory, current or peak"),
+    "distinct_prompts": ("data", "distinct prompts (dataset rows) among a step's training prompts"),
+    "repeated_prompts": ("data", "a step's training prompts handed over again within the step (prompts - distinct)"),
+    "source_prompts": ("data", "a step's training prompts from one source (data_source, task or dataset)"),
+    "prompt_digest": ("data", "a digest (hash) of a step's training prompts in order; equal means the same prompts"),
 })
 
 #: triage groups, in the order evidence tables list them
-GROUPS = ("reward", "eval", "rollout", "dynamics", "teacher", "consistency", "performance", "memory")
+GROUPS = ("reward", "eval", "rollout", "dynamics", "teacher", "consistency", "performance", "memory", "data")
 
 TEACHER_SEPARATOR = "/"
 
@@ -178,6 +182,22 @@ PRESETS: Mapping[str, Preset] = MappingProxyType({p.name: p for p in (
 )})
 
 
+#: names for the roles no framework logs (a step's data composition, issue 44), defined by the harness and logged by
+#: its embedded workloads: any log that uses them gets these roles, whatever its preset (tried after the preset)
+HARNESS_NAMES = Preset("rl-autotest", "names rl-autotest defines where no framework logs the quantity",
+                       ("rl-autotest autotest/workloads/data_metrics.py (data/*)",),
+                       _rules(("data/distinct_prompts", "distinct_prompts"),
+                              ("data/repeated_prompts", "repeated_prompts"), ("data/source/*", "source_prompts"),
+                              ("data/prompt_digest", "prompt_digest")))
+
+
+def group_globs(group: str) -> tuple[str, ...]:
+    """Every preset's patterns for the roles of ``group`` (e.g. ``data``): what a comparison reads beside the
+    checked metrics so that a reading can see them."""
+    return tuple(dict.fromkeys(p for preset in (*PRESETS.values(), HARNESS_NAMES) for p, role in preset.rules
+                               if group_of(role) == group))
+
+
 def check_preset(name: object) -> tuple[str, str] | None:
     """None if ``name`` is a preset, else (problem, fix) with a did-you-mean."""
     if isinstance(name, str) and name in PRESETS:
@@ -214,7 +234,8 @@ class RoleMap:
             return None
         if metric in self.declared:
             return self.declared[metric]
-        return PRESETS[self.preset].role_of(metric) if self.preset else None
+        found = PRESETS[self.preset].role_of(metric) if self.preset else None
+        return found if found is not None else HARNESS_NAMES.role_of(metric)
 
     def base_role_of(self, metric: str | None) -> str | None:
         role = self.role_of(metric)

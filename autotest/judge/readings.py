@@ -9,6 +9,8 @@ traces themselves, each in a module of its own:
   the scores; which metrics were off the golden before any update);
 - the teachers (:mod:`.teacher_evidence`: a teacher's KL that points at that teacher, or the scores falling with it);
 - the training scores against the eval's (:mod:`.data_evidence`: opposite directions are other training data);
+- the data composition (:mod:`.data_evidence`: repeated prompts, distinct prompts or a source's count off their
+  reference, where the log has them);
 - a smoothed log (:mod:`.smoothing_evidence`: every metric calmer than any calibration run, an average undone
   passing).
 
@@ -23,7 +25,7 @@ from typing import Sequence
 
 from autotest.inputs.baseline import Baseline
 from autotest.inputs.roles import RoleMap
-from autotest.judge.data_evidence import train_eval_evidence
+from autotest.judge.data_evidence import composition_evidence, train_eval_evidence
 from autotest.judge.model import PASS, CheckResult, Measured, decide_status
 from autotest.judge.onset_evidence import first_step_evidence, onset_evidence
 from autotest.judge.shape_evidence import shape_evidence
@@ -53,5 +55,6 @@ def hypothesis_evidence(baseline: Baseline, golden: Trace, current: Trace, resul
                 first_step_evidence(per_step, golden, current, results, roles),
                 teacher_evidence(per_step, golden, current, results, roles),
                 train_eval_evidence(per_step, golden, current, results, roles),
+                composition_evidence(golden, current, roles),
                 smoothing_evidence(baseline, golden, current, results, roles, noise_scale))
     return tuple(m for m in readings if m is not None)

@@ -58,7 +58,7 @@ from autotest.judge.resume import is_resume_result
 from autotest.judge.seed_use import identical_runs
 from autotest.judge.shadow import ShadowCandidate, load_shadow_candidate
 from autotest.judge.trace import Trace
-from autotest.judge.verdict import Comparison, checked_metrics, golden_trace, judge
+from autotest.judge.verdict import READ_ALSO, Comparison, checked_metrics, golden_trace, judge
 from autotest.scopes import scope_kind
 
 #: roles judged on the per-step median over replicates (machine noise, not seed noise)
@@ -246,7 +246,7 @@ def _trace(case: Case, baseline: Baseline | None, folder: Path | None, extra: se
         return None
     try:
         return read_trace(path, case.tracker.format, dict(baseline.metric_aliases),
-                          metrics=checked_metrics(baseline) | extra)
+                          metrics=checked_metrics(baseline) | extra, also=READ_ALSO)
     except UsageError:
         return None
 

@@ -20,10 +20,12 @@ without a calibrated noise are not compared (the summary names how many).
 
 Every FAIL carries, in ``parameters["not_continued"]``, what the evidence says did not continue (triage reads it):
 the step counter; how one metric is logged (it alone differs while every other compared metric is bitwise equal at
-every resumed step, one after it at least: :mod:`.resume_causes`); the LR schedule (a ``learning_rate`` metric differs
-at the first resumed step); the rollout weights (the first resumed step sampled differently and a mismatch metric
-differs there) or the RNG (sampled differently, the mismatch metrics equal), each with the evidence that is missing
-to go further; else the optimizer state (the first resumed step sampled the same, its update did not).
+every resumed step, one after it at least: :mod:`.resume_causes`); the LR schedule (a ``learning_rate`` metric
+differs at the first resumed step); the prompt order (the first resumed step's prompt digest differs), the rollout
+weights (the same prompts sampled differently and a mismatch metric left its level there) or the sampling RNG (the
+same prompts, the mismatch at its level), each with the evidence that is missing to go further where the log lacks a
+digest or a mismatch metric (:mod:`.resume_causes`); else the optimizer state (the first resumed step sampled the
+same, its update did not).
 """
 
 from __future__ import annotations
@@ -297,7 +299,7 @@ def not_continued(resume: Resume, counter: CheckResult, matches: Sequence[CheckR
         return f"the LR schedule ({lr[0].metric} differs at step {first_step}, the first resumed step)"
     sampled = [r for r in at_first if roles.group_of(r.metric) in SAMPLED_GROUPS]
     if sampled:
-        return sampled_differently(first_step, sampled, at_first, compared, roles)
+        return sampled_differently(first_step, sampled, at_first, compared, roles, uninterrupted, resumed)
     if not failed:
         return "nothing the resume checks could name"
     earliest = min(failed, key=lambda r: (r.first_breach_step or 0, r.metric or ""))

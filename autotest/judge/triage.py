@@ -14,26 +14,27 @@ framework's metric names.
 | 3 | ``metric-names`` | the log lacks checked metrics of the baseline (``metrics[names]`` ERROR) |
 | 4 | ``run-shape`` | the step count differs from the case's while the run exited 0 of its own accord, its log ends on a whole row and every gate passes again over the steps both runs did (``run shape`` reading) |
 | 5 | ``run-incomplete`` | the run ended early (a structural check could not decide); not shown when ``run-shape`` fits |
-| 6 | ``logging-units`` | the ``smoothed log`` reading: every metric logged at each step calmer (step-to-step roughness in noise sds) than the calmest calibration run, and with an exponential moving average undone on every metric every gate passes and every metric is within its per-step noise; no mismatch breach |
-| 7 | ``logging-units`` | one metric breached, not a score (reward, eval), a teacher's KL nor a mismatch metric, every other gate passed and every other gated metric within its per-step noise at every step; that metric is the golden moved by whole steps (logged from the previous or the next step), or divided by a constant factor (or less a constant offset, or against the golden smoothed by an EMA) it stays within its per-step noise at every step and passes its own gates, or it is off the golden from its first step while no other metric leaves its per-step noise (``logging/units`` reading, five common steps or more) |
-| 8 | ``eval-path`` | only eval breached; every checked training role within bounds at every step |
-| 9 | ``rewards-only`` | only reward breached; eval, rollout (length, entropy), training dynamics and teachers within bounds at every step (one of them checked), and none of them left the golden before the rewards did (``loss term`` reading: per-step noise, under their gates or not) |
-| 10 | ``rewards-only`` | reward breached at the run's first point; no other role breached there (the first-point form) |
-| 11 | ``logging-units`` | the ``logging/units`` reading holds for a score (reward, eval): a judger or grader scale fits as well, so it ranks below their rules |
-| 12 | ``sampling-changed`` | the ``first step`` reading: the response length 3+ noise sds off the golden at the first logged step while the entropy there is not (the sampler, before any update); no mismatch breach |
-| 13 | ``first-step`` | a non-reward, non-teacher role breached at the first training step or first eval point |
-| 14 | ``teacher-path`` | distillation KL breached; rewards checked; a failed bound on a teacher metric (the teacher probe, which names the teacher to start with), else the ``teachers`` reading where the KL has per-step noise (a teacher's KL off the golden at once, the domains apart, or the KL up while no score fell; the scores falling with the KL is the student's update and leaves the breach to ``gradual``), else rewards within bounds or breached later |
-| 15 | ``training-data`` | the ``train against eval`` reading: a training score left the golden one way (3+ steps at 2 sd) while a failed eval gate is the other way (any change to how the policy learns moves both the same way); no mismatch breach |
-| 16 | ``sampling-changed`` | the mismatch role within bounds; the breaches begin after the start; only reward, eval and entropy breached, all above the golden (scores rose while the entropy rose: a sampler narrower than what it reports) |
-| 17 | ``loss-term`` | the ``loss term`` reading holds: a training role (entropy, length, a loss) left the golden one way for 3+ steps from step 2 or later, the first step the golden's, 5+ steps before the scores (per-step noise, under its gate's threshold or not), steadily (step-to-step change rms at most 1.6 sd); no mismatch breach |
-| 18 | ``sampling-changed`` | an accuracy breach; the mismatch role checked and within bounds; length and entropy within bounds, the entropy at half its threshold or more |
-| 19 | ``gradual`` | every accuracy breach begins after the start, and a training role breached (or none is checked) |
-| 20 | ``loss-term`` | the ``loss term`` reading holds but the leading role moved in jumps (step-to-step change rms above 1.6 sd): ranked after ``gradual``, both named |
-| 21 | ``resume-logging`` | every failed resume check is one metric that alone differs while every other compared metric is bitwise equal at every resumed step, one after it at least (``parameters["resume_cause"]``: logging): how it is logged across a resume, not state the checkpoint lost |
-| 22 | ``resume`` | a resume check failed or could not decide (``resume[...]``: the run resumed from its checkpoint did not continue the uninterrupted one), not for a logging cause; primary when the main run's own gates pass |
-| 23 | ``performance-only`` | only step-time / throughput roles breached |
-| 24 | ``performance`` | step time breached as well as accuracy: a separate performance finding |
-| 25 | ``memory`` | a memory gate breached (growth per step or peak); beside any accuracy finding, never instead |
+| 6 | ``training-data`` | an accuracy or mismatch breach and the ``data composition`` reading: a metric of a data role (repeated prompts, distinct prompts, a source's prompts) off its reference (the golden's; without one, none repeated, or a source's share at the run's first steps) by a prompt and 5% of the step or more (a source: 2 binomial sds too) at 3+ steps in a row, one way |
+| 7 | ``logging-units`` | the ``smoothed log`` reading: every metric logged at each step calmer (step-to-step roughness in noise sds) than the calmest calibration run, and with an exponential moving average undone on every metric every gate passes and every metric is within its per-step noise; no mismatch breach |
+| 8 | ``logging-units`` | one metric breached, not a score (reward, eval), a teacher's KL nor a mismatch metric, every other gate passed and every other gated metric within its per-step noise at every step; that metric is the golden moved by whole steps (logged from the previous or the next step), or divided by a constant factor (or less a constant offset, or against the golden smoothed by an EMA) it stays within its per-step noise at every step and passes its own gates, or it is off the golden from its first step while no other metric leaves its per-step noise (``logging/units`` reading, five common steps or more) |
+| 9 | ``eval-path`` | only eval breached; every checked training role within bounds at every step |
+| 10 | ``rewards-only`` | only reward breached; eval, rollout (length, entropy), training dynamics and teachers within bounds at every step (one of them checked), and none of them left the golden before the rewards did (``loss term`` reading: per-step noise, under their gates or not) |
+| 11 | ``rewards-only`` | reward breached at the run's first point; no other role breached there (the first-point form) |
+| 12 | ``logging-units`` | the ``logging/units`` reading holds for a score (reward, eval): a judger or grader scale fits as well, so it ranks below their rules |
+| 13 | ``sampling-changed`` | the ``first step`` reading: the response length 3+ noise sds off the golden at the first logged step while the entropy there is not (the sampler, before any update); no mismatch breach |
+| 14 | ``first-step`` | a non-reward, non-teacher role breached at the first training step or first eval point |
+| 15 | ``teacher-path`` | distillation KL breached; rewards checked; a failed bound on a teacher metric (the teacher probe, which names the teacher to start with), else the ``teachers`` reading where the KL has per-step noise (a teacher's KL off the golden at once, the domains apart, or the KL up while no score fell; the scores falling with the KL is the student's update and leaves the breach to ``gradual``), else rewards within bounds or breached later |
+| 16 | ``training-data`` | the ``train against eval`` reading: a training score left the golden one way (3+ steps at 2 sd) while a failed eval gate is the other way (any change to how the policy learns moves both the same way); no mismatch breach |
+| 17 | ``sampling-changed`` | the mismatch role within bounds; the breaches begin after the start; only reward, eval and entropy breached, all above the golden (scores rose while the entropy rose: a sampler narrower than what it reports) |
+| 18 | ``loss-term`` | the ``loss term`` reading holds: a training role (entropy, length, a loss) left the golden one way for 3+ steps from step 2 or later, the first step the golden's, 5+ steps before the scores (per-step noise, under its gate's threshold or not), steadily (step-to-step change rms at most 1.6 sd); no mismatch breach |
+| 19 | ``sampling-changed`` | an accuracy breach; the mismatch role checked and within bounds; length and entropy within bounds, the entropy at half its threshold or more |
+| 20 | ``gradual`` | every accuracy breach begins after the start, and a training role breached (or none is checked) |
+| 21 | ``loss-term`` | the ``loss term`` reading holds but the leading role moved in jumps (step-to-step change rms above 1.6 sd): ranked after ``gradual``, both named |
+| 22 | ``resume-logging`` | every failed resume check is one metric that alone differs while every other compared metric is bitwise equal at every resumed step, one after it at least (``parameters["resume_cause"]``: logging): how it is logged across a resume, not state the checkpoint lost |
+| 23 | ``resume`` | a resume check failed or could not decide (``resume[...]``: the run resumed from its checkpoint did not continue the uninterrupted one), not for a logging cause; primary when the main run's own gates pass |
+| 24 | ``performance-only`` | only step-time / throughput roles breached |
+| 25 | ``performance`` | step time breached as well as accuracy: a separate performance finding |
+| 26 | ``memory`` | a memory gate breached (growth per step or peak); beside any accuracy finding, never instead |
 
 A rule fits at most once (the first of its rows that fits); ``gradual`` is not shown when
 ``teacher-path`` fits (the same breach, explained more narrowly). When the primary and the runner-up are a pair the
@@ -42,7 +43,7 @@ logger; a training role that led the scores is a loss term as much as the step s
 ranked, with the check that tells them apart
 (``TriageFinding.uncertain_with``, ``to_tell``). A time-role metric is never read as an
 accuracy breach, and neither is a memory-role metric (``memory``: its own rule, never accuracy evidence). Where a
-breach begins (rows 10, 13, 16, 18, 19) is read from checks that locate breaches per step
+breach begins (rows 11, 14, 17, 19, 20) is read from checks that locate breaches per step
 (stepwise, points, percentile, final): a pooled or window check gates a mean over its window, and the step
 where one noisy point first crosses its bound is not where the change began.
 """
@@ -53,7 +54,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Iterable
 
 from autotest.inputs.roles import RoleMap, resolve_roles
-from autotest.judge.data_evidence import TRAIN_EVAL
+from autotest.judge.data_evidence import COMPOSITION, TRAIN_EVAL
 from autotest.judge.evidence import TRAINING_GROUPS, first_points, role_evidence
 from autotest.judge.model import CheckResult, Measured, TriageFinding
 from autotest.judge.onset_evidence import FIRST_STEP, LOSS_TERM
@@ -166,6 +167,12 @@ RULES: tuple[Rule, ...] = (
     Rule("run-incomplete", (incomplete,),
          "the run did not complete (crash, hang, timeout or a truncated log): read the run's logs before judging "
          "accuracy", "the breaches above were measured on the steps the run did reach", unless=("run-shape",)),
+    Rule("training-data", (measured_holds(COMPOSITION), accuracy_breach),
+         "the training data changed: {metric} is {current} per step from step {onset} against {reference} ("
+         "{reference_kind}); check what the trainer is fed (the data loader and sampler: repeat settings, shard "
+         "and epoch index, the data mix and its weights, filters), not the sampling settings",
+         "the log's own count of what each step was fed moved: the data changed before anything the policy does",
+         fills=COMPOSITION),
     Rule("logging-units", (measured_holds(SMOOTHED), not_breached("consistency")),
          "logging: every metric logged at each step ({metrics}) is calmer than any calibration run, and with an "
          "exponential moving average (weight {weight} on the previous logged value) undone on every metric, every gate "

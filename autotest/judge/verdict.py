@@ -34,7 +34,7 @@ from autotest.judge.structural import (
     shape_results,
 )
 from autotest.judge.trace import EVAL_PREFIX, Trace
-from autotest.inputs.roles import resolve_roles
+from autotest.inputs.roles import group_globs, resolve_roles
 from autotest.judge.evidence import role_evidence
 from autotest.judge.shadow import SHADOW, ShadowCandidate, load_shadow_candidate
 from autotest.judge.spec_diff import SpecComparison
@@ -91,6 +91,10 @@ def verify_golden_pin(baseline: Baseline) -> None:
         raise UsageError(f"{baseline.path}: golden.tracker_sha256: golden tracker changed since the baseline was "
                          f"reviewed: {baseline.golden_tracker} has sha256 {actual}, the baseline pins "
                          f"{baseline.golden_tracker_sha256}; restore the reviewed file or re-review and update the pin")
+
+
+#: what a comparison reads beside the checked metrics: the data composition (the ``data composition`` reading)
+READ_ALSO = group_globs("data")
 
 
 def checked_metrics(baseline: Baseline) -> set[str]:
@@ -219,5 +223,5 @@ def compare_paths(baseline_path: str | Path, current_path: str | Path, *, fmt: s
     candidate = load_shadow_candidate(Path(baseline_path))
     metrics = checked_metrics(baseline) | (checked_metrics(candidate.baseline) if candidate and candidate.baseline
                                            else set())
-    current = read_trace(current_path, fmt, dict(baseline.metric_aliases), metrics=metrics)
+    current = read_trace(current_path, fmt, dict(baseline.metric_aliases), metrics=metrics, also=READ_ALSO)
     return judge(baseline, current, case=case, wall_time_s=wall_time_s, context=context, candidate=candidate)

@@ -24,7 +24,7 @@ from autotest.judge.seed_use import logged_seed
 from autotest.judge.shadow import load_shadow_candidate
 from autotest.judge.structural import LogFinding, RunFacts
 from autotest.judge.performance import MachineContext
-from autotest.judge.verdict import Comparison, checked_metrics, judge, with_framework_spec
+from autotest.judge.verdict import READ_ALSO, Comparison, checked_metrics, judge, with_framework_spec
 from autotest.pipeline.options import RunOptions
 from autotest.pipeline.outcome import DRY_RUN, SKIP, CaseRun, finished, harness_error_log, power_ask, save
 from autotest.report.consistency_request import write_consistency_request
@@ -247,7 +247,8 @@ def _attempt(case: Case, options: RunOptions, spec: LaunchSpec,
         try:
             trace = read_trace(artifacts.judged_tracker, case.tracker.format, dict(prep.baseline.metric_aliases),
                                metrics=checked_metrics(prep.baseline) | (
-                                   checked_metrics(candidate.baseline) if candidate and candidate.baseline else set()))
+                                   checked_metrics(candidate.baseline) if candidate and candidate.baseline else set()),
+                               also=READ_ALSO)
         except UsageError as exc:
             tracker_problem = str(exc)
     else:

@@ -9,7 +9,8 @@ in :mod:`autotest.readers.registry` and imported only when a log of that format 
 from __future__ import annotations
 
 import json
-from fnmatch import fnmatch
+from collections.abc import Sequence
+from fnmatch import fnmatch, fnmatchcase
 from pathlib import Path
 
 from autotest.errors import UsageError
@@ -163,11 +164,13 @@ def _read(tracker: Path, name: str, keep: frozenset[str] | None) -> Trace:
 
 
 def read_trace(path: str | Path, fmt: str = "auto", aliases: dict[str, str] | None = None,
-               metrics: set[str] | None = None) -> Trace:
+               metrics: set[str] | None = None, also: Sequence[str] = ()) -> Trace:
     """Read a metric log (or a run's work dir) into a Trace; ``aliases`` maps canonical -> logged name.
 
     ``metrics`` keeps only those series (and their aliases' sources): a comparison of a wide log
-    needs only the checked metrics. Step kinds are still classified from every key.
+    needs only the checked metrics. Step kinds are still classified from every key. ``also``: globs of metrics kept
+    as well where the log has them (the data composition a reading reads, :func:`autotest.inputs.roles.group_globs`);
+    a log that has some is read a second time with them kept.
     """
     keep = None
     if metrics is not None:
@@ -175,6 +178,10 @@ def read_trace(path: str | Path, fmt: str = "auto", aliases: dict[str, str] | No
     tracker, name, notes = locate_log(path, fmt)
     try:
         trace = _read(tracker, name, keep)
+        if keep is not None and also:
+            extra = {m for m in trace.logged_metrics or () if m not in keep and any(fnmatchcase(m, g) for g in also)}
+            if extra:
+                trace = _read(tracker, name, keep | extra)
     except UsageError as exc:
         if notes:  # several logs were found: say which one failed and that others are there
             raise UsageError(f"{exc} ({notes[0].split(': ', 1)[1]})") from None

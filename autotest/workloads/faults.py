@@ -30,7 +30,10 @@ when it holds the run against a healthy baseline (``FaultHooks.expected``; all o
 | ``truncated-tracker:K`` | half-writes the first row of step K, exits 0 | ERROR | - | run-incomplete (hidden crash) |
 | ``resume-no-optimizer`` | a resumed run does not restore the Adam state | FAIL | resume: loss, rewards | resume (optimizer state) |
 | ``resume-lr-restart`` | a resumed run restarts the LR schedule at step 1 | FAIL | resume: lr, loss | resume (LR schedule) |
-| ``resume-rng-reset`` | a resumed run re-seeds its RNG instead of restoring it | FAIL | resume: rewards, length | resume (RNG) |
+| ``resume-rng-reset`` | a resumed run re-seeds its RNG instead of restoring it | FAIL | resume: rewards, length | resume (the prompt order: the prompts differ first) |
+| ``resume-prompt-order`` | a resumed run does not restore the data sampler's state (the rest is restored) | FAIL | resume: prompt digest, rewards | resume (the prompt order) |
+| ``resume-sampling-rng`` | a resumed run does not restore the rollout's sampling RNG | FAIL | resume: rewards, length | resume (the sampling RNG) |
+| ``resume-rollout-weights`` | a resumed run does not load the rollout engine's weights | FAIL | resume: rewards, k3 | resume (the rollout engine's weights) |
 | ``decode-positions[:K]`` | rollout decode forwards' position ids + K (1) after the first decoded token | FAIL | k3 | mismatch (train/inference inconsistency) |
 | ``recompute-dtype`` | trainer's old-log-prob recompute under bf16 autocast, rollout fp32 | FAIL | k3 | mismatch (train/inference inconsistency) |
 | ``log-scale[:METRIC:FACTOR]`` | METRIC (``response/response_len/mean``) logged x FACTOR (2), training unchanged | FAIL | response length | logging-units (how it is logged) |
@@ -39,14 +42,18 @@ when it holds the run against a healthy baseline (``FaultHooks.expected``; all o
 | ``sync-skip-alternate`` | the sync after every odd step is skipped: even steps sample one step stale | FAIL | k3 (breaches, every 2nd step) | mismatch (train/inference inconsistency) |
 | ``sync-skip-every[:N]`` | the sync after every Nth (5th) step is skipped | FAIL | k3 (breaches, every Nth step) | mismatch (train/inference inconsistency) |
 | ``stale-rank[:N]`` | one of N (4) emulated rollout ranks samples with the previous sync's weights at every step | FAIL | k3 (breaches, every step) | mismatch (train/inference inconsistency) |
+| ``prompts-repeated[:N]`` | every prompt of a step is handed over N (8) times (1/N the distinct prompts; N = 2 passes here) | FAIL | rewards, eval | training-data (data composition) |
+| ``source-mix[:K]`` | from step K (16) every fourth prompt comes from ``digit_product`` | FAIL | rewards | training-data (data composition) |
 | ``loss-per-microbatch`` | token loss averaged per micro-batch, not over the mini-batch (bitwise clean at one micro-batch) | PASS | - (the ``--micro-batches 4`` equivalence breaks) | - |
 
 k3 is ``mismatch/mismatch_k3_kl``; rewards ``response/rewards/mean``; eval ``eval/accuracy``. The resume faults
 breach the case's resume phase (``resume[match:<metric>]``), never a gate of the run that saved the checkpoint.
 ``decode-positions`` and ``recompute-dtype`` (:mod:`autotest.workloads.consistency_faults`) also carry the
-consistency job's finding; ``log-scale``, ``fewer-steps`` and ``log-previous`` are in :mod:`autotest.workloads.log_faults`, ``loss-per-microbatch`` in
-:mod:`autotest.workloads.equivalence_faults`, the sync-skip and ``stale-rank`` faults (with how one process emulates
-ranks, and ``expected["period"]``: the step period the verdict names) in :mod:`autotest.workloads.intermittent_faults`.
+consistency job's finding; ``log-scale``, ``fewer-steps`` and ``log-previous`` are in
+:mod:`autotest.workloads.log_faults`, ``loss-per-microbatch`` in :mod:`autotest.workloads.equivalence_faults`,
+``prompts-repeated`` and ``source-mix`` in :mod:`autotest.workloads.data_faults`, the sync-skip and ``stale-rank``
+faults (with how one process emulates ranks, and ``expected["period"]``: the step period the verdict names) in
+:mod:`autotest.workloads.intermittent_faults`.
 
 The ``expected`` dicts below are the exact data, each with what was ``measured`` (seed 0,
 default 45-step run; the raw effects are pinned by tests/unit/workloads and tests/integration/workloads).
@@ -59,6 +66,7 @@ from typing import Any
 
 from autotest.errors import UsageError
 from autotest.workloads.consistency_faults import CONSISTENCY_FAULTS
+from autotest.workloads.data_faults import DATA_FAULTS
 from autotest.workloads.equivalence_faults import EQUIVALENCE_FAULTS
 from autotest.workloads.fault_hooks import EVAL, MISMATCH, REWARDS, FaultHooks
 from autotest.workloads.fault_kinds import (
@@ -95,6 +103,7 @@ FAULTS: dict[str, type[FaultHooks]] = {
         *LOG_FAULTS,  # change the log or the run's length, never a trained step (autotest.workloads.log_faults)
         *EQUIVALENCE_FAULTS,  # break a variant that must train the same (autotest.workloads.equivalence_faults)
         *INTERMITTENT_FAULTS,  # break the sync on some steps or one rank (autotest.workloads.intermittent_faults)
+        *DATA_FAULTS,  # change the prompts the trainer is fed (autotest.workloads.data_faults)
     )
 }  # fmt: skip
 
@@ -123,7 +132,8 @@ def _validate(hooks: FaultHooks) -> None:
     """Check numeric args up front, so a bad spec fails before any work."""
     checks: dict[str, Callable[[], object]] = {
         "crash-at": hooks.int_arg, "hang-at": hooks.int_arg, "nan-at": hooks.int_arg,
-        "truncated-tracker": hooks.int_arg, "decode-positions": hooks.int_arg, "fewer-steps": hooks.int_arg, "slow-step": hooks.float_arg,
+        "truncated-tracker": hooks.int_arg, "decode-positions": hooks.int_arg, "fewer-steps": hooks.int_arg,
+        "source-mix": hooks.int_arg, "slow-step": hooks.float_arg,
         "changed-init": hooks.float_arg, "leak-memory": hooks.float_arg,
     }  # fmt: skip
     if isinstance(hooks, JudgeBug):

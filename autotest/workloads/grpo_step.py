@@ -29,14 +29,17 @@ def train_step(
     """One iteration: rollout (or the replayed batch), reward, train, sync, maybe eval; writes its tracker rows."""
     import torch
 
+    from autotest.workloads.data_metrics import composition_metrics
     from autotest.workloads.memory import memory_metrics
     from autotest.workloads.metrics import summary_stats
 
     start = time.perf_counter()
     hooks.on_step_start(step)
     observe = step == config.window_step
+    data: dict[str, float] = {}  # a replayed batch's prompts were drawn by the saving run: not logged again
     if replayed is None:
         prompts = hooks.on_prompts(task.sample_prompts(config.prompts_per_step, prompt_gen), step)
+        data = composition_metrics(prompts)  # read only: nothing the step trains depends on it
         batch = engines.generate(prompts, config.samples_per_prompt, step)
     else:  # frozen rollout: no generation, no grading; the saved batch and rewards
         batch, rewards = replayed[step]
@@ -68,6 +71,7 @@ def train_step(
     summary.update(summary_stats("response/rewards", rewards, with_std=False))
     summary.update(summary_stats("response/response_len", batch.response_mask.sum(dim=1)))
     summary.update(result.metrics)
+    summary.update(data)
     for row in result.mini_batch_rows:
         tracker.write({**{f"train_metrics/worker_0/{k}": v for k, v in row.items()}, "step": step})
     summary.update(memory_metrics())  # after the step's work: a reference kept per step shows as growth

@@ -14,6 +14,7 @@ from autotest.workloads.fault_hooks import REWARDS, FaultHooks
 RESUME = "resume"
 LOSS = "train_metrics/worker_0/loss"
 LR = "train_metrics/worker_0/lr"
+DIGEST = "data/prompt_digest"
 
 
 class ResumeNoOptimizer(FaultHooks):
@@ -61,6 +62,7 @@ class ResumeRngReset(FaultHooks):
         "verdict": "FAIL",
         "breached": [REWARDS, "response/response_len/mean"],
         "triage": RESUME,
+        "cause": "the prompt order",
         "measured": "seed 0, checkpoint after step 20: step 21 already samples other prompts and responses "
         "(rewards, lengths, entropy differ at the first resumed step); the main run passes",
     }
@@ -69,4 +71,59 @@ class ResumeRngReset(FaultHooks):
         return tuple(p for p in parts if p != "rng")
 
 
-RESUME_FAULTS = (ResumeNoOptimizer, ResumeLrRestart, ResumeRngReset)
+class ResumePromptOrder(FaultHooks):
+    """A resumed run does not restore the data sampler's state: the prompt order starts again from the seed while the
+    rollout's sampling RNG, the weights and the optimiser are restored (a data loader left out of the checkpoint)."""
+
+    name = "resume-prompt-order"
+    expected = {
+        "verdict": "FAIL",
+        "breached": [REWARDS, DIGEST],
+        "triage": RESUME,
+        "cause": "the prompt order",
+        "measured": "seed 0, checkpoint after step 2 of 6 (8 prompts x 4): step 3's data/prompt_digest differs, its "
+        "k3 within 10 x the uninterrupted run's largest; the main run passes",
+    }
+
+    def restored_parts(self, component: str, parts: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(p for p in parts if not (component == "driver" and p == "rng"))
+
+
+class ResumeSamplingRng(FaultHooks):
+    """A resumed run does not restore the rollout engine's sampling RNG: the same prompts are sampled from a generator
+    seeded afresh, while the prompt order, the weights and the optimiser are restored."""
+
+    name = "resume-sampling-rng"
+    expected = {
+        "verdict": "FAIL",
+        "breached": [REWARDS, "response/response_len/mean"],
+        "triage": RESUME,
+        "cause": "the sampling RNG",
+        "measured": "seed 0, checkpoint after step 2 of 6 (8 prompts x 4): step 3's data/prompt_digest bitwise the "
+        "uninterrupted run's, its k3 within 10 x the run's largest, its length differs; the main run passes",
+    }
+
+    def restored_parts(self, component: str, parts: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(p for p in parts if not (component == "rollout" and p == "rng"))
+
+
+class ResumeRolloutWeights(FaultHooks):
+    """A resumed run does not load the rollout engine's weights (the resume restores the trainer and skips the sync
+    to the engine): the first resumed step samples with the engine's initial weights, the trainer holds step K's."""
+
+    name = "resume-rollout-weights"
+    expected = {
+        "verdict": "FAIL",
+        "breached": [REWARDS, "mismatch/mismatch_k3_kl"],
+        "triage": RESUME,
+        "cause": "the rollout engine's weights",
+        "measured": "seed 0, checkpoint after step 2 of 6 (8 prompts x 4): step 3's data/prompt_digest bitwise the "
+        "uninterrupted run's, its k3 over 1e6 x the run's largest; the main run passes",
+    }
+
+    def restored_parts(self, component: str, parts: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(p for p in parts if not (component == "rollout" and p == "model"))
+
+
+RESUME_FAULTS = (ResumeNoOptimizer, ResumeLrRestart, ResumeRngReset, ResumePromptOrder, ResumeSamplingRng,
+                 ResumeRolloutWeights)

@@ -96,3 +96,65 @@ def test_resume_misuse_is_one_line_and_exit_2(tmp_path, saved):
     assert "--resume-from" in missing.stderr and "no checkpoint.pt there" in missing.stderr
     other = _launch(tmp_path / "w", "--resume-from", str(folder), "--steps", "6", "--seed", "1")
     assert other.returncode == 2 and "the checkpoint was made with" in other.stderr, other.stderr
+
+
+def _trace(exp_dir: Path):
+    from autotest.readers.reading import read_trace
+
+    return read_trace(exp_dir / "logs" / "exp_tracking" / "tracker.jsonl", "auto")
+
+
+def _judged(tmp_path: Path, folder: Path, fault: str) -> tuple[dict[int, dict[str, Any]], str]:
+    """(the resumed run's step summaries, what the resume phase says did not continue) for a run resumed with
+    ``fault`` after step 2 and stopped after step 4, held against the uninterrupted run of ``saved``."""
+    from autotest.inputs.resume_phase import Resume
+    from autotest.inputs.roles import resolve_roles
+    from autotest.judge.model import FAIL
+    from autotest.judge.resume import resume_results
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        exp = run(dataclasses.replace(CONFIG, fault=fault), tmp_path / fault,
+                  plan=CheckpointPlan(resume_from=folder, stop_at=4))
+    main = _trace(sorted((folder.parent / "work").iterdir())[-1])
+    resumed = _trace(exp)
+
+    class Ended:
+        exit_code, timed_out, timeout_s, stopped_reason, interrupted, signal = 0, False, 60.0, None, None, None
+
+    resume = Resume(at_step=2, steps=2, checkpoint_args=("x",), resume_args=("x",))
+    results = resume_results(resume, main, resumed, Ended(), roles=resolve_roles(main.metrics))
+    failed = [r for r in results if r.status == FAIL]
+    assert failed, fault
+    return _summaries(_no_time(_rows(exp))), failed[0].parameters["not_continued"]
+
+
+DIGEST, K3 = "data/prompt_digest", "mismatch/mismatch_k3_kl"
+
+
+def test_the_prompt_digest_tells_prompt_order_from_sampling_rng_from_weights(tmp_path, saved):
+    """Issue 44: the three causes a resume that sampled differently used to be named together, each told apart on
+    real runs by the first resumed step's prompt digest and mismatch."""
+    rows, folder = saved
+    healthy = _summaries(rows)
+    level = max(r[K3] for r in healthy.values())  # other samples of the same weights stay at this level
+    order, said = _judged(tmp_path, folder, "resume-prompt-order")
+    assert order[3][DIGEST] != healthy[3][DIGEST] and order[3][K3] < 10 * level
+    assert said.startswith("the prompt order (the data sampler's state): step 3, the first resumed step, drew other "
+                           f"prompts than the uninterrupted run ({DIGEST} differs there)"), said
+    sampling, said = _judged(tmp_path, folder, "resume-sampling-rng")
+    assert sampling[3][DIGEST] == healthy[3][DIGEST] and sampling[3][K3] < 10 * level
+    assert sampling[3]["response/response_len/mean"] != healthy[3]["response/response_len/mean"]
+    assert said.startswith(f"the sampling RNG: step 3, the first resumed step, the same prompts as the uninterrupted "
+                           f"run ({DIGEST} bitwise equal there) and sampled differently"), said
+    weights, said = _judged(tmp_path, folder, "resume-rollout-weights")
+    assert weights[3][DIGEST] == healthy[3][DIGEST] and weights[3][K3] > 1e6 * level
+    assert said.startswith(f"the rollout engine's weights: step 3, the first resumed step, the same prompts as the "
+                           f"uninterrupted run ({DIGEST} bitwise equal there) and sampled differently"), said
+    # every RNG re-seeded: the prompts differ first, and the line says the sampling RNG cannot be told then
+    _, said = _judged(tmp_path, folder, "resume-rng-reset")
+    assert said.startswith("the prompt order") and "cannot be told while the prompts differ" in said
+    # claim false: a resume that restored everything leaves nothing to name
+    from autotest.workloads.resume_faults import ResumeNoOptimizer
+
+    no_adam, said = _judged(tmp_path, folder, ResumeNoOptimizer.name)
+    assert no_adam[3][DIGEST] == healthy[3][DIGEST] and said.startswith("the optimizer state"), said

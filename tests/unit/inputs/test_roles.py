@@ -186,7 +186,7 @@ def test_bad_role_declarations_are_one_line(tmp_path: Path, extra, message):
 
 
 def test_vocabulary_is_small_and_closed():
-    assert 8 <= len(ROLES) <= 16
+    assert 8 <= len(ROLES) <= 18  # 14 training roles and the 4 of a step's data composition (issue 44)
     assert check_role("reward") is None and check_role("distill_kl/gsm8k") is None
     assert check_role("accuracy") is not None
 
@@ -212,3 +212,17 @@ def test_memory_is_never_an_accuracy_group():
 
     assert "memory" in GROUPS and "memory" in NON_ACCURACY_GROUPS
     assert "memory" not in ACCURACY_GROUPS and "memory" not in TRAINING_GROUPS
+
+
+def test_the_data_roles_are_the_harness_names_whatever_the_preset():
+    """No framework logs a step's prompt composition: the names rl-autotest defines get the data roles under any
+    preset, after the preset's own patterns."""
+    from autotest.inputs.roles import group_globs, resolve_roles
+
+    for preset in ("xtuner", "verl", "trl", None):
+        roles = resolve_roles(["data/repeated_prompts"], preset=preset)
+        assert roles.role_of("data/repeated_prompts") == "repeated_prompts", preset
+        assert roles.role_of("data/source/math") == "source_prompts" and roles.group_of("data/prompt_digest") == "data"
+        assert roles.role_of("data/something_else") is None
+    assert set(group_globs("data")) == {"data/distinct_prompts", "data/repeated_prompts", "data/source/*",
+                                        "data/prompt_digest"}

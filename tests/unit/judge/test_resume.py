@@ -91,15 +91,17 @@ def test_a_first_step_that_sampled_differently_points_at_the_rng():
     # the mismatch metric is bitwise equal there: the rollout engine holds the trainer's weights, so the RNG; what
     # would tell prompt order from the sampling RNG is named as missing
     assert verdict.startswith(f"the RNG (prompt order or sampling): step 5, the first resumed step, sampled "
-                              f"differently ({REWARD}) while the train–inference mismatch is bitwise equal there ({K3})")
-    assert "the log has no per-step record of the prompts drawn" in verdict
+                              f"differently ({REWARD}) while the train–inference mismatch stayed at its level there "
+                              f"({K3})")
+    assert "the log has no per-step digest of the prompts drawn" in verdict
 
 
 def test_a_first_step_that_sampled_differently_with_the_mismatch_moved_points_at_the_rollout_weights():
     resumed = _run(range(5, 8), **{REWARD.replace("/", "__"): {5: 0.77}, K3.replace("/", "__"): {5: 0.02}})
     verdict = _results(resumed)[match_id(REWARD)].parameters["not_continued"]
     assert verdict.startswith(f"the rollout engine's weights: step 5, the first resumed step, sampled differently "
-                              f"({REWARD}) and the train–inference mismatch differs there too ({K3})")
+                              f"({REWARD}) and the train–inference mismatch left its level there ({K3} 0.02 against "
+                              "at most 1e-14 at any step of the uninterrupted run)")
 
 
 def test_without_a_mismatch_metric_the_rng_and_the_weights_are_named_together_with_what_is_missing():
@@ -237,3 +239,57 @@ def test_a_resumed_run_that_crashed_is_triaged_as_resume_not_as_the_main_run_inc
     findings = triage(results)
     assert [f.rule for f in findings] == ["resume"]
     assert "the resumed run did not complete: read its logs" in findings[0].suggestion
+
+
+# --- the first resumed step's prompt digest tells prompt order from the sampling RNG from the weights (issue 44) ----
+
+DIGEST = "data/prompt_digest"
+DIGESTS = {s: float(1000 + s) for s in range(1, 11)}
+
+
+def _with_digest(resumed: Trace) -> str:
+    """What did not continue, the logs carrying a prompt digest (the uninterrupted run's: DIGESTS)."""
+    main = _run(range(1, 11), **{DIGEST.replace("/", "__"): DIGESTS})
+    roles = resolve_roles([*main.metrics], RESUME.roles)
+    results = resume_results(RESUME, main, resumed, Ended(), roles=roles)
+    return next(r for r in results if r.status == FAIL).parameters["not_continued"]
+
+
+def _resumed(digest_at_5: float, k3_at_5: float) -> Trace:
+    return _run(range(5, 8), **{REWARD.replace("/", "__"): {5: 0.77}, LENGTH.replace("/", "__"): {5: 9.0},
+                                K3.replace("/", "__"): {5: k3_at_5},
+                                DIGEST.replace("/", "__"): {**{s: DIGESTS[s] for s in range(5, 8)}, 5: digest_at_5}})
+
+
+def test_other_prompts_at_the_first_resumed_step_are_the_prompt_order():
+    # other samples of the same weights move k3 bitwise, within its level: no weights caveat
+    verdict = _with_digest(_resumed(digest_at_5=7.0, k3_at_5=1.3e-14))
+    assert verdict.startswith(f"the prompt order (the data sampler's state): step 5, the first resumed step, drew "
+                              f"other prompts than the uninterrupted run ({DIGEST} differs there)")
+    assert "cannot be told while the prompts differ" in verdict and "weights" not in verdict
+
+
+def test_the_same_prompts_sampled_otherwise_with_the_mismatch_at_its_level_is_the_sampling_rng():
+    """Claim false for the weights: k3 differs bitwise (other samples) yet stays at its level."""
+    verdict = _with_digest(_resumed(digest_at_5=DIGESTS[5], k3_at_5=1.3e-14))
+    assert verdict.startswith(f"the sampling RNG: step 5, the first resumed step, the same prompts as the "
+                              f"uninterrupted run ({DIGEST} bitwise equal there) and sampled differently ({LENGTH})")
+    assert "prompt order" not in verdict
+
+
+def test_the_same_prompts_with_the_mismatch_off_its_level_are_the_rollout_weights():
+    verdict = _with_digest(_resumed(digest_at_5=DIGESTS[5], k3_at_5=0.02))
+    assert verdict.startswith(f"the rollout engine's weights: step 5, the first resumed step, the same prompts as the "
+                              f"uninterrupted run ({DIGEST} bitwise equal there)")
+    assert f"{K3} 0.02 against at most 1e-14" in verdict
+
+
+def test_a_digest_without_a_mismatch_metric_names_the_sampling_rng_or_the_weights():
+    roles = resolve_roles([REWARD, DIGEST])
+    main = Trace("t.jsonl", MappingProxyType({REWARD: _series(range(1, 11)), DIGEST: DIGESTS}), tuple(range(1, 11)), ())
+    resumed = Trace("r.jsonl", MappingProxyType({REWARD: {**_series(range(5, 8)), 5: 0.77},
+                                                 DIGEST: {s: DIGESTS[s] for s in range(5, 8)}}), (5, 6, 7), ())
+    results = resume_results(RESUME, main, resumed, Ended(), roles=roles)
+    verdict = next(r for r in results if r.status == FAIL).parameters["not_continued"]
+    assert verdict.startswith("the sampling RNG or the rollout engine's weights: step 5")
+    assert "no train–inference mismatch metric was compared" in verdict

@@ -123,6 +123,18 @@ def test_only_requested_metrics_are_kept_but_steps_still_classified(tmp_path):
     assert trace.train_steps == (1, 2) and trace.eval_steps == (0, 2)
 
 
+def test_metrics_matching_also_are_kept_beside_the_requested_ones(tmp_path):
+    """The data composition a reading reads, whatever its source's name, is kept; nothing else unrequested is."""
+    from autotest.inputs.roles import group_globs
+
+    rows = {s: {"a": 1.0, "b": 2.0, "data/repeated_prompts": 0.0, "data/source/gsm8k": 60.0 + s} for s in (1, 2)}
+    path = write_tracker(tmp_path / "t.jsonl", rows)
+    trace = read_trace(path, metrics={"a"}, also=group_globs("data"))
+    assert set(trace.series) == {"a", "data/repeated_prompts", "data/source/gsm8k"}
+    assert dict(trace.series["data/source/gsm8k"]) == {1: 61.0, 2: 62.0}
+    assert set(read_trace(path, metrics={"a"}).series) == {"a"}
+
+
 # The reader streams the log line by line; these pin that it reads as the whole-file text read did.
 
 def test_line_endings_number_lines_as_text_mode_does(tmp_path):

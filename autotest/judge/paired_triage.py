@@ -1,0 +1,103 @@
+"""The next step of a failed A/B (issue 44): the golden triage's readings and rules (:mod:`.readings`, :mod:`.triage`)
+run on the paired differences, so an A/B FAIL is told logging, data, sampling, loss term, training loop or mismatch
+with its evidence, as a golden FAIL is.
+
+The readings are not written again; their inputs are adapted (:func:`paired_inputs`):
+
+- **the reference** is the base, **the current run** the head: each the mean over the seeds whose base and head both
+  logged the step (head mean minus base mean is the mean paired difference the paired gates judge);
+- **the per-step noise** is the A/A noise in place of the golden's calibrated noise: at each step of a paired window,
+  that window's threshold over its quantile (:func:`.paired.paired_threshold` / q: the A/A noise of a K-seed mean,
+  never under the window's floor over q). The paired section records the noise of a window mean, not of one step,
+  so a step's own noise is read smaller than it is once the pairs have parted: the readings see a move sooner;
+- **the gates** are the paired windows, each a ``window`` check (``|head mean - base mean| <= threshold``) the check
+  engine judges again when a reading asks (a factor undone, a shift tried).
+
+One moved metric beside every other paired metric bitwise equal on every seed (:mod:`.paired_causes`) comes first: a
+bitwise statement outranks any reading in noise sds. The calibration runs' roughness has no paired counterpart, so
+the smoothed-log reading is not taken (a smoothed head still reads as logging per metric, through the units reading's
+moving average)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+from types import MappingProxyType
+
+from autotest.inputs.baseline_model import Baseline, CheckSpec, PairedWindow
+from autotest.judge.checks import run_checks
+from autotest.judge.model import CheckResult, Measured, TriageFinding
+from autotest.judge.paired_causes import logged_alone
+from autotest.judge.readings import hypothesis_evidence
+from autotest.judge.trace import Trace
+from autotest.judge.triage import triage
+
+#: what the rule name of the bitwise logging finding is (the golden triage's logging rule: the same next step)
+LOGGING_RULE = "logging-units"
+PAIRED_SOURCE = "the {side} mean over {k} paired seed{s}"
+
+
+def mean_trace(traces: Sequence[Trace], partners: Sequence[Trace], side: str) -> Trace:
+    """``traces``' mean per metric and step over the seeds whose trace and partner (the other side of the same seed)
+    both logged a finite value there: the head mean minus the base mean is then the mean paired difference."""
+    series: dict[str, MappingProxyType] = {}
+    for metric in sorted({m for t in traces for m in t.series}):
+        values: dict[int, list[float]] = {}
+        for trace, partner in zip(traces, partners):
+            own, other = trace.get(metric) or {}, partner.get(metric) or {}
+            for step, value in own.items():
+                if step in other and math.isfinite(value) and math.isfinite(other[step]):
+                    values.setdefault(step, []).append(value)
+        if values:
+            series[metric] = MappingProxyType({s: math.fsum(v) / len(v) for s, v in sorted(values.items())})
+
+    def common(steps: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
+        return tuple(sorted(set.intersection(*map(set, steps)))) if steps else ()
+
+    k = len(traces)
+    return Trace(PAIRED_SOURCE.format(side=side, k=k, s="s" * (k > 1)), MappingProxyType(series),
+                 train_steps=common([t.train_steps for t in (*traces, *partners)]),
+                 eval_steps=common([t.eval_steps for t in (*traces, *partners)]), format="paired mean")
+
+
+def paired_inputs(baseline: Baseline, pairs: Sequence[tuple[int, Trace, Trace]],
+                  gates: Sequence[tuple[PairedWindow, float]], quantile: float) -> tuple[Baseline, Trace, Trace]:
+    """(the baseline as the readings see an A/B, the reference, the current run): the base mean as the golden, the
+    head mean as the run, each paired window a ``window`` gate at its ``threshold`` (``gates``: window, threshold at
+    these seeds), and the per-step noise of each window's steps its threshold over ``quantile``."""
+    bases, heads = [b for _, b, _ in pairs], [h for _, _, h in pairs]
+    base, head = mean_trace(bases, heads, "base"), mean_trace(heads, bases, "head")
+    checks, noise = [], {}
+    parted = math.sqrt(2 / len(pairs))  # two seeds' difference, over a mean of K pairs
+    for window, threshold in gates:
+        checks.append(CheckSpec(window.metric, "absolute", "<=", threshold, scope="window",
+                                window=(window.start, window.end),
+                                derivation=f"paired: {window.gate_id}, the A/A noise over {len(pairs)} seed(s)"))
+        per_step, seed_noise = noise.setdefault(window.metric, {}), (baseline.noise_table or {}).get(window.metric, {})
+        for step in base.get(window.metric) or {}:
+            if window.start <= step <= window.end:
+                per_step[step] = max(threshold / quantile, parted * seed_noise.get(step, 0.0))
+    table = {m: MappingProxyType(dict(v)) for m, v in base.series.items()}
+    paired = replace(baseline, checks=tuple(checks), golden_table=MappingProxyType(table), golden_tracker=None,
+                     noise_table=MappingProxyType({m: MappingProxyType(v) for m, v in noise.items() if v}),
+                     roughness=None)
+    return paired, base, head
+
+
+def paired_findings(baseline: Baseline, pairs: Sequence[tuple[int, Trace, Trace]],
+                    gates: Sequence[tuple[PairedWindow, float]], quantile: float, failed_metrics: Sequence[str]
+                    ) -> tuple[tuple[TriageFinding, ...], tuple[Measured, ...], tuple[CheckResult, ...]]:
+    """The ranked next steps of a failed A/B, the readings they rest on and the paired gates as check results."""
+    paired, base, head = paired_inputs(baseline, pairs, gates, quantile)
+    results = tuple(run_checks(paired, base, head, True))
+    roles = baseline.role_map
+    measured = hypothesis_evidence(paired, base, head, results, roles)
+    findings = list(triage(results, head, roles, measured))
+    bitwise = logged_alone(failed_metrics, sorted({w.metric for w, _ in gates}), pairs)
+    if bitwise:
+        # the training is bitwise the base's: no rule that reads a changed training stands beside it
+        read = next((f.evidence for f in findings if f.rule == LOGGING_RULE), "")
+        findings = [TriageFinding(LOGGING_RULE, bitwise, "every other paired metric bitwise equal between base and "
+                                  "head at every step on every seed" + (f"; {read}" if read else ""), primary=True)]
+    return tuple(findings), measured, results

@@ -8,8 +8,11 @@ The readings are not written again; their inputs are adapted (:func:`paired_inpu
   logged the step (head mean minus base mean is the mean paired difference the paired gates judge);
 - **the per-step noise** is the A/A noise in place of the golden's calibrated noise: at each step of a paired window,
   that window's threshold over its quantile (:func:`.paired.paired_threshold` / q: the A/A noise of a K-seed mean,
-  never under the window's floor over q). The paired section records the noise of a window mean, not of one step,
-  so a step's own noise is read smaller than it is once the pairs have parted: the readings see a move sooner;
+  never under the window's floor over q), and never under the noise of a pair that has parted, sqrt(2 / K) x the
+  golden's per-step noise. A head that changes the training parts from its base at once, and two runs that have
+  parted differ as two seeds do; the A/A pairs, a one-ulp nudge apart, part late, so their noise alone would read
+  every metric as moved a step after the policy did (entropy-sign on tiny-grpo seed 11: the scores "moved" 3
+  steps after the entropy, against 8 with the parted noise), and the readings ask which moved first and how;
 - **the gates** are the paired windows, each a ``window`` check (``|head mean - base mean| <= threshold``) the check
   engine judges again when a reading asks (a factor undone, a shift tried).
 

@@ -8,18 +8,20 @@ The readings are not written again; their inputs are adapted (:func:`paired_inpu
   logged the step (head mean minus base mean is the mean paired difference the paired gates judge);
 - **the per-step noise** is the A/A noise in place of the golden's calibrated noise: at each step of a paired window,
   that window's threshold over its quantile (:func:`.paired.paired_threshold` / q: the A/A noise of a K-seed mean,
-  never under the window's floor over q), and never under the noise of a pair that has parted, sqrt(2 / K) x the
-  golden's per-step noise. A head that changes the training parts from its base at once, and two runs that have
-  parted differ as two seeds do; the A/A pairs, a one-ulp nudge apart, part late, so their noise alone would read
-  every metric as moved a step after the policy did (entropy-sign on tiny-grpo seed 11: the scores "moved" 3
-  steps after the entropy, against 8 with the parted noise), and the readings ask which moved first and how;
+  never under the window's floor over q), never under the golden's per-step noise sd of the pair: sqrt(1 / K) x sd
+  up to the first training step (before any update a pair differs by the change alone) and sqrt(2 / K) x sd after it
+  (a head that changes the training parts from its base at once, and a parted pair differs as two seeds do). The A/A
+  pairs, a one-ulp nudge apart, part late, so their noise alone reads every metric as moved a step after the policy
+  did, while the readings ask which moved first and by how much in the noise the golden triage reads them in
+  (tiny-grpo seed 11: ``entropy-sign`` with the A/A noise alone has the scores 3 steps behind the entropy, the
+  ``gradual`` rule; with the floor 8 steps, ``loss-term``);
 - **the gates** are the paired windows, each a ``window`` check (``|head mean - base mean| <= threshold``) the check
   engine judges again when a reading asks (a factor undone, a shift tried).
 
-One moved metric beside every other paired metric bitwise equal on every seed (:mod:`.paired_causes`) comes first: a
-bitwise statement outranks any reading in noise sds. The calibration runs' roughness has no paired counterpart, so
-the smoothed-log reading is not taken (a smoothed head still reads as logging per metric, through the units reading's
-moving average)."""
+One moved metric beside every other paired metric bitwise equal on every seed (:mod:`.paired_causes`) comes first and
+alone: a bitwise statement outranks any reading in noise sds, and no rule that reads a changed training stands beside
+it. The calibration runs' roughness has no paired counterpart, so the smoothed-log reading is not taken: a head whose
+logger smooths every metric is not told as such."""
 
 from __future__ import annotations
 
@@ -68,11 +70,16 @@ def paired_inputs(baseline: Baseline, pairs: Sequence[tuple[int, Trace, Trace]],
                   gates: Sequence[tuple[PairedWindow, float]], quantile: float) -> tuple[Baseline, Trace, Trace]:
     """(the baseline as the readings see an A/B, the reference, the current run): the base mean as the golden, the
     head mean as the run, each paired window a ``window`` gate at its ``threshold`` (``gates``: window, threshold at
-    these seeds), and the per-step noise of each window's steps its threshold over ``quantile``."""
+    these seeds), and the per-step noise of each window's steps its threshold over ``quantile``, never under the
+    golden's noise sd of the pair (the module's docstring)."""
     bases, heads = [b for _, b, _ in pairs], [h for _, _, h in pairs]
     base, head = mean_trace(bases, heads, "base"), mean_trace(heads, bases, "head")
     checks, noise = [], {}
-    parted = math.sqrt(2 / len(pairs))  # two seeds' difference, over a mean of K pairs
+    k = len(pairs)
+    # before the first update a pair differs by the change alone: one seed's noise (a K-run mean's, as a golden
+    # verdict reads it); after it, a head that changed the training has parted and differs as two seeds do
+    first = head.train_steps[0] if head.train_steps else -math.inf
+    unparted, parted = math.sqrt(1 / k), math.sqrt(2 / k)
     for window, threshold in gates:
         checks.append(CheckSpec(window.metric, "absolute", "<=", threshold, scope="window",
                                 window=(window.start, window.end),
@@ -80,7 +87,8 @@ def paired_inputs(baseline: Baseline, pairs: Sequence[tuple[int, Trace, Trace]],
         per_step, seed_noise = noise.setdefault(window.metric, {}), (baseline.noise_table or {}).get(window.metric, {})
         for step in base.get(window.metric) or {}:
             if window.start <= step <= window.end:
-                per_step[step] = max(threshold / quantile, parted * seed_noise.get(step, 0.0))
+                per_step[step] = max(threshold / quantile,
+                                     (unparted if step <= first else parted) * seed_noise.get(step, 0.0))
     table = {m: MappingProxyType(dict(v)) for m, v in base.series.items()}
     paired = replace(baseline, checks=tuple(checks), golden_table=MappingProxyType(table), golden_tracker=None,
                      noise_table=MappingProxyType({m: MappingProxyType(v) for m, v in noise.items() if v}),

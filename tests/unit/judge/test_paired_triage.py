@@ -183,7 +183,7 @@ def test_a_mismatch_metric_under_its_floor_is_not_the_mismatch_rule():
 # the inputs the readings are given
 
 
-def test_the_readings_see_the_base_mean_as_the_golden_and_the_larger_of_a_a_and_parted_noise():
+def test_the_readings_see_the_base_mean_as_the_golden_and_the_larger_of_a_a_and_seed_noise():
     baseline = _baseline()
     pairs = [(s, _trace(_base(s)), _trace(_base(s + 50))) for s in SEEDS]
     spec = baseline.paired
@@ -195,6 +195,7 @@ def test_the_readings_see_the_base_mean_as_the_golden_and_the_larger_of_a_a_and_
     # the A/A threshold over q (0.03) is above a parted pair's sqrt(2/3) x 0.02 = 0.0163
     assert paired.noise_table[REWARD][5] == pytest.approx(0.03)
     assert [c.scope for c in paired.checks] == ["window"] * 3 and paired.roughness is None
-    low = [(w, 0.01) for w in spec.windows if w.metric == REWARD]
-    assert paired_inputs(baseline, pairs, low, 10.0)[0].noise_table[REWARD][5] == pytest.approx(
-        math.sqrt(2 / 3) * 0.02)
+    # under it: one seed's noise of a 3-seed mean before the first update, two parted seeds' after it
+    low = paired_inputs(baseline, pairs, [(w, 0.01) for w in spec.windows if w.metric == REWARD], 10.0)[0]
+    assert low.noise_table[REWARD][1] == pytest.approx(math.sqrt(1 / 3) * 0.02)
+    assert low.noise_table[REWARD][5] == pytest.approx(math.sqrt(2 / 3) * 0.02)

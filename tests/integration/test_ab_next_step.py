@@ -4,18 +4,20 @@ training"; the entropy term's sign flipped is a loss term. The base run is share
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 from pathlib import Path
 
 import pytest
 
-from autotest.ab.interleave import AB_JSON, AbOptions, judge_results_folders, run_ab, side_request
+from autotest.ab.interleave import AB_JSON, AbOptions, judge_results_folders, side_request
 from autotest.ab.sides import parse_side
 from autotest.inputs.baseline import load_baseline
 from autotest.inputs.case import load_case
 from autotest.judge.model import FAIL
 from autotest.pipeline import run_case
-from tests.helpers import ROOT
+from tests.helpers import ROOT, run_cli
 from tests.shared_build import content_key, shared_build
 
 pytestmark = pytest.mark.slow
@@ -26,12 +28,14 @@ LENGTH = "response/response_len/mean"
 
 @pytest.fixture(scope="module")
 def logged_late(tmp_path_factory) -> Path:
-    """The A/B folder of clean against ``fault:log-previous`` (the response length logged from the previous step)."""
-    case = load_case("tiny-grpo")
+    """The A/B folder of clean against ``fault:log-previous`` (the response length logged from the previous step),
+    run by the CLI, whose output is kept beside it."""
 
     def build(folder: Path) -> None:
-        run_ab(case, parse_side(case, "base", "clean"), parse_side(case, "head", "fault:log-previous"),
-               AbOptions(seeds=(SEED,), results_root=folder, with_plots=False))
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            code = run_cli("ab", "tiny-grpo", "--base", "clean", "--head", "fault:log-previous", "--seeds", str(SEED),
+                           "--results-dir", str(folder), "--no-plots")
+        (folder / "cli.txt").write_text(f"exit {code}\n{out.getvalue()}")
 
     key = content_key("ab-log-previous", SEED, files=(ROOT / "baselines" / "tiny-grpo.yaml",))
     built = shared_build(tmp_path_factory, "ab-log-previous", key, build)
@@ -39,6 +43,8 @@ def logged_late(tmp_path_factory) -> Path:
 
 
 def test_a_metric_logged_from_the_previous_step_is_logging_not_changed_training(logged_late):
+    said = (logged_late.parent.parent / "cli.txt").read_text()
+    assert said.startswith("exit 1\n") and f"next step: logging, not training: {LENGTH} moved" in said
     document = json.loads((logged_late / AB_JSON).read_text())
     assert document["status"] == FAIL and {g["metric"] for g in document["gates"] if g["status"] == FAIL} == {LENGTH}
     assert document["next"].startswith(f"logging, not training: {LENGTH} moved while the 4 other paired metrics")

@@ -32,7 +32,7 @@ from types import MappingProxyType
 
 from autotest.inputs.baseline_model import Baseline, CheckSpec, PairedWindow
 from autotest.judge.checks import run_checks
-from autotest.judge.model import CheckResult, Measured, TriageFinding
+from autotest.judge.model import Measured, TriageFinding
 from autotest.judge.paired_causes import logged_alone
 from autotest.judge.readings import hypothesis_evidence
 from autotest.judge.trace import Trace
@@ -98,8 +98,8 @@ def paired_inputs(baseline: Baseline, pairs: Sequence[tuple[int, Trace, Trace]],
 
 def paired_findings(baseline: Baseline, pairs: Sequence[tuple[int, Trace, Trace]],
                     gates: Sequence[tuple[PairedWindow, float]], quantile: float, failed_metrics: Sequence[str]
-                    ) -> tuple[tuple[TriageFinding, ...], tuple[Measured, ...], tuple[CheckResult, ...]]:
-    """The ranked next steps of a failed A/B, the readings they rest on and the paired gates as check results."""
+                    ) -> tuple[tuple[TriageFinding, ...], tuple[Measured, ...]]:
+    """The ranked next steps of a failed A/B and the readings they rest on."""
     paired, base, head = paired_inputs(baseline, pairs, gates, quantile)
     results = tuple(run_checks(paired, base, head, True))
     roles = baseline.role_map
@@ -111,4 +111,4 @@ def paired_findings(baseline: Baseline, pairs: Sequence[tuple[int, Trace, Trace]
         read = next((f.evidence for f in findings if f.rule == LOGGING_RULE), "")
         findings = [TriageFinding(LOGGING_RULE, bitwise, "every other paired metric bitwise equal between base and "
                                   "head at every step on every seed" + (f"; {read}" if read else ""), primary=True)]
-    return tuple(findings), measured, results
+    return tuple(findings), measured

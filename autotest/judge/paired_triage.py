@@ -83,7 +83,7 @@ def paired_inputs(baseline: Baseline, pairs: Sequence[tuple[int, Trace, Trace]],
     for window, threshold in gates:
         checks.append(CheckSpec(window.metric, "absolute", "<=", threshold, scope="window",
                                 window=(window.start, window.end),
-                                derivation=f"paired: {window.gate_id}, the A/A noise over {len(pairs)} seed(s)"))
+                                derivation=f"paired: {window.gate_id}, the A/A noise over {k} seed(s)"))
         per_step, seed_noise = noise.setdefault(window.metric, {}), (baseline.noise_table or {}).get(window.metric, {})
         for step in base.get(window.metric) or {}:
             if window.start <= step <= window.end:

@@ -191,8 +191,8 @@ def judge_paired(spec: PairedSpec | None, pairs: Sequence[tuple[int, Trace, Trac
     if baseline is None:
         return PairedVerdict(status, tuple(results), seeds,
                              next_step=logged_alone(failed, sorted({w.metric for w in spec.windows}), pairs))
-    gates = [(w, r.threshold) for w, r in zip(spec.windows, results) if r.threshold is not None]
-    findings, measured = paired_findings(baseline, pairs, gates, _quantile(spec), failed)
+    findings, measured = paired_findings(baseline, pairs, spec.windows, lambda w, k: paired_threshold(spec, w, k),
+                                         _quantile(spec), failed)
     primary = next((f for f in findings if f.primary), None)
     return PairedVerdict(status, tuple(results), seeds, next_step=primary.next_step if primary else "",
                          triage=findings, measured=measured)

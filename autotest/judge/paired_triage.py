@@ -15,6 +15,8 @@ The readings are not written again; their inputs are adapted (:func:`paired_inpu
   did, while the readings ask which moved first and by how much in the noise the golden triage reads them in
   (tiny-grpo seed 11: ``entropy-sign`` with the A/A noise alone has the scores 3 steps behind the entropy, the
   ``gradual`` rule; with the floor 8 steps, ``loss-term``);
+- **per seed**: with more than one seed, each seed's pair is also read alone and its primary added to the primary's
+  evidence (the primary is the mean's, as a golden verdict on replicates reads their mean);
 - **the gates** are the paired windows, each a ``window`` check (``|head mean - base mean| <= threshold``) the check
   engine judges again when a reading asks (a factor undone, a shift tried).
 
@@ -26,7 +28,7 @@ logger smooths every metric is not told as such."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from types import MappingProxyType
 
@@ -96,19 +98,36 @@ def paired_inputs(baseline: Baseline, pairs: Sequence[tuple[int, Trace, Trace]],
     return paired, base, head
 
 
-def paired_findings(baseline: Baseline, pairs: Sequence[tuple[int, Trace, Trace]],
-                    gates: Sequence[tuple[PairedWindow, float]], quantile: float, failed_metrics: Sequence[str]
-                    ) -> tuple[tuple[TriageFinding, ...], tuple[Measured, ...]]:
-    """The ranked next steps of a failed A/B and the readings they rest on."""
-    paired, base, head = paired_inputs(baseline, pairs, gates, quantile)
-    results = tuple(run_checks(paired, base, head, True))
-    roles = baseline.role_map
-    measured = hypothesis_evidence(paired, base, head, results, roles)
-    findings = list(triage(results, head, roles, measured))
-    bitwise = logged_alone(failed_metrics, sorted({w.metric for w, _ in gates}), pairs)
+def paired_findings(baseline: Baseline, pairs: Sequence[tuple[int, Trace, Trace]], windows: Sequence[PairedWindow],
+                    threshold_at: Callable[[PairedWindow, int], float], quantile: float,
+                    failed_metrics: Sequence[str]) -> tuple[tuple[TriageFinding, ...], tuple[Measured, ...]]:
+    """The ranked next steps of a failed A/B and the readings they rest on, read on the seeds' mean; with more than one
+    seed the primary's evidence adds each seed's own primary (its pair alone, its windows at one seed's threshold).
+    ``threshold_at(window, k)``: the paired threshold of ``window`` over ``k`` seeds."""
+    bitwise = logged_alone(failed_metrics, sorted({w.metric for w in windows}), pairs)
+    findings, measured = _read(baseline, pairs, windows, threshold_at, quantile)
     if bitwise:
         # the training is bitwise the base's: no rule that reads a changed training stands beside it
         read = next((f.evidence for f in findings if f.rule == LOGGING_RULE), "")
-        findings = [TriageFinding(LOGGING_RULE, bitwise, "every other paired metric bitwise equal between base and "
-                                  "head at every step on every seed" + (f"; {read}" if read else ""), primary=True)]
+        return (TriageFinding(LOGGING_RULE, bitwise, "every other paired metric bitwise equal between base and head at "
+                              "every step on every seed" + (f"; {read}" if read else ""), primary=True),), measured
+    if len(pairs) > 1 and findings:
+        seeds = []
+        for pair in pairs:
+            own = _read(baseline, [pair], windows, threshold_at, quantile)[0]
+            seeds.append(f"{pair[0]} {own[0].rule if own else 'no gate moved at one seed'}")
+        findings[0] = replace(findings[0], evidence=f"{findings[0].evidence}; each seed's own primary: "
+                                                    f"{', '.join(seeds)}")
     return tuple(findings), measured
+
+
+def _read(baseline: Baseline, pairs: Sequence[tuple[int, Trace, Trace]], windows: Sequence[PairedWindow],
+          threshold_at: Callable[[PairedWindow, int], float], quantile: float
+          ) -> tuple[list[TriageFinding], tuple[Measured, ...]]:
+    """The triage's findings and readings on ``pairs``' paired differences."""
+    gates = [(w, threshold_at(w, len(pairs))) for w in windows]
+    paired, base, head = paired_inputs(baseline, pairs, gates, quantile)
+    results = run_checks(paired, base, head, True)
+    roles = baseline.role_map
+    measured = hypothesis_evidence(paired, base, head, results, roles)
+    return list(triage(results, head, roles, measured)), measured

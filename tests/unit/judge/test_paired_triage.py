@@ -159,6 +159,9 @@ def test_training_scores_up_while_eval_down_is_other_training_data():
     verdict = _judge({REWARD: _from(8, 0.01), EVAL: lambda s, v: v - 0.1 * (s >= 10)})
     assert _primary(verdict) == "training-data"
     assert next(m for m in verdict.measured if m.hypothesis == "train against eval").holds
+    # read on the seeds' mean, and on each seed's pair alone
+    assert verdict.triage[0].evidence.endswith(
+        "each seed's own primary: 11 training-data, 12 training-data, 13 training-data")
 
 
 def test_training_and_eval_scores_one_way_is_not_other_data():

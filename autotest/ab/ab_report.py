@@ -53,7 +53,7 @@ def render_ab_report(outcome: AbOutcome, baseline: Baseline, plots: list[Path]) 
     if verdict.triage:
         lines += ["## Next steps (the golden triage's rules on head - base)", "",
                   "Read on the mean over the seeds that pair: \"the golden\" below is the base, the per-step noise the "
-                  "A/A noise, floored by a parted pair's (docs/ab.md).", "",
+                  "A/A noise, never under the golden's noise of the pair (docs/ab.md).", "",
                   *finding_lines(verdict.triage), *hypothesis_table(verdict.measured), ""]
     if outcome.aa_check is not None:
         guard = outcome.aa_check

@@ -14,9 +14,10 @@ paired gate is one metric's mean over one step window (:class:`~autotest.inputs.
   width and a change the case calls harmless stays harmless;
 - **power**: the gate catches a shift delta with 80% probability when delta = (q + z_0.8) x noise / sqrt(K);
 - **next step** (:mod:`.paired_triage`): the golden triage's readings and rules on the paired differences, the base
-  as the reference, the head as the run, the A/A noise as the per-step noise: logging, data, sampling, loss term,
-  training loop or mismatch, with the evidence; one metric failed while every other paired metric is bitwise equal
-  between base and head at every step on every seed (:mod:`.paired_causes`) is logging, never "training changed".
+  as the reference, the head as the run, the A/A noise (never under the golden's noise of the pair) as the per-step
+  noise: logging, data, sampling, loss term, training loop or mismatch, with the evidence; one metric failed while
+  every other paired metric is bitwise equal between base and head at every step on every seed
+  (:mod:`.paired_causes`) is logging, never "training changed".
 
 Pure logic: traces in, results out; the runs are :mod:`autotest.ab`'s.
 """

@@ -337,6 +337,8 @@ def assert_ab_outcome(outcome: AbOutcome, preface: str = "") -> None:
     lines += [f"  {r.status} {r.message}" for r in outcome.verdict.results if r.status != "PASS"]
     if outcome.verdict.reason:
         lines.append(f"  not judged: {outcome.verdict.reason}")
+    if outcome.verdict.next_step:
+        lines.append(f"  next step: {outcome.verdict.next_step}")
     if outcome.split is not None:
         lines.append(f"  split: {outcome.split.finding.summary}; next: {outcome.split.finding.next_step}")
     lines.append(f"  report: {outcome.report}")

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from autotest.files import write_bytes_atomic
 from autotest.inputs.baseline_model import Baseline
 from autotest.judge.replay_split import describe_moved
+from autotest.report.markdown import finding_lines, hypothesis_table
 from autotest.report.md_safe import md_code, md_text
 from autotest.report.plots import plot_name
 
@@ -49,6 +50,11 @@ def render_ab_report(outcome: AbOutcome, baseline: Baseline, plots: list[Path]) 
             lines.append(f"| {md_code(r.gate_id)} | {r.status} | {_num(r.mean_difference)} | {_num(r.threshold)} | "
                          f"{_num(r.mde)} | {per_seed or '-'} |")
         lines.append("")
+    if verdict.triage:
+        lines += ["## Next steps (the golden triage's rules on head - base)", "",
+                  "Read on the mean over the seeds that pair: \"the golden\" below is the base, the per-step noise the "
+                  "A/A noise, never under the golden's noise of the pair (docs/ab.md).", "",
+                  *finding_lines(verdict.triage), *hypothesis_table(verdict.measured), ""]
     if outcome.aa_check is not None:
         guard = outcome.aa_check
         moved = describe_moved(guard.failed)

@@ -212,7 +212,7 @@ def judge_results_folders(case: Case, baseline: Baseline, seed: int, base_dir: P
     if base is None or head is None:
         missing = base_dir if base is None else head_dir
         return PairedVerdict(ERROR, (), (seed,), reason=f"{missing}: no readable metric log")
-    return judge_paired(baseline.paired, [(seed, base, head)], how_to_calibrate(case))
+    return judge_paired(baseline.paired, [(seed, base, head)], how_to_calibrate(case), baseline)
 
 
 def _trace_of(case: Case, baseline: Baseline, run: CaseRun) -> Trace | None:
@@ -237,7 +237,7 @@ def _outcome(case: Case, base: Side, head: Side, baseline: Baseline, runs: Seque
                if (label, s) not in traces and not any(r.seed == s and r.side == label and r.reason for r in runs)]
     pairs = [(s, traces[(base.label, s)], traces[(head.label, s)]) for s in seeds
              if (base.label, s) in traces and (head.label, s) in traces]
-    verdict = judge_paired(baseline.paired, pairs, how_to_calibrate(case))
+    verdict = judge_paired(baseline.paired, pairs, how_to_calibrate(case), baseline)
     problems = broken + missing + (["interrupted before every seed ran"] if interrupted else [])
     if problems:
         verdict = replace(verdict, status=ERROR, reason="; ".join(problems + ([verdict.reason] if verdict.reason
@@ -251,6 +251,11 @@ def outcome_document(outcome: AbOutcome) -> dict:
         "case": outcome.case, "status": verdict.status, "reason": verdict.reason, "next": verdict.next_step,
         "base": outcome.base.ref, "head": outcome.head.ref, "seeds": list(verdict.seeds),
         "warnings": list(verdict.warnings),
+        "triage": [{"rank": f.rank, "rule": f.rule, "primary": f.primary, "next": f.next_step,
+                    "suggestion": f.suggestion, "evidence": f.evidence, "why_ranked": f.why_ranked}
+                   for f in verdict.triage],
+        "measured": [{"hypothesis": m.hypothesis, "measured": m.measured, "holds": m.holds, "finding": m.finding}
+                     for m in verdict.measured],
         "gates": [{"gate": r.gate_id, "metric": r.metric, "window": list(r.window), "status": r.status,
                    "mean_difference": r.mean_difference, "threshold": r.threshold, "mde": r.mde,
                    "differences": {str(k): v for k, v in r.differences.items()}, "message": r.message}

@@ -56,6 +56,8 @@ def ab(args: argparse.Namespace) -> int:
         echo(f"{result.status}: {result.message}")
     if outcome.verdict.reason:
         echo(f"not judged: {outcome.verdict.reason}")
+    if outcome.verdict.next_step:
+        echo(f"next step: {outcome.verdict.next_step}")
     if outcome.split is not None:
         echo(f"split: {outcome.split.finding.summary}; next: {outcome.split.finding.next_step}")
     elif args.split:

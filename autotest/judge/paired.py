@@ -13,8 +13,11 @@ paired gate is one metric's mean over one step window (:class:`~autotest.inputs.
   the metric's declared floor (``calibration.floors``), so pairs that agree bitwise do not make a gate of zero
   width and a change the case calls harmless stays harmless;
 - **power**: the gate catches a shift delta with 80% probability when delta = (q + z_0.8) x noise / sqrt(K);
-- **next step** (:mod:`.paired_causes`): one metric failed while every other paired metric is bitwise equal between
-  base and head at every step on every seed is logging, never "training changed".
+- **next step** (:mod:`.paired_triage`): the golden triage's readings and rules on the paired differences, the base
+  as the reference, the head as the run, the A/A noise (never under the golden's noise of the pair) as the per-step
+  noise: logging, data, sampling, loss term, training loop or mismatch, with the evidence; one metric failed while
+  every other paired metric is bitwise equal between base and head at every step on every seed
+  (:mod:`.paired_causes`) is logging, never "training changed".
 
 Pure logic: traces in, results out; the runs are :mod:`autotest.ab`'s.
 """
@@ -26,8 +29,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from autotest.inputs.baseline_model import Baseline, PairedSpec, PairedWindow
-from autotest.judge.model import ERROR, FAIL, PASS
+from autotest.judge.model import ERROR, FAIL, PASS, Measured, TriageFinding
 from autotest.judge.paired_causes import logged_alone
+from autotest.judge.paired_triage import paired_findings
 from autotest.judge.power import Z_POWER, t_quantile
 from autotest.judge.trace import Trace
 
@@ -63,8 +67,13 @@ class PairedVerdict:
     warnings: tuple[str, ...] = ()
     #: why nothing could be judged (an uncalibrated baseline, a broken run)
     reason: str = ""
-    #: the next step the paired differences name (:mod:`.paired_causes`); "" leaves the status's own line
+    #: the next step the paired differences name (the primary of ``triage``, or :mod:`.paired_causes`'s bitwise
+    #: logging line); "" leaves the status's own line
     next_step: str = ""
+    #: a FAIL's ranked next steps, the golden triage's rules on the paired differences (:mod:`.paired_triage`)
+    triage: tuple[TriageFinding, ...] = ()
+    #: the readings those rules read, taken on the paired differences
+    measured: tuple[Measured, ...] = ()
 
     @property
     def failed(self) -> tuple[PairedResult, ...]:
@@ -164,9 +173,11 @@ def paired_mde(spec: PairedSpec, window: PairedWindow, seeds: int) -> float:
     return paired_threshold(spec, window, seeds) + Z_POWER * window.noise / math.sqrt(seeds)
 
 
-def judge_paired(spec: PairedSpec | None, pairs: Sequence[tuple[int, Trace, Trace]], how_to_calibrate: str
-                 ) -> PairedVerdict:
-    """Every paired gate over ``pairs`` of (seed, base trace, head trace)."""
+def judge_paired(spec: PairedSpec | None, pairs: Sequence[tuple[int, Trace, Trace]], how_to_calibrate: str,
+                 baseline: Baseline | None = None) -> PairedVerdict:
+    """Every paired gate over ``pairs`` of (seed, base trace, head trace); a FAIL's next step from the golden triage's
+    readings and rules on the paired differences (:mod:`.paired_triage`) when ``baseline`` (its checks' roles) is
+    given, else from the bitwise logging reading alone (:mod:`.paired_causes`)."""
     seeds = tuple(seed for seed, _, _ in pairs)
     if spec is None or not spec.windows:
         return PairedVerdict(ERROR, (), seeds, reason=f"the baseline has no paired noise; {how_to_calibrate}")
@@ -175,11 +186,17 @@ def judge_paired(spec: PairedSpec | None, pairs: Sequence[tuple[int, Trace, Trac
     results = [_judge_window(spec, window, pairs) for window in spec.windows]
     status = (FAIL if any(r.status == FAIL for r in results) else
               ERROR if any(r.status == ERROR for r in results) else PASS)
-    next_step = ""
-    if status == FAIL:
-        paired = sorted({w.metric for w in spec.windows})
-        next_step = logged_alone([r.metric for r in results if r.status == FAIL], paired, pairs)
-    return PairedVerdict(status, tuple(results), seeds, next_step=next_step)
+    if status != FAIL:
+        return PairedVerdict(status, tuple(results), seeds)
+    failed = [r.metric for r in results if r.status == FAIL]
+    if baseline is None:
+        return PairedVerdict(status, tuple(results), seeds,
+                             next_step=logged_alone(failed, sorted({w.metric for w in spec.windows}), pairs))
+    findings, measured = paired_findings(baseline, pairs, spec.windows, lambda w, k: paired_threshold(spec, w, k),
+                                         _quantile(spec), failed)
+    primary = next((f for f in findings if f.primary), None)
+    return PairedVerdict(status, tuple(results), seeds, next_step=primary.next_step if primary else "",
+                         triage=findings, measured=measured)
 
 
 def _judge_window(spec: PairedSpec, window: PairedWindow, pairs: Sequence[tuple[int, Trace, Trace]]) -> PairedResult:

@@ -19,7 +19,7 @@ from autotest.errors import WriteFailed
 from autotest.files import append_text, portable, write_atomic
 from autotest.inputs.roles import ROLES, base_role
 from autotest.judge.checks import fmt
-from autotest.judge.model import ERROR, FAIL, INFO, PASS, CheckResult, Verdict
+from autotest.judge.model import ERROR, FAIL, INFO, PASS, CheckResult, Measured, TriageFinding, Verdict
 from autotest.judge.power import cost_and_power_phrase
 from autotest.judge.shadow import shadow_alarms, shadow_line
 from autotest.redaction import mask_known
@@ -217,14 +217,25 @@ def _evidence_table(verdict: Verdict) -> list[str]:
     return lines
 
 
-def _hypothesis_table(verdict: Verdict) -> list[str]:
-    """What was measured for each hypothesis beyond the role rows (rendered as is from the verdict)."""
-    if not verdict.measured:
+def hypothesis_table(measured: Sequence[Measured]) -> list[str]:
+    """What was measured for each hypothesis beyond the role rows (rendered as is; a golden or a paired verdict's)."""
+    if not measured:
         return []
     lines = ["", "## Triage evidence (per hypothesis, measured)", "",
              "| hypothesis | what was measured | holds | found |", "|---|---|---|---|"]
-    for m in verdict.measured:
+    for m in measured:
         lines.append(f"| {m.hypothesis} | {m.measured} | {'yes' if m.holds else 'no'} | {md_text(m.finding)} |")
+    return lines
+
+
+def finding_lines(findings: Sequence[TriageFinding]) -> list[str]:
+    """The ranked next steps, each with its rule and evidence (rendered as is; a golden or a paired verdict's)."""
+    lines = []
+    for f in findings:
+        marker = "**" if f.primary else ""
+        ranked = f"; ranked below: {f.why_ranked}" if f.why_ranked else ""
+        ranked += f"; uncertain: as likely as `{f.uncertain_with}` ({f.to_tell})" if f.uncertain_with else ""
+        lines.append(f"{f.rank}. {marker}{f.suggestion}{marker} — rule `{f.rule}`; evidence: {f.evidence}{ranked}")
     return lines
 
 
@@ -258,17 +269,13 @@ def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, histo
     lines += ["## Messages", ""] + [f"- `{r.check_id}` {r.status}: {r.message}" for r in verdict.results] + [""]
     lines += ["## Suggested next step (inferred from the breach pattern)", ""]
     if verdict.triage:
-        for f in verdict.triage:
-            marker = "**" if f.primary else ""
-            ranked = f"; ranked below: {f.why_ranked}" if f.why_ranked else ""
-            ranked += f"; uncertain: as likely as `{f.uncertain_with}` ({f.to_tell})" if f.uncertain_with else ""
-            lines.append(f"{f.rank}. {marker}{f.suggestion}{marker} — rule `{f.rule}`; evidence: {f.evidence}{ranked}")
+        lines += finding_lines(verdict.triage)
     elif verdict.status == PASS:
         lines.append("- none: every gate passed")
     else:
         lines.append("- no rule matched; read the failing checks above and the run's logs")
     lines += _evidence_table(verdict)
-    lines += _hypothesis_table(verdict)
+    lines += hypothesis_table(verdict.measured)
     lines += ["", "## Sources", "",
               f"- current run metric log: {link(verdict.current_source)}",
               f"- golden values: {link(verdict.baseline_source)}",

@@ -7,13 +7,16 @@ CUDA end to end, through the harness as a GPU runner uses it.
 Steps, each recorded in OUT_DIR/gpu_check.json (ok / failed / skipped, with what was seen); a failed step does not
 stop the others, so one run on a lent machine says as much as it can. Exit 0 when no step failed, else 1.
 
-1. environment: torch, its CUDA build, the device, nvidia-smi, the harness's own GPU count
+1. environment: torch, its CUDA build, the device, nvidia-smi, the harness's own GPU count, which must be the one
+   torch counts (the slot step holds "every GPU" as the harness counts them: an undercount would pass it)
 2. slot: the lock-file allocator holds every GPU; a second process asking for one times out naming the holder,
    and gets one as soon as they are released
 3. probes: a process holding 2 GiB on GPU 0 is seen by the contention record (other processes, their memory);
    the GPU speed probe times its kernel
 4. clean run: tiny-grpo with ``platform.gpus: 1`` and ``RL_AUTOTEST_WORKLOAD_DEVICE=cuda``: the slot, the
-   contention snapshots (GPU state, GPU probe) and a verdict that is decided (PASS or FAIL, not ERROR)
+   contention snapshots (GPU state, GPU probe), a verdict that is decided (PASS or FAIL, not ERROR), and the
+   workload on the GPU as the driver sees it: nvidia-smi, polled while the run goes, lists a workload process
+   with memory on the GPU (the workload's own ``device: cuda`` line only echoes the variable this check sets)
 5. mismatch fault: the same with ``--fault bf16-rollout`` (the rollout engine in bf16): FAIL on the mismatch gate,
    a consistency request, then ``rl-autotest consistency`` collects MSProbe dumps on CUDA and analyses them
 """
@@ -82,7 +85,7 @@ def expect(condition: bool, what: str) -> None:
         raise AssertionError(what)
 
 
-def environment() -> dict[str, Any]:
+def environment(on_cpu: bool = False) -> dict[str, Any]:
     import torch
 
     from autotest.run.platform import detect_gpus
@@ -91,9 +94,13 @@ def environment() -> dict[str, Any]:
         if shutil_which("nvidia-smi") else None
     seen = {"python": sys.version.split()[0], "torch": torch.__version__, "torch_cuda": torch.version.cuda,
             "cuda_available": torch.cuda.is_available(), "nvidia_smi": smi.stdout.strip() if smi else None,
-            "harness_gpus": detect_gpus().count}
+            "harness_gpus": detect_gpus().count, "torch_gpus": torch.cuda.device_count()}
     if torch.cuda.is_available():
         seen["device"] = torch.cuda.get_device_name(0)
+    if not on_cpu:  # the harness's count (nvidia-smi, or its override) against the CUDA runtime's, two readings
+        expect(seen["harness_gpus"] == seen["torch_gpus"],
+               f"the harness counts {seen['harness_gpus']} GPUs ({detect_gpus().source}), torch sees "
+               f"{seen['torch_gpus']}: the slot step would hold the harness's count, not the node's")
     return seen
 
 
@@ -171,17 +178,88 @@ def run_case(case: Path, results: Path, *more: str) -> tuple[int, Path, dict[str
 
 
 def on_device(folder: Path, device: str) -> bool:
+    """The workload's own word: its log says ``device: <device>`` (an echo of the variable the case sets)."""
     return any(f"device: {device})" in p.read_text(errors="replace") for p in folder.rglob("*stdout*") if p.is_file())
 
 
+class GpuWatch:
+    """What the driver sees while a run goes: nvidia-smi's compute processes on the GPUs, polled on a thread, each
+    with its largest memory and its command line (read from /proc while it lives). The evidence that the
+    workload computed on the GPU comes from here, not from what the workload says about itself."""
+
+    def __init__(self, environ: dict[str, str] | None = None, interval_s: float = 0.5) -> None:
+        import threading
+
+        self.environ = dict(os.environ if environ is None else environ)
+        self.interval_s = interval_s
+        self.seen: dict[int, dict[str, Any]] = {}
+        self.polls = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="gpu-watch", daemon=True)
+
+    def __enter__(self) -> "GpuWatch":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        from autotest.run.gpu_state import gpu_state
+
+        while True:
+            state = gpu_state(self.environ, ours={os.getpid()})
+            self.polls += 1
+            for app in (state or {}).get("other_processes", ()):
+                entry = self.seen.setdefault(app["pid"], {"pid": app["pid"], "memory_mib": 0.0,
+                                                          "command": _command_line(app["pid"])})
+                entry["memory_mib"] = max(entry["memory_mib"], app.get("memory_mib") or 0.0)
+            if self._stop.wait(self.interval_s):
+                return
+
+
+def _command_line(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return None  # gone, or in another PID namespace
+
+
+def workload_on_gpu(seen: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The processes the driver listed with memory whose command line is an embedded workload's."""
+    return [e for e in seen.values() if (e["memory_mib"] or 0) > 0 and "autotest.workloads" in (e["command"] or "")]
+
+
+def device_evidence(folder: Path, device: str, watch: GpuWatch | None) -> dict[str, Any]:
+    """The workload ran on ``device``: on the CPU its log's word is all there is; on a GPU the driver must have
+    listed a workload process with memory on it while the run went (``watch``)."""
+    said = on_device(folder, device)
+    expect(said, f"the workload's log does not say `device: {device}` ({folder})")
+    if watch is None:
+        return {"workload_says": device}
+    found = workload_on_gpu(watch.seen)
+    listed = sorted(watch.seen.values(), key=lambda e: e["pid"])
+    unreadable = [e["pid"] for e in listed if e["command"] is None and (e["memory_mib"] or 0) > 0]
+    expect(bool(found), f"the workload's log says `device: {device}`, but nvidia-smi listed no workload process "
+           f"with memory on the GPU in {watch.polls} polls during the run (it listed: {listed or 'nothing'})"
+           + (f"; the command lines of pids {unreadable} cannot be read here (another PID namespace?), so what "
+              "the driver saw cannot be tied to the workload" if unreadable else "; the workload computed elsewhere"))
+    return {"workload_says": device, "driver_saw": found}
+
+
 def clean_run(out: Path, case: Path, on_cpu: bool) -> dict[str, Any]:
-    code, folder, results = run_case(case, out / "clean")
+    if on_cpu:
+        watch = None
+        code, folder, results = run_case(case, out / "clean")
+    else:
+        with GpuWatch() as watch:
+            code, folder, results = run_case(case, out / "clean")
     status = results.get("status") or results.get("verdict", {}).get("status")
     expect(status in ("PASS", "FAIL"), f"the verdict is {status} (exit {code}); see {folder}/report.md")
-    device = "cpu" if on_cpu else "cuda"
-    expect(on_device(folder, device), f"the workload's log does not say `device: {device}` ({folder})")
+    device = device_evidence(folder, "cpu" if on_cpu else "cuda", watch)
     preflight = json.loads((folder / "preflight.json").read_text())
-    seen = {"exit": code, "verdict": status, "folder": str(folder)}
+    seen = {"exit": code, "verdict": status, "folder": str(folder), "device": device}
     if not on_cpu:
         text = json.dumps(preflight) + json.dumps(results)
         expect('"gpu"' in text and '"wall_s"' in text, "no GPU state or GPU probe in preflight.json/results.json")
@@ -211,7 +289,7 @@ def main(argv: list[str]) -> int:
     out, on_cpu = Path(argv[0]).resolve(), "--cpu" in argv
     out.mkdir(parents=True, exist_ok=True)
     check = Check(out, on_cpu)
-    check.step("environment", environment)
+    check.step("environment", lambda: environment(on_cpu))
     check.step("slot", lambda: slot(out), needs_gpu=True)
     check.step("probes", probes, needs_gpu=True)
     case = case_file(out, on_cpu)

@@ -56,7 +56,7 @@ fi
 export PYTHONUNBUFFERED=1 RAY_USAGE_STATS_ENABLED=0
 cd "$WORK"
 "$PY" - <<'EOF'
-import importlib, sys
+import importlib.util, sys
 needed = ["autotest", "torch", "transformers", "numpy", "yaml", "sqlalchemy", "orjson", "matplotlib", "filelock",
           "packaging"]
 missing = [name for name in needed if importlib.util.find_spec(name) is None]

@@ -44,8 +44,10 @@ def probe_sequences(domain: str, count: int = PROBE_PROMPTS) -> list[list[int]]:
             for t in task.train_targets[:count]]
 
 
-def qwen3_logprobs(checkpoint: Path, sequences: Sequence[Sequence[int]]) -> list[list[float]]:
-    """log p(token j+1 | tokens 0..j) of each sequence under ``checkpoint``'s weights, in fp32, by plain torch."""
+def qwen3_logprobs(checkpoint: Path, sequences: Sequence[Sequence[int]], temperature: float = 1.0
+                   ) -> list[list[float]]:
+    """log p(token j+1 | tokens 0..j) of each sequence under ``checkpoint``'s weights, in fp32, by plain torch
+    (of the logits over ``temperature``: the reference a server scoring at another temperature is held to)."""
     import torch
     from safetensors.torch import load_file
 
@@ -89,7 +91,8 @@ def qwen3_logprobs(checkpoint: Path, sequences: Sequence[Sequence[int]]) -> list
                 h = rms(x, w[p + "post_attention_layernorm.weight"])
                 gate, up = h @ w[p + "mlp.gate_proj.weight"].T, h @ w[p + "mlp.up_proj.weight"].T
                 x = x + (torch.nn.functional.silu(gate) * up) @ w[p + "mlp.down_proj.weight"].T
-            logp = (rms(x, w["model.norm.weight"]) @ head.T).log_softmax(-1)
+            logits = rms(x, w["model.norm.weight"]) @ head.T
+            logp = (logits if temperature == 1.0 else logits / temperature).log_softmax(-1)
             out.append(logp[:-1].gather(-1, ids[1:, None]).squeeze(-1).tolist())
     return out
 

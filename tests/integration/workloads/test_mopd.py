@@ -20,6 +20,7 @@ from autotest.workloads.mopd import (  # noqa: E402
     model_config_of,
 )
 from autotest.workloads.mopd_trainer import DistillOptim, DistillTrainer  # noqa: E402
+from autotest.workloads.probe_answers import qwen3_logprobs  # noqa: E402
 from autotest.workloads.rollout import RolloutEngine  # noqa: E402
 from autotest.workloads.tasks import get_task  # noqa: E402
 from autotest.workloads.teacher_client import ENDPOINTS_ENV, Routing, TeacherClient  # noqa: E402
@@ -52,14 +53,16 @@ def student_batch(fixture: Fixture, seed: int = 0, prompts: int = 64):
 
 
 def local_teacher_logprobs(fixture: Fixture, batch) -> torch.Tensor:
-    """Each row scored in-process by its domain's teacher (the reference for the HTTP path)."""
-    ids = torch.cat([batch.prompt_ids, batch.response_ids], dim=1)
+    """Each row scored in-process by its domain's teacher (the reference for the HTTP path), by code the teacher
+    server does not run: the plain-torch forward of the weights file (``probe_answers.qwen3_logprobs``), one
+    unpadded sequence at a time, never ``load_checkpoint`` and the model class the server scores with."""
+    prompt_len = batch.prompt_ids.shape[1]
     out = torch.zeros_like(batch.rollout_logprobs)
-    with torch.no_grad():
-        for domain in fixture.domains:
-            rows = torch.tensor([p.data_source == domain for p in batch.prompts])
-            lp, _ = response_logprobs(load_checkpoint(fixture.teacher(domain)), ids[rows], batch.prompt_ids.shape[1])
-            out[rows] = lp
+    for row, prompt in enumerate(batch.prompts):
+        length = int(batch.response_mask[row].sum())
+        seq = batch.prompt_ids[row].tolist() + batch.response_ids[row, :length].tolist()
+        (scored,) = qwen3_logprobs(fixture.teacher(prompt.data_source), [seq])
+        out[row, :length] = torch.tensor(scored[prompt_len - 1:])
     return out * batch.response_mask
 
 

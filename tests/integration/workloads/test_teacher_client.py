@@ -15,10 +15,10 @@ from autotest.workloads.teacher_client import (  # noqa: E402
     TeacherError,
     request_logprobs,
 )
-from autotest.workloads.teachers import Fixture, load_checkpoint, teacher_name  # noqa: E402
+from autotest.workloads.teachers import Fixture, teacher_name  # noqa: E402
 from tests.unit.workloads.test_teacher_client import ROUTING
 
-from .test_teacher_server import Served, local_logprobs, start_server, stop  # noqa: E402
+from .test_teacher_server import Served, reference_logprobs, start_server, stop  # noqa: E402
 
 #: real teacher servers over trained teachers (~20 s of setup on 2 cores);
 #: out of the quick tier, `pytest -m "not slow"`
@@ -44,7 +44,8 @@ def _batch() -> tuple[list[str], list[list[int]]]:
 
 
 def test_each_sample_is_scored_by_its_domains_teacher(teacher_servers: dict[str, Served], mopd_fixture: Fixture) -> None:
-    models = {teacher_name(d): load_checkpoint(mopd_fixture.teacher(d)) for d in mopd_fixture.domains}
+    # each teacher's reference: a plain-torch forward of its weights file, not the server's loading and model class
+    checkpoints = {teacher_name(d): mopd_fixture.teacher(d) for d in mopd_fixture.domains}
     sources, seqs = _batch()
     client = TeacherClient({name: (s.url,) for name, s in teacher_servers.items()}, ROUTING)
     try:
@@ -52,8 +53,8 @@ def test_each_sample_is_scored_by_its_domains_teacher(teacher_servers: dict[str,
     finally:
         client.close()
     for source, seq, got in zip(sources, seqs, scored, strict=True):
-        own = local_logprobs(models[ROUTING.teacher_of[source]], seq)
-        other = local_logprobs(models[next(n for n in models if n != ROUTING.teacher_of[source])], seq)
+        own = reference_logprobs(checkpoints[ROUTING.teacher_of[source]], seq)
+        other = reference_logprobs(checkpoints[next(n for n in checkpoints if n != ROUTING.teacher_of[source])], seq)
         assert got == pytest.approx(own, abs=1e-5)
         assert got != pytest.approx(other, abs=1e-3)
     # swapped endpoints: the same request is answered by the other teacher
@@ -64,8 +65,8 @@ def test_each_sample_is_scored_by_its_domains_teacher(teacher_servers: dict[str,
     finally:
         swapped.close()
     for source, seq, got in zip(sources, seqs, crossed, strict=True):
-        other = next(n for n in models if n != ROUTING.teacher_of[source])
-        assert got == pytest.approx(local_logprobs(models[other], seq), abs=1e-5)
+        other = next(n for n in checkpoints if n != ROUTING.teacher_of[source])
+        assert got == pytest.approx(reference_logprobs(checkpoints[other], seq), abs=1e-5)
 
 
 def test_replicas_are_used_round_robin(teacher_servers: dict[str, Served]) -> None:

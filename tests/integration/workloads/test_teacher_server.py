@@ -21,7 +21,13 @@ torch = pytest.importorskip("torch")
 from autotest.workloads.tasks import get_task  # noqa: E402
 from autotest.workloads.teacher_client import TeacherError, health, request_logprobs  # noqa: E402
 from autotest.workloads.teacher_server import DIED_EXIT_CODE, LOGPROBS_PATH  # noqa: E402
-from autotest.workloads.teachers import Fixture, load_checkpoint  # noqa: E402
+from autotest.workloads.probe_answers import (  # noqa: E402
+    ANSWERS_FILE,
+    qwen3_logprobs,
+    record_answers,
+    recorded_answers,
+)
+from autotest.workloads.teachers import Fixture, teacher_name  # noqa: E402
 from tests import waits  # noqa: E402
 
 #: real teacher servers over trained teachers (~100 s of setup on 2 cores);
@@ -76,24 +82,39 @@ def sequences() -> list[list[int]]:
             list(task.prompt(1).token_ids) + [1, 11]]
 
 
-def local_logprobs(model: torch.nn.Module, seq: list[int]) -> list[float]:
-    with torch.no_grad():
-        logits = model(input_ids=torch.tensor([seq]), use_cache=False).logits[0, :-1].float()
-    return logits.log_softmax(-1).gather(-1, torch.tensor(seq[1:]).unsqueeze(-1)).squeeze(-1).tolist()
+def reference_logprobs(checkpoint: Path, seq: list[int], temperature: float = 1.0) -> list[float]:
+    """What a server of ``checkpoint`` must answer for ``seq``, scored by code the server does not run: the
+    plain-torch forward from ``model.safetensors`` (``probe_answers.qwen3_logprobs``), never ``load_checkpoint``
+    and the model class the server scores with (a reference made that way agrees with a server that loads the
+    wrong weights)."""
+    return qwen3_logprobs(checkpoint, [seq], temperature=temperature)[0]
+
+
+def recorded(fixture: Fixture, domain: str) -> dict:
+    """The teacher's answers recorded beside the fixture, checked against its weights (scored now, by the
+    same plain-torch forward, for a fixture made before answers were kept)."""
+    if not (fixture.root / ANSWERS_FILE).exists():
+        record_answers(fixture.root, fixture.domains)
+    return recorded_answers(fixture.root, fixture.weights(), fixture.domains)[teacher_name(domain)]
 
 
 def test_health_and_logprobs_match_the_checkpoint(sum_teacher: Served, mopd_fixture: Fixture) -> None:
     reply = health(sum_teacher.url)
     assert reply["status"] == "ok" and reply["name"] == "digit_sum_teacher"
     assert reply["model"] == str(mopd_fixture.teacher("digit_sum"))
-    model = load_checkpoint(mopd_fixture.teacher("digit_sum"))
+    checkpoint = mopd_fixture.teacher("digit_sum")
     batch = request_logprobs(sum_teacher.url, sequences(), step=1)
     for seq, got in zip(sequences(), batch, strict=True):
         assert len(got) == len(seq) - 1
+        assert got == pytest.approx(reference_logprobs(checkpoint, seq), abs=1e-5)
         # batched with right padding == each sequence alone
-        assert got == pytest.approx(local_logprobs(model, seq), abs=1e-5)
         assert request_logprobs(sum_teacher.url, [seq]) == [pytest.approx(got, abs=1e-5)]
-    assert health(sum_teacher.url)["requests"] >= 1 + len(sequences())
+    # the answers recorded when the fixture was made (from the weights fixture.json pins)
+    answers = recorded(mopd_fixture, "digit_sum")
+    served = request_logprobs(sum_teacher.url, answers["token_ids"])
+    for got, want in zip(served, answers["logprobs"], strict=True):
+        assert got == pytest.approx(want, abs=1e-5)
+    assert health(sum_teacher.url)["requests"] >= 2 + len(sequences())
     assert "step 1: 3 sequences" in sum_teacher.log.read_text()
 
 
@@ -132,13 +153,10 @@ def test_temperature_scores_the_logits_over_t(mopd_fixture: Fixture, tmp_path: P
     """The teacher-temperature regression: every log-prob is of logits / T, a flatter target for T > 1."""
     served = start_server(mopd_fixture.teacher("digit_sum"), tmp_path, "warm", "--temperature", "2")
     try:
-        model = load_checkpoint(mopd_fixture.teacher("digit_sum"))
-        seq = sequences()[0]
-        with torch.no_grad():
-            logits = model(input_ids=torch.tensor([seq]), use_cache=False).logits[0, :-1].float() / 2
-        expected = logits.log_softmax(-1).gather(-1, torch.tensor(seq[1:]).unsqueeze(-1)).squeeze(-1).tolist()
+        checkpoint, seq = mopd_fixture.teacher("digit_sum"), sequences()[0]
         got = request_logprobs(served.url, [seq])[0]
-        assert got == pytest.approx(expected, abs=1e-5) and got != pytest.approx(local_logprobs(model, seq), abs=1e-3)
+        assert got == pytest.approx(reference_logprobs(checkpoint, seq, temperature=2), abs=1e-5)
+        assert got != pytest.approx(reference_logprobs(checkpoint, seq), abs=1e-3)
     finally:
         stop(served)
 

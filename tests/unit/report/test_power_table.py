@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from autotest.inputs.baseline_model import PairedSpec, PairedWindow
 from autotest.judge.paired import paired_mde, paired_threshold
 from autotest.report.power_table import paired_power_rows
@@ -21,9 +23,13 @@ def test_each_window_shows_its_mde_narrowing_with_seeds() -> None:
     assert lines[2] == "| gate | noise (one seed) | seeds=1 | seeds=4 |"
     row = lines[4]
     assert row.startswith("| `response/rewards/mean[paired 1-15]` | 0.02 | ")
-    one, four = (paired_mde(spec, windows[0], k) for k in (1, 4))
-    assert f"±{one:.3g} ({paired_threshold(spec, windows[0], 1):.3g})" in row and f"±{four:.3g}" in row
-    assert four < one and lines[5].startswith("| `entropy/mean[paired 31-45]` | 0.1 | ")
+    # closed form, not the functions the table calls: two windows share the 5% budget, so each gate's threshold is
+    # t(1 - 0.025/2, dof = 10 pairs) = 2.63377 (scipy.stats.t.ppf) x noise / sqrt(K), above the floor 1% x 0.5;
+    # the MDE adds z(0.8) = 0.841621 x noise / sqrt(K): K=1 0.0526753 and 0.0695077, K=4 0.0347539
+    assert "±0.0695 (0.0527)" in row and "±0.0348 (0.0263)" in row
+    assert paired_mde(spec, windows[0], 4) == pytest.approx(0.0263377 + 0.841621 * 0.01, rel=1e-5)
+    assert paired_threshold(spec, windows[0], 1) == pytest.approx(2.63377 * 0.02, rel=1e-5)
+    assert lines[5].startswith("| `entropy/mean[paired 31-45]` | 0.1 | ")
 
 
 def test_report_md_states_the_cost_and_its_quantity_beside_each_gates_mde() -> None:

@@ -64,7 +64,7 @@ Schema::
       wall_time_s: number  expected wall time (optional); below launch.timeout_s
     baseline: str          golden baseline, relative to the repo: baselines/<name>.yaml
     seed:                  optional
-      default: int         seed of a normal run (default 0)
+      default: int         seed of a normal run (default 0); not one of calibration's
       calibration: [int]   seeds of calibration runs; empty = repeat the default seed
       env: str             also export the seed in this env var
     consistency:

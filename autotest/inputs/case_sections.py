@@ -98,6 +98,12 @@ def parse_case(path: Path, project: Project | None) -> Case:
     if len(set(seed.calibration)) > 1 and not case.takes_seed:
         top.fail("seed.calibration", f"{len(seed.calibration)} seeds but the launch takes no seed",
                  "use {seed} in launch.command or set seed.env")
+    if seed.default in seed.calibration:
+        # a deterministic trainer replays that calibration run exactly, so the gate it is judged by was fitted to it
+        top.section("seed").fail_at_line(
+            "default", f"{seed.default} is also a calibration seed (seed.calibration), so a gating run repeats a run "
+            "its thresholds were fitted to and cannot show a false alarm",
+            f"pick a default seed outside seed.calibration, e.g. {max(seed.calibration) + 1}")
     problem = replicates_problem(case.replicates, gpus=platform.gpus, takes_seed=case.takes_seed, in_case=True)
     if problem:
         top.fail("replicates", *problem)

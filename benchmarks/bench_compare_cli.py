@@ -40,6 +40,13 @@ def rl_autotest() -> list[str]:
     return [str(script)] if script.is_file() else [sys.executable, "-m", "autotest.cli"]
 
 
+def before_env(env: dict[str, str], before: Path) -> dict[str, str]:
+    """``env`` with ``before``'s harness first on the path (its own modules, the installed dependencies)."""
+    if not (before / "autotest" / "cli").is_dir():
+        raise SystemExit(f"--before {before}: no autotest/cli there; pass a checkout of the harness")
+    return {**env, "PYTHONPATH": os.pathsep.join(filter(None, (str(before.resolve()), os.environ.get("PYTHONPATH"))))}
+
+
 def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
     """(wall seconds, peak RSS in MB) of one fresh process, which must exit 0."""
     with tempfile.TemporaryFile("w+") as out:
@@ -67,7 +74,7 @@ def xtuner_assert_info(metrics: int) -> dict:
     return {"check_metrics": checks}
 
 
-def as_user(steps: int, metrics: int, runs: int, plots: bool) -> int:
+def as_user(steps: int, metrics: int, runs: int, plots: bool, before: Path | None = None) -> int:
     env = {**os.environ, "MPLBACKEND": "Agg",
            "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
     xtuner = os.environ.get("XTUNER_ROOT")
@@ -83,6 +90,11 @@ def as_user(steps: int, metrics: int, runs: int, plots: bool) -> int:
                                                           "--no-plots", "--no-history"],
                  "rl-autotest compare (verdict only)": [*rl_autotest(), "compare", "--baseline", str(baseline),
                                                         "--current", str(tracker)]}
+        envs = {name: env for name in tools}
+        if before is not None:
+            for name in list(tools):
+                tools[f"before: {name.removeprefix('rl-autotest ')}"] = tools[name]  # the same command, its code
+                envs[f"before: {name.removeprefix('rl-autotest ')}"] = before_env(env, before)
         if plots:
             tools["rl-autotest compare --out (plots)"] = [*rl_autotest(), "compare", "--baseline", str(baseline),
                                                           "--current", str(tracker), "--out",
@@ -101,7 +113,7 @@ def as_user(steps: int, metrics: int, runs: int, plots: bool) -> int:
         figures: dict[str, list[tuple[float, float]]] = {name: [] for name in tools}
         for _ in range(runs):  # interleaved rounds: every tool sees the same load
             for name, argv in tools.items():
-                figures[name].append(timed(argv, folder, env))
+                figures[name].append(timed(argv, folder, envs.get(name, env)))
         print(f"load {os.getloadavg()[0]:.1f} at end")
         summary = {name: (statistics.median(w for w, _ in samples), max(p for _, p in samples))
                    for name, samples in figures.items()}
@@ -111,7 +123,7 @@ def as_user(steps: int, metrics: int, runs: int, plots: bool) -> int:
             if not theirs.startswith("xtuner"):
                 continue
             for ours, (wall_s, peak_mb) in summary.items():
-                if ours.startswith("rl-autotest"):
+                if not ours.startswith("xtuner"):
                     met = wall_s <= TARGET_RATIO * xtuner_s and peak_mb <= TARGET_MB
                     print(f"  {ours} / {theirs}: {wall_s / xtuner_s:.2f} "
                           f"(target <= {TARGET_RATIO}, <= {TARGET_MB} MB: {'met' if met else 'NOT met'})")

@@ -7,7 +7,7 @@
 in one run with xtuner's own checker (``check_rl_result`` in ``$XTUNER_ROOT/autotest/utils/check_metric.py``,
 run from that checkout as xtuner's CI runs it: it reads both logs, checks, and draws its one comparison PNG)
 on the same pair and the same 12 metrics (its ``aggregate: 80`` where the harness checks a percentile,
-stepwise elsewhere). It prints each tool's median wall time and peak RSS (each a fresh process) and the
+stepwise elsewhere). It prints each tool's median wall time, CPU time and peak RSS (each a fresh process) and the
 ratio (target: the harness at <= 0.5 x xtuner's time, <= 150 MB). Without ``XTUNER_ROOT`` it says so and
 times the harness alone. xtuner's code is read from the checkout at run time, never copied here.
 ``--before DIR`` also times the harness of another checkout (DIR holds its ``autotest/``, e.g. ``git worktree add

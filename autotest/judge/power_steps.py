@@ -153,8 +153,8 @@ def given_up(gates: Sequence[PrefixGate], steps: int, full: int, replicates: int
     if steps >= full:
         return []
     lines = [f"{g.check_id} not judged" for g in gates if g.judged_at(full) and not g.judged_at(steps)]
-    lines += [f"{g.check_id} at steps {'/'.join(map(str, beyond))} not judged" for g in gates
-              if g.judged_at(steps) and (beyond := g.points_beyond(steps))]
+    lines += [f"{g.check_id} at step{'s' if len(beyond) > 1 else ''} {'/'.join(map(str, beyond))} not judged"
+              for g in gates if g.judged_at(steps) and (beyond := g.points_beyond(steps))]
     short, whole = best_mde(gates, steps, replicates), best_mde(gates, full, replicates)
     for metric, (value, _) in whole.items():
         if metric not in short:

@@ -123,6 +123,7 @@ def test_a_points_gate_in_a_prefix_judges_the_points_it_holds_at_the_full_run_s_
     lines = given_up(gates, 15, 25)
     assert "distillation/reduced_distillation_kl[points] at steps 20/25 not judged" in lines
     assert "eval/digit_sum/acc[points] at steps 20/25 not judged" in lines
+    assert "distillation/teacher_probe/digit_sum_teacher[points] at step 25 not judged" in lines
     assert "response/rewards/mean[pooled 1-25] not judged" in lines
     # the pooled gates are the narrowest: without them a metric's best MDE is its points gate's
     assert any(line.startswith("distillation/reduced_distillation_kl ±0.67 instead of ±0.11") for line in lines), lines

@@ -126,4 +126,4 @@ def test_a_points_gate_in_a_prefix_judges_the_points_it_holds_at_the_full_run_s_
     assert "distillation/teacher_probe/digit_sum_teacher[points] at step 25 not judged" in lines
     assert "response/rewards/mean[pooled 1-25] not judged" in lines
     # the pooled gates are the narrowest: without them a metric's best MDE is its points gate's
-    assert any(line.startswith("distillation/reduced_distillation_kl ±0.67 instead of ±0.11") for line in lines), lines
+    assert "distillation/reduced_distillation_kl ±0.67 instead of ±0.11" in lines

@@ -67,7 +67,8 @@ def read_xtuner(path: Path, keep: frozenset[str] | None = None) -> Trace:
                 step = step_of(f"{path}:{number}", step)
             if not values:
                 continue
-            # what kind of row it is depends on its keys alone: decided once per key layout (a wide log has a few)
+            # what kind of row it is depends on its keys alone: decided once per key layout (a wide log has a few;
+            # this builder ignores no key, so its layout is of every key)
             layout = builder.rows.layout(values)
             kind = kinds.get(layout)
             if kind is None:

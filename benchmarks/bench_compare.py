@@ -1,15 +1,17 @@
 """Time compare + report on a synthetic tracker of 5,000 steps x 300 metrics (target <= 0.6 s, <= 150 MB peak).
 
     python benchmarks/bench_compare.py [--steps 5000] [--metrics 300] [--check-all] [--plots]
-    XTUNER_ROOT=/path/to/xtuner python benchmarks/bench_compare.py --as-user [--runs 3]
+    XTUNER_ROOT=/path/to/xtuner python benchmarks/bench_compare.py --as-user [--runs 3] [--before DIR]
 
 ``--as-user`` times what a user waits for: the ``rl-autotest compare`` process, start-up included, side by side
 in one run with xtuner's own checker (``check_rl_result`` in ``$XTUNER_ROOT/autotest/utils/check_metric.py``,
 run from that checkout as xtuner's CI runs it: it reads both logs, checks, and draws its one comparison PNG)
 on the same pair and the same 12 metrics (its ``aggregate: 80`` where the harness checks a percentile,
-stepwise elsewhere). It prints each tool's median wall time and peak RSS (each a fresh process) and the
+stepwise elsewhere). It prints each tool's median wall time, CPU time and peak RSS (each a fresh process) and the
 ratio (target: the harness at <= 0.5 x xtuner's time, <= 150 MB). Without ``XTUNER_ROOT`` it says so and
 times the harness alone. xtuner's code is read from the checkout at run time, never copied here.
+``--before DIR`` also times the harness of another checkout (DIR holds its ``autotest/``, e.g. ``git worktree add
+DIR main``) in the same interleaved rounds: a change's before and after, side by side under one load.
 
 The golden values are a reference tracker of the same shape (as the GRPO baseline is), so two
 5,000 x 300 logs (about 60 MB each) are read. By default 12 metrics are checked with every scope
@@ -78,11 +80,12 @@ def main() -> int:
     parser.add_argument("--as-user", action="store_true",
                         help="time the rl-autotest process beside xtuner's checker ($XTUNER_ROOT)")
     parser.add_argument("--runs", type=int, default=3, help="with --as-user: fresh processes per tool (median)")
+    parser.add_argument("--before", type=Path, help="with --as-user: also time the harness of this checkout")
     args = parser.parse_args()
     if args.as_user:
         from bench_compare_cli import as_user
 
-        return as_user(args.steps, args.metrics, args.runs, args.plots)
+        return as_user(args.steps, args.metrics, args.runs, args.plots, args.before)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         baseline, tracker = write_inputs(folder, args.steps, args.metrics, args.check_all)

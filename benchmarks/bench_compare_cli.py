@@ -40,8 +40,15 @@ def rl_autotest() -> list[str]:
     return [str(script)] if script.is_file() else [sys.executable, "-m", "autotest.cli"]
 
 
-def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
-    """(wall seconds, peak RSS in MB) of one fresh process, which must exit 0."""
+def before_env(env: dict[str, str], before: Path) -> dict[str, str]:
+    """``env`` with ``before``'s harness first on the path (its own modules, the installed dependencies)."""
+    if not (before / "autotest" / "cli").is_dir():
+        raise SystemExit(f"--before {before}: no autotest/cli there; pass a checkout of the harness")
+    return {**env, "PYTHONPATH": os.pathsep.join(filter(None, (str(before.resolve()), os.environ.get("PYTHONPATH"))))}
+
+
+def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float, float]:
+    """(wall seconds, peak RSS in MB, CPU seconds: user + system) of one fresh process, which must exit 0."""
     with tempfile.TemporaryFile("w+") as out:
         start = time.perf_counter()
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
@@ -51,7 +58,7 @@ def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float
         if proc.returncode != 0:
             out.seek(0)
             raise SystemExit(f"{' '.join(argv[:3])}...: exit {proc.returncode}\n{out.read()[-2000:]}")
-    return wall_s, usage.ru_maxrss / 1024
+    return wall_s, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 
@@ -67,7 +74,7 @@ def xtuner_assert_info(metrics: int) -> dict:
     return {"check_metrics": checks}
 
 
-def as_user(steps: int, metrics: int, runs: int, plots: bool) -> int:
+def as_user(steps: int, metrics: int, runs: int, plots: bool, before: Path | None = None) -> int:
     env = {**os.environ, "MPLBACKEND": "Agg",
            "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
     xtuner = os.environ.get("XTUNER_ROOT")
@@ -83,6 +90,11 @@ def as_user(steps: int, metrics: int, runs: int, plots: bool) -> int:
                                                           "--no-plots", "--no-history"],
                  "rl-autotest compare (verdict only)": [*rl_autotest(), "compare", "--baseline", str(baseline),
                                                         "--current", str(tracker)]}
+        envs = {name: env for name in tools}
+        if before is not None:
+            for name in list(tools):
+                tools[f"before: {name.removeprefix('rl-autotest ')}"] = tools[name]  # the same command, its code
+                envs[f"before: {name.removeprefix('rl-autotest ')}"] = before_env(env, before)
         if plots:
             tools["rl-autotest compare --out (plots)"] = [*rl_autotest(), "compare", "--baseline", str(baseline),
                                                           "--current", str(tracker), "--out",
@@ -98,21 +110,23 @@ def as_user(steps: int, metrics: int, runs: int, plots: bool) -> int:
         else:
             print("XTUNER_ROOT is not set: xtuner's checker not run; the harness alone (set XTUNER_ROOT to an "
                   "xtuner checkout for the side-by-side ratio)")
-        figures: dict[str, list[tuple[float, float]]] = {name: [] for name in tools}
+        figures: dict[str, list[tuple[float, float, float]]] = {name: [] for name in tools}
         for _ in range(runs):  # interleaved rounds: every tool sees the same load
             for name, argv in tools.items():
-                figures[name].append(timed(argv, folder, env))
+                figures[name].append(timed(argv, folder, envs.get(name, env)))
         print(f"load {os.getloadavg()[0]:.1f} at end")
-        summary = {name: (statistics.median(w for w, _ in samples), max(p for _, p in samples))
+        # CPU seconds beside the wall time: on a busy machine the wall time is mostly waiting for a core
+        summary = {name: (statistics.median(w for w, _, _ in samples), max(p for _, p, _ in samples),
+                          statistics.median(c for _, _, c in samples))
                    for name, samples in figures.items()}
-        for name, (wall_s, peak_mb) in summary.items():
-            print(f"  {name:44} {wall_s:6.2f} s wall, peak RSS {peak_mb:4.0f} MB")
-        for theirs, (xtuner_s, _) in summary.items():
+        for name, (wall_s, peak_mb, cpu_s) in summary.items():
+            print(f"  {name:44} {wall_s:6.2f} s wall, {cpu_s:5.2f} s CPU, peak RSS {peak_mb:4.0f} MB")
+        for theirs, (xtuner_s, _, xtuner_cpu) in summary.items():
             if not theirs.startswith("xtuner"):
                 continue
-            for ours, (wall_s, peak_mb) in summary.items():
-                if ours.startswith("rl-autotest"):
+            for ours, (wall_s, peak_mb, cpu_s) in summary.items():
+                if not ours.startswith("xtuner"):
                     met = wall_s <= TARGET_RATIO * xtuner_s and peak_mb <= TARGET_MB
-                    print(f"  {ours} / {theirs}: {wall_s / xtuner_s:.2f} "
+                    print(f"  {ours} / {theirs}: {wall_s / xtuner_s:.2f} (CPU {cpu_s / xtuner_cpu:.2f}) "
                           f"(target <= {TARGET_RATIO}, <= {TARGET_MB} MB: {'met' if met else 'NOT met'})")
     return 0

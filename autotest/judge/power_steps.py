@@ -6,7 +6,9 @@ statistic needs (its calibration measured it over exactly those steps, nothing e
 - a gate judged **at every step** (``scope: stepwise``) is judged from its first calibrated step on; its MDE does
   not depend on the run's length (the per-step rule of :mod:`autotest.judge.power`);
 - a gate over a **window** (``window: [a, b]``: ``pooled``, ``window``) is judged once the prefix reaches ``b``;
-  over **points** (``points: [...]``) once it reaches the last point;
+- a gate at **points** (``points: [...]``) judges each point on its own, as a step-wise gate does each step: a
+  prefix judges the points it holds, from the first on, at the same threshold and per-point MDE (its threshold
+  bounds every point's deviation, so fewer points can only breach less often); the points beyond it are given up;
 - every other gate reads **the whole run** (``final``, ``percentile``, ``breaches``, ``slope``): judged only at
   the run's last step (the golden's last step of its metric).
 
@@ -45,6 +47,12 @@ class PrefixGate:
     metric: str
     judged_from: int | None
     power: GatePower | None
+    #: a points gate's points (each judged once the prefix holds it); empty for every other gate
+    points: tuple[int, ...] = ()
+
+    def points_beyond(self, steps: int) -> tuple[int, ...]:
+        """The points a prefix of ``steps`` does not hold (a points gate judged on fewer points than the full run)."""
+        return tuple(p for p in self.points if p > steps)
 
     def judged_at(self, steps: int) -> bool:
         return self.judged_from is not None and steps >= self.judged_from
@@ -52,7 +60,9 @@ class PrefixGate:
     def cell(self, steps: int, replicates: int = 1) -> str:
         if not self.judged_at(steps):
             return NOT_JUDGED
-        return describe_mde(self.power, replicates) if self.power is not None else NO_MDE
+        cell = describe_mde(self.power, replicates) if self.power is not None else NO_MDE
+        held = [p for p in self.points if p <= steps]
+        return f"{cell}, {len(held)} of {len(self.points)} points" if len(held) < len(self.points) else cell
 
 
 def judged_from(check: CheckSpec, metric_steps: Sequence[int], full: int) -> int | None:
@@ -68,9 +78,16 @@ def judged_from(check: CheckSpec, metric_steps: Sequence[int], full: int) -> int
         inside = [s for s in steps if first <= s <= last] if steps else [min(last, full)] if first <= full else []
         return inside[-1] if inside else None
     if check.points:
-        inside = [s for s in (steps or range(full + 1)) if s in check.points]
-        return max(inside) if inside else None
+        inside = judged_points(check, metric_steps, full)
+        return inside[0] if inside else None
     return steps[-1] if steps else full
+
+
+def judged_points(check: CheckSpec, metric_steps: Sequence[int], full: int) -> tuple[int, ...]:
+    """A points gate's points that a run of ``full`` steps judges: those with a golden value inside it (every
+    declared point inside it, for a bound on a metric with no golden)."""
+    steps = sorted(s for s in metric_steps if s <= full) or range(full + 1)
+    return tuple(s for s in steps if s in check.points)
 
 
 def full_run(baseline: Baseline) -> int:
@@ -84,13 +101,16 @@ def prefix_gates(baseline: Baseline) -> list[PrefixGate]:
     """Every gate of ``baseline`` (severity gate; reference and shadow checks never decide a verdict)."""
     golden, full = baseline.golden_table or {}, full_run(baseline)
     return [PrefixGate(c.check_id, c.metric, judged_from(c, list(golden.get(c.metric, {})), full),
-                       gate_power(baseline, c))
+                       gate_power(baseline, c),
+                       judged_points(c, list(golden.get(c.metric, {})), full) if c.points else ())
             for c in baseline.checks if c.gating]
 
 
 def table_steps(gates: Sequence[PrefixGate], full: int) -> list[int]:
-    """The rows worth printing: each step where another gate becomes judgeable, and the full run's last step."""
-    return sorted({g.judged_from for g in gates if g.judged_from is not None and g.judged_from <= full} | {full})
+    """The rows worth printing: each step where another gate, or another point of a points gate, becomes judgeable,
+    and the full run's last step."""
+    return sorted({g.judged_from for g in gates if g.judged_from is not None and g.judged_from <= full}
+                  | {p for g in gates for p in g.points if p <= full} | {full})
 
 
 def best_mde(gates: Sequence[PrefixGate], steps: int, replicates: int = 1) -> dict[str, tuple[float, str]]:
@@ -133,6 +153,8 @@ def given_up(gates: Sequence[PrefixGate], steps: int, full: int, replicates: int
     if steps >= full:
         return []
     lines = [f"{g.check_id} not judged" for g in gates if g.judged_at(full) and not g.judged_at(steps)]
+    lines += [f"{g.check_id} at step{'s' if len(beyond) > 1 else ''} {'/'.join(map(str, beyond))} not judged"
+              for g in gates if g.judged_at(steps) and (beyond := g.points_beyond(steps))]
     short, whole = best_mde(gates, steps, replicates), best_mde(gates, full, replicates)
     for metric, (value, _) in whole.items():
         if metric not in short:

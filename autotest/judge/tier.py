@@ -34,13 +34,16 @@ def tier_case(case: Case, name: str) -> Case:
 
 
 def tier_baseline(baseline: Baseline, steps: int) -> Baseline:
-    """``baseline`` with only the checks a run of ``steps`` can judge, and that many steps expected."""
+    """``baseline`` with only the checks a run of ``steps`` can judge (a points check at the points it holds), and
+    that many steps expected."""
     golden, full = baseline.golden_table or {}, full_run(baseline)
     kept = []
     for check in baseline.checks:
         first = judged_from(check, list(golden.get(check.metric, {})), full)
         if first is not None and first <= steps:
-            kept.append(check)
+            # a points gate judges the points the run holds, each at its calibrated threshold (power_steps)
+            kept.append(replace(check, points=tuple(p for p in check.points if p <= steps)) if check.points else
+                        check)
     return replace(baseline, checks=tuple(kept), steps=StepPolicy(expected=steps, exact=baseline.steps.exact))
 
 

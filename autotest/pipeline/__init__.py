@@ -27,7 +27,8 @@ def run_case(case: Case, options: RunOptions) -> CaseRun:
     """One attempt of ``case`` (relaunched only on a known infrastructure failure), judged and published;
     with replicates, one such attempt per seed and a verdict on their mean."""
     judge = options.judge
-    count = judge.adaptive_max or judge.replicates or case.replicates
+    # a tier is judged on one seed: the case's replicates are the full run's
+    count = judge.adaptive_max or judge.replicates or (1 if options.launch.tier else case.replicates)
     flag = "--adaptive-replicates" if judge.adaptive_max is not None else "--replicates" if judge.replicates else None
     problem = replicates_problem(count, gpus=case.platform.gpus, takes_seed=case.takes_seed,
                                  force=judge.force_replicates, in_case=flag is None)

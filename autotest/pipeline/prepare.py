@@ -73,7 +73,7 @@ def prepare(case: Case, options: RunOptions, framework: Checkout | None, refused
         if case.shadow:  # a case in shadow: judged and recorded, never failing the job
             baseline = in_shadow(baseline)
         if launch.tier:  # a shorter tier: only the gates its steps hold, and what it gave up
-            tier = tier_record(launch.tier, baseline, case.expected.steps, options.judge.replicates or case.replicates)
+            tier = tier_record(launch.tier, baseline, case.expected.steps, options.judge.replicates or 1)  # one seed
             baseline = tier_baseline(baseline, case.expected.steps)
         golden = golden_trace(baseline)
     except UsageError as exc:

@@ -64,15 +64,16 @@ class StepRows:
         return layout
 
     def admit(self, step: int, values: Mapping[str, object], number: int, digest: int,
-              stored: Mapping[str, Mapping[int, float]]) -> bool:
+              stored: Mapping[str, Mapping[int, float]], layout: int | None = None) -> bool:
         """Whether the row is to be stored (False: an exact copy). Raises on a conflicting re-log.
 
         A later row is a re-log when it has the key layout of an earlier row at the step, or a value
         at the step is already stored for one of its metrics; ``stored`` holds the values kept so far
         (metric -> step -> value): metrics not kept (a comparison keeps only the checked ones) cannot
-        conflict.
+        conflict. ``layout``: the row's :meth:`layout`, when the reader has it already.
         """
-        layout = self.layout(values)
+        if layout is None:
+            layout = self.layout(values)
         earlier = self._rows.get(step)
         if earlier is None:
             self._rows[step] = [(number, layout, digest)]

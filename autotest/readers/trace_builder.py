@@ -80,9 +80,10 @@ class Builder:
         #: steps the step counter went back to (resumed or concatenated runs)
         self.restarts: list[int] = []
 
-    def admit(self, step: int, values: dict[str, object], number: int, digest: int) -> bool:
-        """Whether a row is to be stored: False for an exact copy; raises on a conflicting re-log."""
-        return self.rows.admit(step, values, number, digest, self.series)
+    def admit(self, step: int, values: dict[str, object], number: int, digest: int, layout: int | None = None) -> bool:
+        """Whether a row is to be stored: False for an exact copy; raises on a conflicting re-log (``layout``: the
+        row's ``self.rows.layout(values)``, when the reader has it already)."""
+        return self.rows.admit(step, values, number, digest, self.series, layout)
 
     def mark(self, step: int, evals: Iterable[bool]) -> None:
         """Classify ``step`` by its metrics (True: an eval metric): with any eval metric it is an eval step, with

@@ -35,9 +35,19 @@ from autotest.readers.trace_builder import Builder, as_number, kind_of, step_of
 EVAL_ROW_EXTRA_KEYS = frozenset({"time/eval"})
 
 
-def _is_eval_row(values: dict) -> bool:
+#: row kinds: mini-batch, eval only, a step summary with eval keys too, a step summary
+_MINIBATCH, _EVAL_ONLY, _TRAIN_AND_EVAL, _TRAIN = "minibatch", "eval", "train+eval", "train"
+
+
+def _row_kind(values: dict) -> str:
+    """The kind of a row with keys (besides ``step``), from its keys (the module docstring)."""
+    if all(map(str.startswith, values, repeat(MINIBATCH_PREFIX))):
+        return _MINIBATCH
     eval_keys = sum(map(str.startswith, values, repeat(EVAL_PREFIX)))
-    return eval_keys > 0 and eval_keys + len(EVAL_ROW_EXTRA_KEYS.intersection(values)) == len(values)
+    if not eval_keys:
+        return _TRAIN
+    return _EVAL_ONLY if eval_keys + len(EVAL_ROW_EXTRA_KEYS.intersection(values)) == len(values) else \
+        _TRAIN_AND_EVAL
 
 
 def read_xtuner(path: Path, keep: frozenset[str] | None = None) -> Trace:
@@ -48,6 +58,7 @@ def read_xtuner(path: Path, keep: frozenset[str] | None = None) -> Trace:
     waiting: list[_MiniBatchRow] = []  # rows whose following summary row is not read yet
     last_summary: int | None = None
     last_step, last_line = None, 0
+    kinds: dict[int, str] = {}  # key layout -> row kind
     rows = iter_rows(path, builder.file_warnings)
     try:
         for number, values, line in rows:
@@ -56,9 +67,14 @@ def read_xtuner(path: Path, keep: frozenset[str] | None = None) -> Trace:
                 step = step_of(f"{path}:{number}", step)
             if not values:
                 continue
-            if all(map(str.startswith, values, repeat(MINIBATCH_PREFIX))):
+            # what kind of row it is depends on its keys alone: decided once per key layout (a wide log has a few;
+            # this builder ignores no key, so its layout is of every key)
+            layout = builder.rows.layout(values)
+            kind = kinds.get(layout)
+            if kind is None:
+                kind = kinds[layout] = _row_kind(values)
+            if kind is _MINIBATCH:
                 # not an RL step of its own (a counter, maybe): no part of the steps-go-backwards check
-                builder.rows.layout(values)  # notes its metric names
                 kept = {}
                 for key in values if keep is None else [k for k in keep if k in values]:
                     number_value = as_number(values[key])
@@ -75,18 +91,15 @@ def read_xtuner(path: Path, keep: frozenset[str] | None = None) -> Trace:
                                         "steps go backwards (resumed or concatenated run?)")
                 builder.restarts.append(step)
             last_step, last_line = step, number
-            if not builder.admit(step, values, number, hash(line.strip())):
+            if not builder.admit(step, values, number, hash(line.strip()), layout):
                 continue  # an exact copy of an earlier row
-            # one byte search rules out most rows: without escapes an eval key is in its line verbatim
-            maybe_eval = b'"eval/' in line or b"\\" in line
-            eval_only = maybe_eval and _is_eval_row(values)
-            if not eval_only:
+            if kind is not _EVAL_ONLY:
                 builder.train_steps.add(step)
                 last_summary = step
                 for row in waiting:
                     row.after = step
                 waiting.clear()
-            if eval_only or maybe_eval and any(map(str.startswith, values, repeat(EVAL_PREFIX))):
+            if kind is not _TRAIN:
                 builder.eval_steps.add(step)
             builder.put_row(step, values, number)
     except UsageError:

@@ -54,8 +54,9 @@ def power_by_steps_report(baseline: Baseline, targets: Mapping[str, float], repl
         return ["(no gate: nothing is judged at any run length)"]
     full = full_run(baseline)
     return ["Minimum detectable effect by run length (K = %d): a run stopped after the first S steps judges the "
-            "gates whose steps it holds, each at the full run's MDE; a window or a whole-run statistic cut short is "
-            "not judged (its noise is calibrated over its whole span)." % replicates, "",
+            "gates whose steps it holds (a points gate the points it holds), each at the full run's MDE; a window or "
+            "a whole-run statistic cut short is not judged (its noise is calibrated over its whole span)."
+            % replicates, "",
             *prefix_rows(gates, table_steps(gates, full), full, replicates, targets)]
 
 

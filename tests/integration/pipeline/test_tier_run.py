@@ -32,3 +32,27 @@ def test_the_pr_tier_trains_30_steps_judges_what_they_hold_and_says_what_it_gave
     tracker = sorted(run.results_dir.glob("work/**/tracker.jsonl"))
     steps = [json.loads(line).get("step") for line in tracker[0].read_text().splitlines() if line.strip()]
     assert max(s for s in steps if isinstance(s, int)) == 30  # the workload stopped at the tier's last step
+
+
+@pytest.mark.slow  # one real 15-step MOPD run with its two teacher servers, about 20 s on 2 quiet cores
+def test_tiny_mopd_s_pr_tier_runs_one_seed_judges_the_points_it_holds_and_states_the_mde_given_up(tmp_path) -> None:
+    case = load_case("tiny-mopd")
+    assert case.replicates == 2  # the full run's: the tier runs one seed all the same
+    run = run_case(case, RunOptions(LaunchOptions(results_root=tmp_path, tier="pr"),
+                                    publish=PublishOptions(with_plots=False)))
+    assert run.status == "PASS", run.summary_line()
+    results = {r.check_id: r for r in run.verdict.results}
+    assert results["distillation/reduced_distillation_kl[points]"].points.steps == (1, 5, 10, 15)
+    assert results["eval/digit_sum/acc[points]"].points.steps == (0, 5, 10, 15)
+    assert not any("pooled" in check_id for check_id in results)
+    statement = results["tier[pr]"].message
+    assert statement.startswith("pr tier, 15 of 25 steps: not judged: "
+                                "distillation/reduced_distillation_kl[pooled 1-25], ")
+    assert "distillation/reduced_distillation_kl[points] at steps 20/25" in statement
+    # the MDE given up, at one seed: the pooled window's against the points gate's
+    assert "distillation/reduced_distillation_kl ±0.67 instead of ±0.11" in statement
+    assert "response/rewards/mean: no gate judged (the full run's best ±0.045)" in statement
+    tracker = sorted(run.results_dir.glob("work/**/tracker.jsonl"))
+    assert len(tracker) == 1  # one seed, no replicate folders
+    steps = [json.loads(line).get("step") for line in tracker[0].read_text().splitlines() if line.strip()]
+    assert max(s for s in steps if isinstance(s, int)) == 15

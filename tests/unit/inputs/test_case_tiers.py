@@ -19,9 +19,9 @@ def test_a_tier_is_read_with_its_steps_and_args(tmp_path):
     assert case.tiers == {"pr": Tier("pr", 2, ("--stop-at-step", "2", "{work_dir}"))}
 
 
-def test_tiny_grpo_declares_a_pr_tier_that_stops_its_workload_at_step_30():
+def test_the_embedded_cases_declare_a_pr_tier_that_stops_the_workload_early():
     assert load_case("tiny-grpo").tiers == {"pr": Tier("pr", 30, ("--stop-at-step", "30"))}
-    assert load_case("tiny-mopd").tiers == {}  # every gate of it reads step 25, its last (docs/cases.md)
+    assert load_case("tiny-mopd").tiers == {"pr": Tier("pr", 15, ("--steps", "15"))}  # a constant LR (docs/cases.md)
 
 
 @pytest.mark.parametrize("section,expected", [

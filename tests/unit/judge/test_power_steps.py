@@ -32,7 +32,7 @@ def _check(scope: str, **fields) -> CheckSpec:
     (_check("pooled", window=(31, 60)), 45),  # a window past the run's end: its last logged step
     (_check("window", window=(50, 60)), None),  # nothing it reads is in the run
     (_check("points", points=(1,)), 1),
-    (_check("points", points=(5, 20)), 20),
+    (_check("points", points=(5, 20)), 5),  # each point is judged on its own, from the first
     (_check("final"), 45),
     (_check("percentile", percentile=80), 45),
     (_check("breaches"), 45),
@@ -42,7 +42,8 @@ def test_a_gate_is_judged_once_the_prefix_holds_every_step_it_reads(check: Check
 
 
 def test_a_bound_on_a_metric_without_golden_is_judged_at_the_steps_it_declares() -> None:
-    assert judged_from(_check("points", points=(1, 25)), [], 25) == 25
+    assert judged_from(_check("points", points=(1, 25)), [], 25) == 1
+    assert judged_from(_check("points", points=(30,)), [], 25) is None
     assert judged_from(_check("stepwise"), [], 25) == 1
     assert judged_from(_check("final"), [], 25) == 25
 
@@ -103,3 +104,26 @@ def test_a_detect_target_is_reached_from_the_first_prefix_whose_gates_reach_it(g
     assert targets_at(gates, 15, targets) == []  # pooled 1-15: ±0.021
     assert len(targets_at(gates, 44, {"eval/accuracy": 0.2})) == 1
     assert targets_at(gates, 45, {"eval/accuracy": 0.2}) == []
+
+
+@pytest.fixture(scope="module")
+def mopd():
+    baseline = load_baseline(ROOT / "baselines" / "tiny-mopd.yaml")
+    return baseline, prefix_gates(baseline)
+
+
+def test_a_points_gate_in_a_prefix_judges_the_points_it_holds_at_the_full_run_s_mde(mopd) -> None:
+    """tiny-mopd's points gates read steps 0-25 every 5 steps: a 15-step prefix judges 0/5/10/15 of them."""
+    baseline, gates = mopd
+    kl = next(g for g in gates if g.check_id == "distillation/reduced_distillation_kl[points]")
+    assert kl.points == (1, 5, 10, 15, 20, 25) and kl.judged_from == 1
+    assert kl.points_beyond(15) == (20, 25) and kl.points_beyond(25) == ()
+    assert kl.cell(15) == f"{kl.cell(25)}, 4 of 6 points" and kl.cell(0) == NOT_JUDGED
+    assert table_steps(gates, 25) == [0, 1, 5, 10, 15, 20, 25]
+    lines = given_up(gates, 15, 25)
+    assert "distillation/reduced_distillation_kl[points] at steps 20/25 not judged" in lines
+    assert "eval/digit_sum/acc[points] at steps 20/25 not judged" in lines
+    assert "distillation/teacher_probe/digit_sum_teacher[points] at step 25 not judged" in lines
+    assert "response/rewards/mean[pooled 1-25] not judged" in lines
+    # the pooled gates are the narrowest: without them a metric's best MDE is its points gate's
+    assert "distillation/reduced_distillation_kl ±0.67 instead of ±0.11" in lines

@@ -48,3 +48,20 @@ def test_the_verdict_states_what_the_tier_gave_up():
     assert [(r.check_id, r.status, r.message) for r in judged.results] == [("tier[pr]", INFO, record["statement"])]
     assert judged.status == PASS and tier_lines(judged) == [f"tier: {record['statement']}"]
     assert with_tier(Comparison(verdict, None, None, None), None).verdict is verdict
+
+
+def test_tiny_mopd_s_pr_tier_judges_its_points_gates_at_the_points_15_steps_hold():
+    case = load_case("tiny-mopd")
+    short_case = tier_case(case, "pr")
+    assert short_case.expected.steps == 15 and list(short_case.launch.command[-2:]) == ["--steps", "15"]
+    baseline = load_baseline(ROOT / "baselines" / "tiny-mopd.yaml")
+    short = tier_baseline(baseline, 15)
+    points = {c.check_id: c.points for c in short.checks if c.points}
+    assert points["distillation/reduced_distillation_kl[points]"] == (1, 5, 10, 15)
+    assert points["eval/digit_sum/acc[points]"] == (0, 5, 10, 15)
+    assert points["distillation/teacher_probe/digit_sum_teacher[points]"] == (1,)
+    assert not any(c.scope == "pooled" for c in short.checks)  # every window ends at 25
+    record = tier_record("pr", baseline, 15)
+    assert record["statement"].startswith("pr tier, 15 of 25 steps: not judged: ")
+    assert "distillation/reduced_distillation_kl[points] at steps 20/25" in record["statement"]
+    assert "response/rewards/mean[pooled 1-25]" in record["statement"]

@@ -22,8 +22,9 @@ acts only through its hooks, so a run without one is byte-identical to a clean r
 | ``sync-half-buffer`` | GRPO | weight sync | every other sync stages into a buffer sized for half the parameters: the rest stay one step stale |
 | ``sync-swap-before-copy`` | GRPO | weight sync | the rollout's double buffer swaps before it copies: it samples with the weights one version behind |
 | ``resume-prompt-order`` | GRPO | checkpoint | a resumed run restores every RNG but the data loader's: its prompts start again from the seed |
+| ``teacher-keys-renamed[:PREFIX]`` | MOPD | teacher | every teacher server loads a checkpoint whose keys under PREFIX were renamed: those weights are fresh |
 
-Issue 44 item 7 added the last six, each ``expected`` written and committed before any run of it. Besides the
+Issue 44 item 7 added the last seven, each ``expected`` written and committed before any run of it. Besides the
 primary rule (``triage``), ``expected`` may name ``triage_also`` (rules whose next step is the same one: scored
 right too), ``names`` (a phrase the explanation must contain for a right score: the period, the versions behind,
 the cause; without it a right rule scores uncertain), ``not_names`` (phrases that name several causes at once:
@@ -403,10 +404,29 @@ class ResumePromptOrder(FaultHooks):
         return tuple(p for p in parts if not (component == "driver" and p == "rng"))
 
 
+class TeacherKeysRenamed(FaultHooks):
+    """A conversion script renamed the teacher checkpoints' keys under PREFIX (``model.layers.1.self_attn.``: the
+    attention of the last layer, split from a fused projection); the servers' loader reports the old names missing
+    and initialises them afresh, and every teacher server serves those weights untrained. The student, the routing
+    and the sampling are untouched."""
+
+    name = "teacher-keys-renamed"
+    arg_help = "PREFIX, the parameters every teacher server loads afresh (default model.layers.1.self_attn.)"
+    default_arg = "model.layers.1.self_attn."
+    # written before the run: the teacher probe (answers recorded when the fixture was made, not the server's own
+    # code) differs at its first probe, and the distillation KL moves at once: the teacher path
+    expected = {"verdict": "FAIL", "breached": [DISTILL_KL, "distillation/teacher_probe/digit_sum_teacher"],
+                "triage": "teacher-path"}
+
+    def teacher_server_args(self) -> list[str]:
+        return ["--missing-keys", self.arg or self.default_arg]
+
+
 UNSEEN_REGRESSIONS: tuple[type[FaultHooks], ...] = (
     SyncLastBucket, StaleOldLogprobs, EosBanned, EvalLags, MinibatchKeyLost, TrackerEma, LengthFromShape,
     RepeatShard, RouteOffByOne, MopdMinibatchKeyLost,
     SeqMeanLoss, EntropyFromNextStep, PromptsDrawnTwice, SyncHalfBuffer, SyncSwapBeforeCopy, ResumePromptOrder,
+    TeacherKeysRenamed,
 )
-#: the ones tiny MOPD runs (in its training process)
-UNSEEN_MOPD = ("route-off-by-one", "mopd-minibatch-key-lost")
+#: the ones tiny MOPD runs (in its training process; the teacher servers take ``teacher_server_args``)
+UNSEEN_MOPD = ("route-off-by-one", "mopd-minibatch-key-lost", "teacher-keys-renamed")

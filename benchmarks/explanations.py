@@ -95,8 +95,8 @@ def explain(scenario: str, seed: int, runs_dir: Path) -> dict:
                               "bucket": cause.get("bucket"), "confidence": report.get("confidence"),
                               "side": side_of(cause)}
         want = expected.get("consistency", {})
-        ok = ok and (not want or report["verdict"] == "root_cause_found") and all((side_of(cause) if k == "side" else cause.get(k)) == v
-                                                                      for k, v in want.items())
+        found = not want or report["verdict"] == "root_cause_found"
+        ok = ok and found and all((side_of(cause) if k == "side" else cause.get(k)) == v for k, v in want.items())
     if "consistency" in expected:
         row["consistency_scores"] = consistency_scores(expected["consistency"], row.get("consistency"))
     row["ok"] = ok
@@ -129,8 +129,8 @@ def ab_row(scenario: str, seeds: list[int], runs_dir: Path) -> dict:
     def trace(work: Path):
         return read_trace(work, aliases=dict(baseline.metric_aliases), metrics=checked_metrics(baseline))
 
-    pairs = [(seed, trace(run_workload("grpo", "", seed, runs_dir)), trace(run_workload("grpo", scenario, seed, runs_dir)))
-             for seed in seeds]
+    pairs = [(seed, trace(run_workload("grpo", "", seed, runs_dir)),
+              trace(run_workload("grpo", scenario, seed, runs_dir))) for seed in seeds]
     verdict = judge_paired(baseline.paired, pairs, "calibrate --paired")
     line = " ".join(verdict.next_step.split())
     kind = want.get("next_step", "")

@@ -1,7 +1,8 @@
 """The hook points a fault of the embedded workloads may override; with no fault each is the identity.
 
 Hook points (and who calls them): ``configure`` (the entry point, on the run config),
-``on_step_start`` and ``loop_end`` (the driver loop), ``on_sync``, ``held_version``, ``patch_rollout_model`` and ``rollout_ranks`` (the rollout engine),
+``on_step_start`` and ``loop_end`` (the driver loop), ``on_sync``, ``held_version``, ``patch_rollout_model`` and
+``rollout_ranks`` (the rollout engine),
 ``wrap_judge`` (the training reward), ``on_advantages``, ``on_actor_logprobs``, ``actor_logprob_fn`` and
 ``recompute_logprob_fn`` and ``loss_normaliser`` (the trainer), ``decode_positions`` (the rollout's decode forwards), ``wrap_tracker`` (the metric log), ``on_prompts`` (the driver's prompt batch),
 ``draw_logprobs`` (what the rollout draws from, apart from what it reports), ``eval_logits`` (the rollout

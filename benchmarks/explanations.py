@@ -16,7 +16,11 @@ baseline's calibration seeds (0-9). Exit 1 when any run's explanation differs fr
 (``autotest/workloads/regressions_unseen.py``; the MOPD ones on the tiny-mopd case against its baseline), seed by
 seed (every regression at the first seed before the second, so a run cut short still covers each), and scores the
 consistency job's side, module and mechanism too: right, uncertain (the report does not name it) or wrong; then
-prints the totals. Each row is appended to ``rows.jsonl`` in the runs dir as it finishes.
+prints the totals. Each row is appended to ``rows.jsonl`` in the runs dir as it finishes. A regression may document
+``triage_also`` (rules with the same next step), ``names`` / ``not_names`` (a phrase its explanation must, or must
+not, contain: ``triage_score``) and ``ab``: for those, after the grid, head (the regression) against base (a clean
+run) on the same seeds, judged by the baseline's ``paired:`` gates (the runs are ``benchmarks/detection``'s, under
+``<runs dir>/ab``), the A/B verdict and its next step scored against it (``--no-ab`` skips them).
 """
 
 from __future__ import annotations
@@ -31,7 +35,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+sys.path.insert(0, str(ROOT / "benchmarks" / "detection"))
+
+from run import run_workload  # noqa: E402  (benchmarks/detection/run.py)
+
 from autotest.consistency.job import run_consistency_job  # noqa: E402
+from autotest.inputs.baseline import load_baseline  # noqa: E402
+from autotest.judge.paired import judge_paired  # noqa: E402
+from autotest.judge.verdict import checked_metrics  # noqa: E402
+from autotest.readers.reading import read_trace  # noqa: E402
 from autotest.inputs.case import load_case  # noqa: E402
 from autotest.pipeline import JudgeOptions, LaunchOptions, PublishOptions, RunOptions, run_case  # noqa: E402
 from autotest.workloads.regressions import REGRESSIONS  # noqa: E402
@@ -64,30 +76,85 @@ def explain(scenario: str, seed: int, runs_dir: Path) -> dict:
     status = ("FAIL" if any(r.status == "FAIL" for r in accuracy) else
               "ERROR" if any(r.status == "ERROR" for r in accuracy) else "PASS")
     finding = next((f for f in verdict.triage if f.rule not in PERFORMANCE), None)
-    named = (finding.rule, finding.uncertain_with) if finding else ("", "")
-    score = ("right" if named[0] == expected["triage"] else
-             "uncertain" if expected["triage"] in named else "wrong")
-    if finding is not None and finding.uncertain_with and score == "right":
-        score = "uncertain"
+    failed = " ".join(r.message for r in accuracy if r.status == "FAIL")
+    report_text = ""
+    if run.consistency_request is not None:
+        outcome = run_consistency_job(run.results_dir)
+        report_text = outcome.report_json.read_text(encoding="utf-8")
+    said = " ".join((finding.suggestion, finding.evidence, finding.to_tell, failed, report_text) if finding else ())
+    score = triage_score(expected, finding.rule if finding else "", finding.uncertain_with if finding else "", said)
     row = {"scenario": scenario, "case": case.name, "seed": seed, "status": status, "triage": finding.rule if finding else "",
-           "uncertain_with": named[1], "score": score,
+           "uncertain_with": finding.uncertain_with if finding else "", "score": score,
            "evidence": " ".join((finding.evidence if finding else "").split())[:160],
            "warnings": [w for w in verdict.warnings if "row" in w], "results_dir": str(run.results_dir)}
     ok = status == expected["verdict"] and score != "wrong"
-    if run.consistency_request is not None:
-        outcome = run_consistency_job(run.results_dir)
-        report = json.loads(outcome.report_json.read_text(encoding="utf-8"))
+    if report_text:
+        report = json.loads(report_text)
         cause = report.get("root_cause") or {}
         row["consistency"] = {"verdict": report["verdict"], "module": cause.get("module"),
                               "bucket": cause.get("bucket"), "confidence": report.get("confidence"),
                               "side": side_of(cause)}
         want = expected.get("consistency", {})
-        ok = ok and report["verdict"] == "root_cause_found" and all((side_of(cause) if k == "side" else cause.get(k)) == v
-                                                                      for k, v in want.items())
+        found = not want or report["verdict"] == "root_cause_found"
+        ok = ok and found and all((side_of(cause) if k == "side" else cause.get(k)) == v for k, v in want.items())
     if "consistency" in expected:
         row["consistency_scores"] = consistency_scores(expected["consistency"], row.get("consistency"))
     row["ok"] = ok
     return row
+
+
+def triage_score(expected: dict, rule: str, uncertain_with: str, said: str) -> str:
+    """Right (the documented rule, or one of ``triage_also``: the same next step), uncertain (the line names two
+    rules the evidence cannot tell apart, the documented one among them; or the right rule without the phrase the
+    regression documents in ``names``, or with one of ``not_names``: several causes at once) or wrong."""
+    rules = {expected["triage"], *expected.get("triage_also", ())}
+    if rule in rules:
+        score = "uncertain" if uncertain_with else "right"
+    else:
+        return "uncertain" if uncertain_with in rules else "wrong"
+    if expected.get("names") and expected["names"] not in said:
+        return "uncertain"
+    if any(phrase in said for phrase in expected.get("not_names", ())):
+        return "uncertain"
+    return score
+
+
+def ab_row(scenario: str, seeds: list[int], runs_dir: Path) -> dict:
+    """Head (the regression) against base (a clean run) on the same ``seeds``, judged by the baseline's ``paired:``
+    gates as ``rl-autotest ab`` does; the verdict against ``expected["ab"]`` and its next step's kind: right (the
+    line leads with it: its first clause), uncertain (it names it later) or wrong (another, or the bare status)."""
+    want = REGRESSIONS[scenario].expected["ab"]
+    baseline = load_baseline(ROOT / "baselines" / "tiny-grpo.yaml")
+
+    def trace(work: Path):
+        return read_trace(work, aliases=dict(baseline.metric_aliases), metrics=checked_metrics(baseline))
+
+    pairs = [(seed, trace(run_workload("grpo", "", seed, runs_dir)),
+              trace(run_workload("grpo", scenario, seed, runs_dir))) for seed in seeds]
+    verdict = judge_paired(baseline.paired, pairs, "calibrate --paired")
+    line = " ".join(verdict.next_step.split())
+    kind = want.get("next_step", "")
+    if verdict.status != want["verdict"]:
+        score = "wrong"
+    elif not kind:
+        score = "right"
+    else:
+        lead = line.split(":")[0].split(",")[0]
+        score = "right" if kind in lead else "uncertain" if kind in line else "wrong"
+    return {"scenario": scenario, "seeds": seeds, "status": verdict.status, "expected": want, "score": score,
+            "failed": [r.gate_id for r in verdict.failed], "next_step": line[:200]}
+
+
+def ab_table(rows: list[dict]) -> list[str]:
+    lines = ["| scenario | seeds | A/B verdict | expected | next-step score | failed gates | next step |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        want = r["expected"]["verdict"] + (f", {r['expected']['next_step']}" if r["expected"].get("next_step") else "")
+        lines.append(f"| `{r['scenario']}` | {','.join(map(str, r['seeds']))} | {r['status']} | {want} | {r['score']} "
+                     f"| {', '.join(r['failed']) or '-'} | {(r['next_step'] or '-').replace('|', '/')} |")
+    scores = [r["score"] for r in rows]
+    shares = ", ".join(f"{s} {scores.count(s)}" for s in SCORES)
+    return lines + ["", f"- A/B next step ({len(rows)} A/Bs of {len(rows[0]['seeds']) if rows else 0} seeds): {shares}"]
 
 
 def side_of(cause: dict) -> str | None:
@@ -152,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--runs-dir", type=Path, help="default: results/explanations (results/explanations-unseen)")
     p.add_argument("--table-out", type=Path, help="also write the table and the totals to this file")
+    p.add_argument("--no-ab", action="store_true",
+                   help="unseen set: skip the A/Bs (head against a clean base on the same seeds, paired gates)")
     args = p.parse_args(argv)
     unseen = args.set == "unseen"
     known = UNSEEN if unseen else SCENARIOS
@@ -175,11 +244,17 @@ def main(argv: list[str] | None = None) -> int:
     with ThreadPoolExecutor(args.jobs) as pool:
         rows = list(pool.map(one, grid))
     out = table(rows) + ([""] + totals(rows) if unseen else [])
+    ab_rows = []
+    if unseen and not args.no_ab:
+        ab_rows = [ab_row(s, seeds, runs_dir / "ab") for s in scenarios if "ab" in REGRESSIONS[s].expected]
+        with log.open("a", encoding="utf-8") as f:
+            f.writelines(json.dumps({"ab": r}) + "\n" for r in ab_rows)
+        out += [""] + ab_table(ab_rows) if ab_rows else []
     print("\n".join(out))
     if args.table_out:
         args.table_out.write_text("\n".join(out) + "\n", encoding="utf-8")
     (runs_dir / "explanations.json").write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
-    return 0 if all(r["ok"] for r in rows) else 1
+    return 0 if all(r["ok"] for r in rows) and all(r["score"] != "wrong" for r in ab_rows) else 1
 
 
 if __name__ == "__main__":

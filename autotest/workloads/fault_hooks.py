@@ -1,7 +1,8 @@
 """The hook points a fault of the embedded workloads may override; with no fault each is the identity.
 
 Hook points (and who calls them): ``configure`` (the entry point, on the run config),
-``on_step_start`` and ``loop_end`` (the driver loop), ``on_sync``, ``patch_rollout_model`` and ``rollout_ranks`` (the rollout engine),
+``on_step_start`` and ``loop_end`` (the driver loop), ``on_sync``, ``held_version``, ``patch_rollout_model`` and
+``rollout_ranks`` (the rollout engine),
 ``wrap_judge`` (the training reward), ``on_advantages``, ``on_actor_logprobs``, ``actor_logprob_fn`` and
 ``recompute_logprob_fn`` and ``loss_normaliser`` (the trainer), ``decode_positions`` (the rollout's decode forwards), ``wrap_tracker`` (the metric log), ``on_prompts`` (the driver's prompt batch),
 ``draw_logprobs`` (what the rollout draws from, apart from what it reports), ``eval_logits`` (the rollout
@@ -62,6 +63,11 @@ class FaultHooks:
         """The weights the rollout engine copies in at ``version`` (0 = initial sync)."""
         return state_dict
 
+    def held_version(self, version: int) -> int:
+        """The weight version the rollout engine serves after a sync labelled ``version`` copied something in (the
+        version of the tensors ``on_sync`` handed over); by default ``version``."""
+        return version
+
     def patch_rollout_model(self, model: torch.nn.Module) -> None:
         """Change the rollout copy of the model once, after it is built."""
 
@@ -93,7 +99,8 @@ class FaultHooks:
 
     def loss_normaliser(self, num_tokens: torch.Tensor, micro_mask: torch.Tensor, micro_batches: int) -> torch.Tensor:
         """The trainer's divisor of one micro-batch's summed token loss: the mini-batch's token count (a token mean
-        over the whole mini-batch, however it is split into micro-batches)."""
+        over the whole mini-batch, however it is split into micro-batches); a [rows, 1] tensor divides each row's
+        tokens by its own divisor."""
         return num_tokens
 
     def decode_positions(self, positions: torch.Tensor, decoded: int) -> torch.Tensor:

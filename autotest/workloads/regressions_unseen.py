@@ -16,6 +16,20 @@ acts only through its hooks, so a run without one is byte-identical to a clean r
 | ``repeat-shard`` | GRPO | data | the sampler's shard index never advances: every prompt comes from shard 0 (the lowest third of targets) |
 | ``route-off-by-one`` | MOPD | teacher | the router zips samples with their sources shifted by one: sample i goes to sample i-1's teacher |
 | ``mopd-minibatch-key-lost`` | MOPD | trainer | the student's mini-batch key falls back to 1: one optimiser step per training step instead of 4 |
+| ``seq-mean-loss`` | GRPO | trainer | the loss aggregation is a mean over responses of each one's token mean, not a token mean over the mini-batch |
+| ``entropy-from-next-step`` | GRPO | logging | the tracker holds each step's row until the next and merges the next step's entropy into it |
+| ``prompts-drawn-twice`` | GRPO | data | an eval loader's repeat (each prompt twice) applied to training: half the distinct prompts per step |
+| ``sync-half-buffer`` | GRPO | weight sync | every other sync stages into a buffer sized for half the parameters: the rest stay one step stale |
+| ``sync-swap-before-copy`` | GRPO | weight sync | the rollout's double buffer swaps before it copies: it samples with the weights one version behind |
+| ``resume-prompt-order`` | GRPO | checkpoint | a resumed run restores every RNG but the data loader's: its prompts start again from the seed |
+| ``teacher-keys-renamed[:PREFIX]`` | MOPD | teacher | every teacher server loads a checkpoint whose keys under PREFIX were renamed: those weights are fresh |
+
+Issue 44 item 7 added the last seven, each ``expected`` written and committed before any run of it. Besides the
+primary rule (``triage``), ``expected`` may name ``triage_also`` (rules whose next step is the same one: scored
+right too), ``names`` (a phrase the explanation must contain for a right score: the period, the versions behind,
+the cause; without it a right rule scores uncertain), ``not_names`` (phrases that name several causes at once:
+scored uncertain) and ``ab`` (the A/B verdict of head against base on the same seeds, with the kind of next step
+its line must lead with).
 """
 
 from __future__ import annotations
@@ -238,9 +252,181 @@ class RouteOffByOne(FaultHooks):
         return list(sources[-1:]) + list(sources[:-1])
 
 
+class SeqMeanLoss(FaultHooks):
+    """The policy loss's aggregation flipped from a token mean over the mini-batch to a sequence mean (each
+    response's token mean, averaged over the responses: ``loss_agg_mode`` token-mean -> seq-mean-token-mean, a
+    default changed in a config refactor): a short response's tokens weigh more than a long one's, so the update
+    no longer pushes every token alike and the length the policy settles at moves. A training change: every logged
+    metric is the trained policy's own. (The mini-batch's responses are counted as micro-batch rows x micro-batches:
+    the case's micro-batches are equal.)"""
+
+    name = "seq-mean-loss"
+    # written before the run: the response length leaves the golden first (its tokens are what the aggregation
+    # reweighs), entropy and the scores follow through the update; the next step is the loss, never the logger.
+    # gradual (the training loop: loss, advantage, KL, sync) names the same place, less narrowly
+    expected = {"verdict": "FAIL", "breached": [LENGTH], "triage": "loss-term", "triage_also": ["gradual"]}
+
+    def loss_normaliser(self, num_tokens: torch.Tensor, micro_mask: torch.Tensor, micro_batches: int) -> torch.Tensor:
+        responses = micro_mask.shape[0] * micro_batches
+        return micro_mask.sum(dim=1, keepdim=True).clamp(min=1) * responses
+
+
+class EntropyFromNextStep(FaultHooks):
+    """The tracker holds each step's rows until the next step's summary arrives (to fill a field measured across
+    the step boundary) and merges the new summary's trainer metrics into the held row by mistake: ``entropy/mean``
+    of step k is written with step k+1's value. The run's last row, flushed at close, keeps its own. Training and
+    every other metric are a clean run's; a resumed process flushes its own last step's entropy where the
+    uninterrupted run wrote the step after's."""
+
+    name = "entropy-from-next-step"
+    # written before the run: a one-step shift of the entropy is below the golden gates' noise; the resume gate
+    # sees it at the last resumed step alone with every other metric bitwise equal: logging across the resume. A
+    # golden breach read as logging (logging-units) is the same next step. A/B (same seeds, clean base): entropy
+    # moves alone while the other paired metrics are bitwise equal: logging
+    expected = {"verdict": "FAIL", "breached": [ENTROPY], "triage": "resume-logging", "triage_also": ["logging-units"],
+                "ab": {"verdict": "FAIL", "next_step": "logging"}}
+
+    def wrap_tracker(self, tracker: Any) -> Any:
+        return _NextStepTracker(tracker, ENTROPY)
+
+
+class _NextStepTracker:
+    """Holds the rows from one row carrying ``metric`` to the next such row, then writes them in order with the
+    first one's ``metric`` replaced by the newer row's value; ``close`` writes what it holds as it is."""
+
+    def __init__(self, inner: Any, metric: str) -> None:
+        self.inner, self.metric = inner, metric
+        self.held: list[Mapping[str, Any]] = []
+
+    def write(self, row: Mapping[str, Any]) -> None:
+        if self.metric in row and self.held:
+            first, *rest = self.held
+            self.held = []
+            self.inner.write({**first, self.metric: row[self.metric]})
+            for held in rest:
+                self.inner.write(held)
+        if self.metric in row or self.held:
+            self.held.append(row)
+        else:
+            self.inner.write(row)
+
+    def close(self) -> None:
+        for held in self.held:
+            self.inner.write(held)
+        self.held = []
+        self.inner.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+class PromptsDrawnTwice(FaultHooks):
+    """A ``repeat`` meant for the eval loader (each prompt twice, for pass@2) is applied to the training loader too,
+    after its batch is cut to size: each step trains on the first half of the prompts it drew, each prompt twice in
+    a row (two groups of samples each), so half as many distinct prompts as a clean run. The prompt stream, the
+    batch size and everything after the loader are a clean run's."""
+
+    name = "prompts-drawn-twice"
+    # written before the run: fewer distinct prompts per step is other training data: the next step is what the
+    # trainer is fed (the loader, its repeat and deduplication), not the sampler's settings nor the loss. A/B: the
+    # training changes (the data): data
+    expected = {"verdict": "FAIL", "breached": [REWARDS], "triage": "training-data",
+                "ab": {"verdict": "FAIL", "next_step": "data"}}
+
+    def on_prompts(self, prompts: list[Prompt], step: int) -> list[Prompt]:
+        half = prompts[: (len(prompts) + 1) // 2]
+        return [p for p in half for _ in range(2)][: len(prompts)]
+
+
+class SyncHalfBuffer(FaultHooks):
+    """The weight sync stages its tensors in two buffers used in turn; the second was sized from half the parameter
+    count (computed once, before the buffers were split): every other sync (after steps 1, 3, 5, ...) sends only the
+    parameters that fit, in state-dict order, and the later ones keep the weights of the sync before. Every even
+    step's rollout samples with the later half of the model one step stale; the odd steps are clean."""
+
+    name = "sync-half-buffer"
+    # written before the run: the mismatch metrics breach on the even steps only (a median reads a clean step); the
+    # right next step is the weight sync, with the period: every 2nd step
+    expected = {"verdict": "FAIL", "breached": [MISMATCH], "triage": INCONSISTENCY, "period": 2,
+                "names": "every 2nd step"}
+
+    def on_sync(self, state_dict: Mapping[str, torch.Tensor], version: int) -> Mapping[str, torch.Tensor]:
+        if version % 2 == 0 or not state_dict:
+            return state_dict
+        room = sum(t.numel() for t in state_dict.values()) // 2
+        staged: dict[str, torch.Tensor] = {}
+        for key, tensor in state_dict.items():
+            if tensor.numel() > room:
+                break
+            staged[key], room = tensor, room - tensor.numel()
+        return staged
+
+
+class SyncSwapBeforeCopy(FaultHooks):
+    """The rollout engine double-buffers its weights and swaps the buffers before it copies a sync in, not after:
+    each sync fills the back buffer and brings forward the one the sync before filled (the initial sync fills both).
+    From step 2 on, every rollout samples with the weights one version behind the trainer's, at every step; the
+    engine's version counter follows the buffer it samples with."""
+
+    name = "sync-swap-before-copy"
+    # written before the run: mismatch at every step from step 2; the consistency job pins a parameter the rollout
+    # holds from the version before, on the rollout side, and names it one version behind
+    expected = {"verdict": "FAIL", "breached": [MISMATCH], "triage": INCONSISTENCY,
+                "consistency": {"bucket": "parameter_sync_mismatch", "side": "rollout"},
+                "names": "1 version(s) behind"}
+
+    def __init__(self, arg: str | None, seed: int) -> None:
+        super().__init__(arg, seed)
+        self.back: dict[str, torch.Tensor] | None = None
+
+    def on_sync(self, state_dict: Mapping[str, torch.Tensor], version: int) -> Mapping[str, torch.Tensor]:
+        front, self.back = self.back, {k: v.detach().clone() for k, v in state_dict.items()}
+        return state_dict if version == 0 or front is None else front
+
+    def held_version(self, version: int) -> int:
+        return max(version - 1, 0)
+
+
+class ResumePromptOrder(FaultHooks):
+    """The checkpoint keeps the rollout's sampling RNG, the trainer's state and the step, but the data loader's
+    position is never restored (its sampler state is not among what the driver loads back): a resumed run draws its
+    prompts from the seed's start again, while sampling and the weights continue as saved. The run that saves the
+    checkpoint is a clean run's."""
+
+    name = "resume-prompt-order"
+    # written before the run: the resume gate fails from the first resumed step (other prompts, so other rewards and
+    # lengths); the right next step is the data loader's position in the checkpoint, named alone: prompt order, not
+    # "the RNG (prompt order or sampling)". A/B: the main run is a clean run's: PASS
+    expected = {"verdict": "FAIL", "breached": [REWARDS], "triage": "resume", "names": "prompt order",
+                "not_names": ["(prompt order or sampling)", "(prompt order, sampling)"], "ab": {"verdict": "PASS"}}
+
+    def restored_parts(self, component: str, parts: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(p for p in parts if not (component == "driver" and p == "rng"))
+
+
+class TeacherKeysRenamed(FaultHooks):
+    """A conversion script renamed the teacher checkpoints' keys under PREFIX (``model.layers.1.self_attn.``: the
+    attention of the last layer, split from a fused projection); the servers' loader reports the old names missing
+    and initialises them afresh, and every teacher server serves those weights untrained. The student, the routing
+    and the sampling are untouched."""
+
+    name = "teacher-keys-renamed"
+    arg_help = "PREFIX, the parameters every teacher server loads afresh (default model.layers.1.self_attn.)"
+    default_arg = "model.layers.1.self_attn."
+    # written before the run: the teacher probe (answers recorded when the fixture was made, not the server's own
+    # code) differs at its first probe, and the distillation KL moves at once: the teacher path
+    expected = {"verdict": "FAIL", "breached": [DISTILL_KL, "distillation/teacher_probe/digit_sum_teacher"],
+                "triage": "teacher-path"}
+
+    def teacher_server_args(self) -> list[str]:
+        return ["--missing-keys", self.arg or self.default_arg]
+
+
 UNSEEN_REGRESSIONS: tuple[type[FaultHooks], ...] = (
     SyncLastBucket, StaleOldLogprobs, EosBanned, EvalLags, MinibatchKeyLost, TrackerEma, LengthFromShape,
     RepeatShard, RouteOffByOne, MopdMinibatchKeyLost,
+    SeqMeanLoss, EntropyFromNextStep, PromptsDrawnTwice, SyncHalfBuffer, SyncSwapBeforeCopy, ResumePromptOrder,
+    TeacherKeysRenamed,
 )
-#: the ones tiny MOPD runs (in its training process)
-UNSEEN_MOPD = ("route-off-by-one", "mopd-minibatch-key-lost")
+#: the ones tiny MOPD runs (in its training process; the teacher servers take ``teacher_server_args``)
+UNSEEN_MOPD = ("route-off-by-one", "mopd-minibatch-key-lost", "teacher-keys-renamed")

@@ -145,7 +145,7 @@ class RolloutEngine:
 
         state_dict = self.hooks.on_sync(state_dict, version)
         if state_dict:
-            self.held_weight_version = version
+            self.held_weight_version = self.hooks.held_version(version)
         if self.layout == "engine":  # converts training names and layouts into the fused ones
             self.model.load_weights(state_dict.items())
             self.weight_version = version

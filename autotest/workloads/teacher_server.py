@@ -2,7 +2,7 @@
 
     python -m autotest.workloads.teacher_server --model DIR --name NAME --port-file PATH
         [--host 127.0.0.1] [--parent-pid PID] [--exit-at-step K] [--temperature T]
-        [--request-timeout-s S] [--misscore-from-step K]
+        [--request-timeout-s S] [--misscore-from-step K] [--missing-keys PREFIX]
 
 It binds port 0 (the kernel picks a free port, never a fixed one) and writes
 ``{"port", "pid", "name"}`` to ``--port-file`` (atomically) once it listens. Endpoints:
@@ -28,6 +28,8 @@ the logits over T: the ``teacher-temperature`` regression of the detection bench
 (and for every request after it, probes included: the server was swapped, it stays swapped) the
 server scores with unshifted logits, the off-by-one of a gather that forgets ``[:, :-1]``: the
 log-prob it returns for token ``j + 1`` is read from the logits at position ``j + 1``.
+``--missing-keys PREFIX`` is the ``teacher-keys-renamed`` regression (``regressions_unseen``): the parameters under
+PREFIX are initialised afresh after the load, as a checkpoint whose keys there were renamed loads them.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ class Teacher:
     """The model and its one-at-a-time forward."""
 
     def __init__(self, model_dir: Path, name: str, exit_at_step: int | None = None, temperature: float = 1.0,
-                 misscore_from_step: int | None = None) -> None:
+                 misscore_from_step: int | None = None, missing_keys: str | None = None) -> None:
         import torch
 
         from autotest.workloads.teachers import load_checkpoint
@@ -71,6 +73,8 @@ class Teacher:
         self.model_dir = model_dir
         self.name = name
         self.model = load_checkpoint(model_dir)
+        if missing_keys:
+            _initialise_afresh(self.model, missing_keys)
         self.vocab_size = int(self.model.config.vocab_size)
         self.max_len = int(self.model.config.max_position_embeddings)
         self.pad_id = 0  # any id: right padding never changes a causal model's earlier positions
@@ -216,6 +220,23 @@ def write_port_file(path: Path, port: int, name: str) -> None:
     tmp.replace(path)
 
 
+def _initialise_afresh(model: Any, prefix: str) -> None:
+    """The ``teacher-keys-renamed`` regression: the parameters under ``prefix`` as a checkpoint whose keys there were
+    renamed loads them (missing keys, freshly initialised: normal(0, initializer_range), norms 1; seeded)."""
+    import torch
+
+    params = [(n, p) for n, p in model.named_parameters() if n.startswith(prefix)]
+    if not params:
+        raise SystemExit(f"error: --missing-keys {prefix}: names no parameter of the model (e.g. model.layers.1.)")
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for _, p in params:
+            if p.dim() == 1:
+                p.fill_(1.0)
+            else:
+                p.copy_(torch.randn(p.shape, generator=generator) * model.config.initializer_range)
+
+
 def serve(args: argparse.Namespace) -> int:
     """Load the teacher, listen, report the port, serve until SIGTERM/SIGINT."""
     if args.parent_pid is not None:
@@ -223,7 +244,8 @@ def serve(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     if not args.temperature > 0:
         raise SystemExit(f"error: --temperature: must be positive (got {args.temperature})")
-    teacher = Teacher(args.model, args.name, args.exit_at_step, args.temperature, args.misscore_from_step)
+    teacher = Teacher(args.model, args.name, args.exit_at_step, args.temperature, args.misscore_from_step,
+                      args.missing_keys)
     if not args.request_timeout_s > 0:
         raise SystemExit(f"error: --request-timeout-s: must be positive (got {args.request_timeout_s})")
     server = ThreadingHTTPServer((args.host, 0), make_handler(teacher, args.request_timeout_s))
@@ -260,6 +282,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="fault teacher-misscore: score with unshifted logits from the step-K request on")
     p.add_argument("--temperature", type=float, default=1.0,
                    help="log-probs of logits / T (regression teacher-temperature; 1 for a healthy teacher)")
+    p.add_argument("--missing-keys", metavar="PREFIX",
+                   help="regression teacher-keys-renamed: the parameters under PREFIX load as missing keys "
+                        "(freshly initialised), as from a checkpoint whose keys there were renamed")
     p.add_argument("--request-timeout-s", type=float, default=REQUEST_TIMEOUT_S,
                    help="hang up on a client silent this long mid-request (default %(default)g)")
     return p.parse_args(argv)

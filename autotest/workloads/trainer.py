@@ -229,7 +229,8 @@ def ppo_clip_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, op
     or one per token (distillation, [B, T]). A non-finite gradient norm skips the step. ``logprobs_fn`` is the
     trainer's log-prob computation (a fault may change it). ``trim`` cuts each micro-batch to its longest response
     (padding-free in effect; it must train the same). ``loss_normaliser`` gives the divisor of a micro-batch's summed
-    token loss (default: the mini-batch's token count, so any micro-batch split trains the same; a fault may change it).
+    token loss (default: the mini-batch's token count, so any micro-batch split trains the same; a fault may change it,
+    or give one divisor per row).
     ``group_by_length`` fills the micro-batches in order of response length.
     """
     import torch
@@ -256,7 +257,9 @@ def ppo_clip_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, op
         if entropy_coef:
             per_token = per_token - entropy_coef * entropy
         divisor = num_tokens if loss_normaliser is None else loss_normaliser(num_tokens, m, len(micro_batches))
-        loss = torch.where(m > 0, per_token, 0.0).sum() / divisor
+        masked = torch.where(m > 0, per_token, 0.0)
+        # a [rows, 1] divisor weighs each row's tokens by its own (a sequence-level mean); a scalar is a token mean
+        loss = masked.sum() / divisor if divisor.dim() == 0 else (masked / divisor).sum()
         loss.backward()
         loss_sum += loss.detach().double()
         clipped += (((ratio - 1).abs() > eps).float() * m).sum().double()

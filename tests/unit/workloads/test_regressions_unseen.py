@@ -123,3 +123,94 @@ def test_route_off_by_one_shifts_every_source_by_one_sample() -> None:
     sources = ["a", "a", "b", "a", "b"]
     assert hooks.route_sources(sources, step=1) == ["b", "a", "a", "b", "a"]
     assert hooks.route_sources([], step=1) == []
+
+
+def test_seq_mean_loss_divides_each_row_by_its_own_length_times_the_responses() -> None:
+    hooks = make_fault("seq-mean-loss")
+    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0], [1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]])
+    divisor = hooks.loss_normaliser(mask.sum(), mask, micro_batches=2)
+    assert divisor.shape == (3, 1)
+    assert divisor.flatten().tolist() == [3 * 6, 1 * 6, 1 * 6]  # an empty row divides by 1, never 0
+    assert make_fault("").loss_normaliser(mask.sum(), mask, 2) is not None
+
+
+def test_a_per_row_divisor_weighs_each_response_alike_and_the_default_keeps_the_token_mean() -> None:
+    from types import SimpleNamespace
+
+    from autotest.workloads.trainer import ppo_clip_update
+
+    def loss(normaliser):  # one update of a fresh model on a short and a long response, advantages 1
+        model = build_model(TinyLMConfig(), seed=0)
+        ids = torch.randint(0, DigitTokenizer().vocab_size, (2, 8), generator=torch.Generator().manual_seed(0))
+        mask = torch.tensor([[1.0, 0, 0, 0], [1.0, 1, 1, 1]])
+        optim = SimpleNamespace(clip_eps=0.2, micro_batch_size=2, max_grad_norm=1e9)
+        out = ppo_clip_update(model, torch.optim.SGD(model.parameters(), lr=0.0), optim, ids, 4, mask,
+                              torch.zeros(2, 4), torch.ones(2, 1), torch.arange(2), loss_normaliser=normaliser)
+        return out["loss"]
+
+    # the same per-token losses, aggregated two ways
+    token_mean = loss(None)
+    seq_mean = loss(make_fault("seq-mean-loss").loss_normaliser)
+    assert token_mean != seq_mean
+    assert loss(make_fault("").loss_normaliser) == token_mean  # the identity hook is the default, bit for bit
+
+
+def test_entropy_from_next_step_writes_each_steps_entropy_with_the_next_ones() -> None:
+    class _Closing(_Rows):
+        closed = False
+
+        def close(self) -> None:
+            self.closed = True
+
+    inner = _Closing()
+    tracker = make_fault("entropy-from-next-step").wrap_tracker(inner)
+    tracker.write({"step": 0, "eval/accuracy": 0.0})
+    tracker.write({"step": 1, "entropy/mean": 2.0, "r": 0.1})
+    tracker.write({"step": 1, "train_metrics/worker_0/loss": 0.5})
+    assert inner.rows == [{"step": 0, "eval/accuracy": 0.0}]  # step 1 waits for step 2's summary
+    tracker.write({"step": 2, "entropy/mean": 1.5, "r": 0.2})
+    tracker.write({"step": 3, "entropy/mean": 1.0, "r": 0.3})
+    tracker.close()
+    assert inner.rows == [{"step": 0, "eval/accuracy": 0.0}, {"step": 1, "entropy/mean": 1.5, "r": 0.1},
+                          {"step": 1, "train_metrics/worker_0/loss": 0.5}, {"step": 2, "entropy/mean": 1.0, "r": 0.2},
+                          {"step": 3, "entropy/mean": 1.0, "r": 0.3}]  # the last keeps its own
+    assert inner.closed
+
+
+def test_prompts_drawn_twice_keeps_the_size_with_half_the_distinct_prompts() -> None:
+    from autotest.workloads.tasks import TASKS
+
+    prompts = [TASKS["digit_sum"].prompt(t) for t in range(1, 9)]
+    out = make_fault("prompts-drawn-twice").on_prompts(prompts, step=3)
+    assert len(out) == 8 and out == [prompts[i] for i in (0, 0, 1, 1, 2, 2, 3, 3)]
+    odd = make_fault("prompts-drawn-twice").on_prompts(prompts[:5], step=3)
+    assert odd == [prompts[i] for i in (0, 0, 1, 1, 2)]
+
+
+def test_sync_half_buffer_sends_half_the_parameters_on_odd_syncs_only() -> None:
+    state = {n: p.detach() for n, p in build_model(TinyLMConfig(), seed=0).named_parameters()}
+    hooks = make_fault("sync-half-buffer")
+    assert hooks.on_sync(state, 0) is state and hooks.on_sync(state, 2) is state
+    staged = hooks.on_sync(state, 3)
+    total = sum(t.numel() for t in state.values())
+    assert 0 < sum(t.numel() for t in staged.values()) <= total // 2
+    assert list(staged) == list(state)[: len(staged)]  # a prefix in state-dict order
+    assert hooks.held_version(3) == 3  # what it sent is labelled and held as the version
+
+
+def test_sync_swap_before_copy_serves_the_sync_before_and_says_so() -> None:
+    hooks = make_fault("sync-swap-before-copy")
+    v0, v1, v2 = ({"w": torch.full((2,), float(v))} for v in range(3))
+    assert hooks.on_sync(v0, 0) is v0
+    assert torch.equal(hooks.on_sync(v1, 1)["w"], v0["w"])
+    v1["w"].add_(10.0)  # the trainer's tensor moves on: the buffer holds a copy
+    assert torch.equal(hooks.on_sync(v2, 2)["w"], torch.full((2,), 1.0))
+    assert [hooks.held_version(v) for v in (0, 1, 2)] == [0, 0, 1]
+    assert make_fault("").held_version(2) == 2
+
+
+def test_resume_prompt_order_leaves_out_the_drivers_rng_alone() -> None:
+    hooks = make_fault("resume-prompt-order")
+    assert hooks.restored_parts("driver", ("rng",)) == ()
+    assert hooks.restored_parts("rollout", ("model", "rng")) == ("model", "rng")
+    assert hooks.restored_parts("trainer", ("model", "optimizer", "rng")) == ("model", "optimizer", "rng")

@@ -28,7 +28,7 @@ launch:
   timeout_s: 30  # bounds a broken run: this one takes seconds, at load 20 too
 tracker: {{format: xtuner, work_dir_env: WORK_DIR}}
 expected: {{steps: 10, exact_steps: true}}
-seed: {{default: 0, calibration: [0, 1, 2]}}
+seed: {{default: 3, calibration: [0, 1, 2]}}
 consistency: {{policy: "off"}}
 """
 

@@ -71,7 +71,7 @@ launch:
 tracker: {{format: {fmt}}}
 expected: {{steps: 6}}
 baseline: baselines/{name}.yaml
-seed: {{default: 0, calibration: [0, 1]}}
+seed: {{default: 2, calibration: [0, 1]}}
 """
 
 SPEC = """schema_version: 1

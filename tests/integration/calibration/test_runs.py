@@ -71,7 +71,7 @@ launch:
 tracker: {{format: xtuner}}
 expected: {{steps: 10}}
 baseline: baselines/{name}.yaml
-seed: {{default: 0, calibration: [0, 1, 2, 3]}}
+seed: {{default: 4, calibration: [0, 1, 2, 3]}}
 """
 
 SPEC = """schema_version: 1
@@ -216,7 +216,7 @@ def test_seeds_vary_from_the_case_or_repeat_the_default(fake_case, tmp_path):
     with pytest.raises(UsageError, match=r"seed.calibration: lists 4 seeds but 5 runs were asked"):
         calibration_seeds(case, 5)
     fixed = replace(case, launch=replace(case.launch, command=("python", "train.py")))  # takes no seed
-    assert calibration_seeds(fixed, 3) == (0, 0, 0)
+    assert calibration_seeds(fixed, 3) == (4, 4, 4)  # the default seed, repeated
     unlisted = replace(case, seed=replace(case.seed, calibration=(), default=7))
     assert calibration_seeds(unlisted, 2) == (7, 7)
 

@@ -43,7 +43,7 @@ checks:
 @pytest.fixture
 def noisy_case(tmp_path, monkeypatch):
     case = CASE.replace("expected: {{steps: 10}}", "expected: {{steps: 20}}").replace(
-        "calibration: [0, 1, 2, 3]", "calibration: [0, 1, 2, 3, 4, 5, 6, 7]")
+        "default: 4, calibration: [0, 1, 2, 3]", "default: 8, calibration: [0, 1, 2, 3, 4, 5, 6, 7]")
     return fake_framework(tmp_path, monkeypatch, "noisy-calib", TRAIN, case, SPEC)[:2]
 
 

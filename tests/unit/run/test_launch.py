@@ -56,7 +56,7 @@ def test_launch_spec_for_the_embedded_case(tmp_path: Path) -> None:
     work = tmp_path / "work"
     plain = launch_spec(case, work, environ={})
     assert plain.command == (sys.executable, "-m", "autotest.workloads.grpo", "--work-dir",
-                             str(work.resolve()), "--seed", "0")
+                             str(work.resolve()), "--seed", "10")
     assert plain.cwd == REPO_ROOT and plain.cleanup_commands == () and plain.term_grace_s == 10.0
     assert plain.env == {"PYTHONUNBUFFERED": "1", "WORK_DIR": str(work.resolve())}
     faulty = launch_spec(case, work, seed=4, fault="stale_weights", extra_args=("--steps", "3"), environ={})

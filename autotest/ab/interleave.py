@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from autotest.ab.ab_preflight import check_before_runs
+from autotest.ab.nudge import nudge_env
 from autotest.ab.sides import Side
 from autotest.ab.split import SplitOutcome, run_split, saving
 from autotest.errors import UsageError
@@ -129,7 +130,9 @@ def run_ab(case: Case, base: Side, head: Side, options: AbOptions) -> AbOutcome:
                 say(f"{case.name}: {side.label} seed {seed}: {run.status} against the golden ({run.results_dir})")
             if options.aa_check:
                 again = _run_side(base.case_for(case), base, seed, folder / f"{base.label}-again-seed{seed}",
-                                  replace(options, env={**options.env, **perturbation_env(baseline)}))
+                                  replace(options, env={**options.env, **perturbation_env(
+                                      baseline, {**os.environ, **case.launch.env, **options.run.launch.env,
+                                                 **options.env})}))
                 runs.append(_side_run(replace(base, label=AA_LABEL), seed, again))
                 if (trace := _trace_of(case, baseline, again)) is not None:
                     traces[(AA_LABEL, seed)] = trace
@@ -183,10 +186,9 @@ def _side_run(side: Side, seed: int, run: CaseRun) -> SideRun:
     return SideRun(side.label, seed, run.status, run.results_dir, broken)
 
 
-def perturbation_env(baseline: Baseline) -> dict[str, str]:
-    """The environment of an A/A pair's second run, from the paired section (``KEY=VALUE``; none: natural)."""
-    key, sep, value = (baseline.paired.perturbation if baseline.paired else "").partition("=")
-    return {key.strip(): value.strip()} if sep and key.strip() else {}
+def perturbation_env(baseline: Baseline, environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment of an A/A pair's second run, from the paired section (autotest.ab.nudge; none: natural)."""
+    return nudge_env(baseline.paired.perturbation, environ) if baseline.paired else {}
 
 
 def _guarded(outcome: AbOutcome, baseline: Baseline, traces: dict[tuple[str, int], Trace], case: Case

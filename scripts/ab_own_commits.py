@@ -74,7 +74,7 @@ results = "accuracy/results"
 
 #: what the docs show, in order (``rl-autotest`` is ``python -m autotest.cli`` here)
 COMMANDS: tuple[tuple[str, ...], ...] = (
-    ("calibrate", "mini", "--runs", "3", "--promote"),
+    ("calibrate", "mini", "--runs", "3", "--jobs", "1", "--promote"),  # one at a time: the lines in a fixed order
     ("calibrate", "mini", "--paired", "--runs", "2", "--promote"),
     ("ab", "mini", "--base", "main", "--head", "halve-lr", "--seeds", "11", "--no-plots"),
 )

@@ -21,17 +21,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from autotest.ab.nudge import default_perturbation, no_effect_line, nudge_env
 from autotest.calibration.promote import promote
 from autotest.calibration.runs import baseline_files, calibration_seeds, load_spec
 from autotest.errors import UsageError
 from autotest.files import write_atomic
+from autotest.inputs.aa_nudge import FORMS, nudge_problem
 from autotest.inputs.baseline import load_baseline
 from autotest.inputs.baseline_writer import baseline_yaml
 from autotest.inputs.case import Case
 from autotest.inputs.tracker_layout import tracker_copy
 from autotest.judge.model import ERROR
-from autotest.ab.nudge import default_perturbation, no_effect_line, nudge_env
-from autotest.inputs.aa_nudge import FORMS, nudge_problem
 from autotest.judge.paired import bitwise_pairs, measure_paired, paired_mde, paired_threshold
 from autotest.judge.verdict import golden_trace
 from autotest.pipeline import RunOptions, run_case

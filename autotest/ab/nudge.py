@@ -50,7 +50,10 @@ def nudge_env(perturbation: str, environ: Mapping[str, str] | None = None) -> di
 def no_effect_line(case: Case, perturbation: str, seeds: list[int], of: int) -> str:
     """The one line for A/A pairs whose two runs agreed bitwise on every paired metric: the nudge did not take."""
     which = "every A/A pair" if len(seeds) == of else f"A/A pair(s) of seed {', '.join(map(str, seeds))}"
-    other = HARNESS if parse_nudge(perturbation) != parse_nudge(HARNESS) else "threads:2"
+    harness = parse_nudge(perturbation).kind == OPTIMIZER_ULP
+    other = "threads:2" if harness else HARNESS
+    why = (" (it takes only where the trainer's optimizer is a torch.optim.Optimizer and the launch keeps "
+           "PYTHONPATH)") if harness else ""
     return (f"{which} agreed bitwise on every paired metric: the nudge {perturbation} had no effect on this "
-            f"trainer, so those pairs measured no noise; set another with `rl-autotest calibrate {case.name} "
+            f"trainer{why}, so those pairs measured no noise; set another with `rl-autotest calibrate {case.name} "
             f"--paired --perturbation {other}` (one of {FORMS}; docs/ab.md, \"The nudge\")")

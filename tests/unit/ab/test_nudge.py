@@ -39,3 +39,4 @@ def test_a_nudge_that_did_not_take_is_one_line_naming_another() -> None:
     assert "rl-autotest calibrate tiny-grpo --paired --perturbation optimizer-ulp:1" in line
     some = no_effect_line(case, "optimizer-ulp:1", [3], 4)
     assert some.startswith("A/A pair(s) of seed 3 agreed") and "--perturbation threads:2" in some
+    assert "optimizer is a torch.optim.Optimizer and the launch keeps PYTHONPATH" in some

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from autotest.ab.ab_preflight import check_before_runs
-from autotest.ab.nudge import nudge_env
+from autotest.ab.nudge import no_effect_line, nudge_env
 from autotest.ab.sides import Side
 from autotest.ab.split import SplitOutcome, run_split, saving
 from autotest.errors import UsageError
@@ -37,7 +37,7 @@ from autotest.inputs.baseline_model import Baseline
 from autotest.inputs.case import Case, case_argument
 from autotest.inputs.tracker_layout import tracker_copy
 from autotest.judge.model import ERROR, FAIL, PASS
-from autotest.judge.paired import PairedVerdict, judge_paired
+from autotest.judge.paired import PairedVerdict, bitwise_pairs, judge_paired
 from autotest.judge.trace import Trace
 from autotest.pipeline import CaseRun, RunOptions, run_case
 from autotest.readers.reading import read_trace
@@ -204,6 +204,9 @@ def _guarded(outcome: AbOutcome, baseline: Baseline, traces: dict[tuple[str, int
             f"the A/A guard (the {outcome.base.label} twice, {baseline.paired.perturbation}) moved beyond the "
             f"paired noise here ({moved}): the noise measured for the baseline does not hold on this runner or "
             f"environment, so no difference can be judged; {how_to_calibrate(case)} here"))
+    if baseline.paired is not None and (same := bitwise_pairs(baseline, pairs)):  # the guard checked nothing
+        verdict = replace(verdict, warnings=(*verdict.warnings, "A/A guard: " + no_effect_line(
+            case, baseline.paired.perturbation, same, len(pairs))))
     return replace(outcome, verdict=verdict, aa_check=guard)
 
 

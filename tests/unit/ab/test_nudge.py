@@ -40,3 +40,28 @@ def test_a_nudge_that_did_not_take_is_one_line_naming_another() -> None:
     some = no_effect_line(case, "optimizer-ulp:1", [3], 4)
     assert some.startswith("A/A pair(s) of seed 3 agreed") and "--perturbation threads:2" in some
     assert "optimizer is a torch.optim.Optimizer and the launch keeps PYTHONPATH" in some
+
+
+def test_an_aa_guard_whose_pair_agreed_bitwise_says_it_checked_nothing(tmp_path) -> None:
+    from autotest.ab.interleave import AA_LABEL, AbOutcome, _guarded
+    from autotest.ab.sides import Side
+    from autotest.judge.model import PASS
+    from autotest.judge.paired import PairedVerdict
+    from autotest.judge.trace import Trace
+
+    case = load_case("tiny-grpo")
+    baseline = load_baseline(case.baseline_path)
+    steps = range(1, 46)
+    metrics = ("response/rewards/mean", "mismatch/mismatch_k3_kl")
+    base = Trace("a", {m: {s: 0.5 for s in steps} for m in metrics}, train_steps=tuple(steps))
+    moved = Trace("b", {m: {s: 0.5 + (1e-9 if s == 40 else 0) for s in steps} for m in metrics},
+                  train_steps=tuple(steps))
+    outcome = AbOutcome("tiny-grpo", Side("base", "clean"), Side("head", "clean"),
+                        PairedVerdict(PASS, (), (11, 12)), (), tmp_path)
+    guarded = _guarded(outcome, baseline, {("base", 11): base, (AA_LABEL, 11): base, ("base", 12): base,
+                                           (AA_LABEL, 12): moved}, case)
+    assert guarded.verdict.warnings == (
+        "A/A guard: " + no_effect_line(case, baseline.paired.perturbation, [11], 2),)
+    assert guarded.verdict.warnings[0].startswith("A/A guard: A/A pair(s) of seed 11 agreed bitwise")
+    clean = _guarded(outcome, baseline, {("base", 11): base, (AA_LABEL, 11): moved}, case)
+    assert clean.verdict.warnings == ()

@@ -26,6 +26,7 @@ class Sample:
     command: tuple[str, ...]
     pages: tuple[str, ...]
     why: str
+    timeout_s: float = 600
 
 
 SAMPLES: dict[str, Sample] = {
@@ -33,6 +34,9 @@ SAMPLES: dict[str, Sample] = {
     "grpo-tail": Sample((sys.executable, "-m", "pytest", "-m", "grpo", "-p", "no:cacheprovider"),
                         ("README.md", "docs/getting-started.md", "docs/running.md"),
                         "the main job's verdict lines"),
+    # a project A/B-ing its own commits, end to end, on a two-branch git repository built in a temporary folder
+    "ab-own-commits": Sample((sys.executable, "scripts/ab_own_commits.py"), ("docs/ab.md",),
+                             "the documented A/B of a project's own commits", timeout_s=1800),
 }
 
 
@@ -49,7 +53,7 @@ def grpo_tail(output: str) -> str:
     return "\n".join([*cases, count])
 
 
-EXTRACT = {"grpo-tail": grpo_tail}
+EXTRACT = {"grpo-tail": grpo_tail, "ab-own-commits": lambda output: output.rstrip("\n")}
 
 
 def portable(text: str) -> str:
@@ -61,12 +65,13 @@ def volatile(text: str) -> str:
     """What differs between two runs of the same code: the results folder's name, the cost, pytest's seconds."""
     text = re.sub(r"\d{8}-\d{6}-pid\d+", "<run>", text)
     text = re.sub(r"(for|cost) \d+(\.\d+)? (CPU|GPU|core)-s", r"\1 <cost> \3-s", text)  # measured, varies per run
+    text = re.sub(r"complete in \d+ s", "complete in <s> s", text)
     return re.sub(r" in \d+(\.\d+)?s( \(\d+:\d\d:\d\d\))?", " in <s>s", text)
 
 
 def generate(name: str) -> str:
     sample = SAMPLES[name]
-    done = subprocess.run(sample.command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(sample.command, cwd=ROOT, capture_output=True, text=True, timeout=sample.timeout_s)
     if done.returncode not in (0, 1):
         raise SystemExit(f"doc_samples: {name}: `{' '.join(sample.command)}` exited {done.returncode}:\n"
                          f"{done.stdout[-2000:]}{done.stderr[-2000:]}")

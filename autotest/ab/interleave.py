@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from autotest.ab.ab_preflight import check_before_runs
+from autotest.ab.nudge import no_effect_line, nudge_env
 from autotest.ab.sides import Side
 from autotest.ab.split import SplitOutcome, run_split, saving
 from autotest.errors import UsageError
@@ -36,7 +37,7 @@ from autotest.inputs.baseline_model import Baseline
 from autotest.inputs.case import Case, case_argument
 from autotest.inputs.tracker_layout import tracker_copy
 from autotest.judge.model import ERROR, FAIL, PASS
-from autotest.judge.paired import PairedVerdict, judge_paired
+from autotest.judge.paired import PairedVerdict, bitwise_pairs, judge_paired
 from autotest.judge.trace import Trace
 from autotest.pipeline import CaseRun, RunOptions, run_case
 from autotest.readers.reading import read_trace
@@ -129,7 +130,9 @@ def run_ab(case: Case, base: Side, head: Side, options: AbOptions) -> AbOutcome:
                 say(f"{case.name}: {side.label} seed {seed}: {run.status} against the golden ({run.results_dir})")
             if options.aa_check:
                 again = _run_side(base.case_for(case), base, seed, folder / f"{base.label}-again-seed{seed}",
-                                  replace(options, env={**options.env, **perturbation_env(baseline)}))
+                                  replace(options, env={**options.env, **perturbation_env(
+                                      baseline, {**os.environ, **case.launch.env, **options.run.launch.env,
+                                                 **options.env})}))
                 runs.append(_side_run(replace(base, label=AA_LABEL), seed, again))
                 if (trace := _trace_of(case, baseline, again)) is not None:
                     traces[(AA_LABEL, seed)] = trace
@@ -183,10 +186,9 @@ def _side_run(side: Side, seed: int, run: CaseRun) -> SideRun:
     return SideRun(side.label, seed, run.status, run.results_dir, broken)
 
 
-def perturbation_env(baseline: Baseline) -> dict[str, str]:
-    """The environment of an A/A pair's second run, from the paired section (``KEY=VALUE``; none: natural)."""
-    key, sep, value = (baseline.paired.perturbation if baseline.paired else "").partition("=")
-    return {key.strip(): value.strip()} if sep and key.strip() else {}
+def perturbation_env(baseline: Baseline, environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment of an A/A pair's second run, from the paired section (autotest.ab.nudge; none: natural)."""
+    return nudge_env(baseline.paired.perturbation, environ) if baseline.paired else {}
 
 
 def _guarded(outcome: AbOutcome, baseline: Baseline, traces: dict[tuple[str, int], Trace], case: Case
@@ -202,6 +204,9 @@ def _guarded(outcome: AbOutcome, baseline: Baseline, traces: dict[tuple[str, int
             f"the A/A guard (the {outcome.base.label} twice, {baseline.paired.perturbation}) moved beyond the "
             f"paired noise here ({moved}): the noise measured for the baseline does not hold on this runner or "
             f"environment, so no difference can be judged; {how_to_calibrate(case)} here"))
+    if baseline.paired is not None and (same := bitwise_pairs(baseline, pairs)):  # the guard checked nothing
+        verdict = replace(verdict, warnings=(*verdict.warnings, "A/A guard: " + no_effect_line(
+            case, baseline.paired.perturbation, same, len(pairs))))
     return replace(outcome, verdict=verdict, aa_check=guard)
 
 

@@ -74,6 +74,8 @@ def calibrate(args: argparse.Namespace) -> int:
 
     if args.paired:
         return _calibrate_paired(args)
+    if args.perturbation is not None:
+        raise UsageError("--perturbation: only with --paired (how an A/A pair's second run is nudged)")
     if args.last is not None:
         if not args.from_history:
             raise UsageError("--last: only with --from-history (the number of passing runs to take)")
@@ -123,7 +125,7 @@ def _calibrate_paired(args: argparse.Namespace) -> int:
     request = base_request(args, "calibrate")
     outcome = calibrate_paired(load_case(args.case), PairedCalibrationOptions(
         runs=args.runs, results_root=args.results_dir, baselines_dir=args.baselines_dir, promote=args.promote,
-        progress=lambda line: echo(line), run=request))
+        perturbation=args.perturbation, progress=lambda line: echo(line), run=request))
     for warning in outcome.warnings:
         echo(f"warning: {warning}", file=sys.stderr)
     for line in outcome.lines:

@@ -36,7 +36,7 @@ def key_table() -> str:
     """Every declared key as one markdown row: key, type, default, allowed values, meaning."""
     rows = ["| key | type | default | allowed | meaning |", "|---|---|---|---|---|"]
     for key in KEYS:
-        kind = {"steps": "[first, last]", "section": "mapping (section)"}.get(key.kind, key.kind)
+        kind = {"steps": "[first, last]", "section": "mapping (section)", "nudge": "text"}.get(key.kind, key.kind)
         meaning = key.help.replace("|", "\\|")
         rows.append(f"| `{key.path}` | {kind} | {_default(key)} | {key.range_text()} | {meaning} |")
     rows += ["", "Keys a built-in check kind adds to its checks (declared by the kind, `autotest/scopes/`):", ""]

@@ -35,11 +35,12 @@ from autotest.inputs.baseline_model import (
     SEVERITIES,
     CalibrationSpec,
 )
+from autotest.inputs.aa_nudge import FORMS as NUDGE_FORMS, nudge_problem
 from autotest.inputs.schema import _MISSING, Section
 from autotest.scopes import BUILTIN
 
 #: value kinds: a plain value :func:`read` validates, or a structure its own parser reads
-SCALARS = ("integer", "number", "boolean", "choice", "text")
+SCALARS = ("integer", "number", "boolean", "choice", "text", "nudge")
 STRUCTURES = ("section", "list", "mapping", "steps")
 
 
@@ -87,6 +88,8 @@ class Key:
             parts.append(f"< {self.below:g}")
         if self.also:
             parts.append(f"or `{self.also}`")
+        if self.kind == "nudge":
+            parts.append(NUDGE_FORMS.replace("|", "\\|"))
         return ", ".join(parts)
 
 
@@ -183,8 +186,9 @@ KEYS: tuple[Key, ...] = (
     Key("paired", "section", "the A/A-measured noise A/B gates judge by (`rl-autotest calibrate --paired`)"),
     Key("paired.pairs", "integer", "A/A pairs measured", required=True, minimum=2,
         fix="write 2 or more (paired noise needs two A/A pairs)"),
-    Key("paired.perturbation", "text", "how each pair's second run was nudged (KEY=VALUE, or natural)",
-        required=True),
+    Key("paired.perturbation", "nudge", "how each pair's second run was nudged (docs/ab.md, \"The nudge\"); "
+        "`calibrate --paired` keeps it, `--perturbation` changes it", required=True,
+        fix="write one of " + NUDGE_FORMS),
     Key("paired.seeds", "list", "the seeds the pairs ran, each once", default=()),
     Key("paired.false_alarm_budget", "number", "chance per clean A/B that any paired gate false-alarms, split over "
         "the windows", default=0.05, positive=True, below=1, fix=_BUDGET_FIX),
@@ -262,6 +266,12 @@ def read(sec: Section, path: str) -> Any:
         return sec.choice(name, key.choices, default=default)
     if key.kind == "text":
         return sec.text(name)
+    if key.kind == "nudge":
+        value = sec.text(name)
+        problem = nudge_problem(value)
+        if problem:
+            sec.fail_at_line(name, problem, key.fix)
+        return value.strip()
     raise ValueError(f"{path} is a {key.kind}: read by its own parser")
 
 

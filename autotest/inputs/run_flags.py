@@ -22,6 +22,7 @@ from dataclasses import field as _field
 from pathlib import Path
 from typing import Any, Mapping
 
+from autotest.inputs.aa_nudge import FORMS as NUDGE_FORMS, PATTERN as NUDGE_PATTERN
 from autotest.inputs.run_limits import COUNTS, SEED_LIMIT, check_count, check_seed, parse_seeds
 from autotest.errors import UsageError
 from autotest.files import require_folder
@@ -213,6 +214,10 @@ OPTIONS: tuple[Option, ...] = (
            default=0, minimum=0, maximum=3650, metavar="N", fix="give e.g. --allowed 0"),
     Option("--steps", FLAG, "also print the MDE of every gate by run length: one row per prefix where another gate "
            "can be judged, 'not judged' where its steps lie beyond", ("power",)),
+    Option("--perturbation", TEXT, "with --paired: how the second run of each A/A pair is nudged (default: the "
+           "baseline's paired.perturbation, else RL_AUTOTEST_AA_PERTURB=1 for an embedded workload and optimizer-ulp:1 "
+           "for any other trainer; docs/ab.md, \"The nudge\")", (CALIBRATE,), metavar="NUDGE",
+           pattern=NUDGE_PATTERN, range_text="a perturbation", fix="write one of " + NUDGE_FORMS),
     Option("--allow-dirty", FLAG, "calibrate from an uncommitted tree (recorded in the provenance)", (CALIBRATE,),
            pytest="--allow-dirty"),
     # the plugin's own

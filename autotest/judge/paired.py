@@ -145,13 +145,21 @@ def measure_paired(baseline: Baseline, golden: Trace, pairs: Sequence[tuple[int,
             level = window_level([t for _, a, b in pairs for t in (a, b)], metric, window)
             windows.append(PairedWindow(metric, window[0], window[1], noise=noise, level=level,
                                         floor=floors.get(metric, 0.0)))
-    if windows and all(w.noise == 0 for w in windows):
-        warnings.append("every A/A pair agreed bitwise: the workload ignored the perturbation "
-                        f"({perturbation}), so each paired threshold is its floor ({relative_floor:g} x the level); "
-                        "make the second run of a pair differ as the platform's own non-determinism would")
     spec = PairedSpec(pairs=len(pairs), perturbation=perturbation, windows=tuple(windows),
                       false_alarm_budget=budget, relative_floor=relative_floor, seeds=tuple(s for s, _, _ in pairs))
     return PairedMeasurement(spec, tuple(warnings))
+
+
+def bitwise_pairs(baseline: Baseline, pairs: Sequence[tuple[int, Trace, Trace]]) -> list[int]:
+    """The seeds whose two A/A runs logged every paired metric bitwise equal at every step: the nudge did not take
+    (a metric neither run logged does not count as equal; a pair with no paired metric logged is not listed)."""
+    metrics = paired_metrics(baseline)
+    same = []
+    for seed, first, second in pairs:
+        logged = [m for m in metrics if first.get(m) or second.get(m)]
+        if logged and all(dict(first.get(m) or {}) == dict(second.get(m) or {}) for m in logged):
+            same.append(seed)
+    return same
 
 
 def _quantile(spec: PairedSpec) -> float:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,8 @@ VALID: dict[str, Any] = {
 }
 
 WRONG_TYPES = [None, "x", True, [1], {"a": 1}]
+#: a well-formed counted nudge (threads:N, optimizer-ulp:N), written here independently of the parser
+_GOOD_COUNT = re.compile(r"(threads|optimizer-ulp):[1-9][0-9]{0,5}")
 
 
 def bad_values(key: Key) -> st.SearchStrategy[Any]:
@@ -66,6 +69,11 @@ def bad_values(key: Key) -> st.SearchStrategy[Any]:
                          st.text(min_size=1, max_size=8).filter(lambda t: t not in key.choices))
     if key.kind == "text":
         return st.sampled_from([5, 1.5, True, "", [], ["a"], {"a": "b"}] + ([None] if key.shown is None else []))
+    if key.kind == "nudge":  # the text kinds, and text outside the grammar (autotest.inputs.aa_nudge)
+        return st.one_of(st.sampled_from([5, 1.5, True, "", None, [], {"a": "b"}, "threads:0", "threads:",
+                                          "optimizer-ulp:x", "=1", "1X=2", "Natural"]),
+                         st.text(alphabet="abcdefghijklmnopqrstuvwxyz:-_ 0", min_size=1, max_size=12).filter(
+                             lambda t: t.strip() != "natural" and not _GOOD_COUNT.fullmatch(t.strip())))
     if key.kind == "steps":
         return st.sampled_from([5, "x", [1], [3, 1], ["a", "b"], [1, 2, 3], {"a": 1}])
     if key.kind == "list":

@@ -48,6 +48,8 @@ TRL = ("runs the TRL example trainer (examples/trl-grpo): minutes of CPU; tests/
 DUMPS = "needs MSProbe dumps of a real run; tests/integration/consistency/ collects and analyses real ones"
 LONG_RUN = "a real 45-step run and its report (about 20 s); the same pipeline as the grpo gate's sample"
 FUZZ = "the fuzz suite: a tier of the suite (tests/fuzz); the nightly profile runs for many minutes"
+OWN_COMMITS = ("the documented A/B of a project's own commits, in that project's root (minutes of CPU); "
+               "tests/integration/test_ab_own_commits.py runs the flow on a real two-branch repository (slow)")
 PLACEHOLDER = "a form with placeholders (a case file, a work dir of the reader's run), not a command to paste"
 
 SKIPPED: dict[str, str] = {
@@ -68,6 +70,10 @@ SKIPPED: dict[str, str] = {
     'git add accuracy && git commit -m "trl-grpo baseline calibrated on seeds 1-10"': USER_REPO,
     "rl-autotest calibrate tiny-grpo --paired --runs 10 --promote": CALIBRATION,
     "rl-autotest ab tiny-grpo --base clean --head fault:lr-scale:0.5 --replicates 3": AB,
+    "export MINI_ROOT=$PWD": OWN_COMMITS,
+    "rl-autotest calibrate mini --runs 3 --jobs 1 --promote": OWN_COMMITS,
+    "rl-autotest calibrate mini --paired --runs 2 --promote": OWN_COMMITS,
+    "rl-autotest ab mini --base main --head halve-lr --seeds 11 --no-plots": OWN_COMMITS,
     "rl-autotest ab tiny-grpo --base clean --head fault:lr-scale:0.5 --split": AB,
     'pytest -m grpo --ab-base main --framework-ref "$PR_SHA"': GPU,
     'pytest -m grpo --ab-base main --framework-ref "$PR_SHA" --ab-split': GPU,

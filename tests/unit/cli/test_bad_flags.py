@@ -76,3 +76,15 @@ def test_a_replicate_count_below_one_is_refused_before_any_run(value: str, tmp_p
     assert _one_error_line(capsys) == f"rl-autotest: error: --replicates: {value} is below 1; give the number of " \
                                       "seeds to run and average"
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["calibrate", "tiny-grpo", "--paired", "--perturbation", "threads:0"],
+     "--perturbation: 'threads:0' is not a perturbation; write one of natural, KEY=VALUE (e.g. "
+     "RL_AUTOTEST_AA_PERTURB=1), threads:N or optimizer-ulp:N (N from 1 to 999999)"),
+    (["calibrate", "tiny-grpo", "--perturbation", "threads:2"],
+     "--perturbation: only with --paired (how an A/A pair's second run is nudged)"),
+])
+def test_a_bad_or_misplaced_perturbation_is_one_line_before_any_run(argv, says, capsys) -> None:
+    assert main(argv) == 2
+    assert _one_error_line(capsys) == f"rl-autotest: error: {says}"

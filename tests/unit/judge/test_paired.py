@@ -13,6 +13,7 @@ from autotest.inputs.baseline_model import PairedSpec, PairedWindow
 from autotest.inputs.baseline_writer import baseline_yaml
 from autotest.judge.model import ERROR, FAIL, PASS
 from autotest.judge.paired import (
+    bitwise_pairs,
     judge_paired,
     measure_paired,
     metric_windows,
@@ -80,10 +81,12 @@ def test_aa_noise_is_the_rms_of_the_pair_differences(baseline):
     assert spec.pairs == 2 and spec.seeds == (0, 1)
 
 
-def test_bitwise_equal_pairs_are_said_and_fall_to_the_floor(baseline):
+def test_bitwise_equal_pairs_are_found_and_fall_to_the_floor(baseline):
     same = trace({s: 0.5 for s in STEPS})
+    moved = trace({s: 0.5 if s != 30 else 0.5000001 for s in STEPS})
+    assert bitwise_pairs(baseline, [(0, same, same), (1, same, moved), (2, same, trace({s: 0.5 for s in STEPS}))]) \
+        == [0, 2]
     measured = measure_paired(baseline, same, [(0, same, same), (1, same, same)], "X=1")
-    assert any("agreed bitwise" in w for w in measured.warnings)
     window = measured.spec.windows[0]
     assert paired_threshold(measured.spec, window, 1) == pytest.approx(0.01 * 0.5)
 

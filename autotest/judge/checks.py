@@ -133,6 +133,7 @@ class _Job:
         self.calibrated = baseline.calibrated_range
         self.noise = (baseline.noise_table or {}).get(spec.metric)
         self.restarts = current.restarts
+        self.looks = baseline.step_looks
         self._inputs = (baseline, golden, current, golden_is_table)
 
     compare = staticmethod(_compare_points)

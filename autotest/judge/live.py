@@ -1,10 +1,12 @@
 """Judge a run while its tracker grows: progress lines, and fail-fast on what a prefix can decide.
 
 Only what a prefix of the run can decide is evaluated early: stepwise and points checks (a breach at a
-step already logged stays a breach), non-finite values, and a percentile check once so many logged steps
-breach that the steps still to come cannot bring it back. Final, window, pooled and slope checks wait for the
-end. Which is which is each check kind's (``decide_early`` in :mod:`autotest.scopes`). With ``fail_fast`` a
-decided FAIL stops the run.
+step already logged stays a breach), non-finite values, a percentile check once so many logged steps
+breach that the steps still to come cannot bring it back, window and pooled checks once their window's last step
+is logged, and, with ``fail_fast``, a pooled mean gate at its early looks (its false-alarm budget spent over them:
+:mod:`autotest.judge.step_looks`). Final and slope checks wait for the end. Which is which is each check kind's
+(``decide_early`` in :mod:`autotest.scopes`). With ``fail_fast`` a decided FAIL stops the run; the verdict says at
+which step and share of the run's steps it was decided (:class:`autotest.judge.structural.FailFastStop`).
 
 Replicates are judged on their mean, so their followers share a :class:`ReplicateGroup` and decide on the
 mean of every replicate at the steps all of them logged: one replicate past a per-step threshold alone can
@@ -210,13 +212,18 @@ class Follower:
         self.first_fail_at = self.clock()
         self.fail_decided_step = self.last_step
         if self.progress:
-            self.progress(f"[{self.case.name}] FAIL decided at step {self.last_step}: {self.first_fail}")
+            where = self.decided().where()  # type: ignore[union-attr]
+            self.progress(f"[{self.case.name}] FAIL decided at {where}: {self.first_fail}")
+
+    def decided(self) -> FailFastStop | None:
+        """The decided FAIL (step, share of the run, reason), None until one is."""
+        if self.first_fail is None:
+            return None
+        return FailFastStop(self.fail_decided_step, self.first_breach_step, self.first_fail, self.case.expected.steps)
 
     def stop(self) -> FailFastStop | None:
         """The fail-fast stop, for the judge, when this follower stopped the run."""
-        if not (self.fail_fast and self.first_fail):
-            return None
-        return FailFastStop(self.fail_decided_step, self.first_breach_step, self.first_fail)
+        return self.decided() if self.fail_fast else None
 
     def time_to_verdict_s(self) -> float | None:
         """Seconds from the start of following to the first decided FAIL (None if none was decided early)."""

@@ -90,6 +90,9 @@ class Job(Protocol):
     noise: Mapping[int, float] | None
     #: steps where the current log's step counter went back (a resumed or concatenated log)
     restarts: Sequence[int]
+    #: early looks at a pooled mean gate under --fail-fast: (share of the window's steps, threshold ratio) each
+    #: (:mod:`autotest.judge.step_looks`); empty: judged at the window's end only
+    looks: Sequence[tuple[float, float]]
 
     def compare(self, spec: CheckSpec, steps: list[int], cur: Mapping[int, float],
                 gold: Mapping[int, float] | None) -> tuple[Any, list[int], list[int]]:

@@ -47,7 +47,7 @@ def with_step_looks(baseline: Baseline) -> Baseline:
     """``baseline`` with early looks at its pooled mean gates and their end-of-window thresholds at
     ``FINAL_SHARE`` of the budget (unchanged when it has no pooled gate or fewer than two calibration runs; applied
     once: a baseline that has looks is returned as it is)."""
-    gates = [c for c in pooled_gates(baseline) if c.scope == "pooled" and c.statistic == "mean"]
+    gates = [c for c in pooled_gates(baseline) if c.statistic == "mean"]
     n = calibration_runs(baseline)
     if baseline.step_looks or not gates or n < 2:
         return baseline

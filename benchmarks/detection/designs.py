@@ -112,8 +112,8 @@ def paired_verdict(baseline, pairs: list[tuple[int, Trace, Trace]], fail_fast: b
     """The paired gates' verdict; with fail-fast each window decided once its last step is logged."""
     if fail_fast:
         for step in range(1, last + 1):
-            done = [r for r in judge_paired(baseline.paired, [(s, prefix(b, step), prefix(h, step)) for s, b, h in pairs],
-                                            "calibrate --paired").results if r.window[1] <= step]
+            seen = [(s, prefix(b, step), prefix(h, step)) for s, b, h in pairs]
+            done = [r for r in judge_paired(baseline.paired, seen, "calibrate --paired").results if r.window[1] <= step]
             if any(r.status == FAIL for r in done):
                 return FAIL, step
     return judge_paired(baseline.paired, pairs, "calibrate --paired").status, last

@@ -110,7 +110,8 @@ def test_fail_fast_decides_a_grader_bug_at_an_early_look_of_its_pooled_reward_ga
     assert next(f.rule for f in verdict.triage if f.primary) == "rewards-only", detail
     pooled = next(r for r in verdict.results if r.check_id == f"{REWARDS}[pooled 1-15]")
     assert pooled.status == "FAIL" and pooled.parameters["look"] == 1, detail
-    assert pooled.parameters["decided_step"] == 3 and pooled.message.startswith(f"{REWARDS} decided at step 3 (early look 1")
+    assert pooled.parameters["decided_step"] == 3
+    assert pooled.message.startswith(f"{REWARDS} decided at step 3 (early look 1")
     decided = verdict.context["decided"]
     assert decided["of"] == 45 and decided["step"] <= 9 and decided["fraction"] <= 0.2, decided
     completion = next(r for r in verdict.results if r.check_id == "run[completion]")

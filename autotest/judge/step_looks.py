@@ -9,23 +9,25 @@ sequential`): the gate's budget alpha_g (the case's ``false_alarm_budget`` over 
 ``EARLY_SHARE`` equally over the early looks and the rest (``FINAL_SHARE``) to the window's end, so over every look a
 clean run false-alarms with chance at most alpha_g, whatever the correlation between looks.
 
-Each look's threshold follows from the pooled gate's noise model (:mod:`autotest.scopes.pooled`): calibration
-measured the spread s of a clean run's window mean of z; the mean over the first j of the window's n steps spreads
-at most s x sqrt(n/j) when the steps' deviations are not negatively correlated (a seed ahead at one step tends to
-stay ahead; equality for independent steps, less for correlated ones, since Var(mean_j) = c + v/j <= (n/j)(c + v/n)
-for a common part c and an independent part v). Look k's threshold is therefore
+A look's bound assumes nothing of how the steps' deviations are correlated (a seed's offset shared by the first
+steps, wandering later: the window's spread calibration measured says nothing about its prefixes). The mean of the
+first j of z can pass c only if one of those j steps does, and one step's z of a fresh clean run is Student's t with
+N-1 dof scaled by sqrt(1 + 1/N) (its distance from the mean of N calibration runs, in units of their sd), so
 
-    t(1 - alpha_g share_k / 2, N-1) x s x sqrt(n/j) = threshold_end x ratio_k x sqrt(n/j),
-    ratio_k = t(1 - alpha_g share_k / 2, N-1) / t(1 - alpha_g FINAL_SHARE / 2, N-1)
+    P(|mean of z over j steps| >= c) <= j x P(|z_s| >= c)      c = sqrt(1 + 1/N) x t(1 - alpha_k / (2 j), N-1)
 
-and the end's threshold moves from the t quantile at alpha_g to the one at alpha_g x FINAL_SHARE (the derivation
-says so). A trend statistic has no look (a partial window's fitted change has no calibrated spread); per-step gates
-(stepwise, points, percentile) decide on any prefix, as before: a breach on a prefix is a breach of the run.
+keeps look k within alpha_k = alpha_g x share_k (a union bound over the steps; :func:`look_bound`). The bound is
+wide (about 6-8 x noise on the embedded cases), so an early look catches a change far outside the noise (a grader
+bug, a broken sampler) within a few steps and leaves a subtle one to the window's end. A replicate mean is looked
+at with one run's bound (wider than the mean's: conservative). The end's threshold moves from the t quantile at
+alpha_g to the one at alpha_g x FINAL_SHARE (the derivation says so). A trend statistic has no look; per-step
+gates (stepwise, points, percentile) decide on any prefix, as before: a breach on a prefix is a breach of the run.
 ``tests/unit/judge/test_step_looks.py`` measures the false-alarm rate with the looks on simulated clean runs.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from autotest.inputs.baseline import Baseline
@@ -43,6 +45,12 @@ def look_shares() -> tuple[float, ...]:
     return tuple(EARLY_SHARE / len(LOOK_FRACTIONS) for _ in LOOK_FRACTIONS)
 
 
+def look_bound(alpha: float, steps: int, runs: int) -> float:
+    """The bound on |mean of z over ``steps`` steps| that a clean run passes with chance at most ``alpha``, whatever
+    the correlation between the steps (module doc); ``runs``: the calibration runs behind golden and noise."""
+    return math.sqrt(1 + 1 / runs) * t_quantile(1 - alpha / (2 * steps), runs - 1)
+
+
 def with_step_looks(baseline: Baseline) -> Baseline:
     """``baseline`` with early looks at its pooled mean gates and their end-of-window thresholds at
     ``FINAL_SHARE`` of the budget (unchanged when it has no pooled gate or fewer than two calibration runs; applied
@@ -53,10 +61,8 @@ def with_step_looks(baseline: Baseline) -> Baseline:
         return baseline
     budget = baseline.calibration.false_alarm_budget if baseline.calibration is not None else 0.05
     alpha = budget / max(1, len(pooled_gates(baseline)))
-    end = t_quantile(1 - alpha * FINAL_SHARE / 2, n - 1)
-    factor = end / t_quantile(1 - alpha / 2, n - 1)
-    looks = tuple((fraction, t_quantile(1 - alpha * share / 2, n - 1) / end)
-                  for fraction, share in zip(LOOK_FRACTIONS, look_shares()))
+    factor = t_quantile(1 - alpha * FINAL_SHARE / 2, n - 1) / t_quantile(1 - alpha / 2, n - 1)
+    looks = tuple((fraction, alpha * share) for fraction, share in zip(LOOK_FRACTIONS, look_shares()))
     note = (f"; sequential looks (--fail-fast): {len(looks)} early looks at "
             f"{', '.join(f'{f:.0%}' for f in LOOK_FRACTIONS)} of the window spend {EARLY_SHARE:.0%} of the budget, "
             f"the window's end {FINAL_SHARE:.0%}: x {factor:.3f} = t quantile at {FINAL_SHARE:g} of the budget")

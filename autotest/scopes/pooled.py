@@ -259,19 +259,19 @@ class Pooled(Scope):
 
     def _early_look(self, spec: CheckSpec, job: Job, steps: list[int]) -> Any:
         """The FAIL of the first early look whose mean of z over the window's first j steps (all logged) is beyond
-        threshold x ratio x sqrt(n/j), else None (the window's end decides)."""
+        the look's bound (:func:`autotest.judge.step_looks.look_bound`), else None (the window's end decides)."""
         if not job.looks or spec.statistic != "mean":
             return None
         cur, gold, noise, n = job.cur, job.gold, job.noise, len(steps)
         logged = 0
         while logged < n and steps[logged] in cur:
             logged += 1
-        for k, (fraction, ratio) in enumerate(job.looks, start=1):
+        for k, (fraction, alpha) in enumerate(job.looks, start=1):
             j = max(1, math.ceil(fraction * n))
             if j >= n or j > logged:
                 break
             stat = pooled_statistic(steps[:j], cur, gold, noise, "mean")
-            bound = spec.threshold * ratio * math.sqrt(n / j)
+            bound = job.look_bound(alpha, j)
             if math.isfinite(stat.mean_z) and passes(stat.observed, spec.operator, bound):
                 continue
             crossing = stat.first_crossing(bound) if math.isfinite(stat.mean_z) else None
@@ -279,14 +279,14 @@ class Pooled(Scope):
             message = (f"{job.display} decided at step {steps[j - 1]} (early look {k} of {len(job.looks)}, "
                        f"{j}/{n} steps of {steps[0]}-{steps[-1]}): mean deviation {stat.mean_z:+.3g} x calibrated "
                        f"noise over steps {steps[0]}-{steps[j - 1]} (current {side} golden at {stat.same_side()}/{j} "
-                       f"steps), |mean| {fmt(stat.observed)} not {spec.operator} {bound:.3g} (the look's bound: "
-                       f"{spec.threshold:g} x {ratio:.3f} x sqrt({n}/{j}), budget spent over the looks)")
+                       f"steps), |mean| {fmt(stat.observed)} not {spec.operator} {bound:.3g} (the look's bound at "
+                       f"false-alarm chance {alpha:.2g}, whatever the steps' correlation)")
             points = job.points(stat.steps, tuple(cur[s] for s in stat.steps), tuple(gold[s] for s in stat.steps),
                                 stat.z, tuple(not math.isfinite(z) or (abs(z) >= bound and z * stat.mean_z > 0)
                                               for z in stat.z))
             return job.fail(message, points=points, observed=stat.observed if math.isfinite(stat.mean_z) else math.nan,
                             worst_step=_worst_abs(stat), first_breach_step=crossing or steps[0],
-                            parameters={"look": k, "looks": len(job.looks), "look_steps": j,
+                            parameters={"look": k, "looks": len(job.looks), "look_steps": j, "look_alpha": alpha,
                                         "look_threshold": round(bound, 6), "decided_step": steps[j - 1]})
         return None
 

@@ -26,8 +26,8 @@ Only accuracy gates count (step time and memory measure this shared machine's lo
 - to FAIL: the median over caught verdicts of the share of the run's training time spent up to the step the FAIL
   was decided (no fail-fast: the whole run; the tier: its 30 steps), by the calibration runs' step times (the golden
   table's ``time/step``: the grid's own step times swing with this shared machine's load);
-- device-s: the mean over every verdict (regressions and clean) of the training seconds of all the runs it needs up
-  to the step it was decided, by the same step times (``autotest.report.cost``'s device-seconds less each run's
+- device-s: the mean, over the regressions' verdicts and over the clean ones, of the training seconds of all the
+  runs a verdict needs up to the step it was decided, by the same step times (``autotest.report.cost``'s device-seconds less each run's
   start-up, which every design pays once per run).
 """
 
@@ -166,8 +166,8 @@ def main() -> int:
     designs = {  # name -> (runs per verdict, judge(regression spec or "" for clean) -> list of (status, step, seeds))
         "golden K=1": 1, "golden K=2": 2, "paired K=1": 2, f"pr tier ({tier} of {full} steps), K=1": 1}
     print("| design | fail-fast | detected | false alarms | to FAIL (median share of training time) | "
-          "device-s per verdict |")
-    print("|---|---|---|---|---|---|")
+          "device-s per verdict, regressions | device-s per verdict, clean |")
+    print("|---|---|---|---|---|---|---|")
     per_row: dict[tuple[str, bool], list[str]] = {}
     steps_at: dict[str, dict[str, list[int]]] = {}
     for name, runs in designs.items():
@@ -194,14 +194,15 @@ def main() -> int:
             per_row[(name, fail_fast)] = row_hits
             if fail_fast:
                 steps_at[name] = decided
+            clean_cost = []
             for group in _clean_groups(name, runs, clean, aa, traces):
                 status, step, used = _judge(name, baseline, tiered, traces, "", group, fail_fast, full, tier)
                 clean_verdicts += 1
                 alarms += status != PASS
-                cost.append(used)
+                clean_cost.append(used)
             median = f"{statistics.median(shares):.0%}" if shares else "-"
             print(f"| {name} | {'yes' if fail_fast else 'no'} | {caught}/{verdicts} ({caught / max(1, verdicts):.0%}) "
-                  f"| {alarms}/{clean_verdicts} | {median} | {statistics.mean(cost):.1f} |")
+                  f"| {alarms}/{clean_verdicts} | {median} | {_mean(cost)} | {_mean(clean_cost)} |")
     print(f"\nPer regression (detected, fail-fast no / yes; with fail-fast, the steps of {full} it was decided at):\n")
     print("| regression | what it models | " + " | ".join(designs) + " |")
     print("|---|---|" + "---|" * len(designs))
@@ -211,6 +212,10 @@ def main() -> int:
                  for n in designs]
         print(f"| `{spec}` | {what} | " + " | ".join(cells) + " |")
     return 0
+
+
+def _mean(values: list[float]) -> str:
+    return f"{statistics.mean(values):.1f}" if values else "-"
 
 
 def _clean_groups(name: str, runs: int, clean: list[int], aa: list[int], traces) -> list[list[int]]:

@@ -4,10 +4,11 @@
         [--runs-dir results/detection] [--jobs 1] [--finished-only]
 
 Designs: golden K=1 (one run against ``baselines/tiny-grpo.yaml``), golden K=2 (the mean of two seeds, pooled
-thresholds scaled as ``replicates: 2``; the smallest K at which ``power`` gives the pooled reward gates of steps
-16-45 an MDE below the grid's primary rewards shifts), paired K=1 (the regression against a clean run on the same
-seed, the baseline's ``paired:`` gates), and the ``pr`` tier of the case (steps 1-30, judged on the gates they hold:
-``autotest.judge.tier``). Rows: the primary GRPO regressions of the detection grid (``run.py``'s ``GRID``).
+thresholds scaled as ``replicates: 2``: tiny-grpo declares no ``detect:`` targets, so ``power`` advises no K; K=2
+narrows its pooled gates' MDE by about a quarter and is what ``--seeds 11,12`` allows), paired K=1 (the regression
+against a clean run on the same seed, the baseline's ``paired:`` gates), and the ``pr`` tier of the case (steps
+1-30, judged on the gates they hold: ``autotest.judge.tier``). Rows: the primary GRPO regressions of the detection
+grid (``run.py``'s ``GRID``).
 
 Runs are the detection benchmark's (``run.py``: same folders, reused when finished); A/A-nudged clean runs
 (``RL_AUTOTEST_AA_PERTURB=1``, ``paired.py``'s) on ``--aa-seeds`` give the paired design's false alarms. Every run

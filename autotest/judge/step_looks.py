@@ -11,13 +11,14 @@ clean run false-alarms with chance at most alpha_g, whatever the correlation bet
 
 A look's bound assumes nothing of how the steps' deviations are correlated (a seed's offset shared by the first
 steps, wandering later: the window's spread calibration measured says nothing about its prefixes). The mean of the
-first j of z can pass c only if one of those j steps does, and one step's z of a fresh clean run is Student's t with
-N-1 dof scaled by sqrt(1 + 1/N) (its distance from the mean of N calibration runs, in units of their sd), so
+first j of z can pass c only if one of those j steps does, and one step's z of a fresh clean run is about Student's t
+with N-1 dof scaled by sqrt(1 + 1/N) (its distance from the mean of N calibration runs, in units of their sd; the
+stored noise is pooled over neighbouring steps and floored, which the simulation keeps), so
 
     P(|mean of z over j steps| >= c) <= j x P(|z_s| >= c)      c = sqrt(1 + 1/N) x t(1 - alpha_k / (2 j), N-1)
 
 keeps look k within alpha_k = alpha_g x share_k (a union bound over the steps; :func:`look_bound`). The bound is
-wide (about 6-8 x noise on the embedded cases), so an early look catches a change far outside the noise (a grader
+wide (5.7-9.1 x noise on the embedded cases, for 1 to 36 steps), so an early look catches a change far outside the noise (a grader
 bug, a broken sampler) within a few steps and leaves a subtle one to the window's end. A replicate mean is looked
 at with one run's bound (wider than the mean's: conservative). The end's threshold moves from the t quantile at
 alpha_g to the one at alpha_g x FINAL_SHARE (the derivation says so). A trend statistic has no look; per-step

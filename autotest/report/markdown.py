@@ -301,7 +301,7 @@ def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, histo
     if isinstance(decided, dict) and decided.get("fraction") is not None:
         lines += ["", "## Decided early", "", f"- FAIL decided at step {decided.get('step')} of {decided.get('of')} "
                   f"({decided['fraction']:.0%} of the run's steps) by fail-fast; the run was stopped there: "
-                  f"{decided.get('reason')}"]
+                  f"{md_text(str(decided.get('reason')))}"]
     for key in ("launch", "retries", "time_to_verdict_s", "recipe"):
         if ctx.get(key):
             shown = portable(ctx[key], folder) if folder is not None else ctx[key]

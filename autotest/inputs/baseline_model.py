@@ -187,6 +187,10 @@ class Baseline:
     roles: Mapping[str, str] = field(default_factory=dict)
     #: A/A-measured noise of paired (head - base) differences, None: not calibrated for A/B
     paired: PairedSpec | None = None
+    #: early looks at each pooled mean gate under ``--fail-fast``: (share of the window's steps logged, the share of
+    #: the gate's false-alarm budget the look spends) per look; set by :mod:`autotest.judge.step_looks` at run time,
+    #: never read from or written to the YAML (empty: the gate is judged once, at its window's end)
+    step_looks: tuple[tuple[float, float], ...] = ()
 
     @property
     def role_map(self) -> RoleMap:

@@ -171,7 +171,8 @@ OPTIONS: tuple[Option, ...] = (
            (RUN,), pytest="--gpu-wait-s", field="launch.gpu_wait_s", minimum=0, maximum=7 * 86400,
            range_text="a number of seconds from 0 to 604800", metavar="SECONDS", fix="e.g. 3600"),
     Option("--fail-fast", FLAG, "stop the run once a gate is decided failed (a per-step breach, a percentile gate "
-           "past rescue)", (RUN,), pytest="--fail-fast", field="judge.fail_fast"),
+           "past rescue, a window that ended, a pooled gate at an early look)", (RUN,), pytest="--fail-fast",
+           field="judge.fail_fast"),
     Option("--strict-power", FLAG, "a PASS whose gates cannot catch the case's declared detect: targets is an "
            "ERROR (default: a warning)", (RUN,), pytest="--strict-power", field="judge.strict_power"),
     Option("--tier", TEXT, "run the case's shorter tier NAME (tiers: in the case): its steps only, judged on the "

@@ -23,6 +23,8 @@ from typing import Mapping
 
 from autotest.inputs.baseline import Baseline, CheckSpec
 from autotest.judge.model import ERROR, FAIL, INFO, PASS, CheckResult, Points, StepPoint
+from autotest.judge.power import calibration_runs
+from autotest.judge.step_looks import look_bound
 from autotest.judge.trace import Trace
 from autotest.scopes import plugin_of, scope_kind
 from autotest.scopes.kind import OPERATORS, Scope, fmt, point_error, passes
@@ -133,6 +135,8 @@ class _Job:
         self.calibrated = baseline.calibrated_range
         self.noise = (baseline.noise_table or {}).get(spec.metric)
         self.restarts = current.restarts
+        self.looks = baseline.step_looks
+        self._runs = calibration_runs(baseline)
         self._inputs = (baseline, golden, current, golden_is_table)
 
     compare = staticmethod(_compare_points)
@@ -159,6 +163,9 @@ class _Job:
 
     def evaluate(self) -> CheckResult:
         return evaluate_check(self.spec, *self._inputs)
+
+    def look_bound(self, alpha: float, steps: int) -> float:
+        return look_bound(alpha, steps, self._runs)
 
 
 def _evaluate(spec: CheckSpec, baseline: Baseline, golden: Trace, current: Trace,

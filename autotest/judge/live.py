@@ -1,14 +1,18 @@
 """Judge a run while its tracker grows: progress lines, and fail-fast on what a prefix can decide.
 
 Only what a prefix of the run can decide is evaluated early: stepwise and points checks (a breach at a
-step already logged stays a breach), non-finite values, and a percentile check once so many logged steps
-breach that the steps still to come cannot bring it back. Final, window, pooled and slope checks wait for the
-end. Which is which is each check kind's (``decide_early`` in :mod:`autotest.scopes`). With ``fail_fast`` a
-decided FAIL stops the run.
+step already logged stays a breach), non-finite values, a percentile check once so many logged steps
+breach that the steps still to come cannot bring it back, window and pooled checks once their window's last step
+is logged, and, with ``fail_fast``, a pooled mean gate at its early looks (its false-alarm budget spent over them:
+:mod:`autotest.judge.step_looks`). Final and slope checks wait for the end. Which is which is each check kind's
+(``decide_early`` in :mod:`autotest.scopes`). With ``fail_fast`` a decided FAIL stops the run; the verdict says at
+which step and share of the run's steps it was decided (:class:`autotest.judge.structural.FailFastStop`).
 
 Replicates are judged on their mean, so their followers share a :class:`ReplicateGroup` and decide on the
-mean of every replicate at the steps all of them logged: one replicate past a per-step threshold alone can
-sit within it on the mean, and stopping on it would multiply the gate's false alarms by the replicates.
+mean of every replicate at the steps all of them logged, by the baseline the end judges the mean with (pooled
+thresholds scaled for it, :func:`autotest.judge.replicate_mean.for_the_mean`): one replicate past a per-step
+threshold alone can sit within it on the mean, and stopping on it would multiply the gate's false alarms by the
+replicates.
 
 The launcher calls :meth:`Follower.poll` often (every 0.1 s); a poll costs one ``stat`` of the
 tracker unless the file grew, so the follower reacts within one logged step.
@@ -33,7 +37,7 @@ from autotest.judge.checks import decide_early, fmt
 from autotest.judge.model import FAIL
 from autotest.judge.performance import adjusted_trace
 from autotest.readers.reading import find_tracker, read_trace
-from autotest.judge.replicate_mean import mean_trace
+from autotest.judge.replicate_mean import for_the_mean, mean_trace
 from autotest.judge.structural import FailFastStop
 from autotest.judge.trace import Trace
 from autotest.inputs.roles import group_of
@@ -124,14 +128,17 @@ class Follower:
         self._seen = seen
         return trace
 
-    def decided_failure(self, trace: Trace) -> tuple[str, int | None] | None:
-        """The first gate check a prefix of the run already fails: (one line, its first breached step)."""
-        is_table = self.baseline.golden_table is not None
+    def decided_failure(self, trace: Trace, baseline: Baseline | None = None) -> tuple[str, int | None] | None:
+        """The first gate check a prefix of the run already fails: (one line, its first breached step).
+        ``baseline``: the one to judge by (the replicates' mean is judged as the end judges it: pooled thresholds
+        scaled for the mean); by default the run's."""
+        baseline = baseline or self.baseline
+        is_table = baseline.golden_table is not None
         timed = self._machine_adjusted(trace)
-        for spec in self.baseline.checks:
+        for spec in baseline.checks:
             if spec.severity != "gate":
                 continue
-            performance = group_of(self.baseline.role_map.role_of(spec.metric)) == "performance"
+            performance = group_of(baseline.role_map.role_of(spec.metric)) == "performance"
             if performance and not self.case.performance.blocking:
                 continue  # a non-blocking gate never stops a run
             if performance and timed is not None:
@@ -144,7 +151,7 @@ class Follower:
             nonfinite = next((s for s, v in series.items() if not math.isfinite(v)), None)
             if nonfinite is not None:
                 return f"{spec.metric} is non-finite ({fmt(series[nonfinite])}) at step {nonfinite}", nonfinite
-            result = decide_early(spec, self.baseline, self.golden, trace_for, is_table)
+            result = decide_early(spec, baseline, self.golden, trace_for, is_table)
             if result is not None and result.status == FAIL:
                 return result.message, result.first_breach_step
         return None
@@ -200,7 +207,8 @@ class Follower:
         if self.group is None or self.label in self.group.alone:
             decided = self.decided_failure(trace)
         else:
-            decided = self.decided_failure(mean) if mean is not None and mean.train_steps else None
+            scaled = for_the_mean(self.baseline, len(self.group.labels))[0]
+            decided = self.decided_failure(mean, scaled) if mean is not None and mean.train_steps else None
             decided = self.group.decide(decided) if decided else None
         if decided:
             self._decide(decided)
@@ -210,13 +218,18 @@ class Follower:
         self.first_fail_at = self.clock()
         self.fail_decided_step = self.last_step
         if self.progress:
-            self.progress(f"[{self.case.name}] FAIL decided at step {self.last_step}: {self.first_fail}")
+            where = self.decided().where()  # type: ignore[union-attr]
+            self.progress(f"[{self.case.name}] FAIL decided at {where}: {self.first_fail}")
+
+    def decided(self) -> FailFastStop | None:
+        """The decided FAIL (step, share of the run, reason), None until one is."""
+        if self.first_fail is None:
+            return None
+        return FailFastStop(self.fail_decided_step, self.first_breach_step, self.first_fail, self.case.expected.steps)
 
     def stop(self) -> FailFastStop | None:
         """The fail-fast stop, for the judge, when this follower stopped the run."""
-        if not (self.fail_fast and self.first_fail):
-            return None
-        return FailFastStop(self.fail_decided_step, self.first_breach_step, self.first_fail)
+        return self.decided() if self.fail_fast else None
 
     def time_to_verdict_s(self) -> float | None:
         """Seconds from the start of following to the first decided FAIL (None if none was decided early)."""

@@ -23,6 +23,26 @@ class FailFastStop:
     stop_step: int | None  # the last step logged when the stop was decided
     first_breach_step: int | None
     reason: str
+    #: the steps the full run would have trained (the case's expected.steps), None: not known
+    expected_steps: int | None = None
+
+    @property
+    def fraction(self) -> float | None:
+        """The share of the run's steps trained when the FAIL was decided."""
+        if self.stop_step is None or not self.expected_steps:
+            return None
+        return min(1.0, self.stop_step / self.expected_steps)
+
+    def where(self) -> str:
+        """``step 9 of 45 (20% of the run's steps)``: where the verdict was decided, in every place that says it."""
+        if self.fraction is None:
+            return f"step {self.stop_step}"
+        return f"step {self.stop_step} of {self.expected_steps} ({self.fraction:.0%} of the run's steps)"
+
+    def to_dict(self) -> dict:
+        """results.json's ``context.decided``."""
+        return {"step": self.stop_step, "of": self.expected_steps, "fraction": None if self.fraction is None
+                else round(self.fraction, 4), "first_breach_step": self.first_breach_step, "reason": self.reason}
 
 
 @dataclass(frozen=True)
@@ -124,7 +144,7 @@ def _structural(check_id: str, status: str, message: str, **parameters) -> Check
 
 def not_reached_message(stop: FailFastStop) -> str:
     after = f", after the first breach at step {stop.first_breach_step}" if stop.first_breach_step is not None else ""
-    return f"not reached: stopped by fail-fast at step {stop.stop_step}{after}"
+    return f"not reached: stopped by fail-fast at {stop.where()}{after}"
 
 
 def run_results(facts: RunFacts, current: Trace | None) -> list[CheckResult]:
@@ -144,7 +164,7 @@ def run_results(facts: RunFacts, current: Trace | None) -> list[CheckResult]:
     if facts.fail_fast is not None:
         stop = facts.fail_fast
         results = [_structural("run[completion]", INFO,
-                               f"run stopped by fail-fast at step {stop.stop_step}: {stop.reason}", **params)]
+                               f"run stopped by fail-fast at {stop.where()}: {stop.reason}", **params)]
     else:
         completion = completion_status(facts, observed, facts.expected_steps, facts.exact_steps)
         results = [_structural("run[completion]", completion.status,

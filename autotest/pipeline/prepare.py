@@ -15,6 +15,7 @@ from autotest.errors import UsageError
 from autotest.files import make_folder, write_atomic
 from autotest.inputs.baseline import load_baseline
 from autotest.judge.tier import tier_baseline, tier_record
+from autotest.judge.step_looks import with_step_looks
 from autotest.inputs.baseline_model import Baseline, for_hardware, in_shadow
 from autotest.inputs.case import Case
 from autotest.inputs.detect import check_detect_targets
@@ -75,6 +76,8 @@ def prepare(case: Case, options: RunOptions, framework: Checkout | None, refused
         if launch.tier:  # a shorter tier: only the gates its steps hold, and what it gave up
             tier = tier_record(launch.tier, baseline, case.expected.steps, options.judge.replicates or 1)  # one seed
             baseline = tier_baseline(baseline, case.expected.steps)
+        if options.judge.fail_fast:  # pooled gates looked at before their window ends, the budget spent over the looks
+            baseline = with_step_looks(baseline)
         golden = golden_trace(baseline)
     except UsageError as exc:
         baseline_error = str(exc)

@@ -25,6 +25,7 @@ from autotest.judge.live import ReplicateGroup
 from autotest.judge.model import ERROR, CheckResult
 from autotest.judge.replicate_mean import judge_replicate_runs
 from autotest.judge.sequential import ALPHA_SHARE, CONTINUE_BELOW, STOP, decide_first_look, requantile
+from autotest.judge.step_looks import with_step_looks
 from autotest.judge.verdict import Comparison, judge, with_framework_spec
 from autotest.pipeline.options import RunOptions
 from autotest.pipeline.outcome import SKIP, CaseRun, finished, harness_error_log, power_ask, save
@@ -156,6 +157,7 @@ def judge_replicates(case: Case, options: RunOptions, folder: Path, seeds: tuple
         def held(b: Baseline) -> Baseline:
             b = follow_baseline(b, reading)
             b = in_shadow(b) if case.shadow and reading is not None and reading.applies else b
+            b = with_step_looks(b) if options.judge.fail_fast else b  # as each replicate's follower judged it
             return adjust(b) if adjust is not None else b
 
         return with_framework_spec(judge_replicate_runs(

@@ -264,7 +264,9 @@ def _attempt(case: Case, options: RunOptions, spec: LaunchSpec,
                "launch": result.to_dict(), "artifacts": [str(p) for p in artifacts.run_config],
                "cost": run_cost(case.platform.gpus, result.wall_s, {**environ, **spec.env},
                                 machine.tree_cpu_s).to_dict(),
-               "time_to_verdict_s": follower.time_to_verdict_s(), "machine": machine.to_dict(),
+               "time_to_verdict_s": follower.time_to_verdict_s(),
+               "decided": follower.stop().to_dict() if follower.stop() is not None else None,
+               "machine": machine.to_dict(),
                "contention_log": save_series(prep.results_dir / "logs" / "contention.json", machine)}
     if result.unsaved or artifacts.unsaved:  # a full or read-only disk: the verdict stands, the files are named
         context["unsaved"] = [*result.unsaved, *artifacts.unsaved]

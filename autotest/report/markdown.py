@@ -304,6 +304,11 @@ def render_markdown(verdict: Verdict, plots: dict[str, str] | None = None, histo
     lines += machine_lines(ctx.get("machine"))
     if ctx.get("hardware_thresholds"):
         lines += ["", "## Per-hardware thresholds applied", "", *[f"- {line}" for line in ctx["hardware_thresholds"]]]
+    decided = ctx.get("decided")
+    if isinstance(decided, dict) and decided.get("fraction") is not None:
+        lines += ["", "## Decided early", "", f"- FAIL decided at step {decided.get('step')} of {decided.get('of')} "
+                  f"({decided['fraction']:.0%} of the run's steps) by fail-fast; the run was stopped there: "
+                  f"{md_text(str(decided.get('reason')))}"]
     for key in ("launch", "retries", "time_to_verdict_s", "recipe"):
         if ctx.get(key):
             shown = portable(ctx[key], folder) if folder is not None else ctx[key]

@@ -90,6 +90,9 @@ class Job(Protocol):
     noise: Mapping[int, float] | None
     #: steps where the current log's step counter went back (a resumed or concatenated log)
     restarts: Sequence[int]
+    #: early looks at a pooled mean gate under --fail-fast: (share of the window's steps, false-alarm budget spent)
+    #: each (:mod:`autotest.judge.step_looks`); empty: judged at the window's end only
+    looks: Sequence[tuple[float, float]]
 
     def compare(self, spec: CheckSpec, steps: list[int], cur: Mapping[int, float],
                 gold: Mapping[int, float] | None) -> tuple[Any, list[int], list[int]]:
@@ -100,6 +103,9 @@ class Job(Protocol):
 
     def points(self, steps, current, baseline, error, breached) -> Any:
         """Compared points (columns) of a kind that scores its own way (pooled z, slope differences)."""
+
+    def look_bound(self, alpha: float, steps: int) -> float:
+        """The bound on |mean of z over ``steps`` steps| a clean run passes with chance at most ``alpha``."""
 
     def passed(self, message: str, **extra) -> Any: ...
 

@@ -215,6 +215,9 @@ class Pooled(Scope):
         first, last = spec.window or job.calibrated or (min(noise), max(noise))
         steps = sorted(s for s in noise if first <= s <= last and s in gold)
         missing = [s for s in steps if s not in cur]
+        looked = self._early_look(spec, job, steps) if steps else None
+        if looked is not None:
+            return looked
         if missing or not steps:
             return job.error(f"{display}: steps {first}-{last} lack current values at steps "
                              f"{steps_text(missing) or 'all'}; cannot decide")
@@ -242,6 +245,50 @@ class Pooled(Scope):
                    f"noise (current {side} golden at {stat.same_side()}/{len(steps)} steps), |mean| "
                    f"{fmt(stat.observed)} {verdict}")
         return job.decide(ok, message, **extra)
+
+    def decide_early(self, spec: CheckSpec, job: Job) -> Any:
+        """A window whose last step is logged is decided (its statistic is final); before that, only an early look
+        (``--fail-fast``: :mod:`autotest.judge.step_looks`) that crossed its threshold decides, a FAIL."""
+        if job.noise is None or job.gold is None:
+            return None
+        first, last = spec.window or job.calibrated or (min(job.noise), max(job.noise))
+        steps = [s for s in job.noise if first <= s <= last and s in job.gold]
+        if steps and all(s in job.cur for s in steps):
+            return self.evaluate(spec, job)
+        return self._early_look(spec, job, sorted(steps)) if steps else None
+
+    def _early_look(self, spec: CheckSpec, job: Job, steps: list[int]) -> Any:
+        """The FAIL of the first early look whose mean of z over the window's first j steps (all logged) is beyond
+        the look's bound (:func:`autotest.judge.step_looks.look_bound`), else None (the window's end decides)."""
+        if not job.looks or spec.statistic != "mean":
+            return None
+        cur, gold, noise, n = job.cur, job.gold, job.noise, len(steps)
+        logged = 0
+        while logged < n and steps[logged] in cur:
+            logged += 1
+        for k, (fraction, alpha) in enumerate(job.looks, start=1):
+            j = max(1, math.ceil(fraction * n))
+            if j >= n or j > logged:
+                break
+            stat = pooled_statistic(steps[:j], cur, gold, noise, "mean")
+            bound = job.look_bound(alpha, j)
+            if math.isfinite(stat.mean_z) and passes(stat.observed, spec.operator, bound):
+                continue
+            crossing = stat.first_crossing(bound) if math.isfinite(stat.mean_z) else None
+            side = "above" if stat.mean_z > 0 else "below"
+            message = (f"{job.display} decided at step {steps[j - 1]} (early look {k} of {len(job.looks)}, "
+                       f"{j}/{n} steps of {steps[0]}-{steps[-1]}): mean deviation {stat.mean_z:+.3g} x calibrated "
+                       f"noise over steps {steps[0]}-{steps[j - 1]} (current {side} golden at {stat.same_side()}/{j} "
+                       f"steps), |mean| {fmt(stat.observed)} not {spec.operator} {bound:.3g} (the look's bound at "
+                       f"false-alarm chance {alpha:.2g}, whatever the steps' correlation)")
+            points = job.points(stat.steps, tuple(cur[s] for s in stat.steps), tuple(gold[s] for s in stat.steps),
+                                stat.z, tuple(not math.isfinite(z) or (abs(z) >= bound and z * stat.mean_z > 0)
+                                              for z in stat.z))
+            return job.fail(message, points=points, observed=stat.observed if math.isfinite(stat.mean_z) else math.nan,
+                            worst_step=_worst_abs(stat), first_breach_step=crossing or steps[0],
+                            parameters={"look": k, "looks": len(job.looks), "look_steps": j, "look_alpha": alpha,
+                                        "look_threshold": round(bound, 6), "decided_step": steps[j - 1]})
+        return None
 
     def table_cells(self, result: Any, error: str, threshold: str, step: str) -> tuple[str, str, str]:
         kind = "pooled" if result.parameters.get("statistic", "mean") == "mean" else "pooled trend"

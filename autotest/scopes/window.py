@@ -53,5 +53,13 @@ class Window(Scope):
                    f"{fmt(error)} {'' if ok else 'not '}{spec.operator} {spec.threshold:g}")
         return job.decide(ok, message, **extra)
 
+    def decide_early(self, spec: CheckSpec, job: Job) -> Any:
+        """Decided once the window's last golden step is logged (its mean is then final); a bound without golden
+        waits for the end (the run's own steps say where the window ends only then)."""
+        if job.gold is None:
+            return None
+        steps = [s for s in job.gold if spec.window[0] <= s <= spec.window[1]]
+        return self.evaluate(spec, job) if steps and all(s in job.cur for s in steps) else None
+
     def table_cells(self, result: Any, error: str, threshold: str, step: str) -> tuple[str, str, str]:
         return f"window mean: {error}", threshold, step

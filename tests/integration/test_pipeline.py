@@ -71,13 +71,17 @@ def test_fail_fast_stops_the_run_at_the_first_decided_breach(case, tmp_path):
     assert run.status == "FAIL"
     completion = next(r for r in run.verdict.results if r.check_id == "run[completion]")
     assert completion.status == "INFO"
-    assert completion.message.startswith("run stopped by fail-fast at step 2: mismatch/mismatch_k3_kl at step 2")
+    assert completion.message.startswith("run stopped by fail-fast at step 2 of 10 (20% of the run's steps): "
+                                          "mismatch/mismatch_k3_kl at step 2")
     # what the stopped run could not decide is reported as not reached, never as ERROR
     assert not [r for r in run.verdict.results if r.status == "ERROR"]
-    assert any(r.message.startswith("not reached: stopped by fail-fast at step 2, after the first breach at step 2")
+    assert any(r.message.startswith("not reached: stopped by fail-fast at step 2 of 10 (20% of the run's steps), "
+                                    "after the first breach at step 2")
                for r in run.verdict.results if r.status == "INFO")
-    steps = json.loads((run.results_dir / "results.json").read_text())["context"]["time_to_verdict_s"]
-    assert steps is not None and steps < 8
+    context = json.loads((run.results_dir / "results.json").read_text())["context"]
+    assert context["time_to_verdict_s"] is not None and context["time_to_verdict_s"] < 8
+    assert (context["decided"]["step"], context["decided"]["of"], context["decided"]["fraction"]) == (2, 10, 0.2)
+    assert "FAIL decided at step 2 of 10 (20% of the run's steps)" in (run.results_dir / "report.md").read_text()
 
 
 @pytest.mark.parametrize("fault,expected", [

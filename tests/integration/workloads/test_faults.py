@@ -12,7 +12,7 @@ import pytest
 from autotest.inputs.case import load_case
 from autotest.pipeline import JudgeOptions, LaunchOptions, PublishOptions, RunOptions, run_case
 from autotest.scopes.period import ordinal
-from autotest.workloads.faults import MISMATCH, catalogue
+from autotest.workloads.faults import MISMATCH, REWARDS, catalogue
 
 ARGS = {"crash-at": "10", "hang-at": "10", "nan-at": "10", "truncated-tracker": "10"}
 # Faults whose verdict a prefix of the run decides run with fail-fast, as a CI run would stop them, instead
@@ -94,3 +94,29 @@ def test_fail_fast_stops_a_never_synced_layer_within_a_few_steps(tmp_path):
     assert last_step <= decided_at + 3, (stopper.check_id, last_step, decided_at)
     assert verdict.context["time_to_verdict_s"] is not None
     assert run.consistency_request is not None
+
+
+@pytest.mark.slow
+def test_fail_fast_decides_a_grader_bug_at_an_early_look_of_its_pooled_reward_gate(tmp_path):
+    """judge-bug moves the rewards from step 1: the pooled reward gate of steps 1-15 is looked at after 3 of its steps
+    (its budget spent over the looks, autotest.judge.step_looks) and stops the run within 20% of its steps, where
+    the end of the window (step 15, a third of the run) decided it before."""
+    run = run_case(load_case("tiny-grpo"), RunOptions(LaunchOptions(results_root=tmp_path, fault="judge-bug",
+                                                                    poll_interval_s=0.5),
+                                                      JudgeOptions(fail_fast=True), PublishOptions(with_plots=False)))
+    verdict = run.verdict
+    detail = "\n".join(f"{r.status} {r.check_id}: {r.message}" for r in verdict.results)
+    assert verdict.status == "FAIL", detail
+    assert next(f.rule for f in verdict.triage if f.primary) == "rewards-only", detail
+    pooled = next(r for r in verdict.results if r.check_id == f"{REWARDS}[pooled 1-15]")
+    assert pooled.status == "FAIL" and pooled.parameters["look"] == 1, detail
+    assert pooled.parameters["decided_step"] == 3
+    assert pooled.message.startswith(f"{REWARDS} decided at step 3 (early look 1")
+    decided = verdict.context["decided"]
+    assert decided["of"] == 45 and decided["step"] <= 9 and decided["fraction"] <= 0.2, decided
+    completion = next(r for r in verdict.results if r.check_id == "run[completion]")
+    assert completion.message.startswith(f"run stopped by fail-fast at step {decided['step']} of 45 (")
+    assert "early look 1 of 4" in completion.message
+    assert not [r for r in verdict.results if r.status == "ERROR"], detail
+    for kept in ("logs/stdout.log", "logs/stderr.log", "report.md", "results.json", "tracker.jsonl"):
+        assert (run.results_dir / kept).exists(), kept

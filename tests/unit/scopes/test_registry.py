@@ -151,9 +151,9 @@ def test_each_built_in_kind_has_the_traits_the_old_lists_gave_it(trait, kinds):
     assert {name for name in BUILT_IN if getattr(scopes.scope_kind(name), trait)} == kinds
 
 
-def test_only_stepwise_points_percentile_and_breaches_decide_before_the_end():
+def test_only_stepwise_points_percentile_breaches_window_and_pooled_decide_before_the_end():
     early = {name for name in BUILT_IN if type(scopes.scope_kind(name)).decide_early is not scopes.Scope.decide_early}
-    assert early == {"stepwise", "points", "percentile", "breaches"}
+    assert early == {"stepwise", "points", "percentile", "breaches", "window", "pooled"}
 
 
 def test_a_baseline_of_built_in_kinds_reads_no_entry_points(plugins, monkeypatch, tmp_path):

@@ -111,6 +111,9 @@ class CheckResult:
     #: in the metric's units (a share of golden for a relative check), and as a share of |golden|
     mde: float | None = None
     mde_share: float | None = None
+    #: the steps ``(first, last)`` the MDE's shift must hold over (a window gate's window; a whole-run gate's whole
+    #: run): a change acting on fewer of them is diluted, and this MDE is not what the gate catches of it
+    mde_steps: tuple[int, int] | None = None
     #: False for a gate the case marks non-blocking (``performance.blocking: false``): judged, reported and
     #: recorded with its real status, never deciding the run
     blocking: bool = True

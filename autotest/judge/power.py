@@ -68,6 +68,9 @@ class GatePower:
     notes: tuple[str, ...] = field(default=())
     #: the MDE is a growth per step (the kind's ``per_step_growth``: a leak gate), not a level
     per_step: bool = False
+    #: the golden steps ``(first, last)`` the shift must hold over to be caught at this MDE (the kind's
+    #: ``mde_steps``: a window, the whole run, one point); None: no level shift describes it (a slope)
+    steps: tuple[int, int] | None = None
 
     def mde(self, replicates: int = 1) -> float:
         if replicates in self.by_replicates:
@@ -170,7 +173,17 @@ def gate_power(baseline: Baseline, check: CheckSpec) -> GatePower | None:
     if found is not None and not isinstance(found, GatePower):
         raise UsageError(f"check kind plugin {plugin_of(kind)}: power returned {found!r} for {check.check_id}; "
                          "return job.gate_power(...), job.default() or None")
-    return replace(found, per_step=kind.per_step_growth) if found is not None else None
+    if found is None:
+        return None
+    spanned = kind.mde_steps(check, (baseline.golden_table or {}).get(check.metric) or {})
+    return replace(found, per_step=kind.per_step_growth, steps=(min(spanned), max(spanned)) if spanned else None)
+
+
+def span_words(steps: tuple[int, int] | None) -> str:
+    """Where a shift must act to be caught at a gate's MDE: ``over steps 21-30``, ``at step 1``, '' (no span)."""
+    if steps is None:
+        return ""
+    return f"at step {steps[0]}" if steps[0] == steps[1] else f"over steps {steps[0]}-{steps[1]}"
 
 
 def baseline_power(baseline: Baseline) -> list[GatePower]:
@@ -282,7 +295,8 @@ def with_power(results: Sequence[CheckResult], baseline: Baseline, ask: PowerAsk
     for result in results:
         found = powers.get(result.check_id) if result.kind == "metric" else None
         if found is not None:
-            result = replace(result, mde=_round(found.mde(ask.replicates)), mde_share=_round(found.share(ask.replicates)))
+            result = replace(result, mde=_round(found.mde(ask.replicates)), mde_share=_round(found.share(ask.replicates)),
+                             mde_steps=found.steps)
         out.append(result)
     if ask.targets:
         misses = target_misses(list(powers.values()), ask.targets, ask.replicates)
@@ -302,21 +316,30 @@ def _round(value: float | None) -> float | None:
 
 
 def caught_phrase(results: Sequence[CheckResult], display: Mapping[str, str] | None = None) -> str:
-    """``could have caught: rewards[pooled 31-45] ±0.12, eval/accuracy[final] ±0.06`` over the gates with an MDE."""
+    """``could have caught: rewards ±0.21 over steps 1-15 [pooled], ±0.12 over steps 31-45 [pooled]; eval/accuracy
+    ±0.06 at step 45 [final]`` over the gates with an MDE, grouped by metric, each MDE with the steps its shift must
+    hold over and its gate's scope.
+
+    The span is part of the claim: a whole-run gate's MDE holds for a shift at every step, and a change acting on a
+    third of them moves its statistic a third as much, so its MDE is never stated bare (a window gate's is what
+    the run could catch of a change there). A per-step-growth (slope) MDE has no span. Within a metric the gates
+    keep their order."""
     shown = display or {}
-    parts = []
+    by_metric: dict[str, list[str]] = {}
     for r in results:
         if r.is_gate and r.mde is not None and r.metric:
-            label = r.check_id.replace(r.metric, shown.get(r.metric, r.metric), 1)
             kind = find(r.scope)
             unit = " of golden" if r.method == "relative" else "/step" if kind and kind.per_step_growth else ""
-            parts.append(f"{label} ±{r.mde:.2g}{unit}")
-    return ("could have caught: " + ", ".join(parts)) if parts else ""
+            where = span_words(r.mde_steps)
+            by_metric.setdefault(r.metric, []).append(f"±{r.mde:.2g}{unit}" + (f" {where}" if where else "")
+                                                      + (f" [{r.scope}]" if r.scope else ""))
+    parts = [f"{shown.get(metric, metric)} " + ", ".join(items) for metric, items in by_metric.items()]
+    return ("could have caught: " + "; ".join(parts)) if parts else ""
 
 
 def cost_and_power_phrase(verdict: Verdict, display: Mapping[str, str] | None = None) -> str:
-    """What the verdict could have caught beside what it cost: ``could have caught: rewards[pooled 31-45] ±0.12
-    for 90.1 CPU-s``; a FAIL or ERROR (no MDE to claim) states its cost alone: ``cost 90.1 CPU-s``."""
+    """What the verdict could have caught beside what it cost: ``could have caught: rewards ±0.12 over steps 31-45
+    [pooled] for 90.1 CPU-s``; a FAIL or ERROR (no MDE to claim) states its cost alone: ``cost 90.1 CPU-s``."""
     caught = caught_phrase(verdict.results, display) if verdict.status == PASS else ""
     cost = verdict.cost
     if cost is None:

@@ -187,8 +187,12 @@ def propose(trace: Trace, preset: str | None = None) -> Proposal:
         elif headline[role] != metric:
             note = f"{headline[role]} is this role's checked metric"
         else:
-            made = tuple(c for method, fields, severity in CHECKS_BY_ROLE[base_role(role)]
-                         for c in _checks(metric, method, fields, severity, trace, role))
+            by_id: dict[str, CheckSpec] = {}
+            for method, fields, severity in CHECKS_BY_ROLE[base_role(role)]:
+                for check in _checks(metric, method, fields, severity, trace, role):
+                    # a log too short for windows gets the whole-run gate in their place: once, beside the reward's
+                    by_id.setdefault(check.check_id, check)
+            made = tuple(by_id.values())
         checks.extend(made)
         rows.append(MetricRow(metric, role, tuple(c.check_id for c in made), note))
     steps = trace.last_train_step or max(trace.eval_steps, default=0)

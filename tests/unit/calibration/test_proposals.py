@@ -168,3 +168,9 @@ def test_a_windowed_proposal_keeps_the_placeholder_contract_and_says_which_third
     path.write_text(baseline_yaml(baseline_spec("b", path, proposal, {"produced_by": "rl-autotest init"})))
     assert [c.window for c in load_baseline(path).checks if c.scope == "pooled"] == [(1, 10), (11, 20), (21, 30),
                                                                                     None]
+
+
+def test_a_log_too_short_for_windows_gets_one_whole_run_gate_per_role() -> None:
+    short = _trace({"reward": {s: s / 8 for s in range(1, 9)}, "entropy": {s: 3 - s / 8 for s in range(1, 9)}})
+    assert sorted(c.check_id for c in propose(short).checks) == [
+        "entropy[points]", "entropy[pooled]", "reward[percentile]", "reward[pooled]"]

@@ -12,7 +12,8 @@ finds the cheapest design whose gate catches ``effect`` with 80% power:
   baseline's ``paired:`` section (measured on A/A pairs, :mod:`autotest.judge.paired`); 2K runs a verdict.
 
 Then the design for a change wherever it acts: one verdict judges every gate at the same K, so it is the largest K
-any span needs, per kind, and the cheaper of the two in runs. Pure logic: baselines in, frozen advice out.
+any span needs, per kind, and the cheaper of the two in runs (the kind that reaches more spans first). A span no
+design reaches up to the largest K is named, with its closest gate's MDE there. Pure logic: baselines in, frozen advice out.
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ class SpanAdvice:
     steps: tuple[int, int]
     golden: Design | None
     paired: Design | None
+    #: when no golden K reaches it: the gate inside the span with the lowest MDE at the largest K (how far off)
+    closest: Design | None = None
 
     @property
     def cheapest(self) -> Design | None:
@@ -81,29 +84,41 @@ class TargetAdvice:
         return max(d.k for d in needed)
 
     @property
+    def unreached(self) -> tuple[SpanAdvice, ...]:
+        """The spans no design up to the largest K reaches."""
+        return tuple(s for s in self.spans if s.cheapest is None)
+
+    @property
     def advised(self) -> Design | None:
-        """The cheapest design that reaches the target wherever the change acts (its gate: the span needing most)."""
+        """The cheapest design that reaches the target wherever the change acts (its gate: the span needing most),
+        over the spans some design reaches (:attr:`unreached` names the others); None when none is reached."""
         options = []
         for kind in ("golden", "paired"):
-            k = self.overall(kind)
-            if k is not None:
-                hardest = max((getattr(s, kind) for s in self.spans), key=lambda d: (d.k, d.mde))
-                options.append(Design(kind, hardest.gate, k, hardest.mde))
-        return min(options, key=lambda d: (d.runs, d.kind != "golden")) if options else None
+            reached = [d for d in (getattr(s, kind) for s in self.spans) if d is not None]
+            if reached:
+                hardest = max(reached, key=lambda d: (d.k, d.mde))
+                options.append((-len(reached), Design(kind, hardest.gate, hardest.k, hardest.mde)))
+        # the kind reaching the most spans, then the fewest runs, golden on a tie (no base run to make)
+        best = min(options, key=lambda o: (o[0], o[1].runs, o[1].kind != "golden")) if options else None
+        return best[1] if best else None
 
 
 def _inside(inner: tuple[int, int], outer: tuple[int, int]) -> bool:
     return outer[0] <= inner[0] and inner[1] <= outer[1]
 
 
-def _golden(powers: Sequence[GatePower], span: tuple[int, int], effect: float) -> Design | None:
-    """The fewest replicates at which a gate inside ``span`` catches ``effect`` (the lowest MDE among ties)."""
+def _golden(powers: Sequence[GatePower], span: tuple[int, int], effect: float) -> tuple[Design | None, Design | None]:
+    """The fewest replicates at which a gate inside ``span`` catches ``effect`` (the lowest MDE among ties); else
+    (None, the gate closest to it at the largest K)."""
+    inside = [p for p in powers if p.steps is not None and _inside(p.steps, span)]
     for k in REPLICATES:
-        reach = [p for p in powers if p.steps is not None and _inside(p.steps, span) and p.mde(k) <= effect]
+        reach = [p for p in inside if p.mde(k) <= effect]
         if reach:
             best = min(reach, key=lambda p: p.mde(k))
-            return Design("golden", best.check_id, k, best.mde(k))
-    return None
+            return Design("golden", best.check_id, k, best.mde(k)), None
+    k = max(REPLICATES)
+    closest = min(inside, key=lambda p: p.mde(k), default=None)
+    return None, (Design("golden", closest.check_id, k, closest.mde(k)) if closest else None)
 
 
 def _paired(spec: PairedSpec | None, metric: str, span: tuple[int, int], effect: float) -> Design | None:
@@ -137,7 +152,9 @@ def advise(baseline: Baseline, targets: Mapping[str, float]) -> list[TargetAdvic
     advice = []
     for metric, effect in targets.items():
         mine = [p for p in powers if p.metric == metric]
-        spans = tuple(SpanAdvice(span, _golden(mine, span, effect), _paired(baseline.paired, metric, span, effect))
-                      for span in spans_of(mine, baseline.paired, metric))
-        advice.append(TargetAdvice(metric, effect, spans))
+        spans = []
+        for span in spans_of(mine, baseline.paired, metric):
+            golden, closest = _golden(mine, span, effect)
+            spans.append(SpanAdvice(span, golden, _paired(baseline.paired, metric, span, effect), closest))
+        advice.append(TargetAdvice(metric, effect, tuple(spans)))
     return advice

@@ -144,9 +144,17 @@ def design_rows(advice: Sequence[TargetAdvice], paired: bool) -> list[str]:
             lines.append(f"| {name} | {span_words(span.steps).removeprefix('over ')} | {golden} | {pair} | {best} |")
     lines.append("")
     for target in advice:
-        advised = target.advised
-        lines.append(f"- advised for {target.metric} {target.effect:g} wherever it acts: " + (
+        advised, missed = target.advised, target.unreached
+        where = "wherever it acts" if not missed else "where it can be reached"
+        line = f"- advised for {target.metric} {target.effect:g} {where}: " + (
             f"**{advised.describe()}** a verdict (its hardest gate `{advised.gate}` ±{advised.mde:.3g})" if advised
-            else "no design up to 8 replicates or seeds per side reaches it over every span; more calibration runs "
-                 "narrow the golden gates, `rl-autotest calibrate CASE --paired` measures paired ones"))
+            else "no design")
+        for span in missed:
+            closest = (f" (closest: `{span.closest.gate}` ±{span.closest.mde:.3g} at K={span.closest.k})"
+                       if span.closest else "")
+            line += f"; {span_words(span.steps)} no design up to 8 replicates or seeds per side reaches it{closest}"
+        if missed:
+            line += ("; more calibration runs narrow the golden gates, `rl-autotest calibrate CASE --paired` "
+                     "measures paired ones")
+        lines.append(line)
     return lines

@@ -13,7 +13,7 @@ from autotest.calibration.thresholds import calibrate
 from autotest.inputs.baseline import Baseline, CalibrationSpec, CheckSpec
 from autotest.inputs.baseline_model import PairedSpec, PairedWindow
 from autotest.judge.paired import paired_mde
-from autotest.judge.power import baseline_power
+from autotest.judge.power import REPLICATES, baseline_power
 from autotest.judge.power_design import Design, advise
 from autotest.judge.trace import Trace
 from autotest.report.power_table import design_rows
@@ -97,8 +97,12 @@ def test_paired_seeds_cost_two_runs_each_and_win_where_they_are_cheaper(golden_o
 def test_a_target_out_of_reach_and_a_case_without_targets_say_so(golden_only: Baseline) -> None:
     (target,) = advise(golden_only, {METRIC: 1e-9})
     assert all(s.golden is None for s in target.spans) and target.advised is None
+    assert target.unreached == target.spans
     lines = design_rows([target], paired=False)
-    assert lines[-1].startswith(f"- advised for {METRIC} 1e-09 wherever it acts: no design up to 8 replicates")
+    early = _mde(golden_only, f"{METRIC}[pooled 1-10]", 8)
+    assert lines[-1].startswith(f"- advised for {METRIC} 1e-09 where it can be reached: no design; over steps 1-10 "
+                                "no design up to 8 replicates or seeds per side reaches it (closest: "
+                                f"`{METRIC}[pooled 1-10]` ±{early:.3g} at K=8)")
     assert "— (beyond K=8) | — (no `paired:` section) | out of reach |" in lines[4]
     (none,) = design_rows([], paired=False)
     assert none.startswith("Design per detection target: none declared; add `detect: {metric: effect}`")
@@ -115,3 +119,18 @@ def test_the_table_names_each_span_its_gate_k_and_runs(golden_only: Baseline) ->
     assert f"`{late}` K=4: ±{_mde(golden_only, late, 4):.3g}" in row and row.endswith("| golden K=4 (4 runs) |")
     assert lines[-1] == (f"- advised for {METRIC} {effect:g} wherever it acts: **golden K=4 (4 runs)** a verdict "
                          f"(its hardest gate `{late}` ±{_mde(golden_only, late, 4):.3g})")
+
+
+def test_a_window_out_of_reach_is_named_and_the_design_covers_the_others(golden_only: Baseline) -> None:
+    late, middle = f"{METRIC}[pooled 21-30]", f"{METRIC}[pooled 11-20]"
+    assert _mde(golden_only, middle, 8) < _mde(golden_only, late, 8)  # the late third is the noisiest
+    effect = (_mde(golden_only, middle, 8) + _mde(golden_only, late, 8)) / 2
+    (target,) = advise(golden_only, {METRIC: effect})
+    assert [s.steps for s in target.unreached] == [(21, 30)]
+    assert target.unreached[0].closest == Design("golden", late, 8, _mde(golden_only, late, 8))
+    k = next(k for k in REPLICATES if _mde(golden_only, middle, k) <= effect)
+    advised = target.advised
+    assert advised == Design("golden", middle, k, _mde(golden_only, middle, k))  # the hardest window still reached
+    line = design_rows([target], paired=False)[-1]
+    assert line.startswith(f"- advised for {METRIC} {effect:g} where it can be reached: **golden K={k} ({k} runs)**")
+    assert f"; over steps 21-30 no design up to 8 replicates or seeds per side reaches it (closest: `{late}`" in line

@@ -258,7 +258,8 @@ def target_misses(powers: Sequence[GatePower], targets: Mapping[str, float], rep
             continue
         best = min(mine, key=lambda p: p.mde(replicates))
         if best.mde(replicates) > effect:
-            lines.append(f"detect.{metric}: the gates can catch {describe_mde(best, replicates)} "
+            where = f" {span_words(best.steps)}" if best.steps else ""
+            lines.append(f"detect.{metric}: the gates can catch {describe_mde(best, replicates)}{where} "
                          f"({best.check_id}), not the {effect:g} the case must detect; "
                          f"{_what_would(best, effect)}")
     return lines
@@ -295,8 +296,8 @@ def with_power(results: Sequence[CheckResult], baseline: Baseline, ask: PowerAsk
     for result in results:
         found = powers.get(result.check_id) if result.kind == "metric" else None
         if found is not None:
-            result = replace(result, mde=_round(found.mde(ask.replicates)), mde_share=_round(found.share(ask.replicates)),
-                             mde_steps=found.steps)
+            result = replace(result, mde=_round(found.mde(ask.replicates)),
+                             mde_share=_round(found.share(ask.replicates)), mde_steps=found.steps)
         out.append(result)
     if ask.targets:
         misses = target_misses(list(powers.values()), ask.targets, ask.replicates)

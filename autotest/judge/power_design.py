@@ -13,7 +13,8 @@ finds the cheapest design whose gate catches ``effect`` with 80% power:
 
 Then the design for a change wherever it acts: one verdict judges every gate at the same K, so it is the largest K
 any span needs, per kind, and the cheaper of the two in runs (the kind that reaches more spans first). A span no
-design reaches up to the largest K is named, with its closest gate's MDE there. Pure logic: baselines in, frozen advice out.
+design reaches up to the largest K is named, with its closest gate's MDE there. Pure logic: baselines in, frozen
+advice out.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Printed by ``rl-autotest power CASE`` and written into the calibration review and the baseline's provenance;
 the numbers come from :mod:`autotest.judge.power`; ``power`` also prints the design per ``detect:`` target
-(:func:`design_rows`, from :mod:`autotest.judge.power_design`). A verdict's report.md states the same MDEs at the replicates it
-judged, beside what the verdict cost (:func:`cost_and_power_section`).
+(:func:`design_rows`, from :mod:`autotest.judge.power_design`). A verdict's report.md states the same MDEs at the
+replicates it judged, with the steps each holds over, beside what the verdict cost (:func:`cost_and_power_section`).
 """
 
 from __future__ import annotations

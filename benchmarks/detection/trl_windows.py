@@ -1,4 +1,4 @@
-"""Detection on a trainer nobody here wrote: the TRL example's four realistic regressions at the design ``power`` advises.
+"""Detection on a trainer nobody here wrote: the TRL example's four realistic regressions at ``power``'s design.
 
 Reads runs made beforehand with ``examples/trl-grpo/train.py`` (one folder per condition and seed, each holding
 its ``tracker.jsonl``; the condition is ``clean`` or a ``--fault`` value with ``:`` written ``-``):

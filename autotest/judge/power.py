@@ -248,15 +248,33 @@ def describe_mde(power: GatePower, replicates: int = 1) -> str:
     return f"±{value:.2g}" + (f" ({share:.0%} of golden)" if shown else "")
 
 
+def change_spans(steps: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The spans a change is judged over: each gate's span of more than one step (a window) and the whole run they
+    cover, narrowest first."""
+    spans = {s for s in steps if s[1] > s[0]}
+    if spans:
+        spans.add((min(s[0] for s in spans), max(s[1] for s in spans)))
+    return sorted(spans, key=lambda s: (s[1] - s[0], s[0]))
+
+
+def inside(inner: tuple[int, int], outer: tuple[int, int]) -> bool:
+    return outer[0] <= inner[0] and inner[1] <= outer[1]
+
+
 def target_misses(powers: Sequence[GatePower], targets: Mapping[str, float], replicates: int = 1) -> list[str]:
-    """One line per declared target (``detect: {metric: effect}``) the gates on that metric cannot reach."""
+    """One line per declared target (``detect: {metric: effect}``) the gates on that metric cannot reach wherever
+    the change acts: over each window of its gates (and the whole run) the best gate inside it must reach it, and
+    the line names the span where the best gate is furthest off (a whole-run gate never answers for a window)."""
     lines = []
     for metric, effect in targets.items():
         mine = [p for p in powers if p.metric == metric]
         if not mine:
             lines.append(f"detect.{metric}: no gate on {metric} has a minimum detectable effect to compare")
             continue
-        best = min(mine, key=lambda p: p.mde(replicates))
+        spans = change_spans([p.steps for p in mine if p.steps is not None])
+        groups = [[p for p in mine if p.steps is not None and inside(p.steps, span)] for span in spans] or [mine]
+        best = max((min(group, key=lambda p: p.mde(replicates)) for group in groups if group),
+                   key=lambda p: p.mde(replicates))
         if best.mde(replicates) > effect:
             where = f" {span_words(best.steps)}" if best.steps else ""
             lines.append(f"detect.{metric}: the gates can catch {describe_mde(best, replicates)}{where} "

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from autotest.inputs.baseline_model import Baseline, PairedSpec
 from autotest.judge.paired import paired_mde
-from autotest.judge.power import REPLICATES, GatePower, baseline_power
+from autotest.judge.power import REPLICATES, GatePower, baseline_power, change_spans, inside
 
 #: the most seeds per side a paired design is searched over (as the golden K's largest tabulated value)
 MAX_PAIRED_SEEDS = max(REPLICATES)
@@ -104,21 +104,17 @@ class TargetAdvice:
         return best[1] if best else None
 
 
-def _inside(inner: tuple[int, int], outer: tuple[int, int]) -> bool:
-    return outer[0] <= inner[0] and inner[1] <= outer[1]
-
-
 def _golden(powers: Sequence[GatePower], span: tuple[int, int], effect: float) -> tuple[Design | None, Design | None]:
     """The fewest replicates at which a gate inside ``span`` catches ``effect`` (the lowest MDE among ties); else
     (None, the gate closest to it at the largest K)."""
-    inside = [p for p in powers if p.steps is not None and _inside(p.steps, span)]
+    within = [p for p in powers if p.steps is not None and inside(p.steps, span)]
     for k in REPLICATES:
-        reach = [p for p in inside if p.mde(k) <= effect]
+        reach = [p for p in within if p.mde(k) <= effect]
         if reach:
             best = min(reach, key=lambda p: p.mde(k))
             return Design("golden", best.check_id, k, best.mde(k)), None
     k = max(REPLICATES)
-    closest = min(inside, key=lambda p: p.mde(k), default=None)
+    closest = min(within, key=lambda p: p.mde(k), default=None)
     return None, (Design("golden", closest.check_id, k, closest.mde(k)) if closest else None)
 
 
@@ -126,7 +122,7 @@ def _paired(spec: PairedSpec | None, metric: str, span: tuple[int, int], effect:
     """The fewest seeds per side at which a paired window inside ``span`` catches ``effect``."""
     if spec is None:
         return None
-    windows = [w for w in spec.windows if w.metric == metric and _inside((w.start, w.end), span)]
+    windows = [w for w in spec.windows if w.metric == metric and inside((w.start, w.end), span)]
     for k in range(1, MAX_PAIRED_SEEDS + 1):
         reach = [w for w in windows if paired_mde(spec, w, k) <= effect]
         if reach:
@@ -138,12 +134,10 @@ def _paired(spec: PairedSpec | None, metric: str, span: tuple[int, int], effect:
 def spans_of(powers: Sequence[GatePower], spec: PairedSpec | None, metric: str) -> tuple[tuple[int, int], ...]:
     """The spans a change on ``metric`` is advised for: each window of its golden and paired gates (more than one
     step) and the whole run they cover, in order of first step, widest last."""
-    spans = {p.steps for p in powers if p.metric == metric and p.steps is not None and p.steps[1] > p.steps[0]}
+    steps = [p.steps for p in powers if p.metric == metric and p.steps is not None]
     if spec is not None:
-        spans |= {(w.start, w.end) for w in spec.windows if w.metric == metric and w.end > w.start}
-    if spans:
-        spans.add((min(s[0] for s in spans), max(s[1] for s in spans)))
-    return tuple(sorted(spans, key=lambda s: (s[1] - s[0], s[0])))
+        steps += [(w.start, w.end) for w in spec.windows if w.metric == metric]
+    return tuple(change_spans(steps))
 
 
 def advise(baseline: Baseline, targets: Mapping[str, float]) -> list[TargetAdvice]:

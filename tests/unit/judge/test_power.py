@@ -190,15 +190,38 @@ def test_a_target_the_gates_cannot_reach_is_a_warning_or_under_strict_power_an_e
     assert len(lines) == 2 and lines[1] == "detect.eval/acc: no gate on eval/acc has a minimum detectable effect to compare"
 
 
-def test_the_trl_example_needs_ten_runs_for_a_0_1_reward_change() -> None:
-    """Issue 20's question for the TRL example (N = 3 calibration runs): what a 0.1 change of reward takes. Its
-    three pooled gates share the false-alarm budget (docs/detection-power.md), so replicates alone do not reach it."""
+def test_the_trl_example_reaches_a_0_1_reward_change_late_at_4_replicates_and_never_mid_run() -> None:
+    """Issue 43 on the TRL example (N = 10 calibration runs, init's windowed gates): a 0.1 reward change needs K=2
+    early and K=4 late, and mid-run (where the seeds spread most while they learn) no K up to 8 reaches it; the
+    whole-run gate, which reaches it at K=2 for a change at every step, never answers for a window
+    (docs/detection-power.md, "On a trainer nobody here wrote: TRL")."""
+    from autotest.judge.power_design import advise
+
     baseline = load_baseline(ROOT / "examples" / "trl-grpo" / "accuracy" / "baselines" / "trl-grpo.yaml")
+    assert baseline.provenance["runs"] == 10
     powers = baseline_power(baseline)
-    (miss,) = target_misses(powers, {"reward": 0.1})
-    assert "(reward[pooled])" in miss and miss.endswith("it would take 10 calibration runs")
-    assert target_misses(powers, {"reward": 0.1}, replicates=8) != []
-    assert sum(c.scope == "pooled" and c.severity == "gate" for c in baseline.checks) == 3
+    (miss,) = target_misses(powers, {"reward": 0.1}, replicates=8)
+    assert miss.startswith("detect.reward: the gates can catch ±") and " over steps 11-20 (reward[pooled 11-20])" in miss
+    (target,) = advise(baseline, {"reward": 0.1})
+    cheapest = {s.steps: (s.cheapest.gate, s.cheapest.k) if s.cheapest else None for s in target.spans}
+    assert cheapest == {(1, 10): ("reward[pooled 1-10]", 2), (11, 20): None, (21, 30): ("reward[pooled 21-30]", 4),
+                        (1, 30): ("reward[pooled 1-10]", 2)}
+    assert target.advised is not None and (target.advised.kind, target.advised.k) == ("golden", 4)
+
+
+def test_a_target_is_reached_only_where_a_gate_inside_the_changes_steps_reaches_it() -> None:
+    baseline = calibrate(replace(SPEC, checks=(replace(POOLED, window=(1, 15)), replace(POOLED, window=(16, 30)),
+                                               replace(POOLED, window=None))),
+                         [_run(np.random.default_rng(i)) for i in range(6)]).baseline
+    powers = {p.check_id: p for p in baseline_power(baseline)}
+    whole, first, second = (powers[c.check_id] for c in (baseline.checks[2], baseline.checks[0], baseline.checks[1]))
+    worst = max(first, second, key=lambda p: p.mde(1))
+    assert whole.mde(1) < worst.mde(1)
+    # between the whole run's MDE and the worse window's: the whole-run gate alone would call it reached
+    (miss,) = target_misses(list(powers.values()), {METRIC: (whole.mde(1) + worst.mde(1)) / 2})
+    steps = f"{worst.steps[0]}-{worst.steps[1]}"
+    assert f" over steps {steps} ({worst.check_id}), not the " in miss
+    assert target_misses(list(powers.values()), {METRIC: worst.mde(1) * 1.01}) == []
 
 
 def test_a_verdict_states_its_cost_beside_what_it_could_have_caught() -> None:

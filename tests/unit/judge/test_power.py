@@ -201,7 +201,8 @@ def test_the_trl_example_reaches_a_0_1_reward_change_late_at_4_replicates_and_ne
     assert baseline.provenance["runs"] == 10
     powers = baseline_power(baseline)
     (miss,) = target_misses(powers, {"reward": 0.1}, replicates=8)
-    assert miss.startswith("detect.reward: the gates can catch ±") and " over steps 11-20 (reward[pooled 11-20])" in miss
+    assert miss.startswith("detect.reward: the gates can catch ±")
+    assert " over steps 11-20 (reward[pooled 11-20])" in miss
     (target,) = advise(baseline, {"reward": 0.1})
     cheapest = {s.steps: (s.cheapest.gate, s.cheapest.k) if s.cheapest else None for s in target.spans}
     assert cheapest == {(1, 10): ("reward[pooled 1-10]", 2), (11, 20): None, (21, 30): ("reward[pooled 21-30]", 4),

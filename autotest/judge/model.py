@@ -318,7 +318,9 @@ class Verdict:
     def to_dict(self) -> dict[str, Any]:
         results = []
         for r in self.results:
-            item = _json_safe({f.name: getattr(r, f.name) for f in fields(r) if f.name != "points"})
+            # mde_steps only beside an MDE: a bound, a structural result or an uncalibrated gate has none
+            item = _json_safe({f.name: getattr(r, f.name) for f in fields(r) if f.name != "points"
+                               and (f.name != "mde_steps" or r.mde_steps is not None)})
             item["points"] = r.points.to_dict()
             results.append(item)
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "results"}

@@ -105,9 +105,8 @@ def cost_and_power_section(verdict: Verdict) -> list[str]:
         runs = f" over {cost.runs} runs" if cost.runs > 1 else ""
         lines += [f"Cost: **{cost.short()}**{runs}" + (f" ({cost.quantity})" if cost.quantity else "")]
     if gates:
-        lines += [""] * (cost is not None) + ["A change acting on fewer steps than a gate's is diluted there: its "
-                                              "window's gate says what the run could catch of it.", "",
-                                              "| gate | a shift held | MDE | share of golden |", "|---|---|---|---|"]
+        # "a shift held": the steps the MDE holds for; a change on fewer of them is diluted (its window's gate says)
+        lines += [""] * (cost is not None) + ["| gate | a shift held | MDE | share of golden |", "|---|---|---|---|"]
     for r in gates:
         unit = " of golden" if r.method == "relative" else ""
         share = f"{r.mde_share:.0%}" if r.mde_share is not None and r.mde_share < 10 else "—"

@@ -28,6 +28,7 @@ from autotest.judge.power import PowerAsk
 from autotest.judge.replicate_mean import for_the_mean, mean_trace
 from autotest.judge.verdict import judge
 from autotest.readers.reading import read_trace
+from autotest.scopes import scope_kind
 
 ROOT = Path(__file__).resolve().parents[2]
 BASELINE = ROOT / "examples" / "trl-grpo" / "accuracy" / "baselines" / "trl-grpo.yaml"
@@ -55,7 +56,7 @@ def main() -> None:
     args = parser.parse_args()
     calibrated = load_baseline(args.baseline)
     judged, scale = for_the_mean(calibrated, args.K)
-    metrics = sorted({c.metric for c in calibrated.checks if c.scope == "pooled"})
+    metrics = sorted({c.metric for c in calibrated.checks if scope_kind(c.scope).uses_noise})  # the pooled gates
     windows = _windows(calibrated)
     seeds = [args.first_seed + i for i in range(args.K * args.verdicts)]
     print(f"baseline {args.baseline}: K={args.K} (pooled thresholds x {scale:.3f}), seeds {seeds}")

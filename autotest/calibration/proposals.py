@@ -8,10 +8,10 @@ has measured the run-to-run noise.
 
 | role              | proposed checks (all thresholds placeholders)                                  |
 |-------------------|--------------------------------------------------------------------------------|
-| reward            | absolute p80 of per-step errors; pooled mean over every calibrated step        |
-| eval              | absolute at the final eval point; pooled mean over the eval points             |
-| response_length   | relative p80 of per-step errors; pooled mean                                   |
-| entropy           | absolute at the first training step (the initialisation); pooled mean          |
+| reward            | absolute p80 of per-step errors; pooled mean per window; pooled mean over every calibrated step |
+| eval              | absolute at the final eval point; pooled mean per window of the eval points    |
+| response_length   | relative p80 of per-step errors; pooled mean per window                        |
+| entropy           | absolute at the first training step (the initialisation); pooled mean per window |
 | mismatch          | absolute p50 of per-step errors; value at every step, a count of breaching steps allowed |
 | distill_kl        | absolute p80; pooled mean                                                      |
 | ref_kl            | absolute p80 (reference only)                                                  |
@@ -25,6 +25,13 @@ while the pooled mean of the per-step deviations, in units of the calibrated noi
 (:mod:`autotest.scopes.pooled`). The per-step checks stay beside it for what a mean dilutes (a spike, a
 broken initialisation, the last point); calibration marks one that cannot fire (its minimum detectable effect
 exceeds the metric's whole range) and keeps it as reference only (:mod:`autotest.calibration.usefulness`).
+Why by window: a change that acts late (a grader bug that bites once the model answers right, a loss that only
+matters once the rewards spread) moves a third of the run; pooled over the whole run its mean is a third of its
+size, and the whole-run gate's MDE says nothing about it. So the pooled gates of these roles come per window, the
+early, middle and late thirds of the metric's logged steps (:func:`thirds`, the embedded cases' ``[1, 15]``,
+``[16, 30]``, ``[31, 45]``), each with its own MDE; the headline reward keeps the whole-run gate beside them for a
+change at every step (a learning rate halved), which it sees with about 1/sqrt(3) of a window's MDE. A log with
+fewer than :data:`MIN_WINDOW_STEPS` x 3 steps of the metric gets the one whole-run gate instead.
 Mismatch, KL, time and memory keep their level checks: a bug moves them far past their seed noise. Mismatch gets a
 per-step bound as well (``scope: breaches``, the form of xtuner's own ``method: value`` check): a fault on every
 other step leaves the median at a clean step's level, and only a check of every step sees it.
@@ -42,21 +49,22 @@ import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from autotest.inputs.baseline_model import Baseline, CalibrationSpec, CheckSpec, StepPolicy
 from autotest.inputs.roles import PRESETS, base_role, resolve_roles
 from autotest.judge.trace import Trace
 from autotest.scopes import scope_kind
 
-#: one proposed check: (method, scope fields, severity)
+#: one proposed check: (method, scope fields, severity); ``"windows": True`` stands for one pooled gate per third
 _P80 = {"scope": "percentile", "percentile": 80.0}
 _POOLED = ("absolute", {"scope": "pooled"}, "gate")
+_WINDOWS = ("absolute", {"scope": "pooled", "windows": True}, "gate")
 CHECKS_BY_ROLE: Mapping[str, tuple[tuple[str, dict, str], ...]] = MappingProxyType({
-    "reward": (("absolute", _P80, "gate"), _POOLED),
-    "eval": (("absolute", {"scope": "final"}, "gate"), _POOLED),
-    "response_length": (("relative", _P80, "gate"), _POOLED),
-    "entropy": (("absolute", {"scope": "points"}, "gate"), _POOLED),
+    "reward": (("absolute", _P80, "gate"), _WINDOWS, _POOLED),
+    "eval": (("absolute", {"scope": "final"}, "gate"), _WINDOWS),
+    "response_length": (("relative", _P80, "gate"), _WINDOWS),
+    "entropy": (("absolute", {"scope": "points"}, "gate"), _WINDOWS),
     "mismatch": (("absolute", {"scope": "percentile", "percentile": 50.0}, "gate"),
                  ("value", {"scope": "breaches"}, "gate")),
     "distill_kl": (("absolute", _P80, "gate"), _POOLED),
@@ -72,6 +80,8 @@ _ROLE_HEADLINE_WORDS: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "memory": ("peak", "max_memory_allocated", "max"),
 })
 PRODUCED_BY_INIT = "rl-autotest init"
+#: the fewest logged steps of a window; a metric logged at fewer than three times this gets one whole-run gate
+MIN_WINDOW_STEPS = 3
 
 
 @dataclass(frozen=True)
@@ -120,14 +130,35 @@ def _constant(series: Mapping[int, float]) -> bool:
     return not values or max(values) == min(values)
 
 
-def _check(metric: str, method: str, fields: dict, severity: str, trace: Trace, role: str) -> CheckSpec:
+def thirds(steps: Sequence[int]) -> tuple[tuple[int, int], ...]:
+    """The early, middle and late windows ``(first, last)`` of ``steps`` (logged steps, any order): three runs of
+    consecutive steps as equal in count as they can be; () when a window would hold
+    fewer than :data:`MIN_WINDOW_STEPS` steps."""
+    ordered = sorted(set(steps))
+    if len(ordered) < 3 * MIN_WINDOW_STEPS:
+        return ()
+    cuts = [round(len(ordered) * k / 3) for k in range(4)]
+    return tuple((ordered[cuts[k]], ordered[cuts[k + 1] - 1]) for k in range(3))
+
+
+def _checks(metric: str, method: str, fields: dict, severity: str, trace: Trace, role: str
+            ) -> tuple[CheckSpec, ...]:
     scope = fields["scope"]
     why = {"gate": "", "reference": " (reference only: it informs and never fails the run)"}[severity]
-    return CheckSpec(metric=metric, method=method, operator="<", threshold=math.nan, scope=scope, severity=severity,
-                     percentile=fields.get("percentile"), placeholder=True,
-                     **scope_kind(scope).proposed_fields(trace.get(metric) or {}),
-                     derivation=f"proposed by {PRODUCED_BY_INIT} for role {role}{why}; placeholder until "
-                                "rl-autotest calibrate measures the run-to-run noise")
+    series = trace.get(metric) or {}
+    made = dict(metric=metric, method=method, operator="<", threshold=math.nan, scope=scope, severity=severity,
+                percentile=fields.get("percentile"), placeholder=True, **scope_kind(scope).proposed_fields(series))
+    derivation = (f"proposed by {PRODUCED_BY_INIT} for role {role}{why}; placeholder until rl-autotest calibrate "
+                  "measures the run-to-run noise")
+    if not fields.get("windows"):
+        return (CheckSpec(**made, derivation=derivation),)
+    windows = thirds(list(series))
+    if not windows:  # too few steps for three windows: one gate over the whole run
+        return (CheckSpec(**made, derivation=derivation),)
+    names = ("early", "middle", "late")
+    return tuple(CheckSpec(**made, window=window, derivation=f"{derivation}; the {name} third of the run, so a "
+                           "change acting there is not diluted by the rest")
+                 for name, window in zip(names, windows))
 
 
 def propose(trace: Trace, preset: str | None = None) -> Proposal:
@@ -156,8 +187,12 @@ def propose(trace: Trace, preset: str | None = None) -> Proposal:
         elif headline[role] != metric:
             note = f"{headline[role]} is this role's checked metric"
         else:
-            made = tuple(_check(metric, method, fields, severity, trace, role)
-                         for method, fields, severity in CHECKS_BY_ROLE[base_role(role)])
+            by_id: dict[str, CheckSpec] = {}
+            for method, fields, severity in CHECKS_BY_ROLE[base_role(role)]:
+                for check in _checks(metric, method, fields, severity, trace, role):
+                    # a log too short for windows gets the whole-run gate in their place: once, beside the reward's
+                    by_id.setdefault(check.check_id, check)
+            made = tuple(by_id.values())
         checks.extend(made)
         rows.append(MetricRow(metric, role, tuple(c.check_id for c in made), note))
     steps = trace.last_train_step or max(trace.eval_steps, default=0)

@@ -230,7 +230,8 @@ def power(args: argparse.Namespace) -> int:
     from autotest.inputs.detect import check_detect_targets
     from autotest.judge.power import baseline_power, target_misses
     from autotest.judge.tier import tier_record
-    from autotest.report.power_table import paired_power_rows, power_by_steps_report, power_report
+    from autotest.judge.power_design import advise
+    from autotest.report.power_table import design_rows, paired_power_rows, power_by_steps_report, power_report
 
     case = load_case(args.case)
     path, _, _ = baseline_files(case, args.baselines_dir)
@@ -239,7 +240,9 @@ def power(args: argparse.Namespace) -> int:
     powers = baseline_power(baseline)
     # judged at the replicates the case's verdicts use (its replicates:), as every run of it is
     echo(f"{case.name}: {path}" + (f" (verdicts on {case.replicates} replicates)" if case.replicates > 1 else ""))
-    for line in [*power_report(powers, case.detect, case.replicates), "", *paired_power_rows(baseline.paired)]:
+    designs = advise(baseline, case.detect)
+    for line in [*power_report(powers, case.detect, case.replicates), "", *paired_power_rows(baseline.paired), "",
+                 *design_rows(designs, baseline.paired is not None)]:
         echo(line)
     if args.steps:
         echo("", *power_by_steps_report(baseline, case.detect, case.replicates))

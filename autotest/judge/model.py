@@ -111,6 +111,9 @@ class CheckResult:
     #: in the metric's units (a share of golden for a relative check), and as a share of |golden|
     mde: float | None = None
     mde_share: float | None = None
+    #: the steps ``(first, last)`` the MDE's shift must hold over (a window gate's window; a whole-run gate's whole
+    #: run): a change acting on fewer of them is diluted, and this MDE is not what the gate catches of it
+    mde_steps: tuple[int, int] | None = None
     #: False for a gate the case marks non-blocking (``performance.blocking: false``): judged, reported and
     #: recorded with its real status, never deciding the run
     blocking: bool = True
@@ -315,7 +318,9 @@ class Verdict:
     def to_dict(self) -> dict[str, Any]:
         results = []
         for r in self.results:
-            item = _json_safe({f.name: getattr(r, f.name) for f in fields(r) if f.name != "points"})
+            # mde_steps only beside an MDE: a bound, a structural result or an uncalibrated gate has none
+            item = _json_safe({f.name: getattr(r, f.name) for f in fields(r) if f.name != "points"
+                               and (f.name != "mde_steps" or r.mde_steps is not None)})
             item["points"] = r.points.to_dict()
             results.append(item)
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "results"}

@@ -68,6 +68,9 @@ class GatePower:
     notes: tuple[str, ...] = field(default=())
     #: the MDE is a growth per step (the kind's ``per_step_growth``: a leak gate), not a level
     per_step: bool = False
+    #: the golden steps ``(first, last)`` the shift must hold over to be caught at this MDE (the kind's
+    #: ``mde_steps``: a window, the whole run, one point); None: no level shift describes it (a slope)
+    steps: tuple[int, int] | None = None
 
     def mde(self, replicates: int = 1) -> float:
         if replicates in self.by_replicates:
@@ -170,7 +173,17 @@ def gate_power(baseline: Baseline, check: CheckSpec) -> GatePower | None:
     if found is not None and not isinstance(found, GatePower):
         raise UsageError(f"check kind plugin {plugin_of(kind)}: power returned {found!r} for {check.check_id}; "
                          "return job.gate_power(...), job.default() or None")
-    return replace(found, per_step=kind.per_step_growth) if found is not None else None
+    if found is None:
+        return None
+    spanned = kind.mde_steps(check, (baseline.golden_table or {}).get(check.metric) or {})
+    return replace(found, per_step=kind.per_step_growth, steps=(min(spanned), max(spanned)) if spanned else None)
+
+
+def span_words(steps: tuple[int, int] | None) -> str:
+    """Where a shift must act to be caught at a gate's MDE: ``over steps 21-30``, ``at step 1``, '' (no span)."""
+    if steps is None:
+        return ""
+    return f"at step {steps[0]}" if steps[0] == steps[1] else f"over steps {steps[0]}-{steps[1]}"
 
 
 def baseline_power(baseline: Baseline) -> list[GatePower]:
@@ -235,17 +248,36 @@ def describe_mde(power: GatePower, replicates: int = 1) -> str:
     return f"±{value:.2g}" + (f" ({share:.0%} of golden)" if shown else "")
 
 
+def change_spans(steps: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The spans a change is judged over: each gate's span of more than one step (a window) and the whole run they
+    cover, narrowest first."""
+    spans = {s for s in steps if s[1] > s[0]}
+    if spans:
+        spans.add((min(s[0] for s in spans), max(s[1] for s in spans)))
+    return sorted(spans, key=lambda s: (s[1] - s[0], s[0]))
+
+
+def inside(inner: tuple[int, int], outer: tuple[int, int]) -> bool:
+    return outer[0] <= inner[0] and inner[1] <= outer[1]
+
+
 def target_misses(powers: Sequence[GatePower], targets: Mapping[str, float], replicates: int = 1) -> list[str]:
-    """One line per declared target (``detect: {metric: effect}``) the gates on that metric cannot reach."""
+    """One line per declared target (``detect: {metric: effect}``) the gates on that metric cannot reach wherever
+    the change acts: over each window of its gates (and the whole run) the best gate inside it must reach it, and
+    the line names the span where the best gate is furthest off (a whole-run gate never answers for a window)."""
     lines = []
     for metric, effect in targets.items():
         mine = [p for p in powers if p.metric == metric]
         if not mine:
             lines.append(f"detect.{metric}: no gate on {metric} has a minimum detectable effect to compare")
             continue
-        best = min(mine, key=lambda p: p.mde(replicates))
+        spans = change_spans([p.steps for p in mine if p.steps is not None])
+        groups = [[p for p in mine if p.steps is not None and inside(p.steps, span)] for span in spans] or [mine]
+        best = max((min(group, key=lambda p: p.mde(replicates)) for group in groups if group),
+                   key=lambda p: p.mde(replicates))
         if best.mde(replicates) > effect:
-            lines.append(f"detect.{metric}: the gates can catch {describe_mde(best, replicates)} "
+            where = f" {span_words(best.steps)}" if best.steps else ""
+            lines.append(f"detect.{metric}: the gates can catch {describe_mde(best, replicates)}{where} "
                          f"({best.check_id}), not the {effect:g} the case must detect; "
                          f"{_what_would(best, effect)}")
     return lines
@@ -282,7 +314,8 @@ def with_power(results: Sequence[CheckResult], baseline: Baseline, ask: PowerAsk
     for result in results:
         found = powers.get(result.check_id) if result.kind == "metric" else None
         if found is not None:
-            result = replace(result, mde=_round(found.mde(ask.replicates)), mde_share=_round(found.share(ask.replicates)))
+            result = replace(result, mde=_round(found.mde(ask.replicates)),
+                             mde_share=_round(found.share(ask.replicates)), mde_steps=found.steps)
         out.append(result)
     if ask.targets:
         misses = target_misses(list(powers.values()), ask.targets, ask.replicates)
@@ -302,21 +335,30 @@ def _round(value: float | None) -> float | None:
 
 
 def caught_phrase(results: Sequence[CheckResult], display: Mapping[str, str] | None = None) -> str:
-    """``could have caught: rewards[pooled 31-45] ±0.12, eval/accuracy[final] ±0.06`` over the gates with an MDE."""
+    """``could have caught: rewards ±0.21 over steps 1-15 [pooled], ±0.12 over steps 31-45 [pooled]; eval/accuracy
+    ±0.06 at step 45 [final]`` over the gates with an MDE, grouped by metric, each MDE with the steps its shift must
+    hold over and its gate's scope.
+
+    The span is part of the claim: a whole-run gate's MDE holds for a shift at every step, and a change acting on a
+    third of them moves its statistic a third as much, so its MDE is never stated bare (a window gate's is what
+    the run could catch of a change there). A per-step-growth (slope) MDE has no span. Within a metric the gates
+    keep their order."""
     shown = display or {}
-    parts = []
+    by_metric: dict[str, list[str]] = {}
     for r in results:
         if r.is_gate and r.mde is not None and r.metric:
-            label = r.check_id.replace(r.metric, shown.get(r.metric, r.metric), 1)
             kind = find(r.scope)
             unit = " of golden" if r.method == "relative" else "/step" if kind and kind.per_step_growth else ""
-            parts.append(f"{label} ±{r.mde:.2g}{unit}")
-    return ("could have caught: " + ", ".join(parts)) if parts else ""
+            where = span_words(r.mde_steps)
+            by_metric.setdefault(r.metric, []).append(f"±{r.mde:.2g}{unit}" + (f" {where}" if where else "")
+                                                      + (f" [{r.scope}]" if r.scope else ""))
+    parts = [f"{shown.get(metric, metric)} " + ", ".join(items) for metric, items in by_metric.items()]
+    return ("could have caught: " + "; ".join(parts)) if parts else ""
 
 
 def cost_and_power_phrase(verdict: Verdict, display: Mapping[str, str] | None = None) -> str:
-    """What the verdict could have caught beside what it cost: ``could have caught: rewards[pooled 31-45] ±0.12
-    for 90.1 CPU-s``; a FAIL or ERROR (no MDE to claim) states its cost alone: ``cost 90.1 CPU-s``."""
+    """What the verdict could have caught beside what it cost: ``could have caught: rewards ±0.12 over steps 31-45
+    [pooled] for 90.1 CPU-s``; a FAIL or ERROR (no MDE to claim) states its cost alone: ``cost 90.1 CPU-s``."""
     caught = caught_phrase(verdict.results, display) if verdict.status == PASS else ""
     cost = verdict.cost
     if cost is None:

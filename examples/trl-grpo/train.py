@@ -14,7 +14,12 @@ harness gates. Everything is built locally, so it runs offline and in about half
 
 Deterministic per ``--seed`` (model init, data order and sampling). The learning rate can be scaled
 with ``$GRPO_LR_SCALE`` (default 1) or ``--fault lr_scale:X``: the obvious regression the adoption
-test must catch.
+test must catch. ``--fault`` also takes the realistic regressions docs/detection-power.md measures:
+
+- ``lr_scale:X``: the learning rate times X (``lr_scale:0.5``: halved),
+- ``grader_drop:P``: the grader scores a share P of the correct answers 0 (seeded, so the same per seed),
+- ``loss_type:NAME``: GRPOConfig's ``loss_type`` is NAME instead of ``dapo`` (e.g. ``grpo``),
+- ``generations:N``: N generations per prompt instead of 8 (the batch of 64 completions then has 64/N prompts).
 
     python train.py --output-dir out --seed 0
 """
@@ -76,13 +81,48 @@ def correct_digit(prompts, completions, answer, **_) -> list[float]:
     return [1.0 if completion[:1] == expected else 0.0 for completion, expected in zip(completions, answer)]
 
 
+def dropping_grader(share: float, seed: int):
+    """``correct_digit`` with a bug: a seeded share of the correct answers scores 0."""
+    rng = random.Random(seed)
+
+    def correct_digit_with_drops(prompts, completions, answer, **kwargs) -> list[float]:
+        return [0.0 if score and rng.random() < share else score
+                for score in correct_digit(prompts, completions, answer, **kwargs)]
+    correct_digit_with_drops.__name__ = correct_digit.__name__  # TRL logs it under the same name
+    return correct_digit_with_drops
+
+
+FAULTS = ("lr_scale", "grader_drop", "loss_type", "generations")
+
+
+def parse_fault(fault: str | None) -> tuple[str, str] | None:
+    """``NAME:VALUE`` of ``--fault``, or None; an unknown name or a missing value exits with one line."""
+    if not fault:
+        return None
+    name, _, value = fault.partition(":")
+    if name not in FAULTS or not value:
+        raise SystemExit(f"train.py: --fault {fault!r}: expected NAME:VALUE with NAME one of {', '.join(FAULTS)}, "
+                         "e.g. lr_scale:0.5, grader_drop:0.3, loss_type:grpo, generations:4")
+    return name, value
+
+
+def fault_number(fault: tuple[str, str], low: float, high: float) -> float:
+    """The fault's value as a number in (low, high]; anything else exits with one line."""
+    try:
+        value = float(fault[1])
+    except ValueError:
+        raise SystemExit(f"train.py: --fault {fault[0]}:{fault[1]}: {fault[1]!r} is not a number") from None
+    if not (low < value <= high):
+        raise SystemExit(f"train.py: --fault {fault[0]}:{fault[1]}: must be in ({low:g}, {high:g}]")
+    return value
+
+
 def lr_scale(fault: str | None) -> float:
     """The learning-rate scale: ``--fault lr_scale:X`` first, else ``$GRPO_LR_SCALE``, else 1."""
     text = os.environ.get("GRPO_LR_SCALE", "1")
-    if fault:
-        name, _, text = fault.partition(":")
-        if name != "lr_scale" or not text:
-            raise SystemExit(f"train.py: --fault {fault!r}: the only fault is lr_scale:X, e.g. lr_scale:0.1")
+    parsed = parse_fault(fault)
+    if parsed and parsed[0] == "lr_scale":
+        text = parsed[1]
     try:
         scale = float(text)
     except ValueError:
@@ -122,7 +162,8 @@ def main() -> None:
     parser.add_argument("--output-dir", type=Path, required=True, help="checkpoints, TensorBoard and tracker.jsonl")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--fault", default=None, help="lr_scale:X scales the learning rate (a regression)")
+    parser.add_argument("--fault", default=None, help="a regression: lr_scale:X, grader_drop:P, loss_type:NAME "
+                        "or generations:N (see the module doc)")
     args = parser.parse_args()
 
     import torch
@@ -135,15 +176,20 @@ def main() -> None:
     args.output_dir.mkdir(parents=True, exist_ok=True)
     tracker = args.output_dir / "tracker.jsonl"
     tracker.unlink(missing_ok=True)
+    fault = parse_fault(args.fault)
+    loss_type = fault[1] if fault and fault[0] == "loss_type" else "dapo"
+    generations = int(fault_number(fault, 1, 64)) if fault and fault[0] == "generations" else 8
+    grader = (dropping_grader(fault_number(fault, 0, 1), args.seed) if fault and fault[0] == "grader_drop"
+              else correct_digit)
     tokenizer = build_tokenizer()
     config = GRPOConfig(
         output_dir=str(args.output_dir), seed=args.seed, data_seed=args.seed, max_steps=args.steps,
         learning_rate=LEARNING_RATE * lr_scale(args.fault), lr_scheduler_type="constant", warmup_steps=0,
-        per_device_train_batch_size=64, num_generations=8, max_completion_length=2, temperature=1.0,
-        beta=0.0, loss_type="dapo", logging_steps=1, save_strategy="no", report_to="tensorboard",
+        per_device_train_batch_size=64, num_generations=generations, max_completion_length=2, temperature=1.0,
+        beta=0.0, loss_type=loss_type, logging_steps=1, save_strategy="no", report_to="tensorboard",
         use_cpu=True, bf16=False, disable_tqdm=True,
         dataloader_num_workers=0)
-    trainer = GRPOTrainer(model=build_model(tokenizer, args.seed), reward_funcs=correct_digit, args=config,
+    trainer = GRPOTrainer(model=build_model(tokenizer, args.seed), reward_funcs=grader, args=config,
                           train_dataset=build_dataset(args.seed), processing_class=tokenizer,
                           callbacks=[jsonl_logger(tracker)])
     trainer.train()

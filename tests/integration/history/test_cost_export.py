@@ -52,7 +52,9 @@ def test_two_real_verdicts_export_their_cost_and_mde_to_csv(tmp_path) -> None:
         assert done.returncode == code, done.stdout + done.stderr
         lines[fault] = done.stdout.strip().splitlines()[-1]
     # the console line states the cost beside the MDE (a FAIL claims no MDE, its cost alone)
-    assert f"PASS — could have caught: {REWARDS} ±" in lines[""] and " CPU-s (report: " in lines[""]
+    metric = REWARDS.split("[")[0]  # the PASS line names the metric, then each MDE with its steps and scope
+    assert f"PASS — could have caught: {metric} ±" in lines[""] and " CPU-s (report: " in lines[""]
+    assert " over steps 1-10 [stepwise] for " in lines[""]
     assert "FAIL" in lines["mismatch-from:4"] and " — cost " in lines["mismatch-from:4"]
 
     out = tmp_path / "history.csv"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from autotest.calibration.proposals import baseline_spec, propose
+from autotest.calibration.proposals import baseline_spec, propose, thirds
 from autotest.errors import UsageError
 from autotest.inputs.baseline import load_baseline
 from autotest.inputs.baseline_writer import baseline_yaml
@@ -33,10 +33,11 @@ def test_trl_log_gets_roles_from_the_inferred_preset_and_placeholder_checks_per_
     proposal = propose(TRL)
     assert proposal.preset == "trl"
     rows = {r.metric: r for r in proposal.rows}
-    assert rows["reward"].checks == ("reward[percentile]", "reward[pooled]")
+    thirds = ("pooled 1-3", "pooled 4-7", "pooled 8-10")  # ten steps: the early, middle and late windows
+    assert rows["reward"].checks == ("reward[percentile]", *(f"reward[{w}]" for w in thirds), "reward[pooled]")
     assert rows["completions/mean_length"].checks == ("completions/mean_length[percentile]",
-                                                      "completions/mean_length[pooled]")
-    assert rows["entropy"].checks == ("entropy[points]", "entropy[pooled]")
+                                                      *(f"completions/mean_length[{w}]" for w in thirds))
+    assert rows["entropy"].checks == ("entropy[points]", *(f"entropy[{w}]" for w in thirds))
     assert rows["rewards/correct_digit/mean"].note == "reward is this role's checked metric"
     assert rows["completions/max_length"].note.startswith("constant in this run")
     assert rows["loss"].role == "loss" and "not gated by default" in rows["loss"].note
@@ -49,18 +50,23 @@ def test_trl_log_gets_roles_from_the_inferred_preset_and_placeholder_checks_per_
     assert proposal.expected_steps == 10
 
 
-def test_every_learning_curve_role_gets_a_pooled_gate_and_level_roles_keep_their_level_checks() -> None:
-    # a per-step check fires only past the seeds' worst step; the pooled mean sees a small shift at every step
+def test_every_learning_curve_role_gets_pooled_gates_and_level_roles_keep_their_level_checks() -> None:
+    # a per-step check fires only past the seeds' worst step; the pooled mean sees a small shift at every step,
+    # per window (early, middle, late) so a change acting in one third is not diluted by the other two
     proposal = propose(_trace({"response/rewards/mean": _ramp(), "response/response_len/mean": _ramp(50),
                                "entropy/mean": _ramp(3), "eval/accuracy": {0: 0.1, 5: 0.4, 10: 0.7},
                                "mismatch/mismatch_k3_kl": _ramp(1e-3)}))
     checks = {c.check_id: (c.method, c.severity) for c in proposal.checks}
+    windows = ("1-3", "4-7", "8-10")
     assert checks == {
         "response/rewards/mean[percentile]": ("absolute", "gate"),
-        "response/rewards/mean[pooled]": ("absolute", "gate"),
+        **{f"response/rewards/mean[pooled {w}]": ("absolute", "gate") for w in windows},
+        "response/rewards/mean[pooled]": ("absolute", "gate"),  # the headline keeps the whole run: a change everywhere
         "response/response_len/mean[percentile]": ("relative", "gate"),
-        "response/response_len/mean[pooled]": ("absolute", "gate"),
-        "entropy/mean[points]": ("absolute", "gate"), "entropy/mean[pooled]": ("absolute", "gate"),
+        **{f"response/response_len/mean[pooled {w}]": ("absolute", "gate") for w in windows},
+        "entropy/mean[points]": ("absolute", "gate"),
+        **{f"entropy/mean[pooled {w}]": ("absolute", "gate") for w in windows},
+        # three eval points cannot make three windows of three: one gate over them all
         "eval/accuracy[final]": ("absolute", "gate"), "eval/accuracy[pooled]": ("absolute", "gate"),
         "mismatch/mismatch_k3_kl[percentile]": ("absolute", "gate"),
         # a fault on alternate steps leaves the median clean: every step is bounded too (xtuner's value form)
@@ -138,3 +144,33 @@ def test_the_framework_specs_checks_replace_what_init_proposed_on_their_metrics(
     path.write_text(baseline_yaml(baseline_spec("c", path, imported, {"produced_by": "rl-autotest init"})))
     assert {c.metric: c.threshold for c in load_baseline(path).checks if not c.placeholder} == \
         {"mismatch/mismatch_k3_kl": 0.001, "time/step": 15.0}
+
+
+@pytest.mark.parametrize("steps, windows", [
+    (range(1, 46), ((1, 15), (16, 30), (31, 45))),  # the embedded cases' windows
+    (range(1, 31), ((1, 10), (11, 20), (21, 30))),
+    (range(0, 50, 5), ((0, 10), (15, 30), (35, 45))),  # eval points: windows of the logged steps, not of 0-45
+    (range(1, 10), ((1, 3), (4, 6), (7, 9))),
+    (range(1, 9), ()),  # a window of two steps would say little: one whole-run gate instead
+])
+def test_thirds_split_the_logged_steps_into_early_middle_and_late(steps: range, windows: tuple) -> None:
+    assert thirds(list(steps)) == windows
+
+
+def test_a_windowed_proposal_keeps_the_placeholder_contract_and_says_which_third(tmp_path: Path) -> None:
+    proposal = propose(_trace({"reward": {s: s / 30 for s in range(1, 31)}}))
+    pooled = [c for c in proposal.checks if c.scope == "pooled"]
+    assert [c.window for c in pooled] == [(1, 10), (11, 20), (21, 30), None]
+    assert all(c.placeholder and math.isnan(c.threshold) for c in pooled)
+    assert [c.derivation.split("; ")[-1].split(" third")[0] for c in pooled[:3]] == ["the early", "the middle",
+                                                                                     "the late"]
+    path = tmp_path / "b.yaml"
+    path.write_text(baseline_yaml(baseline_spec("b", path, proposal, {"produced_by": "rl-autotest init"})))
+    assert [c.window for c in load_baseline(path).checks if c.scope == "pooled"] == [(1, 10), (11, 20), (21, 30),
+                                                                                    None]
+
+
+def test_a_log_too_short_for_windows_gets_one_whole_run_gate_per_role() -> None:
+    short = _trace({"reward": {s: s / 8 for s in range(1, 9)}, "entropy": {s: 3 - s / 8 for s in range(1, 9)}})
+    assert sorted(c.check_id for c in propose(short).checks) == [
+        "entropy[points]", "entropy[pooled]", "reward[percentile]", "reward[pooled]"]

@@ -33,16 +33,19 @@ def test_a_detect_typo_is_an_unknown_metric_with_the_closest_checked_name(tmp_pa
 
 @pytest.mark.parametrize("replicates, code", [(None, 1), (4, 0)])
 def test_power_judges_the_targets_at_the_case_s_own_replicates(tmp_path: Path, capsys, replicates, code) -> None:
-    # the pooled reward gate: MDE 0.021 at K = 1, 0.012 at K = 4 (baselines/tiny-grpo.yaml)
-    extra = "detect: {response/rewards/mean: 0.015}\n" + (f"replicates: {replicates}\n" if replicates else "")
+    # reached wherever the change acts: the hardest window, the pooled reward gate over steps 16-30, has MDE 0.17 at
+    # K = 1 and 0.097 at K = 4 (baselines/tiny-grpo.yaml); the early window's 0.012 at K = 4 does not answer for it
+    extra = "detect: {response/rewards/mean: 0.1}\n" + (f"replicates: {replicates}\n" if replicates else "")
     assert main(["power", str(_case(tmp_path, extra))]) == code
     out = capsys.readouterr().out
-    assert ("- reached: response/rewards/mean 0.015" in out) == (code == 0), out
+    assert ("- reached: response/rewards/mean 0.1" in out) == (code == 0), out
+    assert ("over steps 16-30 (response/rewards/mean[pooled 16-30]), not the 0.1" in out) == (code == 1), out
     assert (f"(verdicts on {replicates} replicates)" in out.splitlines()[0]) == bool(replicates)
 
 
 def test_power_steps_prints_the_mde_of_every_gate_by_run_length(tmp_path: Path, capsys) -> None:
-    case = _case(tmp_path, "detect: {response/rewards/mean: 0.05}\n")
+    # 0.2: reached in every reward window (the hardest, steps 16-30, at ±0.17), once a reward gate is judged
+    case = _case(tmp_path, "detect: {response/rewards/mean: 0.2}\n")
     assert main(["power", str(case)]) == 0
     assert "by run length" not in capsys.readouterr().out
     assert main(["power", str(case), "--steps"]) == 0

@@ -146,8 +146,33 @@ def test_every_gate_result_carries_its_mde_and_a_pass_line_names_it() -> None:
     mdes = {r.check_id: r.mde for r in powered}
     expected = {p.check_id: p.mde(1) for p in baseline_power(baseline)}
     assert mdes == {k: pytest.approx(v, rel=1e-2) for k, v in expected.items()}
-    phrase = caught_phrase(powered, {METRIC: "rewards"})
-    assert phrase.startswith("could have caught: rewards[pooled 1-30] ±") and "rewards[percentile] ±" in phrase
+    results = [replace(r, scope=c.scope) for r, c in zip(powered, baseline.checks)]
+    phrase = caught_phrase(results, {METRIC: "rewards"})
+    pooled, per_step = (mdes[c.check_id] for c in baseline.checks)
+    assert phrase == (f"could have caught: rewards ±{pooled:.2g} over steps 1-30 [pooled], "
+                      f"±{per_step:.2g} over steps 1-30 [percentile]")
+
+
+def test_a_pass_names_the_window_each_mde_holds_for_and_never_a_bare_whole_run_mde() -> None:
+    """Issue 43: a change acting late is diluted in a whole-run gate; the PASS line states each window's MDE with
+    its steps, and the whole-run gate's with the whole run, so neither reads as what a late change needs."""
+    windows = [replace(POOLED, window=w) for w in ((1, 10), (11, 20), (21, 30))]
+    whole = replace(POOLED, window=None)
+    spec = replace(SPEC, checks=(*windows, whole, CheckSpec(METRIC, "absolute", "<", 1e9, scope="points",
+                                                            points=(1,))))
+    baseline = calibrate(spec, [_run(np.random.default_rng(i)) for i in range(6)]).baseline
+    results = [CheckResult(c.check_id, PASS, "ok", metric=c.metric, method=c.method, scope=c.scope)
+               for c in baseline.checks]
+    powered = with_power(results, baseline, PowerAsk())
+    assert [r.mde_steps for r in powered] == [(1, 10), (11, 20), (21, 30), (1, 30), (1, 1)]
+    by_id = {r.check_id: r.mde for r in powered}
+    assert len(set(by_id.values())) == 5  # each window's MDE is its own (its own steps' noise)
+    phrase = caught_phrase(powered)
+    expected = ", ".join([*(f"±{by_id[c.check_id]:.2g} over steps {c.window[0]}-{c.window[1]} [pooled]"
+                            for c in windows),
+                          f"±{by_id[whole.check_id]:.2g} over steps 1-30 [pooled]",
+                          f"±{by_id[baseline.checks[-1].check_id]:.2g} at step 1 [points]"])
+    assert phrase == f"could have caught: {METRIC} {expected}"
 
 
 def test_a_target_the_gates_cannot_reach_is_a_warning_or_under_strict_power_an_error() -> None:
@@ -165,15 +190,39 @@ def test_a_target_the_gates_cannot_reach_is_a_warning_or_under_strict_power_an_e
     assert len(lines) == 2 and lines[1] == "detect.eval/acc: no gate on eval/acc has a minimum detectable effect to compare"
 
 
-def test_the_trl_example_needs_ten_runs_for_a_0_1_reward_change() -> None:
-    """Issue 20's question for the TRL example (N = 3 calibration runs): what a 0.1 change of reward takes. Its
-    three pooled gates share the false-alarm budget (docs/detection-power.md), so replicates alone do not reach it."""
+def test_the_trl_example_reaches_a_0_1_reward_change_late_at_4_replicates_and_never_mid_run() -> None:
+    """Issue 43 on the TRL example (N = 10 calibration runs, init's windowed gates): a 0.1 reward change needs K=2
+    early and K=4 late, and mid-run (where the seeds spread most while they learn) no K up to 8 reaches it; the
+    whole-run gate, which reaches it at K=2 for a change at every step, never answers for a window
+    (docs/detection-power.md, "On a trainer nobody here wrote: TRL")."""
+    from autotest.judge.power_design import advise
+
     baseline = load_baseline(ROOT / "examples" / "trl-grpo" / "accuracy" / "baselines" / "trl-grpo.yaml")
+    assert baseline.provenance["runs"] == 10
     powers = baseline_power(baseline)
-    (miss,) = target_misses(powers, {"reward": 0.1})
-    assert "(reward[pooled])" in miss and miss.endswith("it would take 10 calibration runs")
-    assert target_misses(powers, {"reward": 0.1}, replicates=8) != []
-    assert sum(c.scope == "pooled" and c.severity == "gate" for c in baseline.checks) == 3
+    (miss,) = target_misses(powers, {"reward": 0.1}, replicates=8)
+    assert miss.startswith("detect.reward: the gates can catch ±")
+    assert " over steps 11-20 (reward[pooled 11-20])" in miss
+    (target,) = advise(baseline, {"reward": 0.1})
+    cheapest = {s.steps: (s.cheapest.gate, s.cheapest.k) if s.cheapest else None for s in target.spans}
+    assert cheapest == {(1, 10): ("reward[pooled 1-10]", 2), (11, 20): None, (21, 30): ("reward[pooled 21-30]", 4),
+                        (1, 30): ("reward[pooled 1-10]", 2)}
+    assert target.advised is not None and (target.advised.kind, target.advised.k) == ("golden", 4)
+
+
+def test_a_target_is_reached_only_where_a_gate_inside_the_changes_steps_reaches_it() -> None:
+    baseline = calibrate(replace(SPEC, checks=(replace(POOLED, window=(1, 15)), replace(POOLED, window=(16, 30)),
+                                               replace(POOLED, window=None))),
+                         [_run(np.random.default_rng(i)) for i in range(6)]).baseline
+    powers = {p.check_id: p for p in baseline_power(baseline)}
+    whole, first, second = (powers[c.check_id] for c in (baseline.checks[2], baseline.checks[0], baseline.checks[1]))
+    worst = max(first, second, key=lambda p: p.mde(1))
+    assert whole.mde(1) < worst.mde(1)
+    # between the whole run's MDE and the worse window's: the whole-run gate alone would call it reached
+    (miss,) = target_misses(list(powers.values()), {METRIC: (whole.mde(1) + worst.mde(1)) / 2})
+    steps = f"{worst.steps[0]}-{worst.steps[1]}"
+    assert f" over steps {steps} ({worst.check_id}), not the " in miss
+    assert target_misses(list(powers.values()), {METRIC: worst.mde(1) * 1.01}) == []
 
 
 def test_a_verdict_states_its_cost_beside_what_it_could_have_caught() -> None:
@@ -185,13 +234,13 @@ def test_a_verdict_states_its_cost_beside_what_it_could_have_caught() -> None:
     cost = run_cost(0, 120.0, {}, cpu_s=61.04).to_dict()
     passed = Verdict(PASS, "c", results, context={"cost": cost})
     assert passed.cost is not None and (passed.cost.device_seconds, passed.cost.basis) == (61.04, "cpu-seconds")
-    assert cost_and_power_phrase(passed) == "could have caught: r[pooled] ±0.05 for 61.0 CPU-s"
+    assert cost_and_power_phrase(passed) == f"could have caught: {METRIC} ±0.05 for 61.0 CPU-s"
     failed = Verdict(FAIL, "c", results, context={"cost": run_cost(8, 100.0, {}).to_dict()})
     assert cost_and_power_phrase(failed) == "cost 800.0 GPU-s"  # no MDE is claimed for a FAIL
     idle = Verdict(FAIL, "c", results, context={"cost": run_cost(0, 2.3, {}, cpu_s=0.0362).to_dict()})
     assert cost_and_power_phrase(idle) == "cost 0.036 CPU-s"
     offline = Verdict(PASS, "c", results)  # judged from logs: no run, no cost
-    assert offline.cost is None and cost_and_power_phrase(offline) == "could have caught: r[pooled] ±0.05"
+    assert offline.cost is None and cost_and_power_phrase(offline) == f"could have caught: {METRIC} ±0.05"
     old = Verdict(FAIL, "c", results, context={"cost": {"device_seconds": 90.0}})  # written before bases
     assert cost_and_power_phrase(old) == "cost 90.0 device-s"
     for bad in ({"device_seconds": "lots"}, {"device_seconds": float("nan")}, {"device_seconds": True}, 12):

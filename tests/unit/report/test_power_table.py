@@ -37,13 +37,15 @@ def test_report_md_states_the_cost_and_its_quantity_beside_each_gates_mde() -> N
     from autotest.report.cost import run_cost
     from autotest.report.power_table import cost_and_power_section
 
-    gate = CheckResult("r[pooled 1-15]", PASS, "ok", metric="r", method="abs", mde=0.0412, mde_share=0.08)
+    gate = CheckResult("r[pooled 1-15]", PASS, "ok", metric="r", method="abs", mde=0.0412, mde_share=0.08,
+                       mde_steps=(1, 15))
     verdict = Verdict(PASS, "c", (gate,), context={"cost": run_cost(8, 100.0, {}).to_dict()})
     lines = cost_and_power_section(verdict)
     assert lines[0].endswith("80% power, K=1) and its cost")
     assert "Cost: **800.0 GPU-s** (GPU-seconds: wall 100.0 s x 8 GPUs)" in lines
-    assert "| `r[pooled 1-15]` | ±0.0412 | 8% |" in lines and lines[3:6] == ["", "| gate | MDE | share of golden |",
-                                                                            "|---|---|---|"]
+    # the steps the MDE holds over, beside it: a change acting on fewer of them is diluted
+    assert "| `r[pooled 1-15]` | over steps 1-15 | ±0.0412 | 8% |" in lines
+    assert lines[4:6] == ["| gate | a shift held | MDE | share of golden |", "|---|---|---|---|"]
     # a FAIL (no gate with an MDE) still states its cost; a verdict with neither has no section
     failed = cost_and_power_section(Verdict(FAIL, "c", (), context={"cost": run_cost(0, 9.0, {}, cpu_s=3.0).to_dict()}))
     assert failed[0] == "## What this run cost (no gate with a minimum detectable effect)"

@@ -130,8 +130,9 @@ def test_no_two_modules_share_a_name_for_different_jobs():
     for module, _ in _modules():
         leaf = module.rsplit(".", 1)[-1]
         # a subpackage may have its own command shell, and consistency names its judgement and its
-        # rendering the way the core does (verdict, report)
-        if leaf not in ("__init__", "cli", "verdict", "report"):
+        # rendering the way the core does (verdict, report); an attach folder put on a run's PYTHONPATH needs
+        # Python's own name for the module it imports at start-up (sitecustomize)
+        if leaf not in ("__init__", "cli", "verdict", "report", "sitecustomize"):
             names.setdefault(leaf, []).append(module)
     shared = {leaf: mods for leaf, mods in names.items() if len(mods) > 1}
     assert not shared, shared

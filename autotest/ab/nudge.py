@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from pathlib import Path
 
+from autotest.attach import ATTACH_DIR  # put first on PYTHONPATH for ``optimizer-ulp:N``
 from autotest.inputs.aa_nudge import ENV, FORMS, NATURAL, OPTIMIZER_ULP, THREADS, parse_nudge
 from autotest.inputs.baseline_model import Baseline
 from autotest.inputs.case import Case
 
-#: the folder put first on PYTHONPATH for ``optimizer-ulp:N`` (its sitecustomize and rl_autotest_nudge)
-ATTACH_DIR = Path(__file__).resolve().parent / "nudge_attach"
 #: what rl_autotest_nudge reads (kept in step with its ENV; it imports nothing of the harness)
 NUDGE_ENV = "RL_AUTOTEST_AA_NUDGE"
 #: the embedded workloads' own nudge (autotest.workloads.perturb)

@@ -12,7 +12,7 @@ import re
 import zipfile
 from pathlib import Path
 
-from autotest.consistency.attach.rl_autotest_collect import POINTS, AttachPoint, Method
+from autotest.attach.rl_autotest_collect import POINTS, AttachPoint, Method
 
 RELEASE = re.compile(r"^(?P<package>[A-Za-z0-9_.-]+)==(?P<version>[0-9][0-9A-Za-z.+-]*)$")
 COMMIT = re.compile(r"^(?P<repo>[\w.-]+/[\w.-]+)@(?P<sha>[0-9a-f]{40})$")

@@ -3,7 +3,7 @@
 A case without ``consistency.diagnostic_args`` (xtuner, verl, slime: their launch scripts take no
 diagnostic option, and extra arguments would land in a positional one) is re-run with two variables and
 no extra argument: ``RL_AUTOTEST_COLLECT`` (the diagnostic config) and ``PYTHONPATH`` with the folder
-holding :mod:`autotest.consistency.attach.rl_autotest_collect` and its ``sitecustomize`` first. Each
+holding :mod:`autotest.attach.rl_autotest_collect` and its ``sitecustomize`` first. Each
 process of the run records what it attached in ``<output_dir>/attach/<pid>.jsonl``; a point the
 installed framework does not have becomes one line: ``not collected: lmdeploy 0.18.0 has no <point>``.
 """
@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from autotest.consistency.attach.rl_autotest_collect import ENV, POINTS, STATUS_FOLDER
+from autotest.attach import ATTACH_DIR
+from autotest.attach.rl_autotest_collect import ENV, POINTS, STATUS_FOLDER
 
-ATTACH_DIR = Path(__file__).resolve().parent / "attach"
 SIDE_NAMES = {"actor": "actor (training-side log-prob recompute)", "rollout": "rollout (inference engine forward)"}
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from autotest.consistency.attach_run import ATTACH_DIR, points_table
 from autotest.consistency.hook import ENV as HOOK_ENV
-from autotest.consistency.attach.rl_autotest_collect import ENV
+from autotest.attach.rl_autotest_collect import ENV
 
 MANUAL_FILE = "how_to_collect.md"
 

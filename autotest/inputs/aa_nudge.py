@@ -6,7 +6,7 @@
                        multi-threaded CPU reductions add in another order. A trainer that sets its own count
                        (``torch.set_num_threads``) wins, and kernels too small to split are not reordered
     optimizer-ulp:N    harness-made, no trainer edit: a ``sitecustomize`` first on PYTHONPATH moves 10% of the
-                       trained weights one ulp at the first ``torch.optim`` step (autotest/ab/nudge_attach)
+                       trained weights one ulp at the first ``torch.optim`` step (autotest/attach)
 
 The value is declared in :mod:`autotest.inputs.baseline_schema` (its kind ``nudge``); the environment a nudged run
 gets is built by :mod:`autotest.ab.nudge`.

@@ -25,6 +25,7 @@ PACKAGE = Path(autotest.__file__).parent
 #: stage of each top-level module or subpackage; a module may import from stages of rank <= its own
 RANKS = {
     "errors": 0, "files": 0, "own_time": 0, "redaction": 0, "terminal": 0, "shell_script": 0,
+    "attach": 0,  # loaded by a run, not the harness: stdlib only, imports nothing of the package
     "inputs": 1, "scopes": 1,
     "run": 2,
     "judge": 3, "readers": 3,
@@ -130,9 +131,8 @@ def test_no_two_modules_share_a_name_for_different_jobs():
     for module, _ in _modules():
         leaf = module.rsplit(".", 1)[-1]
         # a subpackage may have its own command shell, and consistency names its judgement and its
-        # rendering the way the core does (verdict, report); an attach folder put on a run's PYTHONPATH needs
-        # Python's own name for the module it imports at start-up (sitecustomize)
-        if leaf not in ("__init__", "cli", "verdict", "report", "sitecustomize"):
+        # rendering the way the core does (verdict, report)
+        if leaf not in ("__init__", "cli", "verdict", "report"):
             names.setdefault(leaf, []).append(module)
     shared = {leaf: mods for leaf, mods in names.items() if len(mods) > 1}
     assert not shared, shared

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from autotest.consistency.attach.rl_autotest_collect import POINTS
+from autotest.attach.rl_autotest_collect import POINTS
 from autotest.consistency.attach_contract import COMMIT, check_source, check_wheel, module_files, released_points
 from tests import waits
 

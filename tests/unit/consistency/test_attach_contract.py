@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import zipfile
 
-from autotest.consistency.attach.rl_autotest_collect import POINTS, AttachPoint, Method
+from autotest.attach.rl_autotest_collect import POINTS, AttachPoint, Method
 from autotest.consistency.attach_contract import COMMIT, RELEASE, check_wheel, released_points
 
 POINT = AttachPoint("demo-rollout", "demo", "rollout", Method("demo.engine.agent", "Agent.forward"), "model",

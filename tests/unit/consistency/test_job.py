@@ -40,7 +40,7 @@ def test_framework_case_generates_the_wrapper_and_claims_nothing(tmp_path, monke
     assert report["context"]["not_executed"][0].startswith("the case cannot run here")
     # no launch option: the wrapper re-runs the case's own command with collection in the environment only
     wrapper = (results / "consistency" / "statistics" / "diagnostic_wrapper.sh").read_text()
-    assert "export RL_AUTOTEST_COLLECT=" in wrapper and "autotest/consistency/attach" in wrapper
+    assert "export RL_AUTOTEST_COLLECT=" in wrapper and "autotest/attach" in wrapper
     assert "--diagnostic-config" not in wrapper
     assert not any(s["status"] == "verified" and "collection" in s["step"] for s in report["steps"])
     assert (results / "consistency" / "statistics" / "diagnostic_wrapper.sh").exists()

@@ -1,4 +1,4 @@
-"""The harness-made A/A nudge (autotest/ab/nudge_attach), on real torch training in real processes: off, it imports
+"""The harness-made A/A nudge (autotest/attach), on real torch training in real processes: off, it imports
 nothing and two runs of one seed are bitwise equal; ``optimizer-ulp:N`` moves the run at one-ulp scale from the
 first optimizer step, twice bitwise alike; another sitecustomize behind it still runs."""
 

@@ -67,7 +67,7 @@ def logged_alone(resume: Resume, failed: Sequence[CheckResult], compared: Sequen
                  f"{'earlier' if k > 0 else 'later'}: one run logs it a step off (a logger that writes another "
                  "step's value)")
     if not after:
-        equal = "the last resumed step: no update after it shows, but a value bitwise another step's is logging"
+        equal = "the last resumed step (no later update shows whether training differed there)"
     elif differing[-1] < steps[-1]:
         equal = "the steps after it included"
     else:

@@ -130,7 +130,7 @@ def ab_row(scenario: str, seeds: list[int], runs_dir: Path) -> dict:
 
     pairs = [(seed, trace(run_workload("grpo", "", seed, runs_dir)),
               trace(run_workload("grpo", scenario, seed, runs_dir))) for seed in seeds]
-    verdict = judge_paired(baseline.paired, pairs, "calibrate --paired")
+    verdict = judge_paired(baseline.paired, pairs, "calibrate --paired", baseline)  # with its roles, as ab does
     line = " ".join(verdict.next_step.split())
     kind = want.get("next_step", "")
     if verdict.status != want["verdict"]:

@@ -42,7 +42,6 @@ from run import run_workload  # noqa: E402  (benchmarks/detection/run.py)
 from autotest.consistency.job import run_consistency_job  # noqa: E402
 from autotest.inputs.baseline import load_baseline  # noqa: E402
 from autotest.judge.paired import judge_paired  # noqa: E402
-from autotest.judge.verdict import checked_metrics  # noqa: E402
 from autotest.readers.reading import read_trace  # noqa: E402
 from autotest.inputs.case import load_case  # noqa: E402
 from autotest.pipeline import JudgeOptions, LaunchOptions, PublishOptions, RunOptions, run_case  # noqa: E402
@@ -126,12 +125,12 @@ def ab_row(scenario: str, seeds: list[int], runs_dir: Path) -> dict:
     want = REGRESSIONS[scenario].expected["ab"]
     baseline = load_baseline(ROOT / "baselines" / "tiny-grpo.yaml")
 
-    def trace(work: Path):
-        return read_trace(work, aliases=dict(baseline.metric_aliases), metrics=checked_metrics(baseline))
+    def trace(work: Path):  # the whole log, as ``rl-autotest ab`` reads it (the data composition included)
+        return read_trace(work, aliases=dict(baseline.metric_aliases))
 
     pairs = [(seed, trace(run_workload("grpo", "", seed, runs_dir)),
               trace(run_workload("grpo", scenario, seed, runs_dir))) for seed in seeds]
-    verdict = judge_paired(baseline.paired, pairs, "calibrate --paired")
+    verdict = judge_paired(baseline.paired, pairs, "calibrate --paired", baseline)  # with its roles, as ab does
     line = " ".join(verdict.next_step.split())
     kind = want.get("next_step", "")
     if verdict.status != want["verdict"]:

@@ -20,7 +20,7 @@ without a calibrated noise are not compared (the summary names how many).
 
 Every FAIL carries, in ``parameters["not_continued"]``, what the evidence says did not continue (triage reads it):
 the step counter; how one metric is logged (it alone differs while every other compared metric is bitwise equal at
-every resumed step, one after it at least: :mod:`.resume_causes`); the LR schedule (a ``learning_rate`` metric
+every resumed step, one after it at least or its value bitwise another step's: :mod:`.resume_causes`); the LR schedule (a ``learning_rate`` metric
 differs at the first resumed step); the prompt order (the first resumed step's prompt digest differs), the rollout
 weights (the same prompts sampled differently and a mismatch metric left its level there) or the sampling RNG (the
 same prompts, the mismatch at its level), each with the evidence that is missing to go further where the log lacks a

@@ -1,8 +1,10 @@
 """Which cause a failed resume match points at, told apart by the evidence the two logs carry (issue 44):
 
 - one metric differs at a resumed step while every other compared metric is bitwise equal at every resumed step,
-  one step after it at least (an update that differed would show there): how that metric is logged, not the
-  training (a logger that writes the previous step's value, its state not in the checkpoint);
+  one step after it at least (an update that differed would show there), or its value there is bitwise the
+  uninterrupted run's at another step (a value moved in time, whichever direction: no training difference makes a
+  float equal to another step's): how that metric is logged, not the training (a logger that writes the previous or
+  the next step's value, its state not in the checkpoint);
 - the first resumed step sampled differently: with a digest of the step's prompts logged (role ``prompt_digest``,
   :mod:`autotest.workloads.data_metrics`), a digest that differs there is the prompt order (the data sampler's state:
   other prompts, so the samples differ whatever the sampling RNG did); a digest equal there is the same prompts
@@ -17,7 +19,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from autotest.inputs.resume_phase import Resume
 from autotest.inputs.roles import RoleMap
@@ -48,23 +50,39 @@ def logged_alone(resume: Resume, failed: Sequence[CheckResult], compared: Sequen
     only = failed[0]
     steps = list(only.points.steps) if only.points is not None else []
     differing = [s for s, b in zip(steps, only.points.breached) if b]
-    if not differing or not any(s > differing[0] for s in steps):
-        return ""  # nothing resumed after it: an update that differed there would not show yet
+    if not differing:
+        return ""
+    found = None
+    if uninterrupted is not None and resumed is not None:
+        found = exact_shift(resumed.get(only.metric) or {}, uninterrupted.get(only.metric) or {}, differing)
+    after = any(s > differing[0] for s in steps)
+    if not after and (found is None or not _unique(uninterrupted.get(only.metric) or {}, differing, found[0])):
+        return ""  # nothing resumed after it, and no value moved in time: an update that differed would not show yet
     others = len(compared) - 1
     where = f"step{'s' * (len(differing) > 1)} {', '.join(map(str, differing))}"
     shift = ""
-    if uninterrupted is not None and resumed is not None:
-        found = exact_shift(resumed.get(only.metric) or {}, uninterrupted.get(only.metric) or {}, differing)
-        if found is not None:
-            k = found[0]
-            shift = (f"; its resumed value there is the uninterrupted run's {abs(k)} step{'s' * (abs(k) > 1)} "
-                     f"{'earlier' if k > 0 else 'later'}: one run logs it a step off (a logger that writes another "
-                     "step's value)")
+    if found is not None:
+        k = found[0]
+        shift = (f"; its resumed value there is bitwise the uninterrupted run's {abs(k)} step{'s' * (abs(k) > 1)} "
+                 f"{'earlier' if k > 0 else 'later'}: one run logs it a step off (a logger that writes another "
+                 "step's value)")
+    if not after:
+        equal = "the last resumed step (no later update shows whether training differed there)"
+    elif differing[-1] < steps[-1]:
+        equal = "the steps after it included"
+    else:
+        equal = "a step after its first included"
     return (f"{LOGGED_PREFIX}{only.metric} is logged, not the training: it differs at {where} of the resumed steps "
-            f"while the {others} other compared metrics are bitwise equal at every resumed step, "
-            f"{'the steps after it included' if differing[-1] < steps[-1] else 'a step after its first included'}"
+            f"while the {others} other compared metrics are bitwise equal at every resumed step, {equal}"
             f"{shift}; check how that metric is computed or logged across a resume (a logger's state, such as the "
-            "last or a running value, not saved in the checkpoint)")
+            "last or a running value, or rows held for the next step, not saved in the checkpoint)")
+
+
+def _unique(before: Mapping[int, float], steps: Sequence[int], k: int) -> bool:
+    """Whether the uninterrupted run's value ``k`` steps before each of ``steps`` is logged at that step alone: a
+    metric of few distinct values (a count, a mean of 0/1 rewards) equals another step's by chance."""
+    values = list(before.values())
+    return all(values.count(before[s - k]) == 1 for s in steps if s - k in before)
 
 
 def _jumped(metric: str, first_step: int, uninterrupted: Trace | None, resumed: Trace | None) -> str:

@@ -30,7 +30,7 @@ framework's metric names.
 | 19 | ``sampling-changed`` | an accuracy breach; the mismatch role checked and within bounds; length and entropy within bounds, the entropy at half its threshold or more |
 | 20 | ``gradual`` | every accuracy breach begins after the start, and a training role breached (or none is checked) |
 | 21 | ``loss-term`` | the ``loss term`` reading holds but the leading role moved in jumps (step-to-step change rms above 1.6 sd): ranked after ``gradual``, both named |
-| 22 | ``resume-logging`` | every failed resume check is one metric that alone differs while every other compared metric is bitwise equal at every resumed step, one after it at least (``parameters["resume_cause"]``: logging): how it is logged across a resume, not state the checkpoint lost |
+| 22 | ``resume-logging`` | every failed resume check is one metric that alone differs while every other compared metric is bitwise equal at every resumed step, one after it at least or its value bitwise the uninterrupted run's at another step (``parameters["resume_cause"]``: logging): how it is logged across a resume, not state the checkpoint lost |
 | 23 | ``resume`` | a resume check failed or could not decide (``resume[...]``: the run resumed from its checkpoint did not continue the uninterrupted one), not for a logging cause; primary when the main run's own gates pass |
 | 24 | ``performance-only`` | only step-time / throughput roles breached |
 | 25 | ``performance`` | step time breached as well as accuracy: a separate performance finding |

@@ -142,6 +142,33 @@ def test_one_metric_different_at_the_last_resumed_step_only_is_not_read_as_loggi
     assert not verdict.startswith("how ")
 
 
+def test_one_metric_logged_from_the_next_step_differs_at_the_last_resumed_step_alone_and_is_logging():
+    """Issue 44: a length logged from the next step (rows held until the next one arrives); the resumed run's last
+    row, flushed at close, keeps its own value, which the uninterrupted run logged a step earlier. Training bitwise
+    unchanged: nothing resumed after it, but a value bitwise another step's is not an update that differed."""
+    true = _series(range(0, 12), 2.0)
+    ahead = {s: true[s + 1] for s in range(1, 10)} | {10: true[10]}
+    main = _run(range(1, 11), **{LENGTH.replace("/", "__"): ahead})
+    resumed = _run(range(5, 8), **{LENGTH.replace("/", "__"): {5: ahead[5], 6: ahead[6], 7: true[7]}})
+    results = {r.check_id: r for r in resume_results(RESUME, main, resumed, Ended(), roles=ROLES)}
+    assert [r.metric for r in results.values() if r.status == FAIL] == [LENGTH]
+    verdict = results[match_id(LENGTH)].parameters["not_continued"]
+    assert verdict.startswith(f"how {LENGTH} is logged, not the training: it differs at step 7 of the resumed steps "
+                              "while the 4 other compared metrics are bitwise equal at every resumed step, the last")
+    assert "bitwise the uninterrupted run's 1 step earlier" in verdict and "optimizer" not in verdict
+    assert [f.rule for f in triage(results.values(), main, ROLES)] == ["resume-logging"]
+
+
+def test_a_last_step_value_that_a_metric_of_few_values_logged_elsewhere_too_is_not_read_as_logging():
+    """A count or a mean of 0/1 rewards equals another step's by chance: the shift is no evidence there."""
+    steps = range(1, 11)
+    main = _run(steps, **{LENGTH.replace("/", "__"): {s: float(s % 3) for s in steps}})
+    resumed = _run(range(5, 8), **{LENGTH.replace("/", "__"): {5: 2.0, 6: 0.0, 7: 0.0}})  # 7 % 3 = 1 uninterrupted
+    verdict = resume_results(RESUME, main, resumed, Ended(), roles=ROLES)
+    failed = [r for r in verdict if r.status == FAIL]
+    assert [r.metric for r in failed] == [LENGTH] and not failed[0].parameters["not_continued"].startswith("how ")
+
+
 def test_an_update_that_differs_after_equal_samples_points_at_the_optimizer_state():
     resumed = _run(range(5, 8), **{LOSS.replace("/", "__"): {5: 3.0}, REWARD.replace("/", "__"): {6: 0.0}})
     results = _results(resumed)

@@ -21,7 +21,7 @@ acts only through its hooks, so a run without one is byte-identical to a clean r
 | ``prompts-drawn-twice`` | GRPO | data | an eval loader's repeat (each prompt twice) applied to training: half the distinct prompts per step |
 | ``sync-half-buffer`` | GRPO | weight sync | every other sync stages into a buffer sized for half the parameters: the rest stay one step stale |
 | ``sync-swap-before-copy`` | GRPO | weight sync | the rollout's double buffer swaps before it copies: it samples with the weights one version behind |
-| ``resume-prompt-order`` | GRPO | checkpoint | a resumed run restores every RNG but the data loader's: its prompts start again from the seed |
+| ``resume-loader-state-lost`` | GRPO | checkpoint | a resumed run restores every RNG but the data loader's: its prompts start again from the seed |
 | ``teacher-keys-renamed[:PREFIX]`` | MOPD | teacher | every teacher server loads a checkpoint whose keys under PREFIX were renamed: those weights are fresh |
 
 Issue 44 item 7 added the last seven, each ``expected`` written and committed before any run of it. Besides the
@@ -393,7 +393,7 @@ class ResumePromptOrder(FaultHooks):
     prompts from the seed's start again, while sampling and the weights continue as saved. The run that saves the
     checkpoint is a clean run's."""
 
-    name = "resume-prompt-order"
+    name = "resume-loader-state-lost"
     # written before the run: the resume gate fails from the first resumed step (other prompts, so other rewards and
     # lengths); the right next step is the data loader's position in the checkpoint, named alone: prompt order, not
     # "the RNG (prompt order or sampling)". A/B: the main run is a clean run's: PASS

@@ -42,5 +42,5 @@ def test_every_unseen_regression_documents_only_what_the_benchmark_reads() -> No
         if "ab" in expected:
             assert expected["ab"]["verdict"] in ("PASS", "FAIL") and explanations.case_of(name) == "tiny-grpo"
     assert {"seq-mean-loss", "entropy-from-next-step", "prompts-drawn-twice", "sync-half-buffer",
-            "sync-swap-before-copy", "resume-prompt-order", "teacher-keys-renamed"} <= set(explanations.UNSEEN)
+            "sync-swap-before-copy", "resume-loader-state-lost", "teacher-keys-renamed"} <= set(explanations.UNSEEN)
     assert explanations.case_of("teacher-keys-renamed") == "tiny-mopd"

@@ -76,9 +76,9 @@ def test_sync_swap_before_copy_is_stale_from_step_2(tmp_path, clean):
 
 
 def test_resume_prompt_order_leaves_the_saving_run_clean_and_the_resumed_one_other_prompts(tmp_path, clean):
-    saved = _run(tmp_path / "saved", "resume-prompt-order", save_at=2, save_dir=tmp_path / "ckpt")
+    saved = _run(tmp_path / "saved", "resume-loader-state-lost", save_at=2, save_dir=tmp_path / "ckpt")
     assert saved == clean
-    resumed = _steps_from(_run(tmp_path / "resumed", "resume-prompt-order", resume_from=tmp_path / "ckpt"), 3)
+    resumed = _steps_from(_run(tmp_path / "resumed", "resume-loader-state-lost", resume_from=tmp_path / "ckpt"), 3)
     plain = _steps_from(_run(tmp_path / "plain", resume_from=tmp_path / "ckpt"), 3)
     assert plain == {s: r for s, r in _summaries(clean).items() if s >= 3}  # without it the resume is bitwise
     assert resumed[3][REWARDS] != plain[3][REWARDS] or resumed[3]["response/response_len/mean"] != \

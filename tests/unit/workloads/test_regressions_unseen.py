@@ -210,7 +210,7 @@ def test_sync_swap_before_copy_serves_the_sync_before_and_says_so() -> None:
 
 
 def test_resume_prompt_order_leaves_out_the_drivers_rng_alone() -> None:
-    hooks = make_fault("resume-prompt-order")
+    hooks = make_fault("resume-loader-state-lost")
     assert hooks.restored_parts("driver", ("rng",)) == ()
     assert hooks.restored_parts("rollout", ("model", "rng")) == ("model", "rng")
     assert hooks.restored_parts("trainer", ("model", "optimizer", "rng")) == ("model", "optimizer", "rng")

@@ -98,7 +98,7 @@ def _lock(conn: "Connection") -> None:
 
 def migrate(engine: "Engine", url: str | None = None) -> int:
     """Bring the schema to :data:`SCHEMA_VERSION`; returns the version found before. Safe to race."""
-    sa = _require_sqlalchemy()
+    _require_sqlalchemy()  # a clear line where SQLAlchemy is missing, before any table is touched
     migrations = tables()["schema_migrations"]
     with engine.begin() as conn:
         found_version(conn, url or str(engine.url))  # another application's database: refused before any write

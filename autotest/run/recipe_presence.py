@@ -12,7 +12,7 @@ framework's: preflight keeps failing it fast. A pinned commit without them is an
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 

@@ -20,7 +20,6 @@ Only ``method: value`` with ``<`` or ``<=`` (a bound on the value itself, no gol
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Mapping
 

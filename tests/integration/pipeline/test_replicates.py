@@ -37,14 +37,14 @@ def test_two_replicates_are_judged_on_their_mean_with_scaled_pooled_thresholds(t
     assert failing in ([], ["time/step[percentile]"]), [r.message for r in run.verdict.failing()]
     assert run.summary_line().startswith(f"tiny-grpo: {run.status} (mean of 2 replicates)")
     folder = run.results_dir
-    replicates = [folder / "replicates" / "r1-seed0", folder / "replicates" / "r2-seed10"]
+    replicates = [folder / "replicates" / "r1-seed10", folder / "replicates" / "r2-seed11"]
     for sub in replicates:  # each replicate is a normal run: its logs, tracker, work dir and own verdict
         for name in ("tracker.jsonl", "logs/stdout.log", "work", "results.json", "report.md"):
             assert (sub / name).exists(), sub / name
     data = json.loads((folder / "results.json").read_text())
     own = [json.loads((sub / "results.json").read_text())["status"] for sub in replicates]
     assert [(r["seed"], r["folder"], r["status"]) for r in data["replicates"]] == [
-        (0, "replicates/r1-seed0", own[0]), (10, "replicates/r2-seed10", own[1])]  # relative: the folder can move
+        (10, "replicates/r1-seed10", own[0]), (11, "replicates/r2-seed11", own[1])]  # relative: the folder can move
     baseline = load_baseline(case.baseline_path)
     scale = pooled_threshold_scale(2, calibration_runs(baseline))
     assert data["pooled_threshold_scale"] == pytest.approx(scale)
@@ -58,16 +58,16 @@ def test_two_replicates_are_judged_on_their_mean_with_scaled_pooled_thresholds(t
     assert early["steps"] == list(range(1, 16)) and early["current"] == pytest.approx(expected)
     report = (folder / "report.md").read_text()
     assert report.splitlines()[0].endswith(" (mean of 2 replicates)")
-    for label, seed in (("r1-seed0", 0), ("r2-seed10", 10)):
+    for label, seed in (("r1-seed10", 10), ("r2-seed11", 11)):
         assert f"| {label} | {seed} | 0 |" in report and f"[replicates/{label}](replicates/{label})" in report
-    assert "| check | mean | r1-seed0 | r2-seed10 |" in report  # each replicate's own value of every check
+    assert "| check | mean | r1-seed10 | r2-seed11 |" in report  # each replicate's own value of every check
     assert (folder / "plots" / "response_rewards_mean.png").is_file()
 
 
 def test_a_crashing_replicate_makes_the_verdict_an_error_naming_it(tmp_path: Path) -> None:
-    """Replicate 2 (seed 10) gets the catalogue's crash fault; replicate 1 runs clean."""
+    """Replicate 2 (seed 11) gets the catalogue's crash fault; replicate 1 (seed 10) runs clean."""
     source = (REPO_ROOT / "autotest" / "cases" / "tiny-grpo.yaml").read_text()
-    command = ('  command: if [ {seed} = 10 ]; then crash="--fault crash-at:3"; fi; '
+    command = ('  command: if [ {seed} = 11 ]; then crash="--fault crash-at:3"; fi; '
                "exec {python} -m autotest.workloads.grpo --work-dir {work_dir} --seed {seed} $crash\n")
     source = source.replace("baseline: baselines/", f"baseline: {REPO_ROOT}/baselines/")
     lines = [command if line.startswith("  command:") else line for line in source.splitlines(keepends=True)]
@@ -77,17 +77,17 @@ def test_a_crashing_replicate_makes_the_verdict_an_error_naming_it(tmp_path: Pat
     assert case.replicates == 2
     run = run_case(case, _options(tmp_path, publish=PublishOptions(with_plots=False)))
     data = json.loads((run.results_dir / "results.json").read_text())
-    assert [(r["seed"], r["exit"], r["averaged"]) for r in data["replicates"]] == [(0, "0", True), (10, "1", False)]
+    assert [(r["seed"], r["exit"], r["averaged"]) for r in data["replicates"]] == [(10, "0", True), (11, "1", False)]
     # ERROR, or FAIL as for a single run when one of its own gates failed before the crash (step time on a
     # loaded machine can, over two steps)
     own = data["replicates"][1]["status"]
     assert run.status == ("FAIL" if own == "FAIL" else "ERROR")
     failing = [r for r in run.verdict.failing() if r.is_gate]
-    assert [r.check_id for r in failing] == ["replicate[r2-seed10]"], [r.message for r in failing]
-    assert "replicate r2-seed10: run exited with code 1 at step 2 of 45" in failing[0].message
+    assert [r.check_id for r in failing] == ["replicate[r2-seed11]"], [r.message for r in failing]
+    assert "replicate r2-seed11: run exited with code 1 at step 2 of 45" in failing[0].message
     assert run.summary_line().startswith(f"tiny-grpo: {run.status} (mean of 2 replicates)")
     assert data["pooled_threshold_scale"] == pytest.approx(1.0)  # the clean replicate alone is judged
-    assert "replicate[r2-seed10]" in (run.results_dir / "report.md").read_text()
+    assert "replicate[r2-seed11]" in (run.results_dir / "report.md").read_text()
 
 
 SLOW_CASE = """name: slow

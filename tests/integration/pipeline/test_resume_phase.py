@@ -25,7 +25,7 @@ def test_a_clean_run_resumes_bitwise_and_keeps_the_resumed_logs(tmp_path):
         detail
     assert set(resume) == {"resume[completion]", "resume[step-counter]", "resume[match]"}
     assert all(r.status == "PASS" for r in resume.values()), detail
-    assert resume["resume[match]"].message.startswith("22 metrics bitwise equal at steps 21-23")
+    assert resume["resume[match]"].message.startswith("27 metrics bitwise equal at steps 21-23")
     # the main run saved the checkpoint without changing a number: its own gates passed above
     folder = run.results_dir / "resume"
     for kept in ("logs/stdout.log", "logs/stderr.log", "logs/launch.json", "tracker.jsonl"):
